@@ -1,0 +1,309 @@
+// Package relaydriver defines the seam between the relay engine and its stores.
+// The engine sees only these interfaces; relaypgx (PostgreSQL, pgx v5) and
+// relaysqlite (SQLite, modernc.org/sqlite) implement them, and
+// relaydrivertest.Exercise holds both to one behaviour.
+//
+// Every time a query stamps or compares is passed in as a parameter (Now fields):
+// the store never reads its own clock, so tests drive time (seed 000 §5.1).
+//
+// Errors are mapped at the boundary: a missing row is relaytype.ErrNotFound, a
+// unique or state-guard refusal is relaytype.ErrConflict, and connection loss,
+// serialization failures and deadlocks wrap relaytype.ErrTransient.
+package relaydriver
+
+import (
+	"context"
+	"io/fs"
+	"time"
+
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Driver is a store. Implementations are safe for concurrent use.
+type Driver interface {
+	// Name is the dialect name ("postgres", "sqlite"); apps use it to pick their
+	// per-dialect migration files and SQL, never to branch engine behaviour.
+	Name() string
+	// GetExecutor returns an executor that runs each call in its own implicit
+	// transaction (autocommit).
+	GetExecutor() Executor
+	// Begin starts a transaction. The caller must Commit or Rollback it.
+	Begin(ctx context.Context) (ExecutorTx, error)
+	// SupportsSkipLocked reports whether claims may use FOR UPDATE SKIP LOCKED
+	// (PostgreSQL). Without it the store serialises writers (SQLite: one writer).
+	SupportsSkipLocked() bool
+	// SupportsListenNotify reports whether the store can wake listeners on commit.
+	SupportsListenNotify() bool
+	// MigrationFS returns the embedded migration files of the engine's own lines
+	// ("engine"), laid out as <line>/NNN_name.up.sql.
+	MigrationFS() fs.FS
+	// Migrator returns the migration bookkeeping of this store.
+	Migrator() Migrator
+	// TryLock takes the exclusive lock named name for this process (instance
+	// exclusion, seed 000 §4.5 PRE-5). It returns relaytype.ErrLocked at once when
+	// another live holder has it. PostgreSQL holds a session advisory lock on a
+	// dedicated connection (released when the process dies); SQLite holds a lease
+	// row that the holder renews and that expires after TTL.
+	TryLock(ctx context.Context, params *LockParams) (Lock, error)
+	// Close releases the store's connections.
+	Close() error
+}
+
+// LockParams names an exclusive lock.
+type LockParams struct {
+	// Name identifies the lock, e.g. "pipeline:<name>".
+	Name string
+	// Owner identifies the holder (host/pid/random) in diagnostics and lease rows.
+	Owner string
+	// TTL is how long a lease lives without renewal (lease-based stores only).
+	TTL time.Duration
+	// Now is the current time (lease-based stores only).
+	Now time.Time
+}
+
+// Lock is a held exclusive lock.
+type Lock interface {
+	// Renew proves the lock is still held and extends a lease to now+TTL. It
+	// returns relaytype.ErrLocked when the lock was lost; the holder must then stop
+	// writing state the lock protects.
+	Renew(ctx context.Context, now time.Time) error
+	// Release gives the lock up. Safe to call more than once.
+	Release(ctx context.Context) error
+}
+
+// Migrator is the store side of relaymigrate: it records which versions of which
+// line are applied and applies one version atomically.
+type Migrator interface {
+	// AppliedVersions returns the applied versions of line, ascending.
+	AppliedVersions(ctx context.Context, line string) ([]int, error)
+	// Apply runs sql and records (line, version, name, now) in one transaction.
+	Apply(ctx context.Context, line string, version int, name, sql string, now time.Time) error
+}
+
+// Rows is the result of a raw query.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Row is the result of a raw single-row query. Scan returns
+// relaytype.ErrNotFound when there was no row.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Querier runs raw SQL in the store's own dialect. Apps use it for their own
+// tables inside the engine's transaction; the engine itself never does.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+}
+
+// ExecutorTx is an Executor bound to one transaction.
+type ExecutorTx interface {
+	Executor
+	// Savepoint opens a named savepoint; RollbackTo undoes work since it and
+	// ReleaseSavepoint forgets it. Used to batch several messages into one
+	// transaction while keeping per-message failure isolation.
+	Savepoint(ctx context.Context, name string) error
+	RollbackTo(ctx context.Context, name string) error
+	ReleaseSavepoint(ctx context.Context, name string) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+	// Unwrap returns the driver's own transaction (pgx.Tx or *sql.Tx) for apps
+	// that need dialect features.
+	Unwrap() any
+}
+
+// Executor is the engine's query surface. Methods run in the executor's
+// transaction (ExecutorTx) or in their own (GetExecutor).
+type Executor interface {
+	Querier
+
+	// MessageInsertMany inserts each message unless (pipeline, id) exists
+	// ("insert if absent", seed 000 §4.1 step 5) and returns how many were new.
+	// A message with ID 0 gets a store-allocated id (returned in the result in
+	// input order). State is PENDING.
+	MessageInsertMany(ctx context.Context, params []*MessageInsertParams) (*MessageInsertResult, error)
+	// MessageGet returns one message or relaytype.ErrNotFound.
+	MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error)
+	// MessageListUnfinished returns up to Limit PENDING/FAILED messages with
+	// id > AfterID in ascending id order (ARCHIVED excluded explicitly). The first
+	// row is the FIFO head (seed 000 §1.1).
+	MessageListUnfinished(ctx context.Context, params *MessageListUnfinishedParams) ([]*relaytype.Message, error)
+	// MessageBindIdentity binds identity to the message when its identity is still
+	// NULL, as one independent idempotent statement (seed 000 §2). OwnerID is the
+	// id holding the identity afterwards: the message itself, or another message
+	// (a duplicate). A message already bound to a different identity keeps it and
+	// reports itself as owner with Identity set to its existing key.
+	MessageBindIdentity(ctx context.Context, params *MessageBindIdentityParams) (*MessageBindIdentityResult, error)
+	// MessageComplete moves an unfinished message to a terminal state
+	// (SUCCEEDED/SKIPPED/DEAD) and records the acknowledgement intent in the same
+	// UPDATE. It refuses (ErrConflict) when the message is no longer
+	// PENDING/FAILED or, with LeaseOwner set, no longer leased to that owner.
+	MessageComplete(ctx context.Context, params *MessageCompleteParams) error
+	// MessageFail records one failed attempt: state FAILED, attempts+1, class,
+	// error text and next attempt time. Guarded like MessageComplete. Returns the
+	// new attempt count.
+	MessageFail(ctx context.Context, params *MessageFailParams) (int, error)
+	// MessageExhaust moves a FAILED message whose attempts reached MaxAttempts to
+	// DEAD(EXHAUSTED) with its acknowledgement intent in one statement, keeping
+	// LastError (seed 000 §3, §5.1 step 3). ErrConflict when the guard fails.
+	MessageExhaust(ctx context.Context, params *MessageExhaustParams) error
+	// MessageClaim leases up to Limit ready messages (PENDING, or FAILED whose
+	// next attempt is due) that are not leased, in ascending id order. With
+	// PerKey set it takes only each key's head (smallest unfinished id of the
+	// key) and only for keys with no live lease. Uses FOR UPDATE SKIP LOCKED where
+	// supported, in a short transaction that only takes the lease.
+	MessageClaim(ctx context.Context, params *MessageClaimParams) ([]*relaytype.Message, error)
+	// MessageReplay moves FAILED/DEAD messages whose class is in Classes back to
+	// PENDING, resetting attempts, next attempt, error and acknowledgement facts but
+	// never the identity (seed 000 §9.1). IDs, when set, limits the replay to them.
+	// Returns the number replayed.
+	MessageReplay(ctx context.Context, params *MessageReplayParams) (int, error)
+	// MessageStats aggregates a pipeline: counts per state and the oldest
+	// unfinished message's enqueue time. ARCHIVED rows are counted under their own
+	// state and never as backlog.
+	MessageStats(ctx context.Context, pipeline string) (*MessageStats, error)
+	// MessageExists reports whether any message exists in the pipeline.
+	MessageExists(ctx context.Context, pipeline string) (bool, error)
+
+	// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
+	CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error)
+	// CursorSave writes (W, holeSince) for the pipeline, creating the row if needed.
+	// It never changes SeededAt/SeedMode.
+	CursorSave(ctx context.Context, params *CursorSaveParams) error
+	// CursorSeed stores the first watermark with SeededAt (seed 000 §4.3). It
+	// returns relaytype.ErrSeedRefused when the pipeline already has a cursor or
+	// any message; the check and the insert are atomic.
+	CursorSeed(ctx context.Context, params *CursorSeedParams) error
+
+	// HoleInsert logs a permanent hole (idempotent on (pipeline, id)).
+	HoleInsert(ctx context.Context, hole *relaytype.Hole) error
+	// HoleList returns the pipeline's permanent holes in id order.
+	HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error)
+}
+
+// MessageInsertParams is one message to insert if absent.
+type MessageInsertParams struct {
+	Pipeline   string
+	ID         int64 // 0: allocate
+	Key        string
+	Payload    []byte
+	ReceivedAt time.Time // zero: NULL
+	Now        time.Time // becomes EnqueuedAt and UpdatedAt
+}
+
+// MessageInsertResult reports an insert batch.
+type MessageInsertResult struct {
+	// Inserted counts new rows; rows already present are neither counted nor errors.
+	Inserted int
+	// IDs holds each input's id (allocated ones filled in), in input order.
+	IDs []int64
+}
+
+// MessageListUnfinishedParams selects the head of a FIFO queue.
+type MessageListUnfinishedParams struct {
+	Pipeline string
+	AfterID  int64 // 0 from the start
+	Limit    int
+}
+
+// MessageBindIdentityParams binds a business identity.
+type MessageBindIdentityParams struct {
+	Pipeline string
+	ID       int64
+	Identity string
+}
+
+// MessageBindIdentityResult is the owner of the identity after binding.
+type MessageBindIdentityResult struct {
+	OwnerID  int64
+	Identity string
+}
+
+// MessageCompleteParams finishes a message.
+type MessageCompleteParams struct {
+	Pipeline   string
+	ID         int64
+	State      relaytype.State // SUCCEEDED, SKIPPED or DEAD
+	ErrorClass relaytype.ErrorClass
+	LastError  string // error text, or the skip reason (duplicate-of:<id>, ignored:<rule>)
+	// AckIntent records that an acknowledgement is owed (AckNextAt = Now).
+	AckIntent bool
+	// LeaseOwner, when set, requires the message to be leased to this owner.
+	LeaseOwner string
+	Now        time.Time
+}
+
+// MessageFailParams records a failed attempt.
+type MessageFailParams struct {
+	Pipeline      string
+	ID            int64
+	ErrorClass    relaytype.ErrorClass
+	LastError     string
+	NextAttemptAt time.Time
+	LeaseOwner    string
+	Now           time.Time
+}
+
+// MessageExhaustParams exhausts a FAILED message.
+type MessageExhaustParams struct {
+	Pipeline    string
+	ID          int64
+	MaxAttempts int
+	AckIntent   bool
+	Now         time.Time
+}
+
+// MessageClaimParams leases ready messages.
+type MessageClaimParams struct {
+	Pipeline   string
+	PerKey     bool
+	Limit      int
+	Owner      string
+	LeaseUntil time.Time
+	Now        time.Time
+}
+
+// MessageReplayParams selects messages to replay.
+type MessageReplayParams struct {
+	Pipeline string
+	Classes  []relaytype.ErrorClass // required; only these classes move
+	IDs      []int64                // optional filter
+	Now      time.Time
+}
+
+// MessageStats is a pipeline aggregate.
+type MessageStats struct {
+	// Counts per state, ARCHIVED included under its own key.
+	Counts map[relaytype.State]int64
+	// OldestUnfinishedEnqueuedAt is zero when nothing is unfinished.
+	OldestUnfinishedEnqueuedAt time.Time
+	// MaxID is the largest message id (0 when empty).
+	MaxID int64
+}
+
+// Backlog returns the number of unfinished (PENDING + FAILED) messages.
+func (s *MessageStats) Backlog() int64 {
+	return s.Counts[relaytype.StatePending] + s.Counts[relaytype.StateFailed]
+}
+
+// CursorSaveParams saves a watermark.
+type CursorSaveParams struct {
+	Pipeline  string
+	Watermark int64
+	HoleSince time.Time // zero: NULL
+	Now       time.Time
+}
+
+// CursorSeedParams seeds a watermark at cutover.
+type CursorSeedParams struct {
+	Pipeline  string
+	Watermark int64
+	Mode      string
+	Now       time.Time
+}
