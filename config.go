@@ -1,0 +1,302 @@
+package relay
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Mode is how an Engine orders the messages of its pipeline.
+type Mode int
+
+const (
+	// ModeFIFO processes the pipeline in strict global id order on one goroutine:
+	// only the smallest unfinished id (PENDING or FAILED) — the head — may run, and
+	// a FAILED head waiting for its backoff blocks everything behind it (seed 000
+	// §5.1). It is the zero Mode and therefore the default.
+	ModeFIFO Mode = iota
+	// ModePerKey processes messages of one Key strictly in id order and different
+	// keys in parallel (up to Config.Workers at a time). A failing head pauses only
+	// its own key (seed 004 §10.4). Claims take each key's head under a lease.
+	ModePerKey
+	// ModeUnordered claims up to Config.BatchSize ready messages with
+	// FOR UPDATE SKIP LOCKED in a short lease-only transaction and processes them in
+	// parallel outside it, in no particular order (seed 002 §4.1). Several engines
+	// (instances) may share one PostgreSQL store.
+	ModeUnordered
+)
+
+// String returns the mode's name as ParseMode accepts it.
+func (m Mode) String() string {
+	switch m {
+	case ModeFIFO:
+		return "fifo"
+	case ModePerKey:
+		return "per-key"
+	case ModeUnordered:
+		return "unordered"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode returns the mode named s ("fifo", "per-key", "unordered";
+// case-insensitive).
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ModeFIFO, ModePerKey, ModeUnordered} {
+		if strings.EqualFold(s, m.String()) {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("relay: unknown mode %q (want fifo, per-key or unordered)", s)
+}
+
+// Defaults of Config. A zero field takes its default.
+const (
+	// MaxAttemptsDefault is the default attempt limit.
+	MaxAttemptsDefault = 5
+	// BackoffFirstDefault is the first level of the default backoff schedule,
+	// which doubles from there (1s, 2s, 4s, …).
+	BackoffFirstDefault = time.Second
+	// BatchSizeDefault is the default claim size of the per-key and unordered modes.
+	BatchSizeDefault = 100
+	// WorkersDefault is the default concurrency of the per-key and unordered modes.
+	WorkersDefault = 4
+	// LeaseDurationDefault is the default lease of a claimed message.
+	LeaseDurationDefault = 30 * time.Second
+	// PollIntervalDefault is how long an idle engine waits between rounds.
+	PollIntervalDefault = time.Second
+	// HandlerTimeoutDefault bounds one handler call.
+	HandlerTimeoutDefault = 30 * time.Second
+	// FIFOBatchDefault is the default number of FIFO heads per transaction.
+	FIFOBatchDefault = 1
+)
+
+// ReplayableClassesDefault is the default replay whitelist. MALFORMED and
+// PROTOCOL are absent on purpose: a message that is itself invalid does not get
+// better by running again, so replaying it must be an explicit configuration.
+var ReplayableClassesDefault = []relaytype.ErrorClass{
+	relaytype.ClassCodec, relaytype.ClassInfra, relaytype.ClassUnsupported,
+	relaytype.ClassTimeout, relaytype.ClassInternal, relaytype.ClassExhausted,
+}
+
+// DeadClassesDefault is the default set of classes that go to DEAD at once,
+// without retry (seed 000 §3: MALFORMED and PROTOCOL need a human).
+var DeadClassesDefault = []relaytype.ErrorClass{relaytype.ClassMalformed, relaytype.ClassProtocol}
+
+// DoublingBackoff returns levels delays starting at first and doubling:
+// DoublingBackoff(time.Second, 4) is [1s 2s 4s 8s].
+func DoublingBackoff(first time.Duration, levels int) []time.Duration {
+	out := make([]time.Duration, 0, max(levels, 0))
+	for i := range max(levels, 0) {
+		out = append(out, first<<i)
+	}
+	return out
+}
+
+// Config configures an Engine. Pipeline and Handler are required; every other
+// zero field takes the default named in its comment. New copies the Config; later
+// changes to the caller's value have no effect.
+type Config struct {
+	// Pipeline names the queue this engine processes. Required.
+	Pipeline string
+	// Mode orders processing. Default ModeFIFO.
+	Mode Mode
+	// Handler applies one message. Required. If it also implements Decoder, each
+	// message is decoded before identity binding and ignore rules.
+	Handler Handler
+	// MaxAttempts is the attempt limit: a message that failed MaxAttempts times
+	// becomes DEAD(EXHAUSTED) (seed 000 §3). Default MaxAttemptsDefault (5).
+	MaxAttempts int
+	// Backoff is the retry schedule: after the n-th failed attempt the message
+	// waits Backoff[n-1]. It must have exactly MaxAttempts-1 levels — a level that
+	// can never fire, or an attempt with no level, is a configuration error caught
+	// at start-up (seed 000 §9.1). Default DoublingBackoff(1s, MaxAttempts-1).
+	Backoff []time.Duration
+	// IgnoreRules lists kinds that are skipped as SKIPPED ignored:<rule> without
+	// calling the handler (seed 000 §2). Each rule is TYPE-STYP or TYPE-* and is
+	// matched case-insensitively against Decoded.Kind. Only decoded messages can be
+	// ignored; their identity is still bound first.
+	IgnoreRules []string
+	// ReplayableClasses is the replay whitelist: Replay refuses any other class.
+	// Default ReplayableClassesDefault (MALFORMED and PROTOCOL only if listed here).
+	ReplayableClasses []relaytype.ErrorClass
+	// DeadClasses are classes that go to DEAD at once, without retry, whether they
+	// come from a decoder or a handler's Retry. Default DeadClassesDefault.
+	DeadClasses []relaytype.ErrorClass
+	// AckIntent makes every terminal state also record an acknowledgement intent
+	// in the same statement (seed 000 §6.1), for pipelines whose source wants a
+	// write-back. Default false.
+	AckIntent bool
+	// Watermarked (ModeFIFO only) refuses a head whose id is above the pipeline
+	// cursor's watermark: such a row was registered directly and taking it would
+	// overtake smaller ids not yet enqueued (seed 000 §5.1 step 2). Without a cursor
+	// nothing is taken. Default false.
+	Watermarked bool
+	// BatchSize is how many messages one claim takes (per-key, unordered).
+	// Default BatchSizeDefault (100).
+	BatchSize int
+	// Workers is how many messages the per-key and unordered modes process at
+	// once. Default WorkersDefault (4). ModeFIFO always uses one goroutine.
+	Workers int
+	// LeaseDuration is how long a claimed message stays leased to this instance
+	// (per-key, unordered); it must be at least HandlerTimeout. Correctness does
+	// not rest on it: the terminal write checks the lease owner inside the
+	// business transaction, so when a lease passes to another instance only one
+	// instance's effects can commit; a short lease only wastes work. Default
+	// LeaseDurationDefault (30s).
+	LeaseDuration time.Duration
+	// PollInterval is how long a started engine waits on Clock between idle
+	// rounds (a FIFO head due earlier wakes it earlier; Enqueue wakes it at once).
+	// Default PollIntervalDefault (1s).
+	PollInterval time.Duration
+	// HandlerTimeout bounds one handler call on Clock: when it passes, the
+	// handler's ctx is cancelled and the attempt counts as Retry(TIMEOUT) whatever
+	// the handler returns. Default HandlerTimeoutDefault (30s).
+	HandlerTimeout time.Duration
+	// FIFOBatch (ModeFIFO only) is how many contiguous ready heads one transaction
+	// may carry, each under its own savepoint so a failure undoes only its own
+	// message. Default FIFOBatchDefault (1: a transaction per message).
+	FIFOBatch int
+	// InstanceID names this engine as a lease owner. Default a random id.
+	InstanceID string
+	// Clock is the only source of time. Default relayclock.System{}.
+	Clock relaytype.Clock
+	// Logger receives structured logs (never payloads). Default slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, receives the engine's metrics (see metrics.go).
+	// Engines of several pipelines may share one Registerer.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns a copy of c with every zero field defaulted.
+func (c Config) withDefaults() Config {
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	if c.Backoff == nil {
+		c.Backoff = DoublingBackoff(BackoffFirstDefault, c.MaxAttempts-1)
+	} else {
+		c.Backoff = slices.Clone(c.Backoff)
+	}
+	if c.ReplayableClasses == nil {
+		c.ReplayableClasses = ReplayableClassesDefault
+	}
+	c.ReplayableClasses = slices.Clone(c.ReplayableClasses)
+	if c.DeadClasses == nil {
+		c.DeadClasses = DeadClassesDefault
+	}
+	c.DeadClasses = slices.Clone(c.DeadClasses)
+	c.IgnoreRules = slices.Clone(c.IgnoreRules)
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.Workers = cmp.Or(c.Workers, WorkersDefault)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, LeaseDurationDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, HandlerTimeoutDefault)
+	c.FIFOBatch = cmp.Or(c.FIFOBatch, FIFOBatchDefault)
+	if c.Clock == nil {
+		c.Clock = relayclock.System{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks a defaulted Config and names the first bad field.
+func (c *Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("relay: invalid Config.%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Pipeline == "":
+		return bad("Pipeline", "required")
+	case c.Handler == nil:
+		return bad("Handler", "required")
+	case c.Mode != ModeFIFO && c.Mode != ModePerKey && c.Mode != ModeUnordered:
+		return bad("Mode", "unknown mode %d", int(c.Mode))
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
+	case len(c.Backoff) != c.MaxAttempts-1:
+		// seed 000 §9.1: a schedule with a level that never fires (or an attempt
+		// without a level) must not pass the start-up check.
+		return bad("Backoff", "%d levels for MaxAttempts %d; want exactly MaxAttempts-1 = %d",
+			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case c.BatchSize < 1:
+		return bad("BatchSize", "%d < 1", c.BatchSize)
+	case c.Workers < 1:
+		return bad("Workers", "%d < 1", c.Workers)
+	case c.LeaseDuration <= 0:
+		return bad("LeaseDuration", "%s <= 0", c.LeaseDuration)
+	case c.PollInterval <= 0:
+		return bad("PollInterval", "%s <= 0", c.PollInterval)
+	case c.HandlerTimeout <= 0:
+		return bad("HandlerTimeout", "%s <= 0", c.HandlerTimeout)
+	case c.FIFOBatch < 1:
+		return bad("FIFOBatch", "%d < 1", c.FIFOBatch)
+	case c.Mode != ModeFIFO && c.LeaseDuration < c.HandlerTimeout:
+		return bad("LeaseDuration", "%s is shorter than HandlerTimeout %s: a handler still running would routinely lose its message to another instance",
+			c.LeaseDuration, c.HandlerTimeout)
+	case c.Watermarked && c.Mode != ModeFIFO:
+		return bad("Watermarked", "only ModeFIFO takes heads by watermark")
+	case c.FIFOBatch > 1 && c.Mode != ModeFIFO:
+		return bad("FIFOBatch", "only ModeFIFO batches heads")
+	}
+	for i, d := range c.Backoff {
+		if d < 0 {
+			return bad("Backoff", "level %d is negative (%s)", i, d)
+		}
+	}
+	for _, r := range c.IgnoreRules {
+		if _, err := parseIgnoreRule(r); err != nil {
+			return bad("IgnoreRules", "%v", err)
+		}
+	}
+	for _, field := range []struct {
+		name    string
+		classes []relaytype.ErrorClass
+	}{{"ReplayableClasses", c.ReplayableClasses}, {"DeadClasses", c.DeadClasses}} {
+		for _, cl := range field.classes {
+			if _, err := relaytype.ParseErrorClass(string(cl)); err != nil {
+				return bad(field.name, "%v", err)
+			}
+		}
+	}
+	if slices.Contains(c.DeadClasses, relaytype.ClassExhausted) {
+		return bad("DeadClasses", "EXHAUSTED is reached by the attempt limit, not by a class")
+	}
+	return nil
+}
+
+// ignoreRule is a parsed TYPE-STYP or TYPE-* rule.
+type ignoreRule struct {
+	text       string // as configured; recorded in ignored:<rule>
+	typ, styp  string // styp "*" matches any subtype
+	isWildcard bool
+}
+
+var errRuleShape = errors.New("want TYPE-STYP or TYPE-*")
+
+func parseIgnoreRule(s string) (ignoreRule, error) {
+	typ, styp, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok || typ == "" || styp == "" || strings.Contains(typ, "*") || (strings.Contains(styp, "*") && styp != "*") {
+		return ignoreRule{}, fmt.Errorf("ignore rule %q: %w", s, errRuleShape)
+	}
+	return ignoreRule{text: s, typ: typ, styp: styp, isWildcard: styp == "*"}, nil
+}
+
+// match reports whether kind (TYPE-STYP, or a bare TYPE) falls under the rule,
+// case-insensitively (seed 000 §2).
+func (r ignoreRule) match(kind string) bool {
+	typ, styp, _ := strings.Cut(kind, "-")
+	if !strings.EqualFold(typ, r.typ) {
+		return false
+	}
+	return r.isWildcard || strings.EqualFold(styp, r.styp)
+}

@@ -1,0 +1,114 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+func okHandler() relay.Handler {
+	return relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result { return relay.Succeeded() })
+}
+
+// New validates without I/O, so a nil-safe stand-in driver is enough here.
+type nopDriver struct{ relaydriver.Driver }
+
+// TestConfigValidation: start-up validation names the bad field; a backoff
+// schedule whose level count is not MaxAttempts-1 is rejected (seed 000 §9.1:
+// a level that can never fire must not pass).
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	base := func() relay.Config { return relay.Config{Pipeline: "p", Handler: okHandler()} }
+	cases := []struct {
+		name  string
+		mut   func(*relay.Config)
+		field string // "" = valid
+	}{
+		{"defaults", func(*relay.Config) {}, ""},
+		{"default backoff follows MaxAttempts", func(c *relay.Config) { c.MaxAttempts = 8 }, ""},
+		{"exact levels", func(c *relay.Config) {
+			c.MaxAttempts = 3
+			c.Backoff = []time.Duration{time.Second, time.Minute}
+		}, ""},
+		{"one attempt, no levels", func(c *relay.Config) { c.MaxAttempts = 1; c.Backoff = []time.Duration{} }, ""},
+		{"a level that never fires", func(c *relay.Config) {
+			c.MaxAttempts = 3
+			c.Backoff = []time.Duration{time.Second, time.Minute, time.Hour}
+		}, "Backoff"},
+		{"an attempt without a level", func(c *relay.Config) {
+			c.MaxAttempts = 5
+			c.Backoff = []time.Duration{time.Second}
+		}, "Backoff"},
+		{"explicit default MaxAttempts with short schedule", func(c *relay.Config) {
+			c.Backoff = []time.Duration{time.Second, time.Second}
+		}, "Backoff"},
+		{"negative level", func(c *relay.Config) {
+			c.MaxAttempts = 2
+			c.Backoff = []time.Duration{-time.Second}
+		}, "Backoff"},
+		{"no pipeline", func(c *relay.Config) { c.Pipeline = "" }, "Pipeline"},
+		{"no handler", func(c *relay.Config) { c.Handler = nil }, "Handler"},
+		{"negative attempts", func(c *relay.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
+		{"bad mode", func(c *relay.Config) { c.Mode = 9 }, "Mode"},
+		{"ignore rule without subtype", func(c *relay.Config) { c.IgnoreRules = []string{"LDM"} }, "IgnoreRules"},
+		{"ignore rule partial wildcard", func(c *relay.Config) { c.IgnoreRules = []string{"LDM-A*"} }, "IgnoreRules"},
+		{"ignore rules ok", func(c *relay.Config) { c.IgnoreRules = []string{"LDM-*", "flop-abcd"} }, ""},
+		{"unknown replay class", func(c *relay.Config) {
+			c.ReplayableClasses = []relaytype.ErrorClass{"NOPE"}
+		}, "ReplayableClasses"},
+		{"exhausted as dead class", func(c *relay.Config) {
+			c.DeadClasses = []relaytype.ErrorClass{relaytype.ClassExhausted}
+		}, "DeadClasses"},
+		{"lease shorter than handler timeout", func(c *relay.Config) {
+			c.Mode = relay.ModeUnordered
+			c.LeaseDuration = time.Second
+			c.HandlerTimeout = 2 * time.Second
+		}, "LeaseDuration"},
+		{"claim mode defaults", func(c *relay.Config) { c.Mode = relay.ModePerKey }, ""},
+		{"watermark outside FIFO", func(c *relay.Config) { c.Mode = relay.ModePerKey; c.Watermarked = true }, "Watermarked"},
+		{"FIFO batch outside FIFO", func(c *relay.Config) { c.Mode = relay.ModeUnordered; c.FIFOBatch = 4 }, "FIFOBatch"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.mut(&cfg)
+			e, err := relay.New(nopDriver{}, cfg)
+			if tc.field == "" {
+				require.NoError(t, err)
+				require.NotNil(t, e)
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "Config."+tc.field)
+		})
+	}
+}
+
+func TestDoublingBackoffAndParseMode(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second},
+		relay.DoublingBackoff(time.Second, 4))
+	require.Empty(t, relay.DoublingBackoff(time.Second, 0))
+	for _, m := range []relay.Mode{relay.ModeFIFO, relay.ModePerKey, relay.ModeUnordered} {
+		got, err := relay.ParseMode(m.String())
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+	_, err := relay.ParseMode("lifo")
+	require.Error(t, err)
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, relay.Classify(relaytype.ClassMalformed, nil))
+	err := relay.Classify(relaytype.ClassMalformed, context.Canceled)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, relaytype.ClassMalformed, relay.ClassOf(err, relaytype.ClassCodec))
+	require.Equal(t, relaytype.ClassCodec, relay.ClassOf(context.Canceled, relaytype.ClassCodec))
+}

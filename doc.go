@@ -1,0 +1,34 @@
+// Package relay is the processing core of the relay message-pipeline engine:
+// a durable state machine per message, run in one of three ordering modes, that
+// applies each message exactly once in effect.
+//
+// A message is enqueued (Engine.Enqueue, or EnqueueTx in the caller's own
+// transaction) as PENDING. The engine hands it to a Handler inside a store
+// transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
+// and the acknowledgement intent commit together, or not at all (seed 000
+// §5.3). A failure is recorded in one statement after the handler's writes were
+// rolled back: FAILED with attempts+1 and the next attempt time from the backoff
+// schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
+// and DEAD(EXHAUSTED) when the attempt limit is reached (seed 000 §3, §9.1).
+//
+//	PENDING / FAILED → SUCCEEDED | SKIPPED | FAILED (backoff) | DEAD
+//
+// Before the transaction, a Handler that is also a Decoder has the message
+// decoded; a non-empty Decoded.Identity is bound once to the message in an
+// independent statement, and a second message with the same identity becomes
+// SKIPPED duplicate-of:<id>; a Decoded.Kind matching an ignore rule becomes
+// SKIPPED ignored:<rule> (seed 000 §2, §5.2).
+//
+// Ordering modes:
+//
+//   - ModeFIFO: strict global order; a FAILED head waiting for its backoff
+//     blocks everything behind it (seed 000 §5.1). One goroutine.
+//   - ModePerKey: same key strictly in order, different keys in parallel; a
+//     failing head pauses only its key.
+//   - ModeUnordered: claims with FOR UPDATE SKIP LOCKED under a lease and
+//     processes in parallel; several instances may share one store.
+//
+// Every time the engine reads comes from Config.Clock, and every time a store
+// query stamps is passed to it as a parameter, so tests drive retries with a
+// relayclock.Fake and Engine.Work instead of sleeping.
+package relay

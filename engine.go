@@ -1,0 +1,352 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Engine processes one pipeline of a store. Create it with New, run it with
+// Start/Stop (or drive it round by round with Work, as tests do). All methods
+// are safe for concurrent use.
+type Engine struct {
+	d         relaydriver.Driver
+	cfg       Config // defaulted and validated
+	log       *slog.Logger
+	gate      *LifecycleGate
+	metrics   *metrics
+	decoder   Decoder // cfg.Handler as a Decoder, or nil
+	ignore    []ignoreRule
+	deadClass map[relaytype.ErrorClass]bool
+
+	// wake is signalled (non-blocking) by Enqueue so an idle loop runs at once.
+	wake chan struct{}
+
+	// workMu serialises rounds: Work and the started loop never overlap, which
+	// keeps ModeFIFO single-threaded (seed 000 §5.1). The fields below it are
+	// guarded by it.
+	workMu sync.Mutex
+	// nextDue is when the FIFO head waiting for its backoff becomes ready (zero:
+	// unknown); the loop sleeps until then or PollInterval, whichever is first.
+	nextDue time.Time
+	// warnedW / warnedNoCursor rate-limit the watermark WARN to once per value.
+	warnedW        int64
+	warnedAny      bool
+	warnedNoCursor bool
+
+	mu        sync.Mutex // guards the lifecycle fields below
+	started   bool
+	stopped   bool
+	stopCh    chan struct{} // closed by Stop: finish in-flight work, take no more
+	cancelRun context.CancelFunc
+	done      chan struct{} // closed when the loop has returned
+}
+
+// New validates cfg (naming the bad field on error) and returns an engine for
+// cfg.Pipeline on store d. It does no I/O; Start checks the schema.
+func New(d relaydriver.Driver, cfg Config) (*Engine, error) {
+	if d == nil {
+		return nil, errors.New("relay: New: nil driver")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = newInstanceID()
+	}
+	e := &Engine{
+		d:         d,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		gate:      newLifecycleGate(),
+		deadClass: make(map[relaytype.ErrorClass]bool),
+		wake:      make(chan struct{}, 1),
+	}
+	e.decoder, _ = cfg.Handler.(Decoder)
+	for _, r := range cfg.IgnoreRules {
+		rule, _ := parseIgnoreRule(r) // validated above
+		e.ignore = append(e.ignore, rule)
+	}
+	for _, c := range cfg.DeadClasses {
+		e.deadClass[c] = true
+	}
+	if cfg.Registerer != nil {
+		m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
+		if err != nil {
+			return nil, err
+		}
+		e.metrics = m
+	}
+	return e, nil
+}
+
+func newInstanceID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Pipeline returns the pipeline the engine processes.
+func (e *Engine) Pipeline() string { return e.cfg.Pipeline }
+
+// InstanceID returns the lease owner name of this engine.
+func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
+
+// Gate returns the pipeline's lifecycle gate (replay, acknowledgement
+// write-back). Never nil.
+func (e *Engine) Gate() *LifecycleGate { return e.gate }
+
+// Start checks that the store's engine schema is current — an old schema is
+// refused with an error wrapping relaytype.ErrSchemaOutdated — and starts the
+// processing loop. ctx governs only the check: the loop runs until Stop. An
+// engine starts at most once.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return errors.New("relay: Start: engine already started")
+	}
+	if err := relaymigrate.Check(ctx, e.d, relaymigrate.EngineLineOf(e.d)); err != nil {
+		return fmt.Errorf("relay: Start pipeline %q: %w", e.cfg.Pipeline, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.started = true
+	e.stopCh = make(chan struct{})
+	e.cancelRun = cancel
+	e.done = make(chan struct{})
+	go e.loop(runCtx)
+	e.log.InfoContext(ctx, "relay: engine started", "pipeline", e.cfg.Pipeline,
+		"mode", e.cfg.Mode.String(), "instance_id", e.cfg.InstanceID)
+	return nil
+}
+
+// Stop asks the loop to take no more messages and waits for the work in flight
+// (the current FIFO head, or the claimed batch) to finish. When ctx ends first,
+// Stop cancels the in-flight handlers' ctx and returns ctx.Err() without waiting
+// further; an interrupted attempt leaves its message as it was (claimed rows
+// keep their lease until it expires). Stop on an engine that was never started
+// returns nil; calling it again is harmless.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return nil
+	}
+	if !e.stopped {
+		e.stopped = true
+		close(e.stopCh)
+	}
+	done, cancel := e.done, e.cancelRun
+	e.mu.Unlock()
+	select {
+	case <-done:
+		cancel()
+		return nil
+	case <-ctx.Done():
+		cancel()
+		return fmt.Errorf("relay: Stop pipeline %q: %w", e.cfg.Pipeline, ctx.Err())
+	}
+}
+
+// loop runs rounds until Stop, sleeping on the clock between idle rounds.
+func (e *Engine) loop(ctx context.Context) {
+	defer close(e.done)
+	for {
+		_, err := e.work(ctx, e.stopCh)
+		if err != nil && ctx.Err() == nil {
+			// The only place a round's error is reported: work returns, never logs.
+			e.log.ErrorContext(ctx, "relay: processing round failed", "pipeline", e.cfg.Pipeline, "error", err)
+		}
+		wait := e.cfg.PollInterval
+		e.workMu.Lock()
+		if due := e.nextDue; !due.IsZero() && err == nil {
+			wait = min(wait, max(due.Sub(e.cfg.Clock.Now()), 0))
+		}
+		e.workMu.Unlock()
+		select {
+		case <-e.stopCh:
+			return
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-e.cfg.Clock.After(wait):
+		}
+	}
+}
+
+// Work runs processing rounds until nothing is ready now and returns how many
+// attempts reached an outcome (succeeded, skipped, dead, retry or exhausted).
+// It is what the started loop runs between waits; tests call it directly and
+// move a relayclock.Fake between calls. ctx governs the whole call (handlers
+// get a child of it). A store error stops the round and is returned; the
+// message concerned stays as it was and is retried by a later round. Work calls
+// are serialised with each other and with the started loop.
+func (e *Engine) Work(ctx context.Context) (int, error) {
+	return e.work(ctx, nil)
+}
+
+func (e *Engine) work(ctx context.Context, stop <-chan struct{}) (int, error) {
+	e.workMu.Lock()
+	defer e.workMu.Unlock()
+	var n int
+	var err error
+	if e.cfg.Mode == ModeFIFO {
+		n, err = e.workFIFO(ctx, stop)
+	} else {
+		n, err = e.workClaim(ctx, stop)
+	}
+	if ctx.Err() == nil {
+		e.refreshMetrics(ctx)
+	}
+	return n, err
+}
+
+// stopping reports whether stop was closed (nil never is).
+func stopping(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// EnqueueParams is one message to enqueue.
+type EnqueueParams struct {
+	// ID orders the message; 0 lets the store allocate one. An ID already present
+	// in the pipeline is left untouched ("insert if absent") and returned as is.
+	ID int64
+	// Key is the ordering key of ModePerKey ("" is a key like any other).
+	Key string
+	// Payload is the message body stored with it (may be nil).
+	Payload []byte
+	// ReceivedAt is the source's receive time (zero: unknown, stored NULL).
+	ReceivedAt time.Time
+}
+
+// Enqueue inserts messages into the engine's pipeline in one store transaction
+// and returns their ids in input order. Enqueued time is Clock.Now(). A started
+// engine is woken at once.
+func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]int64, error) {
+	tx, err := e.d.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("relay: enqueue: begin: %w", err)
+	}
+	ids, err := e.EnqueueTx(ctx, tx, params...)
+	if err != nil {
+		return nil, errors.Join(err, tx.Rollback(ctx))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("relay: enqueue: commit: %w", err)
+	}
+	return ids, nil
+}
+
+// EnqueueTx inserts messages in the caller's transaction, so they commit (or
+// not) with the caller's own writes. The engine is woken, but a message becomes
+// visible only when the caller commits.
+func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, params ...*EnqueueParams) ([]int64, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	now := e.cfg.Clock.Now()
+	ins := make([]*relaydriver.MessageInsertParams, len(params))
+	for i, p := range params {
+		if p == nil {
+			return nil, fmt.Errorf("relay: enqueue: params[%d] is nil", i)
+		}
+		ins[i] = &relaydriver.MessageInsertParams{
+			Pipeline: e.cfg.Pipeline, ID: p.ID, Key: p.Key, Payload: p.Payload,
+			ReceivedAt: p.ReceivedAt, Now: now,
+		}
+	}
+	res, err := tx.MessageInsertMany(ctx, ins)
+	if err != nil {
+		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
+	}
+	e.poke()
+	return res.IDs, nil
+}
+
+// poke wakes an idle loop without blocking.
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ReplayParams selects messages to replay.
+type ReplayParams struct {
+	// Classes are the error classes to replay; required, and each must be in
+	// Config.ReplayableClasses.
+	Classes []relaytype.ErrorClass
+	// IDs, when set, limits the replay to these messages.
+	IDs []int64
+}
+
+// ErrReplayRefused is wrapped by Replay's error when a class is outside the
+// whitelist.
+var ErrReplayRefused = errors.New("relay: replay refused")
+
+// Replay moves FAILED and DEAD messages of the given classes back to PENDING,
+// resetting attempts, next attempt time, error and acknowledgement facts but
+// keeping the identity, so the message is not its own duplicate (seed 000
+// §9.1). Terminal successes and skips never move: replaying a succeeded message
+// changes nothing. It refuses (ErrReplayRefused) any class outside
+// Config.ReplayableClasses and runs inside the LifecycleGate. Note that a
+// replayed FIFO message runs after later messages already did: replay does not
+// restore history order (seed 000 §9.1).
+func (e *Engine) Replay(ctx context.Context, params *ReplayParams) (int, error) {
+	if params == nil || len(params.Classes) == 0 {
+		return 0, fmt.Errorf("%w: no error class given (replayable: %v)", ErrReplayRefused, e.cfg.ReplayableClasses)
+	}
+	for _, c := range params.Classes {
+		if !slices.Contains(e.cfg.ReplayableClasses, c) {
+			return 0, fmt.Errorf("%w: class %q is not replayable on pipeline %q (replayable: %v)",
+				ErrReplayRefused, c, e.cfg.Pipeline, e.cfg.ReplayableClasses)
+		}
+	}
+	var n int
+	err := e.gate.Do(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = e.d.GetExecutor().MessageReplay(ctx, &relaydriver.MessageReplayParams{
+			Pipeline: e.cfg.Pipeline,
+			Classes:  slices.Clone(params.Classes),
+			IDs:      slices.Clone(params.IDs),
+			Now:      e.cfg.Clock.Now(),
+		})
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("relay: replay %v on %q: %w", params.Classes, e.cfg.Pipeline, err)
+	}
+	e.log.InfoContext(ctx, "relay: replayed", "pipeline", e.cfg.Pipeline, "classes", params.Classes, "replayed", n)
+	if n > 0 {
+		e.poke()
+	}
+	return n, nil
+}
+
+// Stats aggregates the pipeline: messages per state and the oldest unfinished
+// message's enqueue time.
+func (e *Engine) Stats(ctx context.Context) (*relaydriver.MessageStats, error) {
+	st, err := e.d.GetExecutor().MessageStats(ctx, e.cfg.Pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("relay: stats of %q: %w", e.cfg.Pipeline, err)
+	}
+	return st, nil
+}

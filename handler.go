@@ -1,0 +1,127 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Tx is the transaction a Handler writes its business effects in. The engine
+// commits it together with the message's terminal state (and acknowledgement
+// intent) when the handler returns Succeeded or Skip, and rolls it back when the
+// handler returns Retry or Dead, panics or overruns its timeout (seed 000 §5.3).
+// A Tx is valid only during the Handle call and is not safe for concurrent use;
+// the handler must not commit or roll it back.
+type Tx interface {
+	relaydriver.Querier
+	// Unwrap returns the driver's own transaction (pgx.Tx or *sql.Tx).
+	Unwrap() any
+}
+
+// handlerTx hides Commit/Rollback and the engine's own queries from handlers.
+type handlerTx struct{ tx relaydriver.ExecutorTx }
+
+func (t handlerTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+func (t handlerTx) Query(ctx context.Context, sql string, args ...any) (relaydriver.Rows, error) {
+	return t.tx.Query(ctx, sql, args...)
+}
+
+func (t handlerTx) QueryRow(ctx context.Context, sql string, args ...any) relaydriver.Row {
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+func (t handlerTx) Unwrap() any { return t.tx.Unwrap() }
+
+// Decoded is what a Decoder made of a message.
+type Decoded struct {
+	// Identity is the business identity (e.g. SNDR|TYPE|STYP|SEQN, seed 000 §2).
+	// When non-empty it is bound to the message once; a second message with the
+	// same identity is SKIPPED duplicate-of:<first id>. Empty: no dedupe.
+	Identity string
+	// Kind is the dispatch key, TYPE-STYP (e.g. "FLOP-ABCD"), that IgnoreRules
+	// match against. Empty: never ignored.
+	Kind string
+	// Value is the decoded body, handed to the Handler in Delivery.Decoded.
+	Value any
+}
+
+// Decoder is implemented by a Handler that wants messages decoded before
+// identity binding and ignore rules. Decode runs outside any transaction and
+// must not write. A returned error is classified with ClassOf: a class in
+// Config.DeadClasses (default MALFORMED, PROTOCOL) makes the message DEAD at
+// once; any other class — and an unclassified error, which counts as
+// CODEC_ERROR — is retried with backoff. A nil *Decoded with a nil error means
+// "nothing to bind or ignore". Decode may be called from several goroutines at
+// once in the per-key and unordered modes.
+type Decoder interface {
+	Decode(ctx context.Context, m *relaytype.Message) (*Decoded, error)
+}
+
+// Delivery is one message handed to a Handler.
+type Delivery struct {
+	// Message is the stored row as it was read before this attempt (Attempts
+	// counts earlier failed attempts). Handlers must not modify it.
+	Message *relaytype.Message
+	// Decoded is the Decoder's result, or nil when the Handler is no Decoder.
+	Decoded *Decoded
+}
+
+// Handler applies one message inside the engine's transaction and steers the
+// outcome with its Result. ctx is cancelled when Config.HandlerTimeout passes
+// (the attempt then counts as Retry(TIMEOUT)) or the engine stops; a handler
+// must honour it, because the engine waits for Handle to return before it rolls
+// the transaction back. A panic is recovered and counts as Retry(INTERNAL). In
+// the per-key and unordered modes Handle is called from several goroutines at
+// once (never twice at once for one key in ModePerKey).
+type Handler interface {
+	Handle(ctx context.Context, tx Tx, d *Delivery) Result
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, tx Tx, d *Delivery) Result
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, tx Tx, d *Delivery) Result { return f(ctx, tx, d) }
+
+// ClassError attaches an error class to an error. Decoders return one (via
+// Classify) to say whether a failure is MALFORMED (dead at once) or
+// CODEC_ERROR (retried).
+type ClassError struct {
+	Class relaytype.ErrorClass
+	Err   error
+}
+
+// Error returns "<CLASS>: <err>".
+func (e *ClassError) Error() string {
+	if e.Err == nil {
+		return string(e.Class)
+	}
+	return fmt.Sprintf("%s: %v", e.Class, e.Err)
+}
+
+// Unwrap returns the wrapped error.
+func (e *ClassError) Unwrap() error { return e.Err }
+
+// Classify returns err tagged with class (nil when err is nil).
+func Classify(class relaytype.ErrorClass, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ClassError{Class: class, Err: err}
+}
+
+// ClassOf returns the class of the first ClassError in err's chain, or def
+// when there is none.
+func ClassOf(err error, def relaytype.ErrorClass) relaytype.ErrorClass {
+	var ce *ClassError
+	if errors.As(err, &ce) && ce.Class != relaytype.ClassNone {
+		return ce.Class
+	}
+	return def
+}

@@ -1,0 +1,100 @@
+// Package cli is relay's command tree: the only place that reads flags,
+// environment variables and files. cmd/relay calls Run.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) error
+}
+
+// Env is what a command writes to.
+type Env struct {
+	Stdout, Stderr io.Writer
+}
+
+// Logger returns a text logger on stderr at level (debug, info, warn, error),
+// or a logger that discards everything for "off".
+func (e *Env) Logger(level string) (*slog.Logger, error) {
+	if level == "off" {
+		return slog.New(slog.DiscardHandler), nil
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"demo":    {"run a whole pipeline on the embedded store and reconcile it (no setup needed)", runDemo},
+		"migrate": {"apply the engine's migrations to a store", runMigrate},
+		"bench":   {"measure throughput: relay bench fifo", runBench},
+		"serve":   {"run the demo pipeline as a long-lived service over a foreign table (single active instance)", runServe},
+	}
+}
+
+// Run executes the command line args (without the program name).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	env := &Env{Stdout: stdout, Stderr: stderr}
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout, cmds)
+		return nil
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		usage(stderr, cmds)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	err := cmd.run(ctx, env, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "relay — reliable message pipelines\n\nusage: relay <command> [flags]\n\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nrun `relay <command> -h` for a command's flags")
+}
+
+// newFlags returns a flag set that prints its usage to env.Stderr.
+func newFlags(env *Env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "usage: relay %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// envOr returns the environment variable name, or def when unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
+		return v
+	}
+	return def
+}

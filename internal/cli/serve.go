@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // foreign MySQL/MariaDB sources
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "modernc.org/sqlite" // foreign SQLite sources
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/demo"
+	"github.com/relayhq/relay/internal/exclusive"
+	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaysource"
+)
+
+// runServe runs the demo pipeline (watermark intake over a foreign table →
+// global FIFO → projection) as a long-lived service. Only one instance per
+// pipeline is active: others wait for the pipeline lock (seed 000 §4.5).
+func runServe(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "serve", "serve --store URL --source-driver sqlite|mysql --source-dsn DSN [flags]")
+	store := fs.String("store", envOr("RELAY_STORE", ""), "store URL (postgres://… or a SQLite path); env RELAY_STORE")
+	pipeline := fs.String("pipeline", "demo", "pipeline name")
+	srcDriver := fs.String("source-driver", "sqlite", "foreign source driver: sqlite or mysql")
+	srcDSN := fs.String("source-dsn", "", "foreign source DSN (SQLite file path, or a go-sql-driver/mysql DSN)")
+	srcTable := fs.String("source-table", "source_messages", "foreign table (columns id, payload, received_at)")
+	seed := fs.String("seed", "", "cutover seeding (min, zero, max or an id); refused if the pipeline already has a watermark or messages")
+	delay := fs.Duration("max-commit-delay", 60*time.Second, "how long a hole may wait for a late commit before it is released as permanent")
+	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off)")
+	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
+	lockTTL := fs.Duration("lock-ttl", exclusive.TTLDefault, "lease length on lease-based stores (SQLite)")
+	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := env.Logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	if *srcDSN == "" {
+		return errors.New("--source-dsn is required")
+	}
+	dialect := relaysource.Dialect(*srcDriver)
+	if dialect != relaysource.DialectSQLite && dialect != relaysource.DialectMySQL {
+		return fmt.Errorf("--source-driver %q: want sqlite or mysql", *srcDriver)
+	}
+	d, err := openStore(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	clock := relayclock.System{}
+	line, err := demo.MigrationLine(d.Name())
+	if err != nil {
+		return err
+	}
+	if _, err := relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d), line); err != nil {
+		return err
+	}
+	src, err := sql.Open(*srcDriver, *srcDSN)
+	if err != nil {
+		return fmt.Errorf("open source: %w", err)
+	}
+	defer src.Close()
+	table, err := relaysource.NewSQLTable(src, relaysource.SQLTableConfig{
+		Dialect: dialect, Table: *srcTable, IDColumn: "id", PayloadColumn: "payload", ReceivedAtColumn: "received_at",
+	})
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if *metricsAddr != "" {
+		stopHTTP, err := serveMetrics(*metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
+	intake, err := watermark.New(d, table, watermark.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
+		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	engine, err := relay.New(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
+		Handler: &demo.Handler{Pipeline: *pipeline}, IgnoreRules: demo.IgnoreRules, Watermarked: true,
+		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg, InstanceID: *owner})
+	if err != nil {
+		return err
+	}
+
+	err = exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:" + *pipeline, Owner: *owner, TTL: *lockTTL,
+		Clock: clock, Logger: log}, func(ctx context.Context) error {
+		if *seed != "" {
+			w, err := intake.Seed(ctx, *seed)
+			if err != nil {
+				return fmt.Errorf("seed %q: %w", *seed, err)
+			}
+			log.InfoContext(ctx, "watermark seeded", "pipeline", *pipeline, "mode", *seed, "watermark", w)
+		}
+		if err := engine.Start(ctx); err != nil {
+			return err
+		}
+		intakeErr := intake.Run(ctx)
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return errors.Join(ignoreCanceled(intakeErr), engine.Stop(stopCtx))
+	})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		log.Info("stopped")
+		return nil
+	}
+	return err
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+// serveMetrics serves /metrics and /healthz on addr until the returned stop
+// function is called.
+func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

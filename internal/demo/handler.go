@@ -1,0 +1,133 @@
+// Package demo is the pipeline `relay demo` runs: a foreign SQLite table with
+// generated messages and deliberate holes (some filled late), watermark intake,
+// global FIFO processing with a handler that keeps a small projection, and a
+// reconciliation of every row at the end. It is an app on the engine like msgx
+// or sms, only small: it shows what the engine guarantees and checks it.
+package demo
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Line is the demo's migration line name.
+const Line = "demo"
+
+//go:embed migration
+var migrationFS embed.FS
+
+//go:embed queries.sql
+var queriesSQL string
+
+//go:embed source.sql
+var sourceSQL string
+
+var queries = sqlfile.MustParse("demo/queries.sql", queriesSQL,
+	"ProjectionLastID", "ProjectionUpsert", "ProjectionSummary", "ProjectionRows")
+
+var sourceQueries = sqlfile.MustParse("demo/source.sql", sourceSQL,
+	"SourceCreate", "SourceInsert", "SourceIDs")
+
+// MigrationLine returns the demo's migration line for a store dialect
+// ("postgres" or "sqlite", relaydriver.Driver.Name).
+func MigrationLine(dialect string) (relaymigrate.Line, error) {
+	sub, err := fs.Sub(migrationFS, "migration/"+dialect)
+	if err != nil {
+		return relaymigrate.Line{}, err
+	}
+	if _, err := fs.Stat(sub, Line); err != nil {
+		return relaymigrate.Line{}, fmt.Errorf("demo: no migrations for store %q", dialect)
+	}
+	return relaymigrate.Line{Name: Line, FS: sub}, nil
+}
+
+// IgnoreRules are the ignore rules the demo pipeline runs with (seed 000 §2:
+// TYPE-STYP or TYPE-*, case-insensitive).
+var IgnoreRules = []string{"LDM-*", "REGN-*"}
+
+// Kinds the generator writes.
+const (
+	kindUpdate = "FLOP-UPDT" // applied to the projection
+	kindFlaky  = "FLOP-FLKY" // fails once with INFRA, then applies: shows backoff holding the FIFO head
+	kindLDM    = "LDM-INFO"  // ignored by LDM-*
+	kindRegn   = "regn-chg"  // ignored by REGN-* (case-insensitive)
+)
+
+// record is a decoded demo message: KIND|IDENTITY|KEY|VALUE.
+type record struct {
+	kind, identity, key string
+	value               int64
+}
+
+// Handler is the demo handler. Decode parses "KIND|IDENTITY|KEY|VALUE" outside
+// the transaction (a bad payload is MALFORMED: DEAD at once, never retried);
+// Handle adds VALUE to the key's projection row in the engine's transaction and
+// checks that the key's messages arrive in id order — a FIFO violation would
+// make the message DEAD(PROTOCOL) and fail the reconciliation.
+type Handler struct {
+	// Pipeline scopes the projection rows.
+	Pipeline string
+}
+
+var _ relay.Decoder = (*Handler)(nil)
+
+// Decode parses the payload.
+func (h *Handler) Decode(_ context.Context, m *relaytype.Message) (*relay.Decoded, error) {
+	rec, err := parse(m.Payload)
+	if err != nil {
+		return nil, relay.Classify(relaytype.ClassMalformed, err)
+	}
+	return &relay.Decoded{Identity: rec.identity, Kind: rec.kind, Value: rec}, nil
+}
+
+func parse(payload []byte) (record, error) {
+	if len(payload) == 0 {
+		return record{}, errors.New("demo: raw content missing")
+	}
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 4 {
+		return record{}, fmt.Errorf("demo: payload has %d fields, want 4 (KIND|IDENTITY|KEY|VALUE)", len(parts))
+	}
+	v, err := strconv.ParseInt(parts[3], 10, 64)
+	if err != nil {
+		return record{}, fmt.Errorf("demo: VALUE is not an integer: %w", err)
+	}
+	if parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return record{}, errors.New("demo: KIND, IDENTITY and KEY must not be empty")
+	}
+	return record{kind: parts[0], identity: parts[1], key: parts[2], value: v}, nil
+}
+
+// Handle applies one message to the projection.
+func (h *Handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+	rec, ok := d.Decoded.Value.(record)
+	if !ok {
+		return relay.Dead(relaytype.ClassProtocol, errors.New("demo: message was not decoded"))
+	}
+	if rec.kind == kindFlaky && d.Message.Attempts == 0 {
+		return relay.Retry(relaytype.ClassInfra, errors.New("demo: simulated transient failure on the first attempt"))
+	}
+	var last int64
+	err := tx.QueryRow(ctx, queries["ProjectionLastID"], h.Pipeline, rec.key).Scan(&last)
+	switch {
+	case errors.Is(err, relaytype.ErrNotFound):
+	case err != nil:
+		return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: read projection: %w", err))
+	case last >= d.Message.ID:
+		return relay.Dead(relaytype.ClassProtocol, fmt.Errorf("demo: order violated: message %d after %d for one key", d.Message.ID, last))
+	}
+	if _, err := tx.Exec(ctx, queries["ProjectionUpsert"], h.Pipeline, rec.key, rec.value, d.Message.ID); err != nil {
+		return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: write projection: %w", err))
+	}
+	return relay.Succeeded()
+}

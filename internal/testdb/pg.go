@@ -1,0 +1,108 @@
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaypgx"
+)
+
+// PGURLDefault is the PostgreSQL URL tests use when TEST_DATABASE_URL is unset:
+// the local server, user postgres (trust auth), database test.
+const PGURLDefault = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// pgSetupTimeout bounds connecting, creating and dropping a test schema.
+const pgSetupTimeout = 15 * time.Second
+
+// PGURL returns TEST_DATABASE_URL, or PGURLDefault when it is unset.
+func PGURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return PGURLDefault
+}
+
+// PGSchema creates a fresh schema t_<random> on the server of PGURL and returns
+// a URL whose search_path (a runtime parameter pgx sends at connect) selects
+// only that schema, so every connection opened from it sees the test's own
+// tables. The schema is dropped (CASCADE) in t.Cleanup. The test fails when the
+// server cannot be reached.
+func PGSchema(t testing.TB) string {
+	t.Helper()
+	base := PGURL()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testdb: parse TEST_DATABASE_URL %q: %v", base, err)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("testdb: random schema name: %v", err)
+	}
+	schema := "t_" + hex.EncodeToString(b[:])
+
+	ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("testdb: PostgreSQL at %s is not reachable (%v); start it "+
+			"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set TEST_DATABASE_URL", redact(u), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("testdb: create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("testdb: drop schema %s: connect: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("testdb: drop schema %s: %v", schema, err)
+		}
+	})
+
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// PGDriver opens a relaypgx driver on a fresh schema (PGSchema) with the engine
+// migration line applied, and closes it in t.Cleanup (before the schema is
+// dropped). The test fails when the server cannot be reached.
+func PGDriver(t testing.TB) *relaypgx.Driver {
+	t.Helper()
+	dsn := PGSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+	defer cancel()
+	d, err := relaypgx.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testdb: open relaypgx driver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("testdb: close relaypgx driver: %v", err)
+		}
+	})
+	clock := relayclock.NewFake(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	if _, err := relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d)); err != nil {
+		t.Fatalf("testdb: migrate engine line: %v", err)
+	}
+	return d
+}
+
+// redact hides a password in u for messages.
+func redact(u *url.URL) string { return u.Redacted() }

@@ -1,0 +1,82 @@
+package watermark
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaytype"
+)
+
+const (
+	// BatchSizeDefault is Config.BatchSize when zero (PARAM:msgx.pipeline.claim-batch).
+	BatchSizeDefault = 500
+	// MaxCommitDelayDefault is Config.MaxCommitDelay when zero. The seed does not
+	// fix this value: the upper bound from id allocation to transaction visibility
+	// must be stated by the source database's owner and must not be derived from
+	// message contents such as the SIS Expiry (seed 000 §4.2). 60s is a placeholder
+	// until that bound is given.
+	MaxCommitDelayDefault = 60 * time.Second
+	// PollIntervalDefault is Config.PollInterval when zero.
+	PollIntervalDefault = time.Second
+)
+
+// Config configures an Intake. Zero values take the documented defaults.
+type Config struct {
+	// Pipeline names the queue the rows are enqueued into and the cursor row.
+	// Required.
+	Pipeline string
+	// BatchSize is the most rows one round reads (PARAM:msgx.pipeline.claim-batch,
+	// seed 000 §4.1 step 2). Default BatchSizeDefault.
+	BatchSize int
+	// MaxCommitDelay is how long a hole at W+1 may wait for its row to become
+	// visible before it is released as permanent (PARAM:msgx.pipeline.max-commit-delay,
+	// seed 000 §4.1 step 4). Default MaxCommitDelayDefault; see its comment: the
+	// real value must come from the source database's owner (seed 000 §4.2).
+	MaxCommitDelay time.Duration
+	// PollInterval is how long Run waits between rounds that made no immediate
+	// progress, and after a failed round. Default PollIntervalDefault.
+	PollInterval time.Duration
+	// Clock is the only source of time (seed 000 §5.1). Default relayclock.System{}.
+	Clock relaytype.Clock
+	// Logger receives structured logs; payloads are never logged. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, receives the intake's metrics (see Intake). nil: no
+	// metrics are registered.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns cfg with every zero field defaulted.
+func (c Config) withDefaults() Config {
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.MaxCommitDelay = cmp.Or(c.MaxCommitDelay, MaxCommitDelayDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	if c.Clock == nil {
+		c.Clock = relayclock.System{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (c *Config) validate() error {
+	switch {
+	case c.Pipeline == "":
+		return errors.New("watermark: Config.Pipeline is required")
+	case c.BatchSize < 0:
+		return fmt.Errorf("watermark: Config.BatchSize %d is negative", c.BatchSize)
+	case c.MaxCommitDelay < 0:
+		return fmt.Errorf("watermark: Config.MaxCommitDelay %v is negative", c.MaxCommitDelay)
+	case c.PollInterval < 0:
+		return fmt.Errorf("watermark: Config.PollInterval %v is negative", c.PollInterval)
+	}
+	return nil
+}

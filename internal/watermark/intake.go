@@ -1,0 +1,373 @@
+package watermark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaysource"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// ErrNotSeeded is returned when the pipeline has no cursor. Seeding is an
+// explicit cutover decision (min, zero, max or an id; see Intake.Seed) and is
+// never made by default (seed 000 §4.3).
+var ErrNotSeeded = errors.New("watermark: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id, seed 000 §4.3)")
+
+// ErrCursorMoved is returned when the cursor changed between the start of a
+// round and its save: another intake is running on the same pipeline, which the
+// design forbids (seed 000 §4.5 PRE-5). Nothing of the round is saved.
+var ErrCursorMoved = errors.New("watermark: cursor changed during the round; is another intake running on this pipeline? (seed 000 §4.5)")
+
+// rollbackTimeout bounds the rollback of a failed round, which runs even when
+// the round's ctx was cancelled.
+const rollbackTimeout = 5 * time.Second
+
+// Intake runs the watermark intake of one pipeline over one SequenceSource
+// (seed 000 §4.1). Rounds of one Intake are serialised; it is safe for concurrent
+// use, but a pipeline must have only one active Intake (seed 000 §4.5).
+//
+// Metrics, when Config.Registerer is set, all labelled pipeline:
+// relay_watermark_lag (gauge, source max id − W), relay_watermark (gauge, W),
+// relay_permanent_holes_total (counter of released ids),
+// relay_intake_rows_total (counter of enqueued rows) and
+// relay_intake_errors_total (counter of failed rounds).
+type Intake struct {
+	driver relaydriver.Driver
+	src    relaysource.SequenceSource
+	cfg    Config
+	m      *metrics
+
+	mu sync.Mutex // serialises rounds and seeding
+}
+
+// New returns an Intake for cfg.Pipeline. It validates cfg (the error names the
+// bad field) and registers the metrics; it does no I/O.
+func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) (*Intake, error) {
+	if driver == nil {
+		return nil, errors.New("watermark: New: driver is nil")
+	}
+	if src == nil {
+		return nil, errors.New("watermark: New: source is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	return &Intake{driver: driver, src: src, cfg: cfg, m: m}, nil
+}
+
+// RoundResult reports one intake round.
+type RoundResult struct {
+	// Read is how many rows the source returned (at most Config.BatchSize).
+	Read int
+	// Enqueued is how many of them were inserted as new messages; rows already
+	// present (a re-scan, or the compatibility entry of seed 000 §4.4) are not
+	// counted.
+	Enqueued int
+	// PreviousWatermark is W before the round; Watermark is W after it (never
+	// smaller).
+	PreviousWatermark int64
+	Watermark         int64
+	// HoleAt is the first missing id the watermark waits at (Watermark+1), or 0
+	// when no hole is waiting. HoleSince is when that hole was first observed
+	// (zero when none).
+	HoleAt    int64
+	HoleSince time.Time
+	// ReleasedFirst..ReleasedLast is the permanent hole released this round (both
+	// 0 when none). Every id in the range was logged with HoleInsert.
+	ReleasedFirst int64
+	ReleasedLast  int64
+	// More reports that another round would make progress at once: the batch was
+	// full and contiguous, or a hole was released (the rows after it are enqueued
+	// by the next round, seed 000 §4.1 step 6).
+	More bool
+	// Lag is the source's max id minus Watermark (0 when caught up), or -1 when the
+	// source's bounds could not be read after the round.
+	Lag int64
+}
+
+// decision is the pure outcome of seed 000 §4.1 steps 3–4 for one batch.
+type decision struct {
+	watermark int64     // the new W
+	holeSince time.Time // the new holeSince (zero: none)
+	enqueue   int       // rows[:enqueue] are inserted
+	// holeFirst..holeLast is the hole at the end of the contiguous run (0: none).
+	holeFirst, holeLast int64
+	// released: the hole aged out; firstSeen is when it was first observed.
+	released  bool
+	firstSeen time.Time
+}
+
+// decide applies seed 000 §4.1 steps 3–4 to a batch read after w. rows must be
+// ascending with ids > w. It never returns a watermark below w.
+func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration) decision {
+	// Step 3: count contiguous ids from W+1; stop at the first missing id.
+	n := 0
+	for n < len(rows) && rows[n].ID == w+int64(n)+1 {
+		n++
+	}
+	d := decision{watermark: w + int64(n), enqueue: n}
+	if n == len(rows) {
+		// Step 4 applies only when the batch has rows after a missing id. Without
+		// them no hole is observed, so there is nothing to time.
+		return d
+	}
+	d.holeFirst, d.holeLast = d.watermark+1, rows[n].ID-1
+	if n > 0 || holeSince.IsZero() {
+		// A hole seen for the first time — including a new hole after W moved past
+		// an old one: it is timed afresh, never inheriting the old wait.
+		d.holeSince = now
+	} else {
+		d.holeSince = holeSince
+	}
+	if now.Sub(d.holeSince) >= maxCommitDelay {
+		// Permanent: release only the hole itself. W stops just before the first
+		// row after it, so no existing row is skipped; those rows are enqueued by
+		// the next round (one hole per round, step 6).
+		d.released, d.firstSeen = true, d.holeSince
+		d.watermark = rows[n].ID - 1
+		d.holeSince = time.Time{}
+	}
+	return d
+}
+
+// checkBatch holds the source to its contract before any decision is taken: a
+// violation is an error that leaves W unchanged.
+func checkBatch(rows []relaysource.Row, after int64, limit int) error {
+	if len(rows) > limit {
+		return fmt.Errorf("source returned %d rows for a limit of %d", len(rows), limit)
+	}
+	prev := after
+	for _, r := range rows {
+		if r.ID <= prev {
+			return fmt.Errorf("source returned id %d after id %d (ids must be ascending and above the watermark %d)", r.ID, prev, after)
+		}
+		prev = r.ID
+	}
+	return nil
+}
+
+// RunOnce runs one intake round (seed 000 §4.1): read the cursor, read up to
+// BatchSize rows with id > W, advance W over contiguous ids, time or release the
+// hole at W+1, and in one transaction insert every row up to the new W (insert if
+// absent) and save (W, holeSince). ctx governs every call.
+//
+// Without a cursor it returns ErrNotSeeded. When the source cannot be read, or
+// anything fails before the commit, it returns the error and nothing moved: W
+// and holeSince stay as they were (seed 000 §4.1 step 1). A round that changes
+// nothing writes nothing.
+func (in *Intake) RunOnce(ctx context.Context) (*RoundResult, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	res, err := in.round(ctx)
+	if err != nil {
+		in.m.errors.Inc()
+		return nil, err
+	}
+	return res, nil
+}
+
+func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
+	p := in.cfg.Pipeline
+	cur, err := in.driver.GetExecutor().CursorGet(ctx, p)
+	if errors.Is(err, relaytype.ErrNotFound) {
+		return nil, fmt.Errorf("pipeline %q: %w", p, ErrNotSeeded)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("watermark: pipeline %q: read cursor: %w", p, err)
+	}
+	w := cur.Watermark
+
+	// Step 1–2. An unreadable source is an infrastructure failure, never "no new
+	// messages": return before anything is written.
+	rows, err := in.src.ReadAfter(ctx, w, in.cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("watermark: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
+	}
+	if err := checkBatch(rows, w, in.cfg.BatchSize); err != nil {
+		return nil, fmt.Errorf("watermark: pipeline %q (watermark unchanged): %w", p, err)
+	}
+
+	now := in.cfg.Clock.Now()
+	d := decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay)
+	res := &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
+	if d.released {
+		res.ReleasedFirst, res.ReleasedLast = d.holeFirst, d.holeLast
+	} else if d.holeFirst != 0 {
+		res.HoleAt, res.HoleSince = d.holeFirst, d.holeSince
+	}
+	res.More = d.released || (d.enqueue == len(rows) && len(rows) == in.cfg.BatchSize)
+
+	if d.watermark != w || !d.holeSince.Equal(cur.HoleSince) {
+		if res.Enqueued, err = in.save(ctx, cur, rows[:d.enqueue], d, now); err != nil {
+			return nil, err
+		}
+	}
+	in.observe(ctx, res, rows, cur.HoleSince, d, now)
+	return res, nil
+}
+
+// save runs seed 000 §4.1 steps 5–6: the inserts, the permanent hole's log rows
+// and the cursor in one transaction. It returns how many messages were new.
+func (in *Intake) save(ctx context.Context, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
+	p := in.cfg.Pipeline
+	tx, err := in.driver.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("watermark: pipeline %q: begin: %w", p, err)
+	}
+	inserted, err := in.saveTx(ctx, tx, cur, rows, d, now)
+	if err == nil {
+		if err = tx.Commit(ctx); err == nil {
+			return inserted, nil
+		}
+		err = fmt.Errorf("watermark: pipeline %q: commit: %w", p, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if rerr := tx.Rollback(rctx); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("watermark: pipeline %q: rollback: %w", p, rerr))
+	}
+	return 0, err
+}
+
+func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
+	p := in.cfg.Pipeline
+	// seed 000 §4.5: the cursor is a single overwritten row; refuse to overwrite a
+	// value another writer saved since this round read it (that could move W back).
+	again, err := tx.CursorGet(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("watermark: pipeline %q: re-read cursor: %w", p, err)
+	}
+	if again.Watermark != cur.Watermark {
+		return 0, fmt.Errorf("pipeline %q: watermark %d became %d: %w", p, cur.Watermark, again.Watermark, ErrCursorMoved)
+	}
+
+	inserted := 0
+	if len(rows) > 0 {
+		params := make([]*relaydriver.MessageInsertParams, len(rows))
+		for i, r := range rows {
+			params[i] = &relaydriver.MessageInsertParams{
+				Pipeline:   p,
+				ID:         r.ID,
+				Key:        r.Key,
+				Payload:    r.Payload,
+				ReceivedAt: r.ReceivedAt,
+				Now:        now,
+			}
+		}
+		// Step 5: insert if absent. A row already present (a re-scan, or the
+		// compatibility entry of §4.4 that enqueues above W) is neither counted nor
+		// an error.
+		res, err := tx.MessageInsertMany(ctx, params)
+		if err != nil {
+			return 0, fmt.Errorf("watermark: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
+		}
+		inserted = res.Inserted
+	}
+	if d.released {
+		// Step 4: a permanent hole is logged durably, in the same transaction that
+		// moves W past it, so no id is passed without a record (DESIGN.md §3).
+		for id := d.holeFirst; id <= d.holeLast; id++ {
+			hole := &relaytype.Hole{Pipeline: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
+			if err := tx.HoleInsert(ctx, hole); err != nil {
+				return 0, fmt.Errorf("watermark: pipeline %q: log permanent hole %d: %w", p, id, err)
+			}
+		}
+	}
+	err = tx.CursorSave(ctx, &relaydriver.CursorSaveParams{
+		Pipeline:  p,
+		Watermark: d.watermark,
+		HoleSince: d.holeSince,
+		Now:       now,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("watermark: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
+	}
+	return inserted, nil
+}
+
+// observe updates metrics and logs after a successful round. It reads the
+// source's bounds only when the batch was full: otherwise the batch itself holds
+// every visible id above the old W, so its last id is the source max.
+func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysource.Row, oldHoleSince time.Time, d decision, now time.Time) {
+	p := in.cfg.Pipeline
+	log := in.cfg.Logger
+	in.m.rows.Add(float64(res.Enqueued))
+	in.m.watermark.Set(float64(res.Watermark))
+
+	if d.released {
+		n := d.holeLast - d.holeFirst + 1
+		in.m.holes.Add(float64(n))
+		log.WarnContext(ctx, "intake: permanent hole released",
+			"pipeline", p, "hole_first", d.holeFirst, "hole_last", d.holeLast, "ids", n,
+			"first_seen_at", d.firstSeen, "waited", now.Sub(d.firstSeen),
+			"watermark", res.Watermark)
+	} else if res.HoleAt != 0 && !res.HoleSince.Equal(oldHoleSince) {
+		log.InfoContext(ctx, "intake: hole observed; waiting for it to commit or age out",
+			"pipeline", p, "hole_first", d.holeFirst, "hole_last", d.holeLast,
+			"hole_since", res.HoleSince, "max_commit_delay", in.cfg.MaxCommitDelay, "watermark", res.Watermark)
+	}
+	if res.Watermark != res.PreviousWatermark {
+		log.DebugContext(ctx, "intake: watermark advanced",
+			"pipeline", p, "watermark", res.Watermark, "previous", res.PreviousWatermark,
+			"rows_read", res.Read, "enqueued", res.Enqueued)
+	}
+
+	var maxID int64
+	switch {
+	case len(rows) < in.cfg.BatchSize && len(rows) > 0:
+		maxID = rows[len(rows)-1].ID
+	case len(rows) == 0:
+		maxID = res.PreviousWatermark
+	default:
+		_, hi, ok, err := in.src.Bounds(ctx)
+		if err != nil {
+			in.m.errors.Inc()
+			log.WarnContext(ctx, "intake: read source bounds for the lag metric", "pipeline", p, "err", err)
+			return
+		}
+		if ok {
+			maxID = hi
+		}
+	}
+	res.Lag = max(0, maxID-res.Watermark)
+	in.m.lag.Set(float64(res.Lag))
+}
+
+// Run runs rounds until ctx is done, then returns nil. After a round that made
+// progress with a full batch (or released a hole) it starts the next round at
+// once; otherwise it waits PollInterval on the configured clock. A failed round
+// is logged (never with payloads) and retried after PollInterval: an unreadable
+// source only delays intake, it never moves W (seed 000 §4.1 step 1). Run returns
+// ErrNotSeeded at once when the pipeline has no cursor: seeding is the operator's
+// decision (seed 000 §4.3).
+func (in *Intake) Run(ctx context.Context) error {
+	for {
+		res, err := in.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case errors.Is(err, ErrNotSeeded):
+			return err
+		case err != nil:
+			in.cfg.Logger.ErrorContext(ctx, "intake: round failed; watermark unchanged, retrying after the poll interval",
+				"pipeline", in.cfg.Pipeline, "poll_interval", in.cfg.PollInterval, "err", err)
+		case res.More:
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-in.cfg.Clock.After(in.cfg.PollInterval):
+		}
+	}
+}

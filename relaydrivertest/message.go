@@ -1,0 +1,380 @@
+package relaydrivertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// seed 000 §4.1 step 5: insert if absent; a row already present is neither
+// counted nor an error, and is left as it was.
+func testInsertIfAbsent(t *testing.T, b *bundle) {
+	received := at(-time.Hour)
+	res, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
+		{Pipeline: "p", ID: 1, Key: "k1", Payload: []byte("one"), ReceivedAt: received, Now: b.now},
+		{Pipeline: "p", ID: 2, Payload: []byte("two"), Now: b.now},
+		{Pipeline: "p", ID: 3, Now: b.now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Inserted)
+	require.Equal(t, []int64{1, 2, 3}, res.IDs)
+
+	m := b.get("p", 1)
+	require.Equal(t, "p", m.Pipeline)
+	require.Equal(t, int64(1), m.ID)
+	require.Equal(t, "k1", m.Key)
+	require.Equal(t, relaytype.StatePending, m.State)
+	require.Zero(t, m.Attempts)
+	require.Equal(t, []byte("one"), m.Payload)
+	require.Equal(t, relaytype.ClassNone, m.ErrorClass)
+	require.Empty(t, m.LastError)
+	require.Empty(t, m.IdentityKey)
+	require.Empty(t, m.LeaseOwner)
+	requireTime(t, received, m.ReceivedAt, "ReceivedAt")
+	requireTime(t, b.now, m.EnqueuedAt, "EnqueuedAt")
+	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+	requireTime(t, time.Time{}, m.NextAttemptAt, "NextAttemptAt")
+	requireTime(t, time.Time{}, m.AckNextAt, "AckNextAt")
+	requireTime(t, time.Time{}, m.AckAt, "AckAt")
+	requireTime(t, time.Time{}, m.AckAbandonedAt, "AckAbandonedAt")
+	requireTime(t, time.Time{}, m.LeaseExpiresAt, "LeaseExpiresAt")
+	requireTime(t, time.Time{}, b.get("p", 2).ReceivedAt, "ReceivedAt of a message without one")
+	require.Empty(t, b.get("p", 3).Payload)
+
+	// Re-reading an overlapping range: only id 4 is new; 2 keeps its payload
+	// and enqueue time.
+	b.now = at(time.Minute)
+	res, err = b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
+		{Pipeline: "p", ID: 2, Payload: []byte("changed"), Now: b.now},
+		{Pipeline: "p", ID: 3, Now: b.now},
+		{Pipeline: "p", ID: 4, Now: b.now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	require.Equal(t, []int64{2, 3, 4}, res.IDs)
+	m = b.get("p", 2)
+	require.Equal(t, []byte("two"), m.Payload)
+	requireTime(t, t0, m.EnqueuedAt, "EnqueuedAt of a re-inserted message")
+
+	// The same id twice in one batch counts once.
+	res, err = b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
+		{Pipeline: "p", ID: 5, Now: b.now}, {Pipeline: "p", ID: 5, Now: b.now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+
+	res, err = b.ex.MessageInsertMany(b.ctx, nil)
+	require.NoError(t, err)
+	require.Zero(t, res.Inserted)
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, b.head("p"))
+}
+
+// An ID of 0 asks the store for an id: distinct, positive, in input order, and
+// never reused by a later batch.
+func testInsertAllocatesIDs(t *testing.T, b *bundle) {
+	res, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
+		{Pipeline: "p", Payload: []byte("a"), Now: b.now},
+		{Pipeline: "p", Payload: []byte("b"), Now: b.now},
+		{Pipeline: "p", Payload: []byte("c"), Now: b.now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Inserted)
+	require.Len(t, res.IDs, 3)
+	for i, id := range res.IDs {
+		require.Positive(t, id)
+		if i > 0 {
+			require.Greater(t, id, res.IDs[i-1], "allocated ids follow input order")
+		}
+		require.Equal(t, []byte{"abc"[i]}, b.get("p", id).Payload)
+	}
+
+	res2, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", Now: b.now}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res2.Inserted)
+	require.Greater(t, res2.IDs[0], res.IDs[2])
+	require.Equal(t, append(res.IDs, res2.IDs[0]), b.head("p"))
+}
+
+// Ids are unique per pipeline; pipelines never see each other's rows.
+func testPipelinesIsolated(t *testing.T, b *bundle) {
+	b.insert("p", 1)
+	b.insert("q", 1)
+	require.Equal(t, []int64{1}, b.head("q"))
+	b.complete("p", 1, relaytype.StateSucceeded, "", "")
+	require.Equal(t, relaytype.StatePending, b.get("q", 1).State)
+	require.Empty(t, b.head("p"))
+	require.Equal(t, []int64{1}, b.head("q"))
+
+	ok, err := b.ex.MessageExists(b.ctx, "q")
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.ex.MessageExists(b.ctx, "r")
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+func testGetNotFound(t *testing.T, b *bundle) {
+	b.insert("p", 1)
+	_, err := b.ex.MessageGet(b.ctx, "p", 2)
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+	_, err = b.ex.MessageGet(b.ctx, "q", 1)
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+}
+
+// seed 000 §1.1: the head is the smallest unfinished id, whatever the insert order.
+func testHeadOrder(t *testing.T, b *bundle) {
+	b.insert("p", 30, 10)
+	b.insert("p", 20)
+	require.Equal(t, []int64{10, 20, 30}, b.head("p"))
+
+	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", AfterID: 10, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []int64{20, 30}, ids(ms))
+
+	ms, err = b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{10, 20}, ids(ms))
+}
+
+// seed 000 §3: FAILED is not terminal; it keeps the head.
+func testHeadFailedHolds(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	b.fail("p", 1, relaytype.ClassInfra, at(time.Hour))
+	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.Equal(t, int64(1), ms[0].ID)
+	require.Equal(t, relaytype.StateFailed, ms[0].State)
+}
+
+// seed 000 §3: SUCCEEDED, SKIPPED and DEAD release the queue.
+func testHeadTerminalReleases(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4)
+	b.complete("p", 1, relaytype.StateSucceeded, "", "")
+	b.complete("p", 2, relaytype.StateSkipped, "", "duplicate-of:9")
+	b.complete("p", 3, relaytype.StateDead, relaytype.ClassMalformed, "bad xml")
+	require.Equal(t, []int64{4}, b.head("p"))
+
+	m := b.get("p", 2)
+	require.Equal(t, relaytype.StateSkipped, m.State)
+	require.Equal(t, "duplicate-of:9", m.LastError)
+	m = b.get("p", 3)
+	require.Equal(t, relaytype.StateDead, m.State)
+	require.Equal(t, relaytype.ClassMalformed, m.ErrorClass)
+	require.Equal(t, "bad xml", m.LastError)
+	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+}
+
+// seed 000 §9.3: an ARCHIVED shadow row never holds the head, is never claimed,
+// replayed or counted as backlog, and keeps deduplicating its identity.
+// Archival itself is a later feature; the row is made with a standard UPDATE
+// both dialects accept.
+func testArchivedExcluded(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3)
+	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "I1"})
+	require.NoError(t, err)
+	b.complete("p", 1, relaytype.StateDead, relaytype.ClassMalformed, "bad")
+	n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE pipeline = $2 AND id = $3",
+		string(relaytype.StateArchived), "p", int64(1))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+
+	require.Equal(t, []int64{2, 3}, b.head("p"))
+	st, err := b.ex.MessageStats(b.ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Counts[relaytype.StateArchived])
+	require.Zero(t, st.Counts[relaytype.StateDead])
+	require.Equal(t, int64(2), st.Backlog())
+
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "I1"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.OwnerID, "the archived row keeps its identity")
+
+	require.Equal(t, []int64{2, 3}, b.claim("p", false, 10, "w", time.Minute))
+	replayed, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Pipeline: "p", Classes: relaytype.KnownClasses, Now: b.now})
+	require.NoError(t, err)
+	require.Zero(t, replayed)
+	require.Equal(t, relaytype.StateArchived, b.get("p", 1).State)
+
+	err = b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now})
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+}
+
+// seed 000 §2: the identity is bound once; a self rebind is idempotent; an
+// identity owned by another message reports that owner; a bound message keeps
+// its identity.
+func testBindIdentity(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	bind := func(id int64, identity string) *relaydriver.MessageBindIdentityResult {
+		t.Helper()
+		res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: id, Identity: identity})
+		require.NoError(t, err)
+		return res
+	}
+	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 1, Identity: "A"}, bind(1, "A"))
+	require.Equal(t, "A", b.get("p", 1).IdentityKey)
+	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 1, Identity: "A"}, bind(1, "A"), "self rebind")
+
+	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 1, Identity: "A"}, bind(2, "A"), "duplicate")
+	require.Empty(t, b.get("p", 2).IdentityKey, "a duplicate stays unbound")
+
+	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 1, Identity: "A"}, bind(1, "B"), "a bound message keeps its identity")
+	require.Equal(t, "A", b.get("p", 1).IdentityKey)
+
+	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 2, Identity: "B"}, bind(2, "B"))
+
+	// Identities are unique per pipeline only.
+	b.insert("q", 7)
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "q", ID: 7, Identity: "A"})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), res.OwnerID)
+
+	_, err = b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 99, Identity: "Z"})
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+}
+
+// A duplicate found inside a transaction must leave the transaction usable.
+func testBindIdentityInTx(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "A"})
+	require.NoError(t, err)
+
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck
+	res, err := tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "A"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.OwnerID)
+	require.NoError(t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
+		Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "duplicate-of:1", Now: b.now,
+	}))
+	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 3, Now: b.now}})
+	require.NoError(t, err)
+	res, err = tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 3, Identity: "C"})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.OwnerID)
+	require.NoError(t, tx.Commit(b.ctx))
+
+	require.Equal(t, relaytype.StateSkipped, b.get("p", 2).State)
+	require.Equal(t, "C", b.get("p", 3).IdentityKey)
+}
+
+// Complete and Fail only move PENDING/FAILED messages.
+func testCompleteGuards(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	b.complete("p", 1, relaytype.StateSucceeded, "", "")
+	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: b.now})
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 1, ErrorClass: relaytype.ClassInfra, Now: b.now})
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+	m := b.get("p", 1)
+	require.Equal(t, relaytype.StateSucceeded, m.State)
+	require.Zero(t, m.Attempts)
+
+	// A FAILED message can still finish.
+	b.fail("p", 2, relaytype.ClassInfra, at(time.Minute))
+	b.complete("p", 2, relaytype.StateSucceeded, "", "")
+	require.Equal(t, relaytype.StateSucceeded, b.get("p", 2).State)
+}
+
+// With LeaseOwner set, only the lease holder may finish or fail a message, and
+// finishing clears the lease.
+func testCompleteLeaseGuard(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	require.Equal(t, []int64{1, 2}, b.claim("p", false, 10, "w1", time.Minute))
+
+	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w2", Now: b.now})
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w2", Now: b.now})
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+	require.Equal(t, relaytype.StatePending, b.get("p", 1).State)
+	require.Zero(t, b.get("p", 2).Attempts)
+
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+	m := b.get("p", 1)
+	require.Equal(t, relaytype.StateSucceeded, m.State)
+	require.Empty(t, m.LeaseOwner)
+	requireTime(t, time.Time{}, m.LeaseExpiresAt, "LeaseExpiresAt after complete")
+
+	n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w1", Now: b.now})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	m = b.get("p", 2)
+	require.Empty(t, m.LeaseOwner)
+	requireTime(t, time.Time{}, m.LeaseExpiresAt, "LeaseExpiresAt after fail")
+}
+
+// seed 000 §5.2 step 7: the terminal state and the acknowledgement intent are
+// one UPDATE: AckNextAt = Now with AckIntent, NULL without.
+func testAckIntent(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3)
+	b.now = at(time.Second)
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}))
+	m := b.get("p", 1)
+	requireTime(t, b.now, m.AckNextAt, "AckNextAt with intent")
+	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+	requireTime(t, time.Time{}, m.AckAt, "AckAt")
+
+	b.complete("p", 2, relaytype.StateSkipped, "", "ignored:LDM")
+	requireTime(t, time.Time{}, b.get("p", 2).AckNextAt, "AckNextAt without intent")
+
+	b.fail("p", 3, relaytype.ClassInfra, time.Time{})
+	b.now = at(2 * time.Second)
+	require.NoError(t, b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: 3, MaxAttempts: 1, AckIntent: true, Now: b.now}))
+	requireTime(t, b.now, b.get("p", 3).AckNextAt, "AckNextAt of an exhausted message")
+}
+
+// seed 000 §9.1: one increment per failure, and the last failure's facts.
+func testFailCountsAttempts(t *testing.T, b *bundle) {
+	b.insert("p", 1)
+	for i, class := range []relaytype.ErrorClass{relaytype.ClassInfra, relaytype.ClassCodec, relaytype.ClassTimeout} {
+		b.now = at(time.Duration(i+1) * time.Minute)
+		next := b.now.Add(30 * time.Second)
+		n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{
+			Pipeline: "p", ID: 1, ErrorClass: class, LastError: "failure " + string(class), NextAttemptAt: next, Now: b.now,
+		})
+		require.NoError(t, err)
+		require.Equal(t, i+1, n)
+		m := b.get("p", 1)
+		require.Equal(t, relaytype.StateFailed, m.State)
+		require.Equal(t, i+1, m.Attempts)
+		require.Equal(t, class, m.ErrorClass)
+		require.Equal(t, "failure "+string(class), m.LastError)
+		requireTime(t, next, m.NextAttemptAt, "NextAttemptAt")
+		requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+		requireTime(t, t0, m.EnqueuedAt, "EnqueuedAt")
+	}
+}
+
+// seed 000 §3, §5.1 step 3: only a FAILED message at its limit becomes
+// DEAD(EXHAUSTED); the class is overwritten and LastError keeps the cause.
+func testExhaust(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2)
+	exhaust := func(id int64, max int) error {
+		return b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: id, MaxAttempts: max, Now: b.now})
+	}
+	require.ErrorIs(t, exhaust(2, 0), relaytype.ErrConflict, "PENDING is never exhausted")
+
+	b.fail("p", 1, relaytype.ClassInfra, time.Time{})
+	b.fail("p", 1, relaytype.ClassInfra, time.Time{})
+	require.ErrorIs(t, exhaust(1, 3), relaytype.ErrConflict, "below the limit")
+	require.Equal(t, relaytype.StateFailed, b.get("p", 1).State)
+
+	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 1, ErrorClass: relaytype.ClassCodec, LastError: "root cause", Now: b.now})
+	require.NoError(t, err)
+	b.now = at(time.Minute)
+	require.NoError(t, exhaust(1, 3))
+	m := b.get("p", 1)
+	require.Equal(t, relaytype.StateDead, m.State)
+	require.Equal(t, relaytype.ClassExhausted, m.ErrorClass)
+	require.Equal(t, "root cause", m.LastError)
+	require.Equal(t, 3, m.Attempts)
+	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+	requireTime(t, time.Time{}, m.AckNextAt, "AckNextAt without intent")
+	require.ErrorIs(t, exhaust(1, 3), relaytype.ErrConflict, "already DEAD")
+	require.Equal(t, []int64{2}, b.head("p"))
+}

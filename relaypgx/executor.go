@@ -1,0 +1,543 @@
+package relaypgx
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// LimitDefault is the batch size MessageListUnfinished and MessageClaim use
+// when the caller's Limit is zero or negative.
+const LimitDefault = 100
+
+// executor runs the engine's queries on the pool (autocommit) or on one
+// transaction (inTx).
+type executor struct {
+	db   dbtx
+	inTx bool
+}
+
+var _ relaydriver.Executor = (*executor)(nil)
+
+// ts converts a time to a timestamptz parameter; the zero time is NULL.
+func ts(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t.UTC(), Valid: true}
+}
+
+// fromTS converts a scanned timestamptz to UTC; NULL is the zero time.
+func fromTS(v pgtype.Timestamptz) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return v.Time.UTC()
+}
+
+// ---------------------------------------------------------------- raw querier
+
+// Exec runs sql and returns the number of rows affected.
+func (e *executor) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := e.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, mapErr("exec", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Query runs sql and returns its rows.
+func (e *executor) Query(ctx context.Context, sql string, args ...any) (relaydriver.Rows, error) {
+	r, err := e.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, mapErr("query", err)
+	}
+	return &rows{r: r}, nil
+}
+
+// QueryRow runs sql for one row; Scan reports relaytype.ErrNotFound when there is none.
+func (e *executor) QueryRow(ctx context.Context, sql string, args ...any) relaydriver.Row {
+	return row{r: e.db.QueryRow(ctx, sql, args...)}
+}
+
+type rows struct{ r pgx.Rows }
+
+func (r *rows) Next() bool { return r.r.Next() }
+
+func (r *rows) Scan(dest ...any) error { return mapErr("scan", r.r.Scan(dest...)) }
+
+func (r *rows) Err() error { return mapErr("query", r.r.Err()) }
+
+func (r *rows) Close() error {
+	r.r.Close()
+	return mapErr("query", r.r.Err())
+}
+
+type row struct{ r pgx.Row }
+
+func (r row) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(dest...)) }
+
+// ---------------------------------------------------------------- messages
+
+// scanMessage reads the column list shared by MessageGet, MessageListUnfinished
+// and the claims.
+func scanMessage(r pgx.Row) (*relaytype.Message, error) {
+	var (
+		m                                          relaytype.Message
+		state, class                               string
+		identity                                   pgtype.Text
+		next, received, enqueued, updated          pgtype.Timestamptz
+		ackNext, ackAt, ackAbandoned, leaseExpires pgtype.Timestamptz
+	)
+	err := r.Scan(&m.Pipeline, &m.ID, &m.Key, &state, &m.Attempts, &next, &class, &m.LastError,
+		&identity, &m.Payload, &received, &enqueued, &updated,
+		&ackNext, &ackAt, &m.AckAttempts, &ackAbandoned, &m.AckAbandonReason,
+		&m.LeaseOwner, &leaseExpires)
+	if err != nil {
+		return nil, err
+	}
+	m.State = relaytype.State(state)
+	m.ErrorClass = relaytype.ErrorClass(class)
+	m.IdentityKey = identity.String
+	m.NextAttemptAt = fromTS(next)
+	m.ReceivedAt = fromTS(received)
+	m.EnqueuedAt = fromTS(enqueued)
+	m.UpdatedAt = fromTS(updated)
+	m.AckNextAt = fromTS(ackNext)
+	m.AckAt = fromTS(ackAt)
+	m.AckAbandonedAt = fromTS(ackAbandoned)
+	m.LeaseExpiresAt = fromTS(leaseExpires)
+	return &m, nil
+}
+
+func (e *executor) queryMessages(ctx context.Context, op, query string, args ...any) ([]*relaytype.Message, error) {
+	r, err := e.db.Query(ctx, queries[query], args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	var out []*relaytype.Message
+	for r.Next() {
+		m, err := scanMessage(r)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, m)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// MessageInsertMany inserts each message unless (pipeline, id) exists. IDs of
+// ID-0 inputs come from relay_message_id_seq; an allocated id that collides
+// with an explicitly inserted one is reallocated.
+func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
+	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params))}
+	if len(params) == 0 {
+		return res, nil
+	}
+	var alloc []int // indexes of inputs needing an id
+	for i, p := range params {
+		res.IDs[i] = p.ID
+		if p.ID == 0 {
+			alloc = append(alloc, i)
+		}
+	}
+	todo := make([]int, len(params))
+	for i := range todo {
+		todo[i] = i
+	}
+	// An allocated id can only be refused when someone inserted that id
+	// explicitly; retry those few with fresh ids.
+	for round := 0; ; round++ {
+		if len(alloc) > 0 {
+			if round == 5 {
+				return nil, fmt.Errorf("relaypgx: insert messages: allocated ids keep colliding with existing rows: %w", relaytype.ErrConflict)
+			}
+			if err := e.allocateIDs(ctx, res.IDs, alloc); err != nil {
+				return nil, err
+			}
+		}
+		inserted, err := e.insertMessages(ctx, params, res.IDs, todo)
+		if err != nil {
+			return nil, err
+		}
+		res.Inserted += len(inserted)
+		var retry []int
+		for _, i := range alloc {
+			key := pipelineID{params[i].Pipeline, res.IDs[i]}
+			if inserted[key] {
+				delete(inserted, key) // one row per allocated id
+				continue
+			}
+			retry = append(retry, i)
+		}
+		if len(retry) == 0 {
+			return res, nil
+		}
+		alloc, todo = retry, retry
+	}
+}
+
+type pipelineID struct {
+	pipeline string
+	id       int64
+}
+
+func (e *executor) allocateIDs(ctx context.Context, ids []int64, alloc []int) error {
+	r, err := e.db.Query(ctx, queries[qMessageAllocateIDs], len(alloc))
+	if err != nil {
+		return mapErr("allocate message ids", err)
+	}
+	got, err := pgx.CollectRows(r, pgx.RowTo[int64])
+	if err != nil {
+		return mapErr("allocate message ids", err)
+	}
+	if len(got) != len(alloc) {
+		return fmt.Errorf("relaypgx: allocate message ids: got %d ids, want %d", len(got), len(alloc))
+	}
+	slices.Sort(got) // allocated ids follow input order
+	for k, i := range alloc {
+		ids[i] = got[k]
+	}
+	return nil
+}
+
+// insertMessages inserts the inputs at indexes todo and returns the keys of the
+// rows that were new.
+func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.MessageInsertParams, ids []int64, todo []int) (map[pipelineID]bool, error) {
+	var (
+		pipelines = make([]string, len(todo))
+		idv       = make([]int64, len(todo))
+		keys      = make([]string, len(todo))
+		payloads  = make([][]byte, len(todo))
+		received  = make([]pgtype.Timestamptz, len(todo))
+		nows      = make([]pgtype.Timestamptz, len(todo))
+	)
+	for k, i := range todo {
+		p := params[i]
+		if p.Now.IsZero() {
+			return nil, fmt.Errorf("relaypgx: insert message %s/%d: Now is required", p.Pipeline, ids[i])
+		}
+		pipelines[k], idv[k], keys[k], payloads[k] = p.Pipeline, ids[i], p.Key, p.Payload
+		received[k], nows[k] = ts(p.ReceivedAt), ts(p.Now)
+	}
+	r, err := e.db.Query(ctx, queries[qMessageInsertMany], pipelines, idv, keys, payloads, received, nows)
+	if err != nil {
+		return nil, mapErr("insert messages", err)
+	}
+	defer r.Close()
+	inserted := map[pipelineID]bool{}
+	for r.Next() {
+		var k pipelineID
+		if err := r.Scan(&k.pipeline, &k.id); err != nil {
+			return nil, mapErr("insert messages", err)
+		}
+		inserted[k] = true
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr("insert messages", err)
+	}
+	return inserted, nil
+}
+
+// MessageGet returns one message or relaytype.ErrNotFound.
+func (e *executor) MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error) {
+	m, err := scanMessage(e.db.QueryRow(ctx, queries[qMessageGet], pipeline, id))
+	if err != nil {
+		return nil, mapErr(fmt.Sprintf("get message %s/%d", pipeline, id), err)
+	}
+	return m, nil
+}
+
+// MessageListUnfinished returns PENDING/FAILED messages after AfterID, ascending.
+func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydriver.MessageListUnfinishedParams) ([]*relaytype.Message, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	return e.queryMessages(ctx, "list unfinished messages", qMessageListUnfinished, params.Pipeline, params.AfterID, limit)
+}
+
+// MessageBindIdentity binds the identity when still NULL (seed 000 §2). Inside
+// a transaction the UPDATE runs under a savepoint, so that a unique violation
+// (the identity belongs to another message) does not abort the caller's
+// transaction.
+func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
+	op := fmt.Sprintf("bind identity of message %s/%d", params.Pipeline, params.ID)
+	if params.Identity == "" {
+		return nil, fmt.Errorf("relaypgx: %s: empty identity", op)
+	}
+	db := e.db
+	var sp pgx.Tx
+	if e.inTx {
+		var err error
+		if sp, err = e.db.Begin(ctx); err != nil { // a savepoint
+			return nil, mapErr(op, err)
+		}
+		defer sp.Rollback(ctx) //nolint:errcheck // no-op after Commit
+		db = sp
+	}
+	var id int64
+	err := db.QueryRow(ctx, queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity).Scan(&id)
+	switch {
+	case err == nil:
+		if sp != nil {
+			if err := sp.Commit(ctx); err != nil {
+				return nil, mapErr(op, err)
+			}
+		}
+		return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: params.Identity}, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		// Already bound (to this identity or another): the message keeps it.
+		if sp != nil {
+			if err := sp.Commit(ctx); err != nil {
+				return nil, mapErr(op, err)
+			}
+		}
+		var cur string
+		if err := e.db.QueryRow(ctx, queries[qMessageIdentityOf], params.Pipeline, params.ID).Scan(&cur); err != nil {
+			return nil, mapErr(op, err)
+		}
+		return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: cur}, nil
+	}
+	if !errors.Is(mapErr(op, err), relaytype.ErrConflict) {
+		return nil, mapErr(op, err)
+	}
+	if sp != nil {
+		if err := sp.Rollback(ctx); err != nil {
+			return nil, mapErr(op, err)
+		}
+	}
+	// Another message owns the identity: a duplicate.
+	var owner int64
+	if err := e.db.QueryRow(ctx, queries[qMessageIdentityOwner], params.Pipeline, params.Identity).Scan(&owner); err != nil {
+		return nil, mapErr(op+": look up owner", err)
+	}
+	return &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}, nil
+}
+
+// guardFailed explains a guarded UPDATE that touched no row: ErrNotFound when
+// the message does not exist, ErrConflict when its state or lease refused.
+func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int64, why string) error {
+	var exists bool
+	if err := e.db.QueryRow(ctx, queries[qMessageIDExists], pipeline, id).Scan(&exists); err != nil {
+		return mapErr(op, err)
+	}
+	if !exists {
+		return fmt.Errorf("relaypgx: %s: %w", op, relaytype.ErrNotFound)
+	}
+	return fmt.Errorf("relaypgx: %s: %s: %w", op, why, relaytype.ErrConflict)
+}
+
+// MessageComplete moves an unfinished message to a terminal state with its
+// acknowledgement intent in one UPDATE.
+func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
+	op := fmt.Sprintf("complete message %s/%d", params.Pipeline, params.ID)
+	if !params.State.Terminal() {
+		return fmt.Errorf("relaypgx: %s: state %q is not terminal", op, params.State)
+	}
+	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Pipeline, params.ID, string(params.State),
+		string(params.ErrorClass), params.LastError, params.AckIntent, ts(params.Now), params.LeaseOwner)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return e.guardFailed(ctx, op, params.Pipeline, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
+	}
+	return nil
+}
+
+// MessageFail records one failed attempt and returns the new attempt count.
+func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
+	op := fmt.Sprintf("fail message %s/%d", params.Pipeline, params.ID)
+	var attempts int
+	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Pipeline, params.ID, string(params.ErrorClass),
+		params.LastError, ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, e.guardFailed(ctx, op, params.Pipeline, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
+	}
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return attempts, nil
+}
+
+// MessageExhaust moves a FAILED message at its attempt limit to DEAD(EXHAUSTED).
+func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
+	op := fmt.Sprintf("exhaust message %s/%d", params.Pipeline, params.ID)
+	tag, err := e.db.Exec(ctx, queries[qMessageExhaust], params.Pipeline, params.ID, params.MaxAttempts,
+		params.AckIntent, ts(params.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return e.guardFailed(ctx, op, params.Pipeline, params.ID, fmt.Sprintf("not FAILED with attempts >= %d", params.MaxAttempts))
+	}
+	return nil
+}
+
+// MessageClaim leases ready messages with FOR UPDATE SKIP LOCKED, returned in
+// ascending id order.
+func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
+	if params.Owner == "" {
+		return nil, fmt.Errorf("relaypgx: claim messages of %s: Owner is required", params.Pipeline)
+	}
+	if !params.LeaseUntil.After(params.Now) {
+		return nil, fmt.Errorf("relaypgx: claim messages of %s: LeaseUntil %v is not after Now %v", params.Pipeline, params.LeaseUntil, params.Now)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	query := qMessageClaim
+	if params.PerKey {
+		query = qMessageClaimPerKey
+	}
+	out, err := e.queryMessages(ctx, "claim messages of "+params.Pipeline, query,
+		params.Pipeline, ts(params.Now), limit, params.Owner, ts(params.LeaseUntil))
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *relaytype.Message) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// MessageReplay moves FAILED/DEAD messages of the given classes back to PENDING.
+func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
+	if len(params.Classes) == 0 {
+		return 0, fmt.Errorf("relaypgx: replay messages of %s: Classes is required", params.Pipeline)
+	}
+	classes := make([]string, len(params.Classes))
+	for i, c := range params.Classes {
+		classes[i] = string(c)
+	}
+	ids := params.IDs
+	if ids == nil {
+		ids = []int64{}
+	}
+	tag, err := e.db.Exec(ctx, queries[qMessageReplay], params.Pipeline, classes, ids, ts(params.Now))
+	if err != nil {
+		return 0, mapErr("replay messages of "+params.Pipeline, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// MessageStats aggregates a pipeline in one query.
+func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydriver.MessageStats, error) {
+	op := "stats of " + pipeline
+	r, err := e.db.Query(ctx, queries[qMessageStats], pipeline)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	st := &relaydriver.MessageStats{Counts: map[relaytype.State]int64{}}
+	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
+		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
+		st.Counts[s] = 0
+	}
+	for r.Next() {
+		var (
+			state  string
+			n      int64
+			oldest pgtype.Timestamptz
+			maxID  int64
+		)
+		if err := r.Scan(&state, &n, &oldest, &maxID); err != nil {
+			return nil, mapErr(op, err)
+		}
+		st.Counts[relaytype.State(state)] = n
+		if o := fromTS(oldest); !o.IsZero() && (st.OldestUnfinishedEnqueuedAt.IsZero() || o.Before(st.OldestUnfinishedEnqueuedAt)) {
+			st.OldestUnfinishedEnqueuedAt = o
+		}
+		st.MaxID = max(st.MaxID, maxID)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return st, nil
+}
+
+// MessageExists reports whether the pipeline has any message.
+func (e *executor) MessageExists(ctx context.Context, pipeline string) (bool, error) {
+	var ok bool
+	if err := e.db.QueryRow(ctx, queries[qMessageExists], pipeline).Scan(&ok); err != nil {
+		return false, mapErr("message exists in "+pipeline, err)
+	}
+	return ok, nil
+}
+
+// ---------------------------------------------------------------- cursor, holes
+
+// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
+func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error) {
+	var (
+		c                              relaytype.Cursor
+		holeSince, seededAt, updatedAt pgtype.Timestamptz
+	)
+	err := e.db.QueryRow(ctx, queries[qCursorGet], pipeline).Scan(&c.Pipeline, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &updatedAt)
+	if err != nil {
+		return nil, mapErr("get cursor of "+pipeline, err)
+	}
+	c.HoleSince, c.SeededAt, c.UpdatedAt = fromTS(holeSince), fromTS(seededAt), fromTS(updatedAt)
+	return &c, nil
+}
+
+// CursorSave upserts (W, holeSince), leaving the seeding facts alone.
+func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
+	_, err := e.db.Exec(ctx, queries[qCursorSave], params.Pipeline, params.Watermark, ts(params.HoleSince), ts(params.Now))
+	return mapErr("save cursor of "+params.Pipeline, err)
+}
+
+// CursorSeed stores the first watermark, or returns relaytype.ErrSeedRefused.
+func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
+	var p string
+	err := e.db.QueryRow(ctx, queries[qCursorSeed], params.Pipeline, params.Watermark, params.Mode, ts(params.Now)).Scan(&p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Pipeline, relaytype.ErrSeedRefused)
+	}
+	return mapErr("seed cursor of "+params.Pipeline, err)
+}
+
+// HoleInsert logs a permanent hole; inserting it again is a no-op.
+func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
+	_, err := e.db.Exec(ctx, queries[qHoleInsert], hole.Pipeline, hole.ID, ts(hole.FirstSeenAt), ts(hole.ReleasedAt))
+	return mapErr(fmt.Sprintf("insert hole %s/%d", hole.Pipeline, hole.ID), err)
+}
+
+// HoleList returns the pipeline's holes in id order.
+func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error) {
+	op := "list holes of " + pipeline
+	r, err := e.db.Query(ctx, queries[qHoleList], pipeline)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	var out []*relaytype.Hole
+	for r.Next() {
+		var (
+			h               relaytype.Hole
+			first, released pgtype.Timestamptz
+		)
+		if err := r.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+			return nil, mapErr(op, err)
+		}
+		h.FirstSeenAt, h.ReleasedAt = fromTS(first), fromTS(released)
+		out = append(out, &h)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}

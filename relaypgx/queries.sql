@@ -1,0 +1,243 @@
+-- Every SQL statement of relaypgx. Each statement follows a "-- name: Name"
+-- marker and runs to the next marker; queries.go parses this file once at init.
+-- Timestamps are always parameters (the engine's Clock), never now().
+-- {{name}} marks an identifier that Go validates and substitutes (savepoints).
+
+-- name: MessageAllocateIDs
+SELECT nextval('relay_message_id_seq') FROM generate_series(1, $1::integer);
+
+-- name: MessageInsertMany
+-- Insert if absent (seed 000 §4.1 step 5). Rows are inserted in key order so
+-- that concurrent overlapping batches cannot deadlock.
+INSERT INTO relay_message (pipeline, id, key, state, payload, received_at, enqueued_at, updated_at)
+SELECT u.pipeline, u.id, u.key, 'PENDING', u.payload, u.received_at, u.now, u.now
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[], $5::timestamptz[], $6::timestamptz[])
+     AS u(pipeline, id, key, payload, received_at, now)
+ORDER BY u.pipeline, u.id
+ON CONFLICT (pipeline, id) DO NOTHING
+RETURNING pipeline, id;
+
+-- name: MessageGet
+SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+       identity_key, payload, received_at, enqueued_at, updated_at,
+       ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+       lease_owner, lease_expires_at
+FROM relay_message
+WHERE pipeline = $1 AND id = $2;
+
+-- name: MessageIDExists
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1 AND id = $2);
+
+-- name: MessageListUnfinished
+-- ARCHIVED is excluded explicitly, not only by the state list (seed 000 §9.3).
+SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+       identity_key, payload, received_at, enqueued_at, updated_at,
+       ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+       lease_owner, lease_expires_at
+FROM relay_message
+WHERE pipeline = $1 AND id > $2
+  AND state IN ('PENDING', 'FAILED') AND state <> 'ARCHIVED'
+ORDER BY id
+LIMIT $3;
+
+-- name: MessageBindIdentity
+-- One independent idempotent statement (seed 000 §2); a unique violation means
+-- another message owns the identity.
+UPDATE relay_message SET identity_key = $3
+WHERE pipeline = $1 AND id = $2 AND identity_key IS NULL
+RETURNING id;
+
+-- name: MessageIdentityOwner
+SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $2;
+
+-- name: MessageIdentityOf
+SELECT coalesce(identity_key, '') FROM relay_message WHERE pipeline = $1 AND id = $2;
+
+-- name: MessageComplete
+-- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
+UPDATE relay_message
+SET state = $3, error_class = $4, last_error = $5,
+    ack_next_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE NULL END,
+    updated_at = $7, lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2
+  AND state IN ('PENDING', 'FAILED')
+  AND ($8::text = '' OR lease_owner = $8::text);
+
+-- name: MessageFail
+-- One increment per failure, where it happens (seed 000 §9.1).
+UPDATE relay_message
+SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,
+    next_attempt_at = $5, updated_at = $6, lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2
+  AND state IN ('PENDING', 'FAILED')
+  AND ($7::text = '' OR lease_owner = $7::text)
+RETURNING attempts;
+
+-- name: MessageExhaust
+-- DEAD(EXHAUSTED): the class is overwritten, last_error keeps the cause (seed 000 §3).
+UPDATE relay_message
+SET state = 'DEAD', error_class = 'EXHAUSTED',
+    ack_next_at = CASE WHEN $4::boolean THEN $5::timestamptz ELSE NULL END,
+    updated_at = $5, lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
+
+-- name: MessageClaim
+-- Unordered: ready, unleased rows, skipping rows another claimer is locking.
+WITH ready AS (
+    SELECT m.pipeline, m.id
+    FROM relay_message m
+    WHERE m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
+    ORDER BY m.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE relay_message t
+SET lease_owner = $4, lease_expires_at = $5
+FROM ready
+WHERE t.pipeline = ready.pipeline AND t.id = ready.id
+RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
+          t.identity_key, t.payload, t.received_at, t.enqueued_at, t.updated_at,
+          t.ack_next_at, t.ack_at, t.ack_attempts, t.ack_abandoned_at, t.ack_abandon_reason,
+          t.lease_owner, t.lease_expires_at;
+
+-- name: MessageClaimPerKey
+-- Per key: only the head of each key (no smaller unfinished id of the key), and
+-- only keys where no other message holds a live lease — a smaller id can commit
+-- after a larger one was claimed, and must then wait for that lease.
+WITH ready AS (
+    SELECT m.pipeline, m.id
+    FROM relay_message m
+    WHERE m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
+      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $2)
+      AND NOT EXISTS (
+          SELECT 1 FROM relay_message o
+          WHERE o.pipeline = m.pipeline AND o.key = m.key
+            AND o.state IN ('PENDING', 'FAILED') AND o.id < m.id)
+      AND NOT EXISTS (
+          SELECT 1 FROM relay_message l
+          WHERE l.pipeline = m.pipeline AND l.key = m.key
+            AND l.state IN ('PENDING', 'FAILED') AND l.id <> m.id
+            AND l.lease_expires_at > $2)
+    ORDER BY m.id
+    LIMIT $3
+    FOR UPDATE OF m SKIP LOCKED
+)
+UPDATE relay_message t
+SET lease_owner = $4, lease_expires_at = $5
+FROM ready
+WHERE t.pipeline = ready.pipeline AND t.id = ready.id
+RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
+          t.identity_key, t.payload, t.received_at, t.enqueued_at, t.updated_at,
+          t.ack_next_at, t.ack_at, t.ack_attempts, t.ack_abandoned_at, t.ack_abandon_reason,
+          t.lease_owner, t.lease_expires_at;
+
+-- name: MessageReplay
+-- Back to PENDING; identity_key is never touched (seed 000 §9.1).
+UPDATE relay_message
+SET state = 'PENDING', attempts = 0, next_attempt_at = NULL, error_class = '', last_error = '',
+    ack_next_at = NULL, ack_at = NULL, ack_attempts = 0, ack_abandoned_at = NULL,
+    ack_abandon_reason = '', lease_owner = '', lease_expires_at = NULL, updated_at = $4
+WHERE pipeline = $1
+  AND state IN ('FAILED', 'DEAD')
+  AND error_class = ANY($2::text[])
+  AND (coalesce(cardinality($3::bigint[]), 0) = 0 OR id = ANY($3::bigint[]));
+
+-- name: MessageStats
+SELECT state, count(*),
+       min(enqueued_at) FILTER (WHERE state IN ('PENDING', 'FAILED')),
+       max(id)
+FROM relay_message
+WHERE pipeline = $1
+GROUP BY state;
+
+-- name: MessageExists
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+
+-- name: CursorGet
+SELECT pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at
+FROM relay_cursor
+WHERE pipeline = $1;
+
+-- name: CursorSave
+-- Never changes seeded_at / seed_mode.
+INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+VALUES ($1, $2, $3, NULL, '', $4)
+ON CONFLICT (pipeline) DO UPDATE
+SET watermark = EXCLUDED.watermark, hole_since = EXCLUDED.hole_since, updated_at = EXCLUDED.updated_at;
+
+-- name: CursorSeed
+-- Check and insert in one statement: refused (no row) when the pipeline already
+-- has a cursor or any message (seed 000 §4.3).
+INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+SELECT $1::text, $2::bigint, NULL, $4::timestamptz, $3::text, $4::timestamptz
+WHERE NOT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1::text)
+ON CONFLICT (pipeline) DO NOTHING
+RETURNING pipeline;
+
+-- name: HoleInsert
+INSERT INTO relay_hole (pipeline, id, first_seen_at, released_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (pipeline, id) DO NOTHING;
+
+-- name: HoleList
+SELECT pipeline, id, first_seen_at, released_at
+FROM relay_hole
+WHERE pipeline = $1
+ORDER BY id;
+
+-- name: MigrationTableExists
+SELECT to_regclass('relay_migration') IS NOT NULL;
+
+-- name: MigrationLock
+-- Serialises migrators of one schema; released at commit.
+SELECT pg_advisory_xact_lock(hashtextextended(coalesce(current_schema(), '') || '/relay_migration', 0));
+
+-- name: MigrationCreateTable
+CREATE TABLE IF NOT EXISTS relay_migration (
+    line       text        NOT NULL,
+    version    integer     NOT NULL,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL,
+    CONSTRAINT relay_migration_pkey PRIMARY KEY (line, version)
+);
+
+-- name: MigrationApplied
+SELECT version FROM relay_migration WHERE line = $1 ORDER BY version;
+
+-- name: MigrationIsApplied
+SELECT EXISTS (SELECT 1 FROM relay_migration WHERE line = $1 AND version = $2);
+
+-- name: MigrationRecord
+INSERT INTO relay_migration (line, version, name, applied_at) VALUES ($1, $2, $3, $4);
+
+-- name: LockTry
+-- Session advisory lock, scoped to the current schema so that deployments
+-- sharing one database in different schemas do not exclude each other.
+SELECT k, pg_try_advisory_lock(k)
+FROM (SELECT hashtextextended(coalesce(current_schema(), '') || '/' || $1::text, 0) AS k) s;
+
+-- name: LockHeld
+-- A bigint advisory key shows in pg_locks as classid (high 32 bits), objid (low
+-- 32 bits), objsubid 1.
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()
+      AND classid::bigint = (($1::bigint >> 32) & 4294967295)
+      AND objid::bigint = ($1::bigint & 4294967295)
+      AND objsubid = 1);
+
+-- name: LockRelease
+SELECT pg_advisory_unlock($1::bigint);
+
+-- name: Savepoint
+SAVEPOINT {{name}};
+
+-- name: RollbackToSavepoint
+ROLLBACK TO SAVEPOINT {{name}};
+
+-- name: ReleaseSavepoint
+RELEASE SAVEPOINT {{name}};

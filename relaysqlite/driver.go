@@ -1,0 +1,287 @@
+package relaysqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// DriverName is the dialect name Driver.Name returns.
+const DriverName = "sqlite"
+
+// BusyTimeoutDefault is how long a connection waits for a lock held by another
+// connection (of this or another process) before failing with SQLITE_BUSY,
+// which maps to relaytype.ErrTransient. Inside one process the single writer
+// means writers queue in database/sql instead and never see SQLITE_BUSY.
+const BusyTimeoutDefault = 10 * time.Second
+
+// ReadConnsDefault is the size of the read pool.
+const ReadConnsDefault = 4
+
+//go:embed migration
+var migrationFS embed.FS
+
+// Driver is the SQLite store. Create it with Open; it is safe for concurrent
+// use. See the package doc for the one-writer rule.
+type Driver struct {
+	path  string
+	write *sql.DB // one connection, BEGIN IMMEDIATE
+	read  *sql.DB // query-only pool
+	exec  *executor
+}
+
+var _ relaydriver.Driver = (*Driver)(nil)
+
+// Open opens (creating if needed) the SQLite database file at path and
+// configures it for relay:
+//
+//   - journal_mode=WAL, so readers proceed while the writer writes and a
+//     crash of the process (kill -9) loses no committed transaction;
+//   - synchronous=NORMAL: in WAL mode a commit appends to the WAL without an
+//     fsync and the WAL is synced at checkpoints. This is still safe against
+//     process crashes — the only failure that can lose the last commits is a
+//     power loss or OS crash, and even then the database stays consistent.
+//     FULL would fsync on every commit, multiplying the cost of the many
+//     small transactions the pump runs (one per message);
+//   - busy_timeout=BusyTimeoutDefault and foreign_keys=ON;
+//   - one writer connection whose transactions begin IMMEDIATE, plus a
+//     query-only read pool of ReadConnsDefault connections.
+//
+// path must name a file (tests use t.TempDir()); ":memory:" and paths
+// carrying a '?' query are refused, because an in-memory database is private
+// to one connection and could not be shared by the writer and the readers.
+// ctx governs only the connection checks of Open. The schema is not
+// migrated: run relaymigrate.Up with relaymigrate.EngineLineOf(d).
+func Open(ctx context.Context, path string) (*Driver, error) {
+	if path == "" || strings.Contains(path, ":memory:") || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("relaysqlite: open %q: need a plain file path (no :memory:, file: URI or ?query)", path)
+	}
+	busy := strconv.FormatInt(BusyTimeoutDefault.Milliseconds(), 10)
+
+	wq := url.Values{}
+	wq.Set("_busy_timeout", busy)
+	wq.Set("_foreign_keys", "on")
+	wq.Set("_journal_mode", "WAL")
+	wq.Set("_synchronous", "NORMAL")
+	wq.Set("_txlock", "immediate")
+	write, err := sql.Open(DriverName, path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: open writer %q: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	var mode string
+	if err := write.QueryRowContext(ctx, query(qPragmaJournalMode)).Scan(&mode); err != nil {
+		return nil, errors.Join(fmt.Errorf("relaysqlite: open writer %q: %w", path, err), write.Close())
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return nil, errors.Join(fmt.Errorf("relaysqlite: open %q: journal_mode is %q, want wal", path, mode), write.Close())
+	}
+
+	rq := url.Values{}
+	rq.Set("_busy_timeout", busy)
+	rq.Set("_foreign_keys", "on")
+	rq.Set("_query_only", "on")
+	read, err := sql.Open(DriverName, path+"?"+rq.Encode())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("relaysqlite: open readers %q: %w", path, err), write.Close())
+	}
+	read.SetMaxOpenConns(ReadConnsDefault)
+	read.SetMaxIdleConns(ReadConnsDefault)
+	if err := read.PingContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("relaysqlite: open readers %q: %w", path, err), read.Close(), write.Close())
+	}
+
+	d := &Driver{path: path, write: write, read: read}
+	d.exec = &executor{d: d}
+	return d, nil
+}
+
+// Name returns "sqlite".
+func (d *Driver) Name() string { return DriverName }
+
+// Path returns the database file path given to Open.
+func (d *Driver) Path() string { return d.path }
+
+// GetExecutor returns the autocommit executor. Its pure reads (MessageGet,
+// MessageListUnfinished, MessageStats, MessageExists, CursorGet, HoleList,
+// raw Query/QueryRow) run on the read pool and see the last committed state;
+// its writes and raw Exec run on the single writer, each in its own
+// transaction. A goroutine that holds a transaction from Begin must not write
+// through GetExecutor: the write would wait for the writer connection that
+// goroutine already holds, until its ctx ends (a self-deadlock without a
+// deadline). Write through the ExecutorTx instead.
+func (d *Driver) GetExecutor() relaydriver.Executor { return d.exec }
+
+// Begin starts a transaction on the single writer with BEGIN IMMEDIATE, so the
+// write lock is held from the start and the transaction cannot fail later
+// with SQLITE_BUSY. It waits while another transaction is open (ctx bounds the
+// wait). The caller must Commit or Rollback promptly: every other writer waits
+// for it. ctx also governs the transaction: when it ends before Commit, the
+// transaction is rolled back (database/sql semantics).
+func (d *Driver) Begin(ctx context.Context) (relaydriver.ExecutorTx, error) {
+	tx, err := d.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapErr("begin", err)
+	}
+	return &txExecutor{executor: executor{d: d, tx: tx}}, nil
+}
+
+// SupportsSkipLocked reports false: SQLite has no row locks; the single writer
+// serialises claims.
+func (d *Driver) SupportsSkipLocked() bool { return false }
+
+// SupportsListenNotify reports false: SQLite cannot wake listeners on commit.
+func (d *Driver) SupportsListenNotify() bool { return false }
+
+// MigrationFS returns the embedded engine migrations, laid out as
+// engine/NNN_name.up.sql.
+func (d *Driver) MigrationFS() fs.FS { return MigrationFS() }
+
+// MigrationFS returns the embedded engine migrations (engine/NNN_name.up.sql)
+// without an open Driver, for tools that list versions.
+func MigrationFS() fs.FS {
+	sub, err := fs.Sub(migrationFS, "migration")
+	if err != nil { // cannot happen: the directory is embedded
+		panic(err)
+	}
+	return sub
+}
+
+// Migrator returns the migration bookkeeping (table relay_migration).
+func (d *Driver) Migrator() relaydriver.Migrator { return migrator{d: d} }
+
+// Close closes the read pool and the writer. Transactions still open are
+// rolled back by SQLite.
+func (d *Driver) Close() error {
+	return errors.Join(d.read.Close(), d.write.Close())
+}
+
+// migrator implements relaydriver.Migrator.
+type migrator struct{ d *Driver }
+
+// AppliedVersions reads relay_migration on the read pool; a database that has
+// never been migrated (no table yet) has no versions.
+func (m migrator) AppliedVersions(ctx context.Context, line string) ([]int, error) {
+	var n int
+	if err := m.d.read.QueryRowContext(ctx, query(qMigrationTableExists)).Scan(&n); err != nil {
+		return nil, mapErr("migration versions", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	rows, err := m.d.read.QueryContext(ctx, query(qMigrationVersions), line)
+	if err != nil {
+		return nil, mapErr("migration versions", err)
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, mapErr("migration versions", err)
+		}
+		out = append(out, v)
+	}
+	return out, mapErr("migration versions", rows.Err())
+}
+
+// Apply runs sql and records the version in one IMMEDIATE transaction (SQLite
+// DDL is transactional, so a failing file leaves nothing behind). A version
+// already recorded (by a concurrent migrator) is skipped.
+func (m migrator) Apply(ctx context.Context, line string, version int, name, sqlText string, now time.Time) error {
+	if now.IsZero() {
+		return errors.New("relaysqlite: migration apply: now is required")
+	}
+	op := fmt.Sprintf("apply migration %s/%03d_%s", line, version, name)
+	return m.d.exec.atomically(ctx, op, func(q dbtx) error {
+		if _, err := q.ExecContext(ctx, query(qMigrationBootstrap)); err != nil {
+			return err
+		}
+		// Under the single writer this check cannot race: a version another
+		// migrator applied meanwhile is skipped, as in relaypgx.
+		var n int
+		if err := q.QueryRowContext(ctx, query(qMigrationIsApplied), line, version).Scan(&n); err != nil {
+			return err
+		} else if n > 0 {
+			return nil
+		}
+
+		if _, err := q.ExecContext(ctx, sqlText); err != nil {
+			return err
+		}
+		_, err := q.ExecContext(ctx, query(qMigrationRecord), line, version, name, timeArg(now))
+		return err
+	})
+}
+
+// TryLock takes the lease row params.Name for params.Owner when it is absent,
+// expired (expires_at <= Now) or already held by the same Owner, setting its
+// expiry to Now+TTL; otherwise it returns relaytype.ErrLocked at once. Name,
+// Owner, a positive TTL and Now are required.
+func (d *Driver) TryLock(ctx context.Context, params *relaydriver.LockParams) (relaydriver.Lock, error) {
+	if params == nil || params.Name == "" || params.Owner == "" {
+		return nil, errors.New("relaysqlite: trylock: Name and Owner are required")
+	}
+	if params.TTL <= 0 || params.Now.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: trylock %q: a positive TTL and Now are required (SQLite locks are leases)", params.Name)
+	}
+	res, err := d.write.ExecContext(ctx, query(qLockAcquire), params.Name, params.Owner,
+		timeArg(params.Now.Add(params.TTL)), timeArg(params.Now))
+	if err != nil {
+		return nil, mapErr("trylock "+params.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, mapErr("trylock "+params.Name, err)
+	} else if n == 0 {
+		return nil, fmt.Errorf("relaysqlite: trylock %q: %w", params.Name, relaytype.ErrLocked)
+	}
+	return &lease{d: d, name: params.Name, owner: params.Owner, ttl: params.TTL}, nil
+}
+
+// lease is a held relay_lock row.
+type lease struct {
+	d     *Driver
+	name  string
+	owner string
+	ttl   time.Duration
+}
+
+// Renew extends the lease to now+TTL while the row is still ours; otherwise
+// (released, or expired and taken by another owner) it returns ErrLocked.
+func (l *lease) Renew(ctx context.Context, now time.Time) error {
+	if now.IsZero() {
+		return fmt.Errorf("relaysqlite: renew lock %q: now is required", l.name)
+	}
+	res, err := l.d.write.ExecContext(ctx, query(qLockRenew), l.name, l.owner, timeArg(now.Add(l.ttl)))
+	if err != nil {
+		return mapErr("renew lock "+l.name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return mapErr("renew lock "+l.name, err)
+	} else if n == 0 {
+		return fmt.Errorf("relaysqlite: renew lock %q: %w", l.name, relaytype.ErrLocked)
+	}
+	return nil
+}
+
+// Release deletes the row if it is still ours. Safe to call more than once.
+func (l *lease) Release(ctx context.Context) error {
+	_, err := l.d.write.ExecContext(ctx, query(qLockRelease), l.name, l.owner)
+	return mapErr("release lock "+l.name, err)
+}

@@ -1,0 +1,603 @@
+package relaysqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// LimitDefault is the batch size MessageListUnfinished and MessageClaim use
+// when the caller's Limit is zero or negative.
+const LimitDefault = 100
+
+// dbtx is what *sql.DB and *sql.Tx have in common.
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// executor implements relaydriver.Executor. With tx nil it is the autocommit
+// executor of GetExecutor: reads go to the read pool, writes to the single
+// writer, multi-statement operations into their own IMMEDIATE transaction.
+// With tx set everything runs in tx.
+type executor struct {
+	d  *Driver
+	tx *sql.Tx
+}
+
+var _ relaydriver.Executor = (*executor)(nil)
+
+// rq is where pure reads run.
+func (e *executor) rq() dbtx {
+	if e.tx != nil {
+		return e.tx
+	}
+	return e.d.read
+}
+
+// wq is where single write statements run.
+func (e *executor) wq() dbtx {
+	if e.tx != nil {
+		return e.tx
+	}
+	return e.d.write
+}
+
+// atomically runs fn in the executor's transaction, or in a new IMMEDIATE
+// transaction on the writer when autocommit, and maps its error.
+func (e *executor) atomically(ctx context.Context, op string, fn func(q dbtx) error) error {
+	if e.tx != nil {
+		return mapErr(op, fn(e.tx))
+	}
+	tx, err := e.d.write.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if err := fn(tx); err != nil {
+		return mapErr(op, errors.Join(err, rollbackErr(tx)))
+	}
+	return mapErr(op, tx.Commit())
+}
+
+func rollbackErr(tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+
+// --- raw Querier -----------------------------------------------------------
+
+// Exec runs raw SQL on the writer (or the transaction) and returns the rows
+// affected.
+func (e *executor) Exec(ctx context.Context, sqlText string, args ...any) (int64, error) {
+	res, err := e.wq().ExecContext(ctx, sqlText, args...)
+	if err != nil {
+		return 0, mapErr("exec", err)
+	}
+	n, err := res.RowsAffected()
+	return n, mapErr("exec", err)
+}
+
+// Query runs raw SQL on the read pool (or the transaction).
+func (e *executor) Query(ctx context.Context, sqlText string, args ...any) (relaydriver.Rows, error) {
+	rows, err := e.rq().QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return nil, mapErr("query", err)
+	}
+	return sqlRows{rows}, nil
+}
+
+// QueryRow runs raw SQL on the read pool (or the transaction); Scan returns
+// relaytype.ErrNotFound when there was no row.
+func (e *executor) QueryRow(ctx context.Context, sqlText string, args ...any) relaydriver.Row {
+	return sqlRow{e.rq().QueryRowContext(ctx, sqlText, args...)}
+}
+
+type sqlRows struct{ r *sql.Rows }
+
+func (r sqlRows) Next() bool             { return r.r.Next() }
+func (r sqlRows) Scan(dest ...any) error { return mapErr("scan", r.r.Scan(dest...)) }
+func (r sqlRows) Err() error             { return mapErr("rows", r.r.Err()) }
+func (r sqlRows) Close() error           { return mapErr("rows close", r.r.Close()) }
+
+type sqlRow struct{ r *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(dest...)) }
+
+// --- messages --------------------------------------------------------------
+
+// MessageInsertMany inserts each message unless (pipeline, id) exists; ID 0
+// allocates past both the pipeline's counter and its largest id, under the
+// single writer. All inserts of one call commit together.
+func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
+	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params))}
+	for i, p := range params {
+		switch {
+		case p == nil:
+			return nil, fmt.Errorf("relaysqlite: message insert: params[%d] is nil", i)
+		case p.Pipeline == "":
+			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Pipeline is empty", i)
+		case p.ID < 0:
+			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].ID %d is negative", i, p.ID)
+		case p.Now.IsZero():
+			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Now is required (it becomes EnqueuedAt)", i)
+		}
+	}
+	if len(params) == 0 {
+		return res, nil
+	}
+	err := e.atomically(ctx, "message insert", func(q dbtx) error {
+		inserted := 0
+		for i, p := range params {
+			id := p.ID
+			if id == 0 {
+				if err := q.QueryRowContext(ctx, query(qSequenceNext), p.Pipeline).Scan(&id); err != nil {
+					return fmt.Errorf("allocate id: %w", err)
+				}
+			}
+			r, err := q.ExecContext(ctx, query(qMessageInsert), p.Pipeline, id, p.Key, p.Payload,
+				timeArg(p.ReceivedAt), timeArg(p.Now))
+			if err != nil {
+				return fmt.Errorf("id %d: %w", id, err)
+			}
+			n, err := r.RowsAffected()
+			if err != nil {
+				return err
+			}
+			inserted += int(n)
+			res.IDs[i] = id
+		}
+		res.Inserted = inserted
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// MessageGet returns one message or relaytype.ErrNotFound.
+func (e *executor) MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error) {
+	m, err := scanMessage(e.rq().QueryRowContext(ctx, query(qMessageGet), pipeline, id))
+	if err != nil {
+		return nil, mapErr(fmt.Sprintf("message get %s/%d", pipeline, id), err)
+	}
+	return m, nil
+}
+
+// MessageListUnfinished returns up to Limit PENDING/FAILED messages with
+// id > AfterID, ascending. A Limit <= 0 means LimitDefault.
+func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydriver.MessageListUnfinishedParams) ([]*relaytype.Message, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	rows, err := e.rq().QueryContext(ctx, query(qMessageListUnfinished), params.Pipeline, params.AfterID, limit)
+	if err != nil {
+		return nil, mapErr("message list unfinished", err)
+	}
+	out, err := scanMessages(rows)
+	return out, mapErr("message list unfinished", err)
+}
+
+// MessageBindIdentity binds Identity when the message has none (one UPDATE,
+// seed 000 §2). A unique violation means another message owns it; that owner
+// is returned. A message already bound keeps its identity and reports itself.
+func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
+	if params.Identity == "" {
+		return nil, errors.New("relaysqlite: message bind identity: Identity is empty")
+	}
+	var res *relaydriver.MessageBindIdentityResult
+	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
+	err := e.atomically(ctx, op, func(q dbtx) error {
+		r, err := q.ExecContext(ctx, query(qMessageBindIdentity), params.Pipeline, params.ID, params.Identity)
+		if err != nil {
+			if !isUniqueViolation(err) {
+				return err
+			}
+			// SQLite aborts only the statement, so the transaction goes on.
+			var owner int64
+			if err := q.QueryRowContext(ctx, query(qMessageIdentityOwner), params.Pipeline, params.Identity).Scan(&owner); err != nil {
+				return fmt.Errorf("look up identity owner: %w", err)
+			}
+			res = &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}
+			return nil
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			res = &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: params.Identity}
+			return nil
+		}
+		// Already bound (to this identity on a retry, or to another one), or absent.
+		var existing sql.NullString
+		if err := q.QueryRowContext(ctx, query(qMessageIdentityOf), params.Pipeline, params.ID).Scan(&existing); err != nil {
+			return err
+		}
+		res = &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: existing.String}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// guardFailed explains an UPDATE of a state guard that touched no row:
+// ErrNotFound when the message does not exist, ErrConflict otherwise.
+func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int64) error {
+	var n int
+	if err := e.rq().QueryRowContext(ctx, query(qMessageExistsByID), pipeline, id).Scan(&n); err != nil {
+		return mapErr(op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrNotFound)
+	}
+	return fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrConflict)
+}
+
+// MessageComplete moves an unfinished message to a terminal state with its
+// acknowledgement intent in one UPDATE, clearing the lease.
+func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
+	op := fmt.Sprintf("message complete %s/%d", params.Pipeline, params.ID)
+	if !params.State.Terminal() {
+		return fmt.Errorf("relaysqlite: %s: state %q is not terminal", op, params.State)
+	}
+	if params.Now.IsZero() {
+		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	var ackNext any
+	if params.AckIntent {
+		ackNext = timeArg(params.Now)
+	}
+	r, err := e.wq().ExecContext(ctx, query(qMessageComplete), params.Pipeline, params.ID, string(params.State),
+		string(params.ErrorClass), params.LastError, ackNext, timeArg(params.Now), params.LeaseOwner)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return mapErr(op, err)
+	} else if n == 0 {
+		return e.guardFailed(ctx, op, params.Pipeline, params.ID)
+	}
+	return nil
+}
+
+// MessageFail records one failed attempt and returns the new attempt count.
+func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
+	op := fmt.Sprintf("message fail %s/%d", params.Pipeline, params.ID)
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	var attempts int
+	err := e.wq().QueryRowContext(ctx, query(qMessageFail), params.Pipeline, params.ID,
+		string(params.ErrorClass), params.LastError, timeArg(params.NextAttemptAt),
+		timeArg(params.Now), params.LeaseOwner).Scan(&attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, e.guardFailed(ctx, op, params.Pipeline, params.ID)
+	}
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return attempts, nil
+}
+
+// MessageExhaust moves a FAILED message with attempts >= MaxAttempts to
+// DEAD(EXHAUSTED), keeping LastError.
+func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
+	op := fmt.Sprintf("message exhaust %s/%d", params.Pipeline, params.ID)
+	if params.Now.IsZero() {
+		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	var ackNext any
+	if params.AckIntent {
+		ackNext = timeArg(params.Now)
+	}
+	r, err := e.wq().ExecContext(ctx, query(qMessageExhaust), params.Pipeline, params.ID, params.MaxAttempts,
+		ackNext, timeArg(params.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return mapErr(op, err)
+	} else if n == 0 {
+		return e.guardFailed(ctx, op, params.Pipeline, params.ID)
+	}
+	return nil
+}
+
+// MessageClaim leases up to Limit (LimitDefault when <= 0) ready messages,
+// ascending by id. The single
+// writer serialises claims: one short IMMEDIATE transaction selects the ready
+// rows and sets their lease (SQLite has no SKIP LOCKED and needs none).
+func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
+	op := "message claim " + params.Pipeline
+	if params.Owner == "" {
+		return nil, fmt.Errorf("relaysqlite: %s: Owner is required", op)
+	}
+	if params.Now.IsZero() || !params.LeaseUntil.After(params.Now) {
+		return nil, fmt.Errorf("relaysqlite: %s: LeaseUntil %v is not after Now %v", op, params.LeaseUntil, params.Now)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	name := qMessageClaim
+	if params.PerKey {
+		name = qMessageClaimPerKey
+	}
+	var out []*relaytype.Message
+	err := e.atomically(ctx, op, func(q dbtx) error {
+		rows, err := q.QueryContext(ctx, query(name), params.Pipeline, params.Owner,
+			timeArg(params.LeaseUntil), timeArg(params.Now), limit)
+		if err != nil {
+			return err
+		}
+		out, err = scanMessages(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING has no defined order.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// MessageReplay moves FAILED/DEAD messages of the given classes (and ids, when
+// IDs is non-empty) back to PENDING, keeping the identity (seed 000 §9.1).
+func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
+	op := "message replay " + params.Pipeline
+	if len(params.Classes) == 0 {
+		return 0, fmt.Errorf("relaysqlite: %s: Classes is required", op)
+	}
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	classes, err := json.Marshal(params.Classes)
+	if err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	var ids any
+	if len(params.IDs) > 0 {
+		b, err := json.Marshal(params.IDs)
+		if err != nil {
+			return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
+		}
+		ids = string(b)
+	}
+	r, err := e.wq().ExecContext(ctx, query(qMessageReplay), params.Pipeline, timeArg(params.Now), string(classes), ids)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	n, err := r.RowsAffected()
+	return int(n), mapErr(op, err)
+}
+
+// MessageStats aggregates the pipeline in one statement (one snapshot).
+func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydriver.MessageStats, error) {
+	op := "message stats " + pipeline
+	rows, err := e.rq().QueryContext(ctx, query(qMessageStats), pipeline)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	// Every state is present, zero when absent, as in relaypgx.
+	st := &relaydriver.MessageStats{Counts: make(map[relaytype.State]int64, 6)}
+	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
+		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
+		st.Counts[s] = 0
+	}
+
+	var oldest int64
+	for rows.Next() {
+		var (
+			state  string
+			count  int64
+			minEnq sql.NullInt64
+			maxID  int64
+		)
+		if err := rows.Scan(&state, &count, &minEnq, &maxID); err != nil {
+			return nil, mapErr(op, err)
+		}
+		st.Counts[relaytype.State(state)] = count
+		if minEnq.Valid && (oldest == 0 || minEnq.Int64 < oldest) {
+			oldest = minEnq.Int64
+			st.OldestUnfinishedEnqueuedAt = timeOf(minEnq)
+		}
+		st.MaxID = max(st.MaxID, maxID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return st, nil
+}
+
+// MessageExists reports whether the pipeline has any message.
+func (e *executor) MessageExists(ctx context.Context, pipeline string) (bool, error) {
+	var ok bool
+	err := e.rq().QueryRowContext(ctx, query(qMessageExists), pipeline).Scan(&ok)
+	return ok, mapErr("message exists "+pipeline, err)
+}
+
+// --- cursor and holes --------------------------------------------------------
+
+// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
+func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error) {
+	var (
+		c                        relaytype.Cursor
+		holeSince, seededAt, upd sql.NullInt64
+	)
+	err := e.rq().QueryRowContext(ctx, query(qCursorGet), pipeline).
+		Scan(&c.Pipeline, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &upd)
+	if err != nil {
+		return nil, mapErr("cursor get "+pipeline, err)
+	}
+	c.HoleSince, c.SeededAt, c.UpdatedAt = timeOf(holeSince), timeOf(seededAt), timeOf(upd)
+	return &c, nil
+}
+
+// CursorSave upserts (W, holeSince), never touching SeededAt/SeedMode.
+func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
+	op := "cursor save " + params.Pipeline
+	if params.Now.IsZero() {
+		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	_, err := e.wq().ExecContext(ctx, query(qCursorSave), params.Pipeline, params.Watermark,
+		timeArg(params.HoleSince), timeArg(params.Now))
+	return mapErr(op, err)
+}
+
+// CursorSeed stores the first watermark; the refusal check and the insert are
+// one statement (seed 000 §4.3).
+func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
+	op := "cursor seed " + params.Pipeline
+	if params.Now.IsZero() {
+		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	r, err := e.wq().ExecContext(ctx, query(qCursorSeed), params.Pipeline, params.Watermark,
+		params.Mode, timeArg(params.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return mapErr(op, err)
+	} else if n == 0 {
+		return fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrSeedRefused)
+	}
+	return nil
+}
+
+// HoleInsert logs a permanent hole; inserting it again changes nothing.
+func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
+	if hole == nil {
+		return errors.New("relaysqlite: hole insert: nil hole")
+	}
+	op := fmt.Sprintf("hole insert %s/%d", hole.Pipeline, hole.ID)
+
+	_, err := e.wq().ExecContext(ctx, query(qHoleInsert), hole.Pipeline, hole.ID,
+		timeArg(hole.FirstSeenAt), timeArg(hole.ReleasedAt))
+	return mapErr(op, err)
+}
+
+// HoleList returns the pipeline's permanent holes in id order.
+func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error) {
+	op := "hole list " + pipeline
+	rows, err := e.rq().QueryContext(ctx, query(qHoleList), pipeline)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []*relaytype.Hole
+	for rows.Next() {
+		var (
+			h               relaytype.Hole
+			first, released sql.NullInt64
+		)
+		if err := rows.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+			return nil, mapErr(op, err)
+		}
+		h.FirstSeenAt, h.ReleasedAt = timeOf(first), timeOf(released)
+		out = append(out, &h)
+	}
+	return out, mapErr(op, rows.Err())
+}
+
+// --- scanning ----------------------------------------------------------------
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanMessage reads the column list every message query selects (see
+// queries.sql), converting NULL to zero values.
+func scanMessage(s scanner) (*relaytype.Message, error) {
+	var (
+		m                                                    relaytype.Message
+		state                                                string
+		nextAt, recvAt, enqAt, updAt, ackNext, ackAt, ackAbn sql.NullInt64
+		leaseExp                                             sql.NullInt64
+		identity                                             sql.NullString
+	)
+	err := s.Scan(&m.Pipeline, &m.ID, &m.Key, &state, &m.Attempts, &nextAt, &m.ErrorClass, &m.LastError,
+		&identity, &m.Payload, &recvAt, &enqAt, &updAt,
+		&ackNext, &ackAt, &m.AckAttempts, &ackAbn, &m.AckAbandonReason,
+		&m.LeaseOwner, &leaseExp)
+	if err != nil {
+		return nil, err
+	}
+	m.State = relaytype.State(state)
+	m.NextAttemptAt = timeOf(nextAt)
+
+	m.IdentityKey = identity.String
+	m.ReceivedAt, m.EnqueuedAt, m.UpdatedAt = timeOf(recvAt), timeOf(enqAt), timeOf(updAt)
+	m.AckNextAt, m.AckAt, m.AckAbandonedAt = timeOf(ackNext), timeOf(ackAt), timeOf(ackAbn)
+	m.LeaseExpiresAt = timeOf(leaseExp)
+	return &m, nil
+}
+
+// scanMessages reads and closes rows.
+func scanMessages(rows *sql.Rows) ([]*relaytype.Message, error) {
+	defer rows.Close()
+	var out []*relaytype.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// --- transactions ------------------------------------------------------------
+
+// txExecutor is the ExecutorTx of Begin: every method runs in its *sql.Tx.
+// Not safe for concurrent use (one transaction, one goroutine).
+type txExecutor struct {
+	executor
+}
+
+var _ relaydriver.ExecutorTx = (*txExecutor)(nil)
+
+// Savepoint opens a savepoint; name must be a plain identifier.
+func (t *txExecutor) Savepoint(ctx context.Context, name string) error {
+	return t.identExec(ctx, qSavepoint, "savepoint", name)
+}
+
+// RollbackTo undoes the work since the savepoint (which stays open).
+func (t *txExecutor) RollbackTo(ctx context.Context, name string) error {
+	return t.identExec(ctx, qRollbackToSavepoint, "rollback to savepoint", name)
+}
+
+// ReleaseSavepoint forgets the savepoint, keeping its work.
+func (t *txExecutor) ReleaseSavepoint(ctx context.Context, name string) error {
+	return t.identExec(ctx, qReleaseSavepoint, "release savepoint", name)
+}
+
+func (t *txExecutor) identExec(ctx context.Context, q, op, name string) error {
+	sqlText, err := identQuery(q, name)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.ExecContext(ctx, sqlText)
+	return mapErr(op+" "+name, err)
+}
+
+// Commit commits the transaction.
+func (t *txExecutor) Commit(ctx context.Context) error { return mapErr("commit", t.tx.Commit()) }
+
+// Rollback rolls the transaction back. After Commit or an earlier Rollback it
+// does nothing and returns nil, so `defer tx.Rollback(ctx)` is always safe.
+func (t *txExecutor) Rollback(ctx context.Context) error {
+	return mapErr("rollback", rollbackErr(t.tx))
+}
+
+// Unwrap returns the *sql.Tx.
+func (t *txExecutor) Unwrap() any { return t.tx }

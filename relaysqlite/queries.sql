@@ -1,0 +1,223 @@
+-- Every SQL statement of relaysqlite. Each statement follows a
+-- "-- name: QueryName" marker; queries.go parses this file once at init and
+-- refuses to start on a name it uses but cannot find.
+--
+-- Placeholders are $1, $2 … bound by position (modernc binds $N to the N-th
+-- argument, a reused $N to the same argument). Times are INTEGER Unix
+-- microseconds UTC; NULL is the zero time. No statement reads SQLite's clock:
+-- every "now" is a parameter (seed 000 §5.1).
+
+-- name: Savepoint
+SAVEPOINT {ident};
+
+-- name: RollbackToSavepoint
+ROLLBACK TO SAVEPOINT {ident};
+
+-- name: ReleaseSavepoint
+RELEASE SAVEPOINT {ident};
+
+-- name: PragmaJournalMode
+PRAGMA journal_mode;
+
+-- name: MigrationTableExists
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'relay_migration';
+
+-- name: MigrationBootstrap
+CREATE TABLE IF NOT EXISTS relay_migration (
+    line       TEXT    NOT NULL,
+    version    INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL,
+    PRIMARY KEY (line, version)
+) STRICT;
+
+-- name: MigrationVersions
+SELECT version FROM relay_migration WHERE line = $1 ORDER BY version;
+
+-- name: MigrationIsApplied
+SELECT count(*) FROM relay_migration WHERE line = $1 AND version = $2;
+
+-- name: MigrationRecord
+INSERT INTO relay_migration (line, version, name, applied_at) VALUES ($1, $2, $3, $4);
+
+-- name: SequenceNext
+-- The next id is past both the counter and every id already in the pipeline,
+-- so an allocated id never collides with an explicit (source) id.
+INSERT INTO relay_sequence (pipeline, last_id)
+VALUES ($1, coalesce((SELECT max(id) FROM relay_message WHERE pipeline = $1), 0) + 1)
+ON CONFLICT (pipeline) DO UPDATE
+SET last_id = max(relay_sequence.last_id,
+                  coalesce((SELECT max(id) FROM relay_message WHERE pipeline = $1), 0)) + 1
+RETURNING last_id;
+
+-- name: MessageInsert
+INSERT INTO relay_message (pipeline, id, "key", state, payload, received_at, enqueued_at, updated_at)
+VALUES ($1, $2, $3, 'PENDING', $4, $5, $6, $6)
+ON CONFLICT (pipeline, id) DO NOTHING;
+
+-- name: MessageGet
+SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+       identity_key, payload, received_at, enqueued_at, updated_at,
+       ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+       lease_owner, lease_expires_at
+FROM relay_message
+WHERE pipeline = $1 AND id = $2;
+
+-- name: MessageListUnfinished
+SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+       identity_key, payload, received_at, enqueued_at, updated_at,
+       ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+       lease_owner, lease_expires_at
+FROM relay_message
+WHERE pipeline = $1 AND state IN ('PENDING', 'FAILED') AND id > $2
+ORDER BY id
+LIMIT $3;
+
+-- name: MessageBindIdentity
+-- One idempotent statement (seed 000 §2): binds only an unbound message. A
+-- unique violation means another message owns the identity.
+UPDATE relay_message SET identity_key = $3
+WHERE pipeline = $1 AND id = $2 AND identity_key IS NULL;
+
+-- name: MessageIdentityOf
+SELECT identity_key FROM relay_message WHERE pipeline = $1 AND id = $2;
+
+-- name: MessageIdentityOwner
+SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $2;
+
+-- name: MessageComplete
+-- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
+UPDATE relay_message
+SET state = $3, error_class = $4, last_error = $5, ack_next_at = $6, updated_at = $7,
+    lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
+  AND ($8 = '' OR lease_owner = $8);
+
+-- name: MessageFail
+UPDATE relay_message
+SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,
+    next_attempt_at = $5, updated_at = $6, lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
+  AND ($7 = '' OR lease_owner = $7)
+RETURNING attempts;
+
+-- name: MessageExhaust
+-- DEAD(EXHAUSTED) overwrites the class and keeps last_error (seed 000 §3).
+UPDATE relay_message
+SET state = 'DEAD', error_class = 'EXHAUSTED', ack_next_at = $4, updated_at = $5,
+    lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
+
+-- name: MessageExistsByID
+SELECT count(*) FROM relay_message WHERE pipeline = $1 AND id = $2;
+
+-- name: MessageClaim
+-- Ready = unfinished, due, not under a live lease. The single writer
+-- serialises claims, so no row can be claimed twice.
+UPDATE relay_message
+SET lease_owner = $2, lease_expires_at = $3
+WHERE pipeline = $1 AND id IN (
+    SELECT m.id FROM relay_message m
+    WHERE m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $4)
+      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $4)
+    ORDER BY m.id
+    LIMIT $5)
+RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+          identity_key, payload, received_at, enqueued_at, updated_at,
+          ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+          lease_owner, lease_expires_at;
+
+-- name: MessageClaimPerKey
+-- As MessageClaim, but only each key's head (no smaller unfinished id of the
+-- same key) and only keys where no other message holds a live lease.
+UPDATE relay_message
+SET lease_owner = $2, lease_expires_at = $3
+WHERE pipeline = $1 AND id IN (
+    SELECT m.id FROM relay_message m
+    WHERE m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $4)
+      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $4)
+      AND NOT EXISTS (
+          SELECT 1 FROM relay_message h
+          WHERE h.pipeline = m.pipeline AND h."key" = m."key"
+            AND h.state IN ('PENDING', 'FAILED') AND h.id < m.id)
+      AND NOT EXISTS (
+          SELECT 1 FROM relay_message l
+          WHERE l.pipeline = m.pipeline AND l."key" = m."key"
+            AND l.state IN ('PENDING', 'FAILED') AND l.id <> m.id
+            AND l.lease_expires_at > $4)
+    ORDER BY m.id
+    LIMIT $5)
+RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+          identity_key, payload, received_at, enqueued_at, updated_at,
+          ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
+          lease_owner, lease_expires_at;
+
+-- name: MessageReplay
+-- Back to PENDING, resetting attempts, next attempt, error, lease and
+-- acknowledgement facts, never the identity (seed 000 §9.1). $3 and $4 are
+-- JSON arrays; $4 NULL means every id.
+UPDATE relay_message
+SET state = 'PENDING', attempts = 0, next_attempt_at = NULL, error_class = '',
+    last_error = '', updated_at = $2, lease_owner = '', lease_expires_at = NULL,
+    ack_next_at = NULL, ack_at = NULL, ack_attempts = 0, ack_abandoned_at = NULL,
+    ack_abandon_reason = ''
+WHERE pipeline = $1
+  AND state IN ('FAILED', 'DEAD')
+  AND error_class IN (SELECT value FROM json_each($3))
+  AND ($4 IS NULL OR id IN (SELECT value FROM json_each($4)));
+
+-- name: MessageStats
+-- One statement, so counts, oldest and max id come from one snapshot. The
+-- oldest unfinished enqueue time ignores ARCHIVED and terminal rows.
+SELECT state, count(*),
+       min(CASE WHEN state IN ('PENDING', 'FAILED') THEN enqueued_at END),
+       max(id)
+FROM relay_message WHERE pipeline = $1 GROUP BY state;
+
+-- name: MessageExists
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+
+-- name: CursorGet
+SELECT pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at
+FROM relay_cursor WHERE pipeline = $1;
+
+-- name: CursorSave
+-- Never touches seeded_at / seed_mode.
+INSERT INTO relay_cursor (pipeline, watermark, hole_since, updated_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (pipeline) DO UPDATE
+SET watermark = excluded.watermark, hole_since = excluded.hole_since,
+    updated_at = excluded.updated_at;
+
+-- name: CursorSeed
+-- Check and insert in one statement (seed 000 §4.3): 0 rows means refused.
+INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+SELECT $1, $2, NULL, $4, $3, $4
+WHERE NOT EXISTS (SELECT 1 FROM relay_cursor WHERE pipeline = $1)
+  AND NOT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+
+-- name: HoleInsert
+INSERT INTO relay_hole (pipeline, id, first_seen_at, released_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (pipeline, id) DO NOTHING;
+
+-- name: HoleList
+SELECT pipeline, id, first_seen_at, released_at
+FROM relay_hole WHERE pipeline = $1 ORDER BY id;
+
+-- name: LockAcquire
+-- Take the lease when absent, expired, or already ours; 0 rows means held.
+INSERT INTO relay_lock (name, owner, expires_at) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE
+SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE relay_lock.expires_at <= $4 OR relay_lock.owner = excluded.owner;
+
+-- name: LockRenew
+UPDATE relay_lock SET expires_at = $3 WHERE name = $1 AND owner = $2;
+
+-- name: LockRelease
+DELETE FROM relay_lock WHERE name = $1 AND owner = $2;
