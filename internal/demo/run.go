@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}
 	plan := NewPlan(o.Plan)
 
-	src, err := openSource(ctx, filepath.Join(o.Dir, "source.db"))
+	src, err := OpenSource(ctx, filepath.Join(o.Dir, "source.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -217,9 +217,9 @@ func countLate(p *Plan) int {
 	return n
 }
 
-// openSource opens the foreign table's SQLite file (WAL, so the intake reads
-// while the writer writes) and creates the table.
-func openSource(ctx context.Context, path string) (*sql.DB, error) {
+// OpenSource opens the foreign table's SQLite file (WAL, so the intake reads
+// while the writer writes) and creates the table if absent.
+func OpenSource(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
 	if err != nil {
 		return nil, fmt.Errorf("demo: open source: %w", err)

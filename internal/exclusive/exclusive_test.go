@@ -1,0 +1,106 @@
+package exclusive_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/exclusive"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaysqlite"
+)
+
+func sqliteStore(t *testing.T) *relaysqlite.Driver {
+	t.Helper()
+	ctx := context.Background()
+	d, err := relaysqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	_, err = relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
+	require.NoError(t, err)
+	return d
+}
+
+// A waiting instance takes over once the holder releases; it never runs while
+// the holder runs.
+func TestRunWaitsThenTakesOver(t *testing.T) {
+	t.Parallel()
+	d := sqliteStore(t)
+	clock := relayclock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+
+	aCtx, stopA := context.WithCancel(ctx)
+	aRunning := make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- exclusive.Run(aCtx, d, exclusive.Params{Name: "pipeline:p", Owner: "A", TTL: 30 * time.Second, Clock: clock},
+			func(ctx context.Context) error { close(aRunning); <-ctx.Done(); return nil })
+	}()
+	<-aRunning
+
+	waiting := make(chan struct{})
+	bRunning := make(chan struct{})
+	bCtx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- exclusive.Run(bCtx, d, exclusive.Params{Name: "pipeline:p", Owner: "B", TTL: 30 * time.Second,
+			RetryEvery: time.Second, Clock: clock, OnWaiting: func() { close(waiting) }},
+			func(ctx context.Context) error { close(bRunning); <-ctx.Done(); return nil })
+	}()
+	<-waiting
+	select {
+	case <-bRunning:
+		t.Fatal("B runs while A holds the lock")
+	default:
+	}
+
+	stopA()
+	require.NoError(t, <-aDone)
+	// B retries on its clock: move time until it has acquired.
+	require.Eventually(t, func() bool {
+		clock.Advance(time.Second)
+		select {
+		case <-bRunning:
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second, 5*time.Millisecond)
+	stopB()
+	require.NoError(t, <-bDone)
+}
+
+// When the lease is lost (another owner took it after it expired), Run cancels
+// fn and reports ErrLost, so the old holder stops writing.
+func TestRunStopsWhenLockLost(t *testing.T) {
+	t.Parallel()
+	d := sqliteStore(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := relayclock.NewFake(start)
+	ctx := context.Background()
+	const ttl = 30 * time.Second
+
+	running := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:p", Owner: "A", TTL: ttl, Clock: clock},
+			func(ctx context.Context) error { close(running); <-ctx.Done(); return ctx.Err() })
+	}()
+	<-running
+	// A stalled past its lease (no renewal yet); C takes the expired lease.
+	lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: "pipeline:p", Owner: "C", TTL: ttl, Now: start.Add(ttl + time.Second)})
+	require.NoError(t, err)
+	defer lock.Release(ctx)
+	// A's next renewal finds the lease gone.
+	require.Eventually(t, func() bool { return clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	clock.Advance(ttl / 3)
+	err = <-done
+	require.True(t, errors.Is(err, exclusive.ErrLost), "got %v", err)
+}
