@@ -5,6 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +94,16 @@ func writeRows(t *testing.T, db *sql.DB, from, to int) {
 	require.NoError(t, tx.Commit())
 }
 
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
 // TestSecondInstanceWaits runs two real `relay serve` processes on one
 // PostgreSQL store and pipeline (seed 000 §4.5 PRE-5 made a guarantee): the
 // second waits for the pipeline lock while the first runs, never takes a
@@ -127,7 +140,8 @@ func TestSecondInstanceWaits(t *testing.T) {
 	require.Eventually(t, func() bool { return succeeded() == 200 }, 60*time.Second, 50*time.Millisecond, "A processes the first 200 rows")
 	require.Contains(t, a.stderr.String(), "exclusive lock acquired")
 
-	b := start(t, bin, append(common, "--owner", "B")...)
+	metricsAddr := freeAddr(t)
+	b := start(t, bin, append(common, "--owner", "B", "--metrics-addr", metricsAddr)...)
 	require.Eventually(t, func() bool { return strings.Contains(b.stderr.String(), "waiting for exclusive lock") },
 		30*time.Second, 20*time.Millisecond, "B must wait for the lock")
 
@@ -154,6 +168,18 @@ func TestSecondInstanceWaits(t *testing.T) {
 	holes, err := store.GetExecutor().HoleList(ctx, "px")
 	require.NoError(t, err)
 	require.Empty(t, holes)
+
+	// B's metrics endpoint shows the engine's and the intake's gauges.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	for _, want := range []string{`relay_backlog_messages{pipeline="px"} 0`, `relay_watermark{pipeline="px"} 400`,
+		`relay_watermark_lag{pipeline="px"} 0`, `relay_permanent_holes_total{pipeline="px"} 0`,
+		`relay_backlog_oldest_unprocessed_seconds{pipeline="px"}`} {
+		require.Contains(t, string(body), want)
+	}
 
 	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
 	select {
