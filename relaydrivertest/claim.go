@@ -1,6 +1,7 @@
 package relaydrivertest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,9 @@ func testClaimConcurrent(t *testing.T, b *bundle) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			// Each round takes at least one new message, so more rounds than
+			// messages means rows are claimed again.
+			for round := 0; round <= n; round++ {
 				ms, err := b.ex.MessageClaim(b.ctx, &relaydriver.MessageClaimParams{
 					Pipeline: "p", Limit: 7, Owner: owner, LeaseUntil: b.now.Add(time.Hour), Now: b.now,
 				})
@@ -82,6 +85,9 @@ func testClaimConcurrent(t *testing.T, b *bundle) {
 					return
 				}
 			}
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("%s: claims never ran dry", owner))
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()

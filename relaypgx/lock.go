@@ -2,7 +2,6 @@ package relaypgx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -91,7 +90,8 @@ func (l *advisoryLock) Renew(ctx context.Context, _ time.Time) error {
 
 // Release unlocks explicitly (so another session can take the lock at once,
 // without waiting for the server to notice the disconnect) and closes the
-// connection. Safe to call more than once.
+// connection. Releasing a lock that was already lost is not an error. Safe to
+// call more than once.
 func (l *advisoryLock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -103,12 +103,11 @@ func (l *advisoryLock) Release(ctx context.Context) error {
 	l.d.mu.Lock()
 	delete(l.d.locks, l)
 	l.d.mu.Unlock()
-	var unlocked bool
-	err := conn.QueryRow(ctx, queries[qLockRelease], l.key).Scan(&unlocked)
-	closeErr := conn.Close(ctx)
-	if err != nil {
-		// Closing the session frees the lock anyway.
-		return errors.Join(mapErr(fmt.Sprintf("release lock %q", l.name), err), closeErr)
+	if !conn.IsClosed() {
+		// An unlock that fails (lost session, cancelled ctx) needs no retry:
+		// closing the session below frees the lock as well.
+		var unlocked bool
+		_ = conn.QueryRow(ctx, queries[qLockRelease], l.key).Scan(&unlocked)
 	}
-	return mapErr(fmt.Sprintf("release lock %q: close connection", l.name), closeErr)
+	return mapErr(fmt.Sprintf("release lock %q: close connection", l.name), conn.Close(ctx))
 }

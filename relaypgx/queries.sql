@@ -89,6 +89,7 @@ WITH ready AS (
     WHERE m.pipeline = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
+      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $2)
     ORDER BY m.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
