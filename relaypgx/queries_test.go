@@ -16,17 +16,6 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-func TestParseQueries(t *testing.T) {
-	m, err := parseQueries("-- header\n-- name: A\n-- comment\nSELECT 1;\n\n-- name: B\nSELECT\n  2\n")
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"A": "SELECT 1", "B": "SELECT\n  2"}, m)
-
-	_, err = parseQueries("-- name: A\nSELECT 1;\n-- name: A\nSELECT 2;\n")
-	require.ErrorContains(t, err, "defined twice")
-	_, err = parseQueries("-- name: A\n-- only a comment\n")
-	require.ErrorContains(t, err, "empty")
-}
-
 // Every timestamp comes from a parameter (seed 000 §5.1): no SQL reads the
 // database clock.
 func TestNoDatabaseClock(t *testing.T) {
