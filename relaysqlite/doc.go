@@ -25,12 +25,15 @@
 // transaction from Begin must do all its writes through that ExecutorTx. A
 // write through GetExecutor (or TryLock, Begin, Migrator().Apply) from the
 // same goroutine waits for the writer it already holds: it blocks until its
-// ctx ends and then fails with the ctx error. Reads through GetExecutor are
-// fine (they see the last committed state, not the open transaction's).
+// ctx ends and then fails with the ctx error (a deadline wraps
+// relaytype.ErrTransient); without a ctx deadline it never returns. Reads
+// through GetExecutor are fine (they see the last committed state, not the
+// open transaction's).
 //
 // Claims: SQLite has no FOR UPDATE SKIP LOCKED (SupportsSkipLocked is false);
 // the single writer serialises claims instead, each one short IMMEDIATE
-// statement. SupportsListenNotify is false: the engine polls.
+// transaction that selects the ready rows and sets their lease in one
+// UPDATE … RETURNING. SupportsListenNotify is false: the engine polls.
 //
 // # Time
 //
@@ -58,7 +61,10 @@
 //
 // # Errors
 //
-// sql.ErrNoRows maps to relaytype.ErrNotFound, any SQLITE_CONSTRAINT to
-// relaytype.ErrConflict, SQLITE_BUSY / SQLITE_LOCKED wrap
-// relaytype.ErrTransient; the original error stays in the chain.
+// sql.ErrNoRows maps to relaytype.ErrNotFound; a UNIQUE or PRIMARY KEY
+// violation (SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY) to relaytype.ErrConflict;
+// SQLITE_BUSY / SQLITE_LOCKED and context.DeadlineExceeded wrap
+// relaytype.ErrTransient. Other constraint failures (CHECK, NOT NULL) are
+// bugs, not conflicts, and stay plain errors, as in relaypgx. The original
+// error stays in the chain.
 package relaysqlite

@@ -36,10 +36,12 @@ var migrationFS embed.FS
 // Driver is the SQLite store. Create it with Open; it is safe for concurrent
 // use. See the package doc for the one-writer rule.
 type Driver struct {
-	path  string
-	write *sql.DB // one connection, BEGIN IMMEDIATE
-	read  *sql.DB // query-only pool
-	exec  *executor
+	path   string
+	write  *sql.DB // one connection, BEGIN IMMEDIATE
+	read   *sql.DB // query-only pool
+	wstmts *stmtCache
+	rstmts *stmtCache
+	exec   *executor
 }
 
 var _ relaydriver.Driver = (*Driver)(nil)
@@ -107,9 +109,16 @@ func Open(ctx context.Context, path string) (*Driver, error) {
 		return nil, errors.Join(fmt.Errorf("relaysqlite: open readers %q: %w", path, err), read.Close(), write.Close())
 	}
 
-	d := &Driver{path: path, write: write, read: read}
+	d := &Driver{path: path, write: write, read: read, wstmts: newStmtCache(write), rstmts: newStmtCache(read)}
+	d.warm(ctx)
 	d.exec = &executor{d: d}
 	return d, nil
+}
+
+// warm prepares the statements the schema already supports (see stmtCache).
+func (d *Driver) warm(ctx context.Context) {
+	d.wstmts.warm(ctx)
+	d.rstmts.warm(ctx)
 }
 
 // Name returns "sqlite".
@@ -169,7 +178,7 @@ func (d *Driver) Migrator() relaydriver.Migrator { return migrator{d: d} }
 // Close closes the read pool and the writer. Transactions still open are
 // rolled back by SQLite.
 func (d *Driver) Close() error {
-	return errors.Join(d.read.Close(), d.write.Close())
+	return errors.Join(d.rstmts.close(), d.wstmts.close(), d.read.Close(), d.write.Close())
 }
 
 // migrator implements relaydriver.Migrator.
@@ -209,23 +218,26 @@ func (m migrator) Apply(ctx context.Context, line string, version int, name, sql
 		return errors.New("relaysqlite: migration apply: now is required")
 	}
 	op := fmt.Sprintf("apply migration %s/%03d_%s", line, version, name)
-	return m.d.exec.atomically(ctx, op, func(q dbtx) error {
-		if _, err := q.ExecContext(ctx, query(qMigrationBootstrap)); err != nil {
+	defer m.d.warm(ctx) // statements of the new tables, once the writer is free
+	return m.d.exec.atomically(ctx, op, func(q runner) error {
+		// DDL runs unprepared: a cached statement would outlive the schema it
+		// was compiled against.
+		if _, err := q.tx.ExecContext(ctx, query(qMigrationBootstrap)); err != nil {
 			return err
 		}
 		// Under the single writer this check cannot race: a version another
 		// migrator applied meanwhile is skipped, as in relaypgx.
 		var n int
-		if err := q.QueryRowContext(ctx, query(qMigrationIsApplied), line, version).Scan(&n); err != nil {
+		if err := q.tx.QueryRowContext(ctx, query(qMigrationIsApplied), line, version).Scan(&n); err != nil {
 			return err
 		} else if n > 0 {
 			return nil
 		}
 
-		if _, err := q.ExecContext(ctx, sqlText); err != nil {
+		if _, err := q.tx.ExecContext(ctx, sqlText); err != nil {
 			return err
 		}
-		_, err := q.ExecContext(ctx, query(qMigrationRecord), line, version, name, timeArg(now))
+		_, err := q.tx.ExecContext(ctx, query(qMigrationRecord), line, version, name, timeArg(now))
 		return err
 	})
 }

@@ -23,7 +23,9 @@ import (
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
 
 // open returns a migrated store on a fresh file, closed at cleanup.
-func open(t *testing.T) *relaysqlite.Driver {
+func open(t *testing.T) *relaysqlite.Driver { return openB(t) }
+
+func openB(t testing.TB) *relaysqlite.Driver {
 	t.Helper()
 	ctx := t.Context()
 	d, err := relaysqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"))
@@ -111,14 +113,14 @@ func TestPragmas(t *testing.T) {
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	var fk, sync, busy int
+	var fk, syncMode, busy int
 	require.NoError(t, tx.QueryRow(ctx, "PRAGMA journal_mode").Scan(&mode))
 	require.NoError(t, tx.QueryRow(ctx, "PRAGMA foreign_keys").Scan(&fk))
-	require.NoError(t, tx.QueryRow(ctx, "PRAGMA synchronous").Scan(&sync))
+	require.NoError(t, tx.QueryRow(ctx, "PRAGMA synchronous").Scan(&syncMode))
 	require.NoError(t, tx.QueryRow(ctx, "PRAGMA busy_timeout").Scan(&busy))
 	require.Equal(t, "wal", mode)
 	require.Equal(t, 1, fk)
-	require.Equal(t, 1, sync, "synchronous=NORMAL")
+	require.Equal(t, 1, syncMode, "synchronous=NORMAL")
 	require.Equal(t, int(relaysqlite.BusyTimeoutDefault.Milliseconds()), busy)
 	_, ok := tx.Unwrap().(*sql.Tx)
 	require.True(t, ok, "Unwrap returns *sql.Tx")
@@ -221,7 +223,7 @@ func TestConcurrentWriters(t *testing.T) {
 	ctx := t.Context()
 	const workers, per = 8, 40
 	var wg sync.WaitGroup
-	errs := make(chan error, workers*per)
+	errs := make(chan error, workers*per+50)
 	for w := range workers {
 		wg.Go(func() {
 			for i := range per {
@@ -362,37 +364,6 @@ func TestRawErrorsMapped(t *testing.T) {
 	require.NotErrorIs(t, err, relaytype.ErrConflict, "a CHECK failure is a bug, not a conflict")
 }
 
-// TestBusyIsTransient holds the write lock from a second, foreign connection
-// (another process, in effect) that does not wait, so SQLite answers
-// SQLITE_BUSY at once; relaysqlite must report it as ErrTransient.
-func TestBusyIsTransient(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "relay.db")
-	ctx := t.Context()
-	d, err := relaysqlite.Open(ctx, path)
-	require.NoError(t, err)
-	defer d.Close()
-	_, err = relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
-	require.NoError(t, err)
-
-	foreign, err := sql.Open("sqlite", path+"?_busy_timeout=0&_txlock=immediate")
-	require.NoError(t, err)
-	defer foreign.Close()
-	ftx, err := foreign.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer ftx.Rollback()
-
-	// Our writer waits up to BusyTimeoutDefault; bound it by ctx instead.
-	tx, err := d.Begin(ctx)
-	if err == nil {
-		// BEGIN IMMEDIATE cannot succeed while the foreign tx holds the lock;
-		// reaching here would be a bug.
-		tx.Rollback(ctx)
-		t.Fatal("BEGIN IMMEDIATE succeeded while another connection holds the write lock")
-	}
-	require.ErrorIs(t, err, relaytype.ErrTransient, "got %v", err)
-}
-
 func TestLeaseLockExpiry(t *testing.T) {
 	t.Parallel()
 	d := open(t)
@@ -527,9 +498,47 @@ func TestClaimPerKeySerialisesKeys(t *testing.T) {
 	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0}))
 	require.Equal(t, []int64{3}, claim("w2", t0))
-	// Leases expire: the claims of w1 on 2 and 4 become claimable at +1m.
-	require.Equal(t, []int64{2, 4}, claim("w3", t0.Add(time.Minute)))
+	// Leases expire at +1m (expires_at <= now): every head is claimable again.
+	require.Equal(t, []int64{2, 3, 4}, claim("w3", t0.Add(time.Minute)))
 	err = ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 2,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0})
 	require.ErrorIs(t, err, relaytype.ErrConflict, "w1 lost the lease to w3")
+}
+
+// TestSchemaMigratedElsewhere: a store opened before its schema existed (the
+// file was migrated by another process) prepares nothing at Open; its
+// transactions then run the SQL text instead of cached statements, and
+// autocommit calls prepare lazily. Two stores on one file also show that two
+// writers (two processes) share the file through busy_timeout.
+func TestSchemaMigratedElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "relay.db")
+	early, err := relaysqlite.Open(ctx, path)
+	require.NoError(t, err)
+	defer early.Close()
+	other, err := relaysqlite.Open(ctx, path)
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = relaymigrate.Up(ctx, other, relayclock.System{}, relaymigrate.EngineLineOf(other))
+	require.NoError(t, err)
+
+	tx, err := early.Begin(ctx)
+	require.NoError(t, err)
+	insert(t, tx, "p", 1, 2)
+	ms, err := tx.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", Limit: 1, Owner: "o", LeaseUntil: t0.Add(time.Minute), Now: t0})
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "o", Now: t0}))
+	require.NoError(t, tx.Commit(ctx))
+
+	insert(t, other.GetExecutor(), "p", 3)
+	st, err := early.GetExecutor().MessageStats(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Counts[relaytype.StatePending])
+	require.Equal(t, int64(1), st.Counts[relaytype.StateSucceeded])
+	require.NoError(t, early.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: t0}))
+	m, err := other.GetExecutor().MessageGet(ctx, "p", 2)
+	require.NoError(t, err)
+	require.Equal(t, relaytype.StateDead, m.State)
 }

@@ -16,13 +16,6 @@ import (
 // when the caller's Limit is zero or negative.
 const LimitDefault = 100
 
-// dbtx is what *sql.DB and *sql.Tx have in common.
-type dbtx interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // executor implements relaydriver.Executor. With tx nil it is the autocommit
 // executor of GetExecutor: reads go to the read pool, writes to the single
 // writer, multi-statement operations into their own IMMEDIATE transaction.
@@ -34,33 +27,30 @@ type executor struct {
 
 var _ relaydriver.Executor = (*executor)(nil)
 
-// rq is where pure reads run.
-func (e *executor) rq() dbtx {
+// reader is where pure reads run: the read pool, or the transaction.
+func (e *executor) reader() runner {
 	if e.tx != nil {
-		return e.tx
+		return runner{c: e.d.wstmts, tx: e.tx}
 	}
-	return e.d.read
+	return runner{c: e.d.rstmts}
 }
 
-// wq is where single write statements run.
-func (e *executor) wq() dbtx {
-	if e.tx != nil {
-		return e.tx
-	}
-	return e.d.write
+// writer is where single write statements run: the writer, or the transaction.
+func (e *executor) writer() runner {
+	return runner{c: e.d.wstmts, tx: e.tx}
 }
 
 // atomically runs fn in the executor's transaction, or in a new IMMEDIATE
 // transaction on the writer when autocommit, and maps its error.
-func (e *executor) atomically(ctx context.Context, op string, fn func(q dbtx) error) error {
+func (e *executor) atomically(ctx context.Context, op string, fn func(r runner) error) error {
 	if e.tx != nil {
-		return mapErr(op, fn(e.tx))
+		return mapErr(op, fn(e.writer()))
 	}
 	tx, err := e.d.write.BeginTx(ctx, nil)
 	if err != nil {
 		return mapErr(op, err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(runner{c: e.d.wstmts, tx: tx}); err != nil {
 		return mapErr(op, errors.Join(err, rollbackErr(tx)))
 	}
 	return mapErr(op, tx.Commit())
@@ -73,12 +63,28 @@ func rollbackErr(tx *sql.Tx) error {
 	return nil
 }
 
+// rawDB is where raw SQL runs: reads on the read pool, Exec on the writer.
+func (e *executor) rawDB(write bool) interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+} {
+	switch {
+	case e.tx != nil:
+		return e.tx
+	case write:
+		return e.d.write
+	default:
+		return e.d.read
+	}
+}
+
 // --- raw Querier -----------------------------------------------------------
 
 // Exec runs raw SQL on the writer (or the transaction) and returns the rows
 // affected.
 func (e *executor) Exec(ctx context.Context, sqlText string, args ...any) (int64, error) {
-	res, err := e.wq().ExecContext(ctx, sqlText, args...)
+	res, err := e.rawDB(true).ExecContext(ctx, sqlText, args...)
 	if err != nil {
 		return 0, mapErr("exec", err)
 	}
@@ -88,7 +94,7 @@ func (e *executor) Exec(ctx context.Context, sqlText string, args ...any) (int64
 
 // Query runs raw SQL on the read pool (or the transaction).
 func (e *executor) Query(ctx context.Context, sqlText string, args ...any) (relaydriver.Rows, error) {
-	rows, err := e.rq().QueryContext(ctx, sqlText, args...)
+	rows, err := e.rawDB(false).QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return nil, mapErr("query", err)
 	}
@@ -98,7 +104,7 @@ func (e *executor) Query(ctx context.Context, sqlText string, args ...any) (rela
 // QueryRow runs raw SQL on the read pool (or the transaction); Scan returns
 // relaytype.ErrNotFound when there was no row.
 func (e *executor) QueryRow(ctx context.Context, sqlText string, args ...any) relaydriver.Row {
-	return sqlRow{e.rq().QueryRowContext(ctx, sqlText, args...)}
+	return sqlRow{e.rawDB(false).QueryRowContext(ctx, sqlText, args...)}
 }
 
 type sqlRows struct{ r *sql.Rows }
@@ -134,16 +140,16 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 	if len(params) == 0 {
 		return res, nil
 	}
-	err := e.atomically(ctx, "message insert", func(q dbtx) error {
+	err := e.atomically(ctx, "message insert", func(q runner) error {
 		inserted := 0
 		for i, p := range params {
 			id := p.ID
 			if id == 0 {
-				if err := q.QueryRowContext(ctx, query(qSequenceNext), p.Pipeline).Scan(&id); err != nil {
+				if err := q.queryRow(ctx, qSequenceNext, p.Pipeline).Scan(&id); err != nil {
 					return fmt.Errorf("allocate id: %w", err)
 				}
 			}
-			r, err := q.ExecContext(ctx, query(qMessageInsert), p.Pipeline, id, p.Key, p.Payload,
+			r, err := q.exec(ctx, qMessageInsert, p.Pipeline, id, p.Key, p.Payload,
 				timeArg(p.ReceivedAt), timeArg(p.Now))
 			if err != nil {
 				return fmt.Errorf("id %d: %w", id, err)
@@ -166,7 +172,7 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 
 // MessageGet returns one message or relaytype.ErrNotFound.
 func (e *executor) MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error) {
-	m, err := scanMessage(e.rq().QueryRowContext(ctx, query(qMessageGet), pipeline, id))
+	m, err := scanMessage(e.reader().queryRow(ctx, qMessageGet, pipeline, id))
 	if err != nil {
 		return nil, mapErr(fmt.Sprintf("message get %s/%d", pipeline, id), err)
 	}
@@ -180,7 +186,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	rows, err := e.rq().QueryContext(ctx, query(qMessageListUnfinished), params.Pipeline, params.AfterID, limit)
+	rows, err := e.reader().query(ctx, qMessageListUnfinished, params.Pipeline, params.AfterID, limit)
 	if err != nil {
 		return nil, mapErr("message list unfinished", err)
 	}
@@ -197,15 +203,15 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 	}
 	var res *relaydriver.MessageBindIdentityResult
 	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
-	err := e.atomically(ctx, op, func(q dbtx) error {
-		r, err := q.ExecContext(ctx, query(qMessageBindIdentity), params.Pipeline, params.ID, params.Identity)
+	err := e.atomically(ctx, op, func(q runner) error {
+		r, err := q.exec(ctx, qMessageBindIdentity, params.Pipeline, params.ID, params.Identity)
 		if err != nil {
 			if !isUniqueViolation(err) {
 				return err
 			}
 			// SQLite aborts only the statement, so the transaction goes on.
 			var owner int64
-			if err := q.QueryRowContext(ctx, query(qMessageIdentityOwner), params.Pipeline, params.Identity).Scan(&owner); err != nil {
+			if err := q.queryRow(ctx, qMessageIdentityOwner, params.Pipeline, params.Identity).Scan(&owner); err != nil {
 				return fmt.Errorf("look up identity owner: %w", err)
 			}
 			res = &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}
@@ -219,7 +225,7 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 		}
 		// Already bound (to this identity on a retry, or to another one), or absent.
 		var existing sql.NullString
-		if err := q.QueryRowContext(ctx, query(qMessageIdentityOf), params.Pipeline, params.ID).Scan(&existing); err != nil {
+		if err := q.queryRow(ctx, qMessageIdentityOf, params.Pipeline, params.ID).Scan(&existing); err != nil {
 			return err
 		}
 		res = &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: existing.String}
@@ -235,7 +241,7 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 // ErrNotFound when the message does not exist, ErrConflict otherwise.
 func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int64) error {
 	var n int
-	if err := e.rq().QueryRowContext(ctx, query(qMessageExistsByID), pipeline, id).Scan(&n); err != nil {
+	if err := e.reader().queryRow(ctx, qMessageExistsByID, pipeline, id).Scan(&n); err != nil {
 		return mapErr(op, err)
 	}
 	if n == 0 {
@@ -258,7 +264,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	if params.AckIntent {
 		ackNext = timeArg(params.Now)
 	}
-	r, err := e.wq().ExecContext(ctx, query(qMessageComplete), params.Pipeline, params.ID, string(params.State),
+	r, err := e.writer().exec(ctx, qMessageComplete, params.Pipeline, params.ID, string(params.State),
 		string(params.ErrorClass), params.LastError, ackNext, timeArg(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
@@ -278,7 +284,7 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
 	}
 	var attempts int
-	err := e.wq().QueryRowContext(ctx, query(qMessageFail), params.Pipeline, params.ID,
+	err := e.writer().queryRow(ctx, qMessageFail, params.Pipeline, params.ID,
 		string(params.ErrorClass), params.LastError, timeArg(params.NextAttemptAt),
 		timeArg(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -301,7 +307,7 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 	if params.AckIntent {
 		ackNext = timeArg(params.Now)
 	}
-	r, err := e.wq().ExecContext(ctx, query(qMessageExhaust), params.Pipeline, params.ID, params.MaxAttempts,
+	r, err := e.writer().exec(ctx, qMessageExhaust, params.Pipeline, params.ID, params.MaxAttempts,
 		ackNext, timeArg(params.Now))
 	if err != nil {
 		return mapErr(op, err)
@@ -335,8 +341,8 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 		name = qMessageClaimPerKey
 	}
 	var out []*relaytype.Message
-	err := e.atomically(ctx, op, func(q dbtx) error {
-		rows, err := q.QueryContext(ctx, query(name), params.Pipeline, params.Owner,
+	err := e.atomically(ctx, op, func(q runner) error {
+		rows, err := q.query(ctx, name, params.Pipeline, params.Owner,
 			timeArg(params.LeaseUntil), timeArg(params.Now), limit)
 		if err != nil {
 			return err
@@ -374,7 +380,7 @@ func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.Messag
 		}
 		ids = string(b)
 	}
-	r, err := e.wq().ExecContext(ctx, query(qMessageReplay), params.Pipeline, timeArg(params.Now), string(classes), ids)
+	r, err := e.writer().exec(ctx, qMessageReplay, params.Pipeline, timeArg(params.Now), string(classes), ids)
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -385,7 +391,7 @@ func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.Messag
 // MessageStats aggregates the pipeline in one statement (one snapshot).
 func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydriver.MessageStats, error) {
 	op := "message stats " + pipeline
-	rows, err := e.rq().QueryContext(ctx, query(qMessageStats), pipeline)
+	rows, err := e.reader().query(ctx, qMessageStats, pipeline)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -424,7 +430,7 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 // MessageExists reports whether the pipeline has any message.
 func (e *executor) MessageExists(ctx context.Context, pipeline string) (bool, error) {
 	var ok bool
-	err := e.rq().QueryRowContext(ctx, query(qMessageExists), pipeline).Scan(&ok)
+	err := e.reader().queryRow(ctx, qMessageExists, pipeline).Scan(&ok)
 	return ok, mapErr("message exists "+pipeline, err)
 }
 
@@ -436,7 +442,7 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 		c                        relaytype.Cursor
 		holeSince, seededAt, upd sql.NullInt64
 	)
-	err := e.rq().QueryRowContext(ctx, query(qCursorGet), pipeline).
+	err := e.reader().queryRow(ctx, qCursorGet, pipeline).
 		Scan(&c.Pipeline, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &upd)
 	if err != nil {
 		return nil, mapErr("cursor get "+pipeline, err)
@@ -451,7 +457,7 @@ func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSav
 	if params.Now.IsZero() {
 		return fmt.Errorf("relaysqlite: %s: Now is required", op)
 	}
-	_, err := e.wq().ExecContext(ctx, query(qCursorSave), params.Pipeline, params.Watermark,
+	_, err := e.writer().exec(ctx, qCursorSave, params.Pipeline, params.Watermark,
 		timeArg(params.HoleSince), timeArg(params.Now))
 	return mapErr(op, err)
 }
@@ -463,7 +469,7 @@ func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSee
 	if params.Now.IsZero() {
 		return fmt.Errorf("relaysqlite: %s: Now is required", op)
 	}
-	r, err := e.wq().ExecContext(ctx, query(qCursorSeed), params.Pipeline, params.Watermark,
+	r, err := e.writer().exec(ctx, qCursorSeed, params.Pipeline, params.Watermark,
 		params.Mode, timeArg(params.Now))
 	if err != nil {
 		return mapErr(op, err)
@@ -483,7 +489,7 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 	}
 	op := fmt.Sprintf("hole insert %s/%d", hole.Pipeline, hole.ID)
 
-	_, err := e.wq().ExecContext(ctx, query(qHoleInsert), hole.Pipeline, hole.ID,
+	_, err := e.writer().exec(ctx, qHoleInsert, hole.Pipeline, hole.ID,
 		timeArg(hole.FirstSeenAt), timeArg(hole.ReleasedAt))
 	return mapErr(op, err)
 }
@@ -491,7 +497,7 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 // HoleList returns the pipeline's permanent holes in id order.
 func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error) {
 	op := "hole list " + pipeline
-	rows, err := e.rq().QueryContext(ctx, query(qHoleList), pipeline)
+	rows, err := e.reader().query(ctx, qHoleList, pipeline)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

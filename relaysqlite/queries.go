@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/relayhq/relay/internal/sqlfile"
 )
 
 //go:embed queries.sql
 var queriesSQL string
 
 // Query names. Each must have a "-- name: <Name>" section in queries.sql; init
-// panics on a missing one, so a typo fails every test at once.
+// panics on a missing one, so a typo fails at start-up.
 const (
 	qSavepoint             = "Savepoint"
 	qRollbackToSavepoint   = "RollbackToSavepoint"
@@ -59,46 +61,23 @@ var queryNames = []string{
 	qLockAcquire, qLockRenew, qLockRelease,
 }
 
-// queries maps a query name to its SQL, parsed once from queries.sql.
-var queries = mustParseQueries(queriesSQL, queryNames)
-
-var nameMarkerRE = regexp.MustCompile(`(?m)^--\s*name:\s*(\S+)\s*$`)
-
-// parseQueries splits src at "-- name: X" markers. Text before the first
-// marker (the file header) is dropped; each body is trimmed.
-func parseQueries(src string) (map[string]string, error) {
-	out := make(map[string]string)
-	locs := nameMarkerRE.FindAllStringSubmatchIndex(src, -1)
-	for i, loc := range locs {
-		name := src[loc[2]:loc[3]]
-		end := len(src)
-		if i+1 < len(locs) {
-			end = locs[i+1][0]
+// cachedQueryNames are the queries run as cached prepared statements: all but
+// the templated savepoint statements, DDL and pragmas.
+var cachedQueryNames = func() []string {
+	var out []string
+	for _, n := range queryNames {
+		switch n {
+		case qSavepoint, qRollbackToSavepoint, qReleaseSavepoint, qPragmaJournalMode, qMigrationBootstrap:
+			continue
 		}
-		body := strings.TrimSpace(src[loc[1]:end])
-		if body == "" {
-			return nil, fmt.Errorf("relaysqlite: queries.sql: query %q is empty", name)
-		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("relaysqlite: queries.sql: query %q defined twice", name)
-		}
-		out[name] = body
+		out = append(out, n)
 	}
-	return out, nil
-}
+	return out
+}()
 
-func mustParseQueries(src string, want []string) map[string]string {
-	m, err := parseQueries(src)
-	if err != nil {
-		panic(err)
-	}
-	for _, n := range want {
-		if _, ok := m[n]; !ok {
-			panic(fmt.Sprintf("relaysqlite: queries.sql has no query %q", n))
-		}
-	}
-	return m
-}
+// queries maps a query name to its SQL, parsed once from queries.sql by the
+// shared query layer; init panics on a name used here but missing there.
+var queries = sqlfile.MustParse("relaysqlite/queries.sql", queriesSQL, queryNames...)
 
 // query returns the SQL of a named query; names are the q* constants, checked
 // at init.
