@@ -78,6 +78,10 @@ const (
 	HandlerTimeoutDefault = 30 * time.Second
 	// FIFOBatchDefault is the default number of FIFO heads per transaction.
 	FIFOBatchDefault = 1
+	// FIFOBatchMax caps FIFOBatch: each message of a batch is a savepoint, and
+	// PostgreSQL caches at most 64 subtransactions per transaction before every
+	// snapshot of the server gets slower.
+	FIFOBatchMax = 64
 )
 
 // ReplayableClassesDefault is the default replay whitelist. MALFORMED and
@@ -164,7 +168,8 @@ type Config struct {
 	HandlerTimeout time.Duration
 	// FIFOBatch (ModeFIFO only) is how many contiguous ready heads one transaction
 	// may carry, each under its own savepoint so a failure undoes only its own
-	// message. Default FIFOBatchDefault (1: a transaction per message).
+	// message. Default FIFOBatchDefault (1: a transaction per message); at most
+	// FIFOBatchMax.
 	FIFOBatch int
 	// InstanceID names this engine as a lease owner. Default a random id.
 	InstanceID string
@@ -172,8 +177,9 @@ type Config struct {
 	Clock relaytype.Clock
 	// Logger receives structured logs (never payloads). Default slog.Default().
 	Logger *slog.Logger
-	// Registerer, when set, receives the engine's metrics (see metrics.go).
-	// Engines of several pipelines may share one Registerer.
+	// Registerer, when set, receives the engine's metrics (see "Metrics" in the
+	// package doc). Engines of several pipelines may share one Registerer.
+	// Default nil: no metrics.
 	Registerer prometheus.Registerer
 }
 
@@ -238,8 +244,8 @@ func (c *Config) validate() error {
 		return bad("PollInterval", "%s <= 0", c.PollInterval)
 	case c.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "%s <= 0", c.HandlerTimeout)
-	case c.FIFOBatch < 1:
-		return bad("FIFOBatch", "%d < 1", c.FIFOBatch)
+	case c.FIFOBatch < 1 || c.FIFOBatch > FIFOBatchMax:
+		return bad("FIFOBatch", "%d outside [1, %d]", c.FIFOBatch, FIFOBatchMax)
 	case c.Mode != ModeFIFO && c.LeaseDuration < c.HandlerTimeout:
 		return bad("LeaseDuration", "%s is shorter than HandlerTimeout %s: a handler still running would routinely lose its message to another instance",
 			c.LeaseDuration, c.HandlerTimeout)

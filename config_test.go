@@ -72,6 +72,7 @@ func TestConfigValidation(t *testing.T) {
 		}, "LeaseDuration"},
 		{"claim mode defaults", func(c *relay.Config) { c.Mode = relay.ModePerKey }, ""},
 		{"watermark outside FIFO", func(c *relay.Config) { c.Mode = relay.ModePerKey; c.Watermarked = true }, "Watermarked"},
+		{"FIFO batch above the savepoint cap", func(c *relay.Config) { c.FIFOBatch = relay.FIFOBatchMax + 1 }, "FIFOBatch"},
 		{"FIFO batch outside FIFO", func(c *relay.Config) { c.Mode = relay.ModeUnordered; c.FIFOBatch = 4 }, "FIFOBatch"},
 	}
 	for _, tc := range cases {

@@ -31,4 +31,33 @@
 // Every time the engine reads comes from Config.Clock, and every time a store
 // query stamps is passed to it as a parameter, so tests drive retries with a
 // relayclock.Fake and Engine.Work instead of sleeping.
+//
+// # Failures and attempts
+//
+// An attempt is counted in exactly one place, the statement that records the
+// failure (seed 000 §9.1): a commit that fails after the terminal state was
+// written counts one INFRA attempt, not two. A store error while recording a
+// failure is returned by Work (and logged once by a started engine); the
+// message stays as it was and is retried by a later round. Nothing is made
+// DEAD by age: only the attempt limit exhausts a message (seed 000 §5.1).
+//
+// # Metrics
+//
+// With Config.Registerer set, an engine exports (labels are bounded: pipeline,
+// state, outcome):
+//
+//   - relay_backlog_messages{pipeline}: unfinished (PENDING+FAILED) messages;
+//   - relay_backlog_oldest_unprocessed_seconds{pipeline}: age on Config.Clock of
+//     the oldest unfinished message's enqueue time, 0 when there is none;
+//   - relay_messages{pipeline,state}: messages per state, ARCHIVED included;
+//   - relay_processed_total{pipeline,outcome}: decisions written, by outcome
+//     succeeded, skipped, dead, retry or exhausted (a final failure counts as
+//     retry and then exhausted).
+//
+// The gauges are refreshed from the store at the end of every Work round.
+//
+// # Logging
+//
+// Logs go to Config.Logger with snake_case keys (pipeline, message_id,
+// outcome, error_class, attempts …). Payloads are never logged.
 package relay

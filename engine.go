@@ -252,12 +252,14 @@ func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]int64
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("relay: enqueue: commit: %w", err)
 	}
+	e.Notify()
 	return ids, nil
 }
 
 // EnqueueTx inserts messages in the caller's transaction, so they commit (or
-// not) with the caller's own writes. The engine is woken, but a message becomes
-// visible only when the caller commits.
+// not) with the caller's own writes. The messages become visible when the
+// caller commits; call Notify after the commit to have a started engine of this
+// process pick them up at once rather than at its next poll.
 func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, params ...*EnqueueParams) ([]int64, error) {
 	if len(params) == 0 {
 		return nil, nil
@@ -277,12 +279,13 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, param
 	if err != nil {
 		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
 	}
-	e.poke()
 	return res.IDs, nil
 }
 
-// poke wakes an idle loop without blocking.
-func (e *Engine) poke() {
+// Notify wakes the started loop if it is idle, so newly committed messages are
+// processed without waiting for PollInterval. It never blocks; a loop that is
+// busy runs another round anyway. Enqueue and Replay call it themselves.
+func (e *Engine) Notify() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -336,7 +339,7 @@ func (e *Engine) Replay(ctx context.Context, params *ReplayParams) (int, error) 
 	}
 	e.log.InfoContext(ctx, "relay: replayed", "pipeline", e.cfg.Pipeline, "classes", params.Classes, "replayed", n)
 	if n > 0 {
-		e.poke()
+		e.Notify()
 	}
 	return n, nil
 }

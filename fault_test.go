@@ -130,3 +130,75 @@ func TestFailurePathStoreErrorLeavesMessage(t *testing.T) {
 		require.Len(t, c.get(), 2)
 	})
 }
+
+// TestFIFOBatchSavepoints: with FIFOBatch, contiguous heads share one
+// transaction with a savepoint each. A failing message is rolled back alone and
+// ends the batch (the prefix before it commits); duplicates and ignored kinds
+// end the batch too and are decided alone once they are the head, so FIFO order
+// and per-message failure isolation hold.
+func TestFIFOBatchSavepoints(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		var c calls
+		b := setup(t, s, relay.Config{
+			FIFOBatch: 4, IgnoreRules: []string{"LDM-*"},
+			Handler: decoding{handle: func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+				n := c.add(d.Message.ID)
+				if err := insertProj(ctx, tx, d.Message.ID); err != nil {
+					return relay.Retry(relaytype.ClassInfra, err)
+				}
+				if d.Message.ID == 3 && n == 1 {
+					return relay.Retry(relaytype.ClassInfra, errors.New("once"))
+				}
+				return relay.Succeeded()
+			}},
+		})
+		b.createProj()
+		b.enqueuePayloads(map[int64]string{1: "a|K-X", 2: "b|K-X", 3: "c|K-X", 4: "a|K-X", 5: "e|LDM-Q", 6: "f|K-X"})
+
+		require.Equal(t, 3, b.work())
+		require.Equal(t, []int64{1, 2}, b.projRows(), "the prefix commits; the failed message's write is rolled back to its savepoint")
+		require.Equal(t, relaytype.StateFailed, b.state(3))
+		require.Equal(t, 1, b.get(3).Attempts)
+		require.Equal(t, relaytype.StatePending, b.state(4), "nothing behind the failed head is decided")
+
+		b.clock.Advance(time.Second)
+		require.Equal(t, 4, b.work())
+		require.Equal(t, []int64{1, 2, 3, 3, 6}, c.get())
+		require.Equal(t, []int64{1, 2, 3, 6}, b.projRows())
+		require.Equal(t, "duplicate-of:1", b.get(4).LastError)
+		require.Equal(t, "ignored:LDM-*", b.get(5).LastError)
+	})
+}
+
+// TestFIFOBatchCommitFailure: a failed batch commit leaves no effect, counts one
+// INFRA attempt on the batch's head, and leaves the rest as they were.
+func TestFIFOBatchCommitFailure(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+			if err := insertProj(ctx, tx, d.Message.ID); err != nil {
+				return relay.Retry(relaytype.ClassInfra, err)
+			}
+			return relay.Succeeded()
+		})})
+		b.createProj()
+		b.enqueue(1, 2, 3)
+		f.failCommits.Store(1)
+		require.Equal(t, 1, b.work())
+		require.Empty(t, b.projRows())
+		m := b.get(1)
+		require.Equal(t, relaytype.StateFailed, m.State)
+		require.Equal(t, 1, m.Attempts)
+		require.Equal(t, relaytype.ClassInfra, m.ErrorClass)
+		for _, id := range []int64{2, 3} {
+			m := b.get(id)
+			require.Equal(t, relaytype.StatePending, m.State)
+			require.Zero(t, m.Attempts)
+		}
+		b.clock.Advance(time.Second)
+		require.Equal(t, 3, b.work())
+		require.Equal(t, []int64{1, 2, 3}, b.projRows())
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -22,21 +23,17 @@ func (e *Engine) workFIFO(ctx context.Context, stop <-chan struct{}) (int, error
 			return n, err
 		}
 		var decided int
-		var progressed bool
 		if len(heads) > 1 {
-			decided, progressed, err = e.processFIFOBatch(ctx, heads)
+			decided, err = e.processFIFOBatch(ctx, heads)
 		} else {
 			var o outcome
 			o, err = e.processOne(ctx, heads[0], "")
-			if o.decided() {
-				decided = 1
-			}
-			progressed = o.decided()
+			decided = boolInt(o.decided())
 		}
 		n += decided
-		if err != nil || !progressed {
-			// No decision was written (the head changed under us): wait for the next
-			// round rather than spin on it.
+		if err != nil || decided == 0 {
+			// No decision was written (the head changed under us, or the store
+			// failed): wait for the next round rather than spin on it.
 			return n, err
 		}
 	}
@@ -106,20 +103,141 @@ func (e *Engine) readyHeads(ctx context.Context) ([]*relaytype.Message, error) {
 	return out, nil
 }
 
-// processFIFOBatch runs several contiguous ready heads in order. It stops at the
-// first head that did not reach a terminal state: that head still blocks the
-// queue. It reports how many decisions were written and whether every head
-// reached a terminal state.
-func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Message) (int, bool, error) {
-	n := 0
+// processFIFOBatch runs several contiguous ready heads in one transaction,
+// each under its own savepoint, in id order (Config.FIFOBatch). Decoding,
+// identity binding and ignore rules still run outside the transaction, in id
+// order, before it opens: the batch is the longest prefix of plain heads (a
+// duplicate, an ignored kind or a decode failure ends it, and that message is
+// then handled alone as the head). Inside, a message whose handler does not
+// succeed is rolled back to its savepoint and ends the batch: the prefix before
+// it commits, then its failure is recorded in its own statement exactly as
+// processOne would. A failed commit counts one INFRA attempt on the batch's
+// first message (the head that blocks the queue); the others stay as they were.
+// It reports the decisions written.
+func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Message) (int, error) {
+	type prepared struct {
+		m   *relaytype.Message
+		dec *Decoded
+	}
+	var batch []prepared
 	for _, m := range heads {
-		o, err := e.processOne(ctx, m, "")
-		if o.decided() {
-			n++
+		dec, stop, err := e.prepareBatched(ctx, m)
+		if err != nil {
+			if len(batch) == 0 {
+				return 0, err
+			}
+			break // the batch before it still runs; the error recurs when m is the head
 		}
-		if err != nil || !o.terminal() {
-			return n, o.decided(), err
+		if stop {
+			break
+		}
+		batch = append(batch, prepared{m, dec})
+	}
+	if len(batch) <= 1 {
+		o, err := e.processOne(ctx, heads[0], "")
+		return boolInt(o.decided()), err
+	}
+
+	tx, err := e.d.Begin(ctx)
+	if err != nil {
+		o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("begin: %w", err)))
+		return boolInt(o.decided()), err
+	}
+	var done []prepared // committed with the transaction
+	var results []Result
+	var failed *prepared // the message that ended the batch, if any
+	var failedRes Result
+	for i := range batch {
+		p := &batch[i]
+		sp := "relay_m" + strconv.Itoa(i)
+		if err := tx.Savepoint(ctx, sp); err != nil {
+			return 0, errors.Join(fmt.Errorf("relay: savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
+		}
+		res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
+		if res.kind == resultSucceeded || res.kind == resultSkip {
+			// The savepoint is not released: RELEASE costs a round trip and frees
+			// nothing until the top-level commit (PostgreSQL keeps a released
+			// subtransaction's xid until then), hence the FIFOBatch cap.
+			err := e.completeTx(ctx, tx, attempt{m: p.m}, res)
+			if err == nil {
+				done = append(done, *p)
+				results = append(results, res)
+				continue
+			}
+			if errors.Is(err, relaytype.ErrConflict) {
+				e.lost(ctx, attempt{m: p.m}, err)
+				res = Result{} // no decision for it; the batch ends before it
+			} else {
+				res = Retry(relaytype.ClassInfra, fmt.Errorf("complete: %w", err))
+			}
+		}
+		if err := tx.RollbackTo(ctx, sp); err != nil {
+			return 0, errors.Join(fmt.Errorf("relay: rollback to savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
+		}
+		failed, failedRes = p, res
+		break
+	}
+	if len(done) == 0 {
+		if err := tx.Rollback(ctx); err != nil {
+			e.logRollback(ctx, batch[0].m, err)
+		}
+	} else if err := tx.Commit(ctx); err != nil {
+		o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("commit batch of %d: %w", len(done), err)))
+		return boolInt(o.decided()), err
+	}
+	n := 0
+	for i, p := range done {
+		e.decided(ctx, attempt{m: p.m}, completedOutcome(results[i]), results[i].reason, nil)
+		n++
+	}
+	if failed == nil {
+		return n, nil
+	}
+	if failedRes.kind == resultInvalid { // lost: changed under us
+		return n, nil
+	}
+	o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
+	return n + boolInt(o.decided()), err
+}
+
+// prepareBatched is prepare for a head that is not yet the head: it decodes
+// and binds the identity but writes no decision. stop reports that the message
+// needs a decision of its own (decode failure, duplicate, ignored), which it
+// gets through processOne once it is the head.
+func (e *Engine) prepareBatched(ctx context.Context, m *relaytype.Message) (*Decoded, bool, error) {
+	if e.decoder == nil {
+		return nil, false, nil
+	}
+	dec, err := e.decode(ctx, m)
+	if err != nil {
+		return nil, true, nil
+	}
+	if dec == nil {
+		return nil, false, nil
+	}
+	if dec.Identity != "" && m.IdentityKey == "" {
+		res, err := e.d.GetExecutor().MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{
+			Pipeline: e.cfg.Pipeline, ID: m.ID, Identity: dec.Identity,
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("relay: bind identity of message %d: %w", m.ID, err)
+		}
+		if res.OwnerID != m.ID {
+			return nil, true, nil
+		}
+		m.IdentityKey = res.Identity
+	}
+	for _, r := range e.ignore {
+		if dec.Kind != "" && r.match(dec.Kind) {
+			return nil, true, nil
 		}
 	}
-	return n, true, nil
+	return dec, false, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -93,8 +93,10 @@ func (f HandlerFunc) Handle(ctx context.Context, tx Tx, d *Delivery) Result { re
 // Classify) to say whether a failure is MALFORMED (dead at once) or
 // CODEC_ERROR (retried).
 type ClassError struct {
+	// Class is the error class recorded with the failure.
 	Class relaytype.ErrorClass
-	Err   error
+	// Err is the underlying error; its text becomes the message's LastError.
+	Err error
 }
 
 // Error returns "<CLASS>: <err>".

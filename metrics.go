@@ -10,17 +10,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// Metrics an Engine registers when Config.Registerer is set. Labels are bounded:
-// pipeline (one per engine), state (the message states) and outcome (succeeded,
-// skipped, dead, retry, exhausted).
-//
-//   - relay_backlog_messages{pipeline}: unfinished (PENDING+FAILED) messages.
-//   - relay_backlog_oldest_unprocessed_seconds{pipeline}: age on Clock of the
-//     oldest unfinished message's enqueue time (0 when none) — the seed 000 §5.1
-//     head-age signal; the engine never kills a message by age.
-//   - relay_messages{pipeline,state}: messages per state (ARCHIVED included).
-//   - relay_processed_total{pipeline,outcome}: attempts that reached an outcome.
-//
+// metrics holds the collectors documented under "Metrics" in the package doc.
 // The gauges are refreshed from MessageStats at the end of every Work round
 // (each idle round of a started engine).
 type metrics struct {
