@@ -74,7 +74,17 @@ func openSQLite(t testing.TB, migrate bool) relaydriver.Driver {
 // eachStore runs fn as a parallel subtest per store.
 func eachStore(t *testing.T, fn func(t *testing.T, s store)) {
 	t.Helper()
+	eachStoreWhere(t, func(store) bool { return true }, fn)
+}
+
+// eachStoreWhere runs fn as a parallel subtest per store that has the
+// capability keep asks for; the others do not have the behaviour under test.
+func eachStoreWhere(t *testing.T, keep func(store) bool, fn func(t *testing.T, s store)) {
+	t.Helper()
 	for _, s := range stores() {
+		if !keep(s) {
+			continue
+		}
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, s)

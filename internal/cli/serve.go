@@ -96,7 +96,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	engine, err := relay.New(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
-		Handler: &demo.Handler{Pipeline: *pipeline}, IgnoreRules: demo.IgnoreRules, Watermarked: true,
+		Handler: &demo.Handler{Pipeline: *pipeline}, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg, InstanceID: *owner})
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	engine, err := relay.New(o.Store, relay.Config{
 		Pipeline: o.Pipeline, Mode: relay.ModeFIFO, Handler: &Handler{Pipeline: o.Pipeline},
 		MaxAttempts: 3, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
-		IgnoreRules: IgnoreRules, Watermarked: true, PollInterval: 20 * time.Millisecond,
+		IgnoreRules: IgnoreRules, Watermarked: true, PollInterval: 20 * time.Millisecond, FIFOBatch: 16,
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
 	})
 	if err != nil {
