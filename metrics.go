@@ -2,11 +2,10 @@ package relay
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -26,28 +25,28 @@ var allStates = []relaytype.State{
 }
 
 func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
-	backlog, err := register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	backlog, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "relay_backlog_messages",
 		Help: "Unfinished (PENDING and FAILED) messages of the pipeline.",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	oldest, err := register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	oldest, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "relay_backlog_oldest_unprocessed_seconds",
 		Help: "Age of the oldest unfinished message's enqueue time (0 when none).",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	states, err := register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	states, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "relay_messages",
 		Help: "Messages of the pipeline per processing state.",
 	}, []string{"pipeline", "state"}))
 	if err != nil {
 		return nil, err
 	}
-	processed, err := register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+	processed, err := metric.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relay_processed_total",
 		Help: "Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).",
 	}, []string{"pipeline", "outcome"}))
@@ -64,21 +63,6 @@ func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
 		m.processed.WithLabelValues(o.String()) // export zeros so rates work from the start
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under the
-// same description, so that engines of several pipelines share one registry.
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("relay: register metrics: %w", err)
-	}
-	return c, nil
 }
 
 // refreshMetrics reads the pipeline's aggregate and sets the gauges. A failure

@@ -3,8 +3,6 @@ package relaypgx
 import (
 	_ "embed"
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/relayhq/relay/internal/sqlfile"
 )
@@ -60,14 +58,13 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint)
 
-// identRE is what a savepoint name may be: an unquoted SQL identifier.
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// withIdent returns query name with its {{name}} placeholder replaced by ident,
-// after checking that ident is a plain identifier (no quoting, no injection).
+// withIdent returns query name with its {{ident}} placeholder replaced by
+// ident, after checking that ident is a plain identifier (no quoting, no
+// injection).
 func withIdent(name, ident string) (string, error) {
-	if !identRE.MatchString(ident) {
-		return "", fmt.Errorf("relaypgx: invalid savepoint name %q (want an identifier [A-Za-z_][A-Za-z0-9_]*)", ident)
+	stmt, err := sqlfile.WithIdent(queries[name], ident)
+	if err != nil {
+		return "", fmt.Errorf("relaypgx: savepoint: %w", err)
 	}
-	return strings.ReplaceAll(queries[name], "{{name}}", ident), nil
+	return stmt, nil
 }

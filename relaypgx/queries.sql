@@ -1,7 +1,7 @@
 -- Every SQL statement of relaypgx. Each statement follows a "-- name: Name"
 -- marker and runs to the next marker; queries.go parses this file once at init.
 -- Timestamps are always parameters (the engine's Clock), never now().
--- {{name}} marks an identifier that Go validates and substitutes (savepoints).
+-- {{ident}} marks an identifier that Go validates and substitutes (savepoints).
 
 -- name: MessageAllocateIDs
 SELECT nextval('relay_message_id_seq') FROM generate_series(1, $1::integer);
@@ -235,10 +235,10 @@ SELECT EXISTS (
 SELECT pg_advisory_unlock($1::bigint);
 
 -- name: Savepoint
-SAVEPOINT {{name}};
+SAVEPOINT {{ident}};
 
 -- name: RollbackToSavepoint
-ROLLBACK TO SAVEPOINT {{name}};
+ROLLBACK TO SAVEPOINT {{ident}};
 
 -- name: ReleaseSavepoint
-RELEASE SAVEPOINT {{name}};
+RELEASE SAVEPOINT {{ident}};

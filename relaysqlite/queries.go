@@ -3,8 +3,6 @@ package relaysqlite
 import (
 	_ "embed"
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/relayhq/relay/internal/sqlfile"
 )
@@ -83,14 +81,13 @@ var queries = sqlfile.MustParse("relaysqlite/queries.sql", queriesSQL, queryName
 // at init.
 func query(name string) string { return queries[name] }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// identQuery returns the named query with {ident} replaced by ident, after
+// identQuery returns the named query with {{ident}} replaced by ident, after
 // checking that ident is a plain SQL identifier (savepoint names cannot be
 // bound as parameters).
 func identQuery(name, ident string) (string, error) {
-	if !identRE.MatchString(ident) {
-		return "", fmt.Errorf("relaysqlite: invalid savepoint name %q (want [A-Za-z_][A-Za-z0-9_]*, at most 63 characters)", ident)
+	stmt, err := sqlfile.WithIdent(query(name), ident)
+	if err != nil {
+		return "", fmt.Errorf("relaysqlite: savepoint: %w", err)
 	}
-	return strings.ReplaceAll(query(name), "{ident}", ident), nil
+	return stmt, nil
 }

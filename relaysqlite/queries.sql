@@ -8,13 +8,13 @@
 -- every "now" is a parameter (seed 000 §5.1).
 
 -- name: Savepoint
-SAVEPOINT {ident};
+SAVEPOINT {{ident}};
 
 -- name: RollbackToSavepoint
-ROLLBACK TO SAVEPOINT {ident};
+ROLLBACK TO SAVEPOINT {{ident}};
 
 -- name: ReleaseSavepoint
-RELEASE SAVEPOINT {ident};
+RELEASE SAVEPOINT {{ident}};
 
 -- name: PragmaJournalMode
 PRAGMA journal_mode;

@@ -59,3 +59,18 @@ func MustParse(what, src string, required ...string) map[string]string {
 	}
 	return m
 }
+
+// identRE is what a substituted identifier may be: an unquoted SQL identifier
+// of at most 63 characters (PostgreSQL's limit).
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// WithIdent returns stmt with every {{ident}} placeholder replaced by ident,
+// after checking that ident is a plain SQL identifier. It serves statements
+// whose identifiers cannot be bound as parameters (savepoint names), so nothing
+// but an identifier can ever be spliced into SQL.
+func WithIdent(stmt, ident string) (string, error) {
+	if !identRE.MatchString(ident) {
+		return "", fmt.Errorf("sqlfile: invalid identifier %q (want [A-Za-z_][A-Za-z0-9_]*, at most 63 characters)", ident)
+	}
+	return strings.ReplaceAll(stmt, "{{ident}}", ident), nil
+}

@@ -21,3 +21,14 @@ func TestParseErrors(t *testing.T) {
 	require.ErrorContains(t, err, `query "A" defined twice`)
 	require.PanicsWithValue(t, `x.sql: lacks query "B"`, func() { MustParse("x.sql", "-- name: A\nSELECT 1;", "A", "B") })
 }
+
+func TestWithIdent(t *testing.T) {
+	t.Parallel()
+	got, err := WithIdent("SAVEPOINT {{ident}}", "sp_1")
+	require.NoError(t, err)
+	require.Equal(t, "SAVEPOINT sp_1", got)
+	for _, bad := range []string{"", "1sp", "sp 1", "sp;DROP TABLE x", `"sp"`, "a234567890123456789012345678901234567890123456789012345678901234"} {
+		_, err := WithIdent("SAVEPOINT {{ident}}", bad)
+		require.Error(t, err, bad)
+	}
+}

@@ -1,10 +1,9 @@
 package watermark
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay/internal/metric"
 )
 
 // metrics holds one pipeline's series. Without a Registerer the collectors exist
@@ -27,35 +26,35 @@ const (
 )
 
 func newMetrics(reg prometheus.Registerer, pipeline string) (*metrics, error) {
-	lag, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	lag, err := metric.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricLag,
 		Help: "Source max id minus the intake watermark W, updated each round (seed 000 §4.1: must be observed).",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	wm, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	wm, err := metric.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricWatermark,
 		Help: "The intake watermark W: every source id up to it is persisted or a logged permanent hole.",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	holes, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	holes, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricHoles,
 		Help: "Source ids released as permanent holes after the max commit delay (seed 000 §4.1 step 4).",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	rows, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	rows, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricRows,
 		Help: "Source rows enqueued as new messages by the intake (rows already present are not counted).",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
 	}
-	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	errs, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricErrors,
 		Help: "Intake rounds that failed (source unreadable, store failure); the watermark did not move.",
 	}, []string{"pipeline"}))
@@ -69,24 +68,4 @@ func newMetrics(reg prometheus.Registerer, pipeline string) (*metrics, error) {
 		rows:      rows.WithLabelValues(pipeline),
 		errors:    errs.WithLabelValues(pipeline),
 	}, nil
-}
-
-// register registers c, or returns the collector already registered under the
-// same description (another pipeline's Intake, or a restarted one, on the same
-// registry). A nil reg registers nothing.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("watermark: register metrics: %w", err)
-	}
-	return c, nil
 }
