@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -43,8 +44,9 @@ type SQLTableConfig struct {
 	// the payload is not copied: the handler reads the raw content from the source
 	// at processing time (msgx does, seed 000 §1.2).
 	PayloadColumn string
-	// ReceivedAtColumn, when set, fills Row.ReceivedAt (NULL, and MySQL's zero
-	// date, read as the zero time). DATETIME values arrive as time.Time (MySQL
+	// ReceivedAtColumn, when set, fills Row.ReceivedAt (NULL, MySQL's zero date
+	// and a value that is not a date-time read as the zero time; the last is
+	// logged). DATETIME values arrive as time.Time (MySQL
 	// with parseTime=true, SQLite DATE/DATETIME/TIMESTAMP columns), as text
 	// (parsed in Location), or as an integer of Unix seconds.
 	ReceivedAtColumn string
@@ -53,6 +55,10 @@ type SQLTableConfig struct {
 	// ReadTimeout bounds each call (on top of the caller's ctx). Default
 	// ReadTimeoutDefault.
 	ReadTimeout time.Duration
+	// Logger receives a warning for each received-at value that is not a
+	// date-time (the row is still read, with ReceivedAt zero). Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 func (c *SQLTableConfig) validate() error {
@@ -90,6 +96,9 @@ func NewSQLTable(db *sql.DB, cfg SQLTableConfig) (*SQLTable, error) {
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, ReadTimeoutDefault)
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	q, err := buildQueries(&cfg)
 	if err != nil {
@@ -140,7 +149,12 @@ func (s *SQLTable) ReadAfter(ctx context.Context, after int64, limit int) ([]Row
 		r.Payload = payload
 		if s.cfg.ReceivedAtColumn != "" {
 			if r.ReceivedAt, err = s.parseReceivedAt(received); err != nil {
-				return nil, fmt.Errorf("relaysource: read %s: id %d: column %s: %w", s.cfg.Table, r.ID, s.cfg.ReceivedAtColumn, err)
+				// seed 000 §1.2: the received-at time is for display and
+				// reconciliation only, and may be NULL. An unreadable value must not
+				// stop intake of this and every later row: it reads as NULL, loudly.
+				s.cfg.Logger.WarnContext(ctx, "relaysource: received-at unreadable; stored as NULL",
+					"table", s.cfg.Table, "id", r.ID, "column", s.cfg.ReceivedAtColumn, "error", err)
+				r.ReceivedAt = time.Time{}
 			}
 		}
 		if n := len(out); r.ID <= after || (n > 0 && r.ID <= out[n-1].ID) {

@@ -1,8 +1,10 @@
 package relaysource_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -128,10 +130,24 @@ func TestSQLTableOptionalColumns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Date(2024, 3, 1, 2, 0, 0, 0, time.UTC), rows[0].ReceivedAt)
 
-	// A value that is not a date-time is an error naming the row, not a silent zero.
-	exec(t, db, `INSERT INTO mailbox VALUES (11, 'w', 'yesterday')`)
-	_, err = src.ReadAfter(ctx, 10, 10)
-	require.ErrorContains(t, err, "id 11")
+	// A value that is not a date-time must not block intake (received-at is
+	// display-only, seed 000 §1.2): the row reads with a NULL time and a warning
+	// naming the row — never silently.
+	exec(t, db, `INSERT INTO mailbox VALUES (11, 'w', 'yesterday'), (12, 'v', '2024-03-01 11:00:00')`)
+	var logs bytes.Buffer
+	src, err = relaysource.NewSQLTable(db, relaysource.SQLTableConfig{
+		Dialect: relaysource.DialectSQLite, Table: "mailbox", IDColumn: "msg_id", ReceivedAtColumn: "at",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	require.NoError(t, err)
+	rows, err = src.ReadAfter(ctx, 10, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, int64(11), rows[0].ID)
+	require.True(t, rows[0].ReceivedAt.IsZero())
+	require.Equal(t, time.Date(2024, 3, 1, 11, 0, 0, 0, time.UTC), rows[1].ReceivedAt)
+	require.Contains(t, logs.String(), "received-at unreadable")
+	require.Contains(t, logs.String(), "id=11")
 }
 
 func TestSQLTableEmpty(t *testing.T) {
