@@ -31,6 +31,15 @@ const mariaDBSetupTimeout = 15 * time.Second
 // it never skips (STYLE.md §3).
 func MariaDB(t testing.TB) *sql.DB {
 	t.Helper()
+	db, _ := MariaDBWithDSN(t)
+	return db
+}
+
+// MariaDBWithDSN is MariaDB that also returns the DSN of the fresh database
+// (with parseTime=true), for code under test that opens its own connections,
+// such as a child process.
+func MariaDBWithDSN(t testing.TB) (*sql.DB, string) {
+	t.Helper()
 	server := os.Getenv("TEST_MARIADB_DSN")
 	if server == "" {
 		server = MariaDBDSNDefault
@@ -90,5 +99,5 @@ func MariaDB(t testing.TB) *sql.DB {
 	if err := db.PingContext(ctx); err != nil {
 		t.Fatalf("testdb: connect to MariaDB database %s: %v", name, err)
 	}
-	return db
+	return db, dbCfg.FormatDSN()
 }
