@@ -78,7 +78,8 @@ const (
 	HandlerTimeoutDefault = 30 * time.Second
 	// FIFOBatchDefault is the default number of FIFO heads per transaction.
 	FIFOBatchDefault = 1
-	// FIFOBatchMax caps FIFOBatch: each message of a batch is a savepoint, and
+	// FIFOBatchMax caps FIFOBatch: when a batch falls back to savepoints (its
+	// set-based completion was refused) each message is a savepoint, and
 	// PostgreSQL caches at most 64 subtransactions per transaction before every
 	// snapshot of the server gets slower.
 	FIFOBatchMax = 64
@@ -167,7 +168,11 @@ type Config struct {
 	// the handler returns. Default HandlerTimeoutDefault (30s).
 	HandlerTimeout time.Duration
 	// FIFOBatch (ModeFIFO only) is how many contiguous ready heads one transaction
-	// may carry, each under its own savepoint so a failure undoes only its own
+	// may carry. The batch runs optimistically, without savepoints, and its
+	// terminal states are written in one statement. When a handler fails the
+	// transaction is rolled back, the messages before it run again (their
+	// handlers are called a second time, see Handler) and commit, and the failure
+	// is recorded alone, so a failure never undoes or blocks more than its own
 	// message. Default FIFOBatchDefault (1: a transaction per message); at most
 	// FIFOBatchMax.
 	FIFOBatch int

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +20,12 @@ import (
 // the terminal state was written, a store error while recording a failure).
 type faultDriver struct {
 	relaydriver.Driver
-	failCommits atomic.Int32 // commits to fail (after rolling back)
-	failFails   atomic.Int32 // MessageFail calls to fail
+	failCommits      atomic.Int32 // commits to fail (after rolling back)
+	failFails        atomic.Int32 // MessageFail calls to fail
+	refuseManyInTx   atomic.Int32 // in-transaction MessageCompleteMany calls to refuse with ErrConflict
+	completeManyInTx atomic.Int32 // in-transaction MessageCompleteMany calls made
+	completeInTx     atomic.Int32 // in-transaction MessageComplete calls made
+	savepoints       atomic.Int32 // savepoints opened
 }
 
 var errInjected = errors.New("injected fault")
@@ -42,6 +47,24 @@ func (f *faultDriver) GetExecutor() relaydriver.Executor {
 type faultTx struct {
 	relaydriver.ExecutorTx
 	f *faultDriver
+}
+
+func (t *faultTx) MessageCompleteMany(ctx context.Context, p []*relaydriver.MessageCompleteParams) error {
+	t.f.completeManyInTx.Add(1)
+	if take(&t.f.refuseManyInTx) {
+		return fmt.Errorf("injected: message %d changed: %w", p[0].ID, relaytype.ErrConflict)
+	}
+	return t.ExecutorTx.MessageCompleteMany(ctx, p)
+}
+
+func (t *faultTx) MessageComplete(ctx context.Context, p *relaydriver.MessageCompleteParams) error {
+	t.f.completeInTx.Add(1)
+	return t.ExecutorTx.MessageComplete(ctx, p)
+}
+
+func (t *faultTx) Savepoint(ctx context.Context, name string) error {
+	t.f.savepoints.Add(1)
+	return t.ExecutorTx.Savepoint(ctx, name)
 }
 
 func (t *faultTx) Commit(ctx context.Context) error {
@@ -132,8 +155,8 @@ func TestFailurePathStoreErrorLeavesMessage(t *testing.T) {
 }
 
 // TestFIFOBatchSavepoints: with FIFOBatch, contiguous heads share one
-// transaction with a savepoint each. A failing message is rolled back alone and
-// ends the batch (the prefix before it commits); duplicates and ignored kinds
+// transaction. A failing message's writes are rolled back and it ends the batch
+// (the prefix before it commits); duplicates and ignored kinds
 // end the batch too and are decided alone once they are the head, so FIFO order
 // and per-message failure isolation hold.
 func TestFIFOBatchSavepoints(t *testing.T) {
@@ -164,7 +187,9 @@ func TestFIFOBatchSavepoints(t *testing.T) {
 
 		b.clock.Advance(time.Second)
 		require.Equal(t, 4, b.work())
-		require.Equal(t, []int64{1, 2, 3, 3, 6}, c.get())
+		// 3 failing rolls the optimistic batch back and 1, 2 run again before
+		// they commit; 3 is not called again until its retry.
+		require.Equal(t, []int64{1, 2, 3, 1, 2, 3, 6}, c.get())
 		require.Equal(t, []int64{1, 2, 3, 6}, b.projRows())
 		require.Equal(t, "duplicate-of:1", b.get(4).LastError)
 		require.Equal(t, "ignored:LDM-*", b.get(5).LastError)
@@ -200,5 +225,209 @@ func TestFIFOBatchCommitFailure(t *testing.T) {
 		b.clock.Advance(time.Second)
 		require.Equal(t, 3, b.work())
 		require.Equal(t, []int64{1, 2, 3}, b.projRows())
+	})
+}
+
+// projHandler inserts the message's proj row, counts its calls, and fails the
+// messages fail names (every call).
+func projHandler(c *calls, fail map[int64]bool) relay.HandlerFunc {
+	return func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+		c.add(d.Message.ID)
+		if err := insertProj(ctx, tx, d.Message.ID); err != nil {
+			return relay.Retry(relaytype.ClassInfra, err)
+		}
+		if fail[d.Message.ID] {
+			return relay.Retry(relaytype.ClassInfra, errors.New("sink down"))
+		}
+		return relay.Succeeded()
+	}
+}
+
+// TestFIFOBatchOptimisticOneCompletion: a batch whose handlers all succeed runs
+// without savepoints and writes every terminal state (with its acknowledgement
+// intent) in one set-based statement.
+func TestFIFOBatchOptimisticOneCompletion(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, AckIntent: true, Handler: projHandler(&c, nil)})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4, 5, 6, 7, 8)
+
+		require.Equal(t, 8, b.work())
+		require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, b.projRows())
+		require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, c.get(), "each handler once, in id order")
+		for id := int64(1); id <= 8; id++ {
+			m := b.get(id)
+			require.Equal(t, relaytype.StateSucceeded, m.State)
+			require.Zero(t, m.Attempts)
+			require.True(t, t0.Equal(m.AckNextAt), "acknowledgement intent of %d", id)
+		}
+		require.Equal(t, int32(1), f.completeManyInTx.Load(), "one set-based completion for the batch")
+		require.Zero(t, f.completeInTx.Load(), "no per-message completion")
+		require.Zero(t, f.savepoints.Load(), "no savepoints")
+	})
+}
+
+// TestFIFOBatchHandlerFailureMidBatch: when handler k of a batch fails, the
+// prefix before it commits with its effects, k is FAILED with one attempt and
+// its handler was called exactly once, and nothing after k is touched.
+func TestFIFOBatchHandlerFailureMidBatch(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, Handler: projHandler(&c, map[int64]bool{4: true})})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4, 5, 6)
+		before := map[int64]*relaytype.Message{5: b.get(5), 6: b.get(6)}
+
+		require.Equal(t, 4, b.work(), "three successes and one failure decided")
+		require.Equal(t, []int64{1, 2, 3}, b.projRows(), "the prefix commits; the failed message's write is gone")
+		for _, id := range []int64{1, 2, 3} {
+			require.Equal(t, relaytype.StateSucceeded, b.state(id))
+		}
+		m := b.get(4)
+		require.Equal(t, relaytype.StateFailed, m.State)
+		require.Equal(t, 1, m.Attempts)
+		require.Equal(t, relaytype.ClassInfra, m.ErrorClass)
+		require.Equal(t, "sink down", m.LastError)
+		for id, was := range before {
+			require.Equal(t, was, b.get(id), "message %d behind the failure is untouched", id)
+		}
+		require.Equal(t, []int64{1, 2, 3, 4, 1, 2, 3}, c.get(), "the prefix runs twice; 4 once; 5 and 6 never")
+		require.Equal(t, int32(1), f.completeManyInTx.Load(), "only the committed prefix writes its completion")
+		require.Zero(t, f.savepoints.Load())
+	})
+}
+
+// TestFIFOBatchFailureInRerunPrefix: when a prefix handler fails on its second
+// run, the batch shrinks again and only that earlier failure is recorded; the
+// later failure it replaced counts no attempt.
+func TestFIFOBatchFailureInRerunPrefix(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		var c calls
+		b := setup(t, s, relay.Config{FIFOBatch: 8, Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+			n := c.add(d.Message.ID)
+			if err := insertProj(ctx, tx, d.Message.ID); err != nil {
+				return relay.Retry(relaytype.ClassInfra, err)
+			}
+			if d.Message.ID == 4 || (d.Message.ID == 2 && n == 2) {
+				return relay.Retry(relaytype.ClassInfra, errors.New("flaky"))
+			}
+			return relay.Succeeded()
+		})})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4, 5)
+
+		require.Equal(t, 2, b.work())
+		require.Equal(t, []int64{1, 2, 3, 4, 1, 2, 1}, c.get())
+		require.Equal(t, []int64{1}, b.projRows())
+		require.Equal(t, relaytype.StateSucceeded, b.state(1))
+		require.Equal(t, 1, b.get(2).Attempts)
+		for _, id := range []int64{3, 4, 5} {
+			m := b.get(id)
+			require.Equal(t, relaytype.StatePending, m.State, "message %d", id)
+			require.Zero(t, m.Attempts, "message %d", id)
+		}
+	})
+}
+
+// TestFIFOBatchCompleteManyConflictFallsBack: when the store refuses the
+// set-based completion (a message changed under us), the batch is rolled back
+// and runs again with a savepoint and a completion per message, deciding it as
+// before.
+func TestFIFOBatchCompleteManyConflictFallsBack(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, Handler: projHandler(&c, nil)})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4)
+		f.refuseManyInTx.Store(1)
+
+		require.Equal(t, 4, b.work())
+		require.Equal(t, []int64{1, 2, 3, 4}, b.projRows(), "each effect exactly once")
+		for id := int64(1); id <= 4; id++ {
+			m := b.get(id)
+			require.Equal(t, relaytype.StateSucceeded, m.State)
+			require.Zero(t, m.Attempts)
+		}
+		require.Equal(t, []int64{1, 2, 3, 4, 1, 2, 3, 4}, c.get())
+		require.Equal(t, int32(1), f.completeManyInTx.Load())
+		require.Equal(t, int32(4), f.completeInTx.Load(), "the fallback completes message by message")
+		require.Equal(t, int32(4), f.savepoints.Load(), "the fallback has a savepoint per message")
+	})
+}
+
+// TestFIFOBatchConflictFallbackAfterFailure: a refused completion of a prefix
+// that is running again after handler k failed falls back for the prefix, then
+// records k's failure without calling k again.
+func TestFIFOBatchConflictFallbackAfterFailure(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, Handler: projHandler(&c, map[int64]bool{3: true})})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4)
+		f.refuseManyInTx.Store(1)
+
+		require.Equal(t, 3, b.work())
+		require.Equal(t, []int64{1, 2}, b.projRows())
+		require.Equal(t, []int64{1, 2, 3, 1, 2, 1, 2}, c.get(), "3 is called once")
+		m := b.get(3)
+		require.Equal(t, relaytype.StateFailed, m.State)
+		require.Equal(t, 1, m.Attempts)
+		require.Equal(t, relaytype.StatePending, b.state(4))
+		require.Zero(t, b.get(4).Attempts)
+	})
+}
+
+// TestFIFOBatchRealConflict: a message of the batch finished elsewhere while
+// the batch ran (PostgreSQL, where another connection can write meanwhile): the
+// set-based completion is refused, the fallback commits the messages before it
+// and drops the decision on it, as a message-by-message run would.
+func TestFIFOBatchRealConflict(t *testing.T) {
+	t.Parallel()
+	eachStoreWhere(t, func(s store) bool { return s.concurrentTx }, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		var once atomic.Bool
+		b := setupOn(t, f, relay.Config{FIFOBatch: 8, Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+			c.add(d.Message.ID)
+			if d.Message.ID == 3 && once.CompareAndSwap(false, true) {
+				// Another writer finishes message 2 while the batch is open.
+				if err := f.Driver.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{
+					Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "elsewhere", Now: t0,
+				}); err != nil {
+					return relay.Retry(relaytype.ClassInternal, err)
+				}
+			}
+			if err := insertProj(ctx, tx, d.Message.ID); err != nil {
+				return relay.Retry(relaytype.ClassInfra, err)
+			}
+			return relay.Succeeded()
+		})})
+		b.createProj()
+		b.enqueue(1, 2, 3, 4)
+
+		// 1 commits in the fallback, 2's decision is dropped, then 3 and 4 run as
+		// the next batch.
+		require.Equal(t, 3, b.work())
+		require.Equal(t, []int64{1, 3, 4}, b.projRows(), "2's write was rolled back with its decision")
+		for _, id := range []int64{1, 3, 4} {
+			require.Equal(t, relaytype.StateSucceeded, b.state(id))
+		}
+		m := b.get(2)
+		require.Equal(t, relaytype.StateSkipped, m.State)
+		require.Equal(t, "elsewhere", m.LastError)
+		require.Zero(t, m.Attempts)
+		require.Equal(t, 1, b.logs.count("decision dropped"))
+		require.Equal(t, int32(2), f.completeManyInTx.Load(), "the refused batch and the next one")
+		require.Equal(t, []int64{1, 2, 3, 4, 1, 2, 3, 4}, c.get())
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -103,23 +104,31 @@ func (e *Engine) readyHeads(ctx context.Context) ([]*relaytype.Message, error) {
 	return out, nil
 }
 
-// processFIFOBatch runs several contiguous ready heads in one transaction,
-// each under its own savepoint, in id order (Config.FIFOBatch). Decoding,
-// identity binding and ignore rules still run outside the transaction, in id
-// order, before it opens: the batch is the longest prefix of plain heads (a
-// duplicate, an ignored kind or a decode failure ends it, and that message is
-// then handled alone as the head). Inside, a message whose handler does not
-// succeed is rolled back to its savepoint and ends the batch: the prefix before
-// it commits, then its failure is recorded in its own statement exactly as
-// processOne would. A failed commit counts one INFRA attempt on the batch's
-// first message (the head that blocks the queue); the others stay as they were.
-// It reports the decisions written.
+// fifoPrepared is one message of a FIFO batch, decoded and bound.
+type fifoPrepared struct {
+	m   *relaytype.Message
+	dec *Decoded
+}
+
+// processFIFOBatch runs several contiguous ready heads in one transaction, in
+// id order (Config.FIFOBatch). Decoding, identity binding and ignore rules
+// still run outside the transaction, in id order, before it opens: the batch
+// is the longest prefix of plain heads (a duplicate, an ignored kind or a
+// decode failure ends it, and that message is then handled alone as the head).
+//
+// The batch runs optimistically, without savepoints (runFIFOBatch): when every
+// handler succeeds, one MessageCompleteMany writes all terminal states and the
+// transaction commits — about one round trip per message (its handler's
+// statement) instead of three. When a handler fails, the transaction is rolled
+// back and the prefix before it runs again in a fresh one, then the failure is
+// recorded in its own statement exactly as processOne would; when the store
+// refuses the set-based completion (a message changed under us), the batch
+// runs again with a savepoint per message (processFIFOBatchSavepoints), which
+// decides it exactly as a message-by-message run would. A failed commit counts
+// one INFRA attempt on the batch's first message (the head that blocks the
+// queue); the others stay as they were. It reports the decisions written.
 func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Message) (int, error) {
-	type prepared struct {
-		m   *relaytype.Message
-		dec *Decoded
-	}
-	var batch []prepared
+	var batch []fifoPrepared
 	for _, m := range heads {
 		dec, stop, err := e.prepareBatched(ctx, m)
 		if err != nil {
@@ -131,27 +140,117 @@ func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Messag
 		if stop {
 			break
 		}
-		batch = append(batch, prepared{m, dec})
+		batch = append(batch, fifoPrepared{m, dec})
 	}
 	if len(batch) <= 1 {
 		o, err := e.processOne(ctx, heads[0], "")
 		return boolInt(o.decided()), err
 	}
+	return e.runFIFOBatch(ctx, batch)
+}
 
+// runFIFOBatch runs batch optimistically: all handlers in one transaction with
+// no savepoints, then one set-based completion and one commit. When handler k
+// does not succeed, the whole transaction is rolled back and batch[:k] runs
+// again the same way in a fresh transaction (shorter again if one of those now
+// fails); after it commits, k's failure — the Result of its one call — is
+// recorded in its own statement. k's handler is not called again. On this rare
+// path the prefix's handlers run twice; that is safe because a handler's
+// effects live only in the engine's transaction (the Handler contract), and
+// the first run's were rolled back.
+func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, error) {
+	var failed *fifoPrepared // the message that ended the batch, if any
+	var failedRes Result
+	for len(batch) > 0 {
+		tx, err := e.d.Begin(ctx)
+		if err != nil {
+			o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("begin: %w", err)))
+			return boolInt(o.decided()), err
+		}
+		results := make([]Result, 0, len(batch))
+		params := make([]*relaydriver.MessageCompleteParams, 0, len(batch))
+		k := -1
+		for i := range batch {
+			p := &batch[i]
+			res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
+			if res.kind != resultSucceeded && res.kind != resultSkip {
+				k, failedRes = i, res
+				break
+			}
+			results = append(results, res)
+			params = append(params, e.completeParams(attempt{m: p.m}, res))
+		}
+		if k >= 0 {
+			// No half effects: everything the batch wrote goes; the prefix runs again.
+			if err := tx.Rollback(ctx); err != nil {
+				e.logRollback(ctx, batch[0].m, err)
+			}
+			failed = &batch[k]
+			batch = batch[:k]
+			continue
+		}
+		if err := tx.MessageCompleteMany(ctx, params); err != nil {
+			// A message changed under us (e.g. a replay raced), or the store failed:
+			// drop the optimistic run and decide the batch with a savepoint and a
+			// completion per message, which names and drops only what changed.
+			if rbErr := tx.Rollback(ctx); rbErr != nil {
+				e.logRollback(ctx, batch[0].m, rbErr)
+			}
+			level := slog.LevelWarn
+			if errors.Is(err, relaytype.ErrConflict) {
+				level = slog.LevelDebug // the fallback logs the message that changed
+			}
+			e.log.Log(ctx, level, "relay: set-based completion refused; batch runs again with savepoints",
+				"pipeline", e.cfg.Pipeline, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
+			n, all, err := e.processFIFOBatchSavepoints(ctx, batch)
+			if err != nil || !all || failed == nil {
+				return n, err
+			}
+			o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
+			return n + boolInt(o.decided()), err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("commit batch of %d: %w", len(batch), err)))
+			return boolInt(o.decided()), err
+		}
+		for i, p := range batch {
+			e.decided(ctx, attempt{m: p.m}, completedOutcome(results[i]), results[i].reason, nil)
+		}
+		n := len(batch)
+		if failed == nil {
+			return n, nil
+		}
+		o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
+		return n + boolInt(o.decided()), err
+	}
+	// The batch's first handler failed: nothing to commit before its failure.
+	o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
+	return boolInt(o.decided()), err
+}
+
+// processFIFOBatchSavepoints runs batch in one transaction with a savepoint per
+// message — the fallback of runFIFOBatch when the set-based completion is
+// refused. A message whose handler does not succeed is rolled back to its
+// savepoint and ends the batch: the prefix before it commits, then its failure
+// is recorded in its own statement exactly as processOne would. A failed commit
+// counts one INFRA attempt on the batch's first message. It reports the
+// decisions written and whether every message of batch was decided terminally
+// (succeeded or skipped).
+func (e *Engine) processFIFOBatchSavepoints(ctx context.Context, batch []fifoPrepared) (int, bool, error) {
 	tx, err := e.d.Begin(ctx)
 	if err != nil {
 		o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("begin: %w", err)))
-		return boolInt(o.decided()), err
+		return boolInt(o.decided()), false, err
 	}
-	var done []prepared // committed with the transaction
+	var done []fifoPrepared // committed with the transaction
 	var results []Result
-	var failed *prepared // the message that ended the batch, if any
+	var failed *fifoPrepared // the message that ended the batch, if any
 	var failedRes Result
 	for i := range batch {
 		p := &batch[i]
 		sp := "relay_m" + strconv.Itoa(i)
 		if err := tx.Savepoint(ctx, sp); err != nil {
-			return 0, errors.Join(fmt.Errorf("relay: savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
+			return 0, false, errors.Join(fmt.Errorf("relay: savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
 		}
 		res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
 		if res.kind == resultSucceeded || res.kind == resultSkip {
@@ -172,7 +271,7 @@ func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Messag
 			}
 		}
 		if err := tx.RollbackTo(ctx, sp); err != nil {
-			return 0, errors.Join(fmt.Errorf("relay: rollback to savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
+			return 0, false, errors.Join(fmt.Errorf("relay: rollback to savepoint for message %d: %w", p.m.ID, err), tx.Rollback(ctx))
 		}
 		failed, failedRes = p, res
 		break
@@ -183,7 +282,7 @@ func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Messag
 		}
 	} else if err := tx.Commit(ctx); err != nil {
 		o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("commit batch of %d: %w", len(done), err)))
-		return boolInt(o.decided()), err
+		return boolInt(o.decided()), false, err
 	}
 	n := 0
 	for i, p := range done {
@@ -191,13 +290,13 @@ func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Messag
 		n++
 	}
 	if failed == nil {
-		return n, nil
+		return n, true, nil
 	}
 	if failedRes.kind == resultInvalid { // lost: changed under us
-		return n, nil
+		return n, false, nil
 	}
 	o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
-	return n + boolInt(o.decided()), err
+	return n + boolInt(o.decided()), false, err
 }
 
 // prepareBatched is prepare for a head that is not yet the head: it decodes

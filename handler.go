@@ -79,6 +79,12 @@ type Delivery struct {
 // the transaction back. A panic is recovered and counts as Retry(INTERNAL). In
 // the per-key and unordered modes Handle is called from several goroutines at
 // once (never twice at once for one key in ModePerKey).
+//
+// A handler's effects must live only in tx: the engine may call it again for
+// the same message after rolling tx back without recording anything — with
+// Config.FIFOBatch, when a later message of the batch fails, the messages
+// before it run again in a fresh transaction. Work outside tx (an HTTP call, a
+// write to another database) could then happen twice.
 type Handler interface {
 	Handle(ctx context.Context, tx Tx, d *Delivery) Result
 }

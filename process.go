@@ -194,14 +194,19 @@ func completedOutcome(res Result) outcome {
 // handler's transaction, so business writes + state + acknowledgement intent
 // commit together (seed 000 §5.3).
 func (e *Engine) completeTx(ctx context.Context, tx relaydriver.ExecutorTx, a attempt, res Result) error {
+	return tx.MessageComplete(ctx, e.completeParams(a, res))
+}
+
+// completeParams is the terminal write of a Succeeded/Skip result, stamped now.
+func (e *Engine) completeParams(a attempt, res Result) *relaydriver.MessageCompleteParams {
 	state := relaytype.StateSucceeded
 	if res.kind == resultSkip {
 		state = relaytype.StateSkipped
 	}
-	return tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{
+	return &relaydriver.MessageCompleteParams{
 		Pipeline: e.cfg.Pipeline, ID: a.m.ID, State: state, LastError: res.reason,
 		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, Now: e.cfg.Clock.Now(),
-	})
+	}
 }
 
 // afterCompleteError handles a failed MessageComplete inside the business

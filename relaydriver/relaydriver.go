@@ -145,6 +145,16 @@ type Executor interface {
 	// UPDATE. It refuses (ErrConflict) when the message is no longer
 	// PENDING/FAILED or, with LeaseOwner set, no longer leased to that owner.
 	MessageComplete(ctx context.Context, params *MessageCompleteParams) error
+	// MessageCompleteMany is MessageComplete for several messages at once, with
+	// the same guard per row, in as few statements as the store allows (one on
+	// PostgreSQL). It is all or nothing: when any row's guard refuses it returns
+	// relaytype.ErrConflict naming the first refused id (relaytype.ErrNotFound
+	// when that message does not exist), and no row of the call may commit. On
+	// GetExecutor it runs in a transaction of its own and applies nothing on
+	// error; in an ExecutorTx rows before the refused one may already be updated
+	// in the transaction, which the caller must then roll back. The same message
+	// twice is refused the second time. An empty params is a no-op.
+	MessageCompleteMany(ctx context.Context, params []*MessageCompleteParams) error
 	// MessageFail records one failed attempt: state FAILED, attempts+1, class,
 	// error text and next attempt time. Guarded like MessageComplete. Returns the
 	// new attempt count.

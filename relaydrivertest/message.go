@@ -328,6 +328,106 @@ func testAckIntent(t *testing.T, b *bundle) {
 	requireTime(t, b.now, b.get("p", 3).AckNextAt, "AckNextAt of an exhausted message")
 }
 
+// MessageCompleteMany finishes each row as MessageComplete would: its own
+// state, class, reason and acknowledgement intent, FAILED rows included, and
+// the lease cleared.
+func testCompleteMany(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4)
+	b.fail("p", 2, relaytype.ClassInfra, at(time.Minute))
+	require.Equal(t, []int64{1, 3}, b.claim("p", false, 2, "w1", time.Minute), "2 is FAILED and not due")
+	b.now = at(time.Second)
+	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{
+		{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now},
+		{Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "ignored:LDM", Now: b.now.Add(time.Millisecond)},
+		{Pipeline: "p", ID: 3, State: relaytype.StateSucceeded, LeaseOwner: "w1", AckIntent: true, Now: b.now},
+	}))
+	m := b.get("p", 1)
+	require.Equal(t, relaytype.StateSucceeded, m.State)
+	requireTime(t, b.now, m.AckNextAt, "AckNextAt with intent")
+	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
+	m = b.get("p", 2)
+	require.Equal(t, relaytype.StateSkipped, m.State)
+	require.Equal(t, "ignored:LDM", m.LastError)
+	require.Equal(t, 1, m.Attempts)
+	requireTime(t, time.Time{}, m.AckNextAt, "AckNextAt without intent")
+	requireTime(t, b.now.Add(time.Millisecond), m.UpdatedAt, "UpdatedAt is per row")
+	m = b.get("p", 3)
+	require.Equal(t, relaytype.StateSucceeded, m.State)
+	require.Empty(t, m.LeaseOwner)
+	requireTime(t, time.Time{}, m.LeaseExpiresAt, "LeaseExpiresAt after complete")
+	require.Equal(t, []int64{4}, b.head("p"))
+	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, nil))
+}
+
+// Inside a transaction MessageCompleteMany commits or rolls back with it.
+func testCompleteManyInTx(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3)
+	params := []*relaydriver.MessageCompleteParams{
+		{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now},
+		{Pipeline: "p", ID: 2, State: relaytype.StateSucceeded, Now: b.now},
+	}
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.MessageCompleteMany(b.ctx, params))
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.Equal(t, []int64{1, 2, 3}, b.head("p"))
+
+	tx, err = b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.MessageCompleteMany(b.ctx, params))
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, []int64{3}, b.head("p"))
+}
+
+// One refused row (finished, leased to another owner, missing, or the same
+// message twice) refuses the call: ErrConflict (ErrNotFound for a missing
+// message) naming the refused id, and nothing of it is applied on
+// GetExecutor; in a transaction the caller rolls back and nothing commits.
+func testCompleteManyGuards(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4, 5)
+	b.complete("p", 3, relaytype.StateSucceeded, "", "")
+	require.Equal(t, []int64{1, 2, 4, 5}, b.claim("p", false, 10, "w1", time.Minute))
+	ok := func(id int64) *relaydriver.MessageCompleteParams {
+		return &relaydriver.MessageCompleteParams{Pipeline: "p", ID: id, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}
+	}
+	leased := func(id int64, owner string) *relaydriver.MessageCompleteParams {
+		p := ok(id)
+		p.LeaseOwner = owner
+		return p
+	}
+	refusals := []struct {
+		name   string
+		params []*relaydriver.MessageCompleteParams
+		id     string
+		want   error
+	}{
+		{"finished", []*relaydriver.MessageCompleteParams{ok(1), ok(2), ok(3), ok(4)}, "p/3", relaytype.ErrConflict},
+		{"lease", []*relaydriver.MessageCompleteParams{leased(1, "w1"), leased(2, "w2"), ok(4)}, "p/2", relaytype.ErrConflict},
+		{"twice", []*relaydriver.MessageCompleteParams{ok(1), ok(2), ok(1)}, "p/1", relaytype.ErrConflict},
+		{"missing", []*relaydriver.MessageCompleteParams{ok(1), ok(9)}, "p/9", relaytype.ErrNotFound},
+	}
+	for _, r := range refusals {
+		err := b.ex.MessageCompleteMany(b.ctx, r.params)
+		require.ErrorIs(t, err, r.want, r.name)
+		require.Contains(t, err.Error(), r.id, "%s: the error names the refused message", r.name)
+		require.Equal(t, []int64{1, 2, 4, 5}, b.head("p"), "%s: nothing applied", r.name)
+
+		tx, err := b.d.Begin(b.ctx)
+		require.NoError(t, err)
+		err = tx.MessageCompleteMany(b.ctx, r.params)
+		require.ErrorIs(t, err, r.want, "%s in a transaction", r.name)
+		require.NoError(t, tx.Rollback(b.ctx))
+		require.Equal(t, []int64{1, 2, 4, 5}, b.head("p"), "%s: nothing committed", r.name)
+	}
+	for _, id := range []int64{1, 2, 4, 5} {
+		m := b.get("p", id)
+		require.Equal(t, "w1", m.LeaseOwner)
+		requireTime(t, time.Time{}, m.AckNextAt, "AckNextAt after refusals")
+	}
+	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{leased(1, "w1"), ok(2), leased(4, "w1"), ok(5)}))
+	require.Empty(t, b.head("p"))
+}
+
 // seed 000 §9.1: one increment per failure, and the last failure's facts.
 func testFailCountsAttempts(t *testing.T, b *bundle) {
 	b.insert("p", 1)

@@ -359,6 +359,73 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	return nil
 }
 
+// MessageCompleteMany finishes several messages in one UPDATE … FROM unnest,
+// then compares the rows it touched with its input: a short count names the
+// first refused message. On the pool it runs in a transaction of its own, so a
+// refusal applies nothing.
+func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydriver.MessageCompleteParams) error {
+	if len(params) == 0 {
+		return nil
+	}
+	n := len(params)
+	var (
+		pipelines = make([]string, n)
+		idv       = make([]int64, n)
+		states    = make([]string, n)
+		classes   = make([]string, n)
+		lastErrs  = make([]string, n)
+		acks      = make([]bool, n)
+		nows      = make([]pgtype.Timestamptz, n)
+		owners    = make([]string, n)
+	)
+	for i, p := range params {
+		if !p.State.Terminal() {
+			return fmt.Errorf("relaypgx: complete message %s/%d: state %q is not terminal", p.Pipeline, p.ID, p.State)
+		}
+		pipelines[i], idv[i], states[i], classes[i] = p.Pipeline, p.ID, string(p.State), string(p.ErrorClass)
+		lastErrs[i], acks[i], nows[i], owners[i] = p.LastError, p.AckIntent, ts(p.Now), p.LeaseOwner
+	}
+	run := func(x *executor) error {
+		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], pipelines, idv, states, classes, lastErrs, acks, nows, owners)
+		if err != nil {
+			return mapErr(fmt.Sprintf("complete %d messages", n), err)
+		}
+		done := make(map[pipelineID]int, n)
+		var key pipelineID
+		_, err = pgx.ForEachRow(r, []any{&key.pipeline, &key.id}, func() error {
+			done[key]++
+			return nil
+		})
+		if err != nil {
+			return mapErr(fmt.Sprintf("complete %d messages", n), err)
+		}
+		for _, p := range params {
+			k := pipelineID{p.Pipeline, p.ID}
+			if done[k] > 0 {
+				done[k]-- // a row touched once satisfies one input only
+				continue
+			}
+			return x.guardFailed(ctx, fmt.Sprintf("complete message %s/%d (batch of %d)", p.Pipeline, p.ID, n),
+				p.Pipeline, p.ID, "not PENDING/FAILED, not leased to "+cmp.Or(p.LeaseOwner, "anyone")+", or twice in the batch")
+		}
+		return nil
+	}
+	if e.inTx {
+		return run(e)
+	}
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return mapErr("complete messages: begin", err)
+	}
+	if err := run(&executor{db: tx, inTx: true}); err != nil {
+		if rbErr := tx.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			return errors.Join(err, mapErr("complete messages: rollback", rbErr))
+		}
+		return err
+	}
+	return mapErr("complete messages: commit", tx.Commit(ctx))
+}
+
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
 	op := fmt.Sprintf("fail message %s/%d", params.Pipeline, params.ID)

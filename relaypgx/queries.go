@@ -24,6 +24,7 @@ const (
 	qMessageIdentityOwner  = "MessageIdentityOwner"
 	qMessageIdentityOf     = "MessageIdentityOf"
 	qMessageComplete       = "MessageComplete"
+	qMessageCompleteMany   = "MessageCompleteMany"
 	qMessageFail           = "MessageFail"
 	qMessageExhaust        = "MessageExhaust"
 	qMessageClaim          = "MessageClaim"
@@ -52,7 +53,7 @@ const (
 
 var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAllocateIDs, qMessageInsertMany, qMessageGet,
 	qMessageIDExists, qMessageListUnfinished, qMessageBindIdentity, qMessageIdentityOwner,
-	qMessageIdentityOf, qMessageComplete, qMessageFail, qMessageExhaust, qMessageClaim,
+	qMessageIdentityOf, qMessageComplete, qMessageCompleteMany, qMessageFail, qMessageExhaust, qMessageClaim,
 	qMessageClaimPerKey, qMessageReplay, qMessageStats, qMessageExists, qCursorGet, qCursorSave,
 	qCursorSeed, qHoleInsert, qHoleList, qMigrationTableExists, qMigrationLock,
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,

@@ -63,6 +63,21 @@ WHERE pipeline = $1 AND id = $2
   AND state IN ('PENDING', 'FAILED')
   AND ($8::text = '' OR lease_owner = $8::text);
 
+-- name: MessageCompleteMany
+-- MessageComplete for a batch in one statement, with the same guard per row;
+-- the caller compares the returned rows with its input (all or nothing).
+UPDATE relay_message t
+SET state = u.state, error_class = u.error_class, last_error = u.last_error,
+    ack_next_at = CASE WHEN u.ack THEN u.now ELSE NULL END,
+    updated_at = u.now, lease_owner = '', lease_expires_at = NULL
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[],
+            $7::timestamptz[], $8::text[])
+     AS u(pipeline, id, state, error_class, last_error, ack, now, owner)
+WHERE t.pipeline = u.pipeline AND t.id = u.id
+  AND t.state IN ('PENDING', 'FAILED')
+  AND (u.owner = '' OR t.lease_owner = u.owner)
+RETURNING t.pipeline, t.id;
+
 -- name: MessageFail
 -- One increment per failure, where it happens (seed 000 §9.1).
 UPDATE relay_message

@@ -277,6 +277,42 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	return nil
 }
 
+// MessageCompleteMany runs the MessageComplete statement once per message in
+// one transaction (the executor's, or its own IMMEDIATE one, rolled back on a
+// refusal). SQLite is in-process with a single writer, so one statement per row
+// costs no round trip; the first refused row ends the call.
+func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydriver.MessageCompleteParams) error {
+	if len(params) == 0 {
+		return nil
+	}
+	op := fmt.Sprintf("complete %d messages", len(params))
+	for _, p := range params {
+		if !p.State.Terminal() {
+			return fmt.Errorf("relaysqlite: message complete %s/%d: state %q is not terminal", p.Pipeline, p.ID, p.State)
+		}
+		if p.Now.IsZero() {
+			return fmt.Errorf("relaysqlite: message complete %s/%d: Now is required", p.Pipeline, p.ID)
+		}
+	}
+	return e.atomically(ctx, op, func(q runner) error {
+		for _, p := range params {
+			var ackNext any
+			if p.AckIntent {
+				ackNext = timeArg(p.Now)
+			}
+			n, err := q.affected(ctx, qMessageComplete, p.Pipeline, p.ID, string(p.State),
+				string(p.ErrorClass), p.LastError, ackNext, timeArg(p.Now), p.LeaseOwner)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return e.guardFailed(ctx, fmt.Sprintf("message complete %s/%d", p.Pipeline, p.ID), p.Pipeline, p.ID)
+			}
+		}
+		return nil
+	})
+}
+
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
 	op := fmt.Sprintf("message fail %s/%d", params.Pipeline, params.ID)
