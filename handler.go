@@ -22,7 +22,14 @@ type Tx interface {
 }
 
 // handlerTx hides Commit/Rollback and the engine's own queries from handlers.
-type handlerTx struct{ tx relaydriver.ExecutorTx }
+// EnqueueEventsTx reaches the executor (and the engine's clock) through
+// outboxTx.
+type handlerTx struct {
+	tx    relaydriver.ExecutorTx
+	clock relaytype.Clock
+}
+
+func (t handlerTx) outboxTx() (relaydriver.ExecutorTx, relaytype.Clock) { return t.tx, t.clock }
 
 func (t handlerTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	return t.tx.Exec(ctx, sql, args...)

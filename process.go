@@ -180,7 +180,7 @@ func (e *Engine) callHandler(ctx context.Context, tx relaydriver.ExecutorTx, d *
 			res = Retry(relaytype.ClassInternal, errors.New("handler returned the zero Result"))
 		}
 	}()
-	return e.cfg.Handler.Handle(hctx, handlerTx{tx}, d)
+	return e.cfg.Handler.Handle(hctx, handlerTx{tx: tx, clock: e.cfg.Clock}, d)
 }
 
 func completedOutcome(res Result) outcome {

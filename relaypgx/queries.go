@@ -49,6 +49,14 @@ const (
 	qSavepoint             = "Savepoint"
 	qRollbackToSavepoint   = "RollbackToSavepoint"
 	qReleaseSavepoint      = "ReleaseSavepoint"
+	qOutboxAppend          = "OutboxAppend"
+	qOutboxFetch           = "OutboxFetch"
+	qOutboxMarkSent        = "OutboxMarkSent"
+	qOutboxFail            = "OutboxFail"
+	qOutboxExists          = "OutboxExists"
+	qOutboxDeleteSent      = "OutboxDeleteSent"
+	qOutboxList            = "OutboxList"
+	qOutboxStats           = "OutboxStats"
 )
 
 var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAllocateIDs, qMessageInsertMany, qMessageGet,
@@ -57,7 +65,9 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMessageClaimPerKey, qMessageReplay, qMessageStats, qMessageExists, qCursorGet, qCursorSave,
 	qCursorSeed, qHoleInsert, qHoleList, qMigrationTableExists, qMigrationLock,
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
-	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint)
+	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
+	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
+	qOutboxList, qOutboxStats)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

@@ -46,6 +46,15 @@ const (
 	qLockAcquire           = "LockAcquire"
 	qLockRenew             = "LockRenew"
 	qLockRelease           = "LockRelease"
+	qOutboxKeyNext         = "OutboxKeyNext"
+	qOutboxInsert          = "OutboxInsert"
+	qOutboxFetch           = "OutboxFetch"
+	qOutboxMarkSent        = "OutboxMarkSent"
+	qOutboxFail            = "OutboxFail"
+	qOutboxExists          = "OutboxExists"
+	qOutboxDeleteSent      = "OutboxDeleteSent"
+	qOutboxList            = "OutboxList"
+	qOutboxStats           = "OutboxStats"
 )
 
 var queryNames = []string{
@@ -57,6 +66,8 @@ var queryNames = []string{
 	qMessageReplay, qMessageStats, qMessageExists,
 	qCursorGet, qCursorSave, qCursorSeed, qHoleInsert, qHoleList,
 	qLockAcquire, qLockRenew, qLockRelease,
+	qOutboxKeyNext, qOutboxInsert, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists,
+	qOutboxDeleteSent, qOutboxList, qOutboxStats,
 }
 
 // cachedQueryNames are the queries run as cached prepared statements: all but

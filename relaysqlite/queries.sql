@@ -221,3 +221,84 @@ UPDATE relay_lock SET expires_at = $3 WHERE name = $1 AND owner = $2;
 
 -- name: LockRelease
 DELETE FROM relay_lock WHERE name = $1 AND owner = $2;
+
+-- name: OutboxKeyNext
+-- Allocates the key's next seq (docs/outbox.md). Under SQLite's single writer
+-- commit order is append order anyway; a rolled-back transaction consumes no
+-- number.
+INSERT INTO relay_outbox_key (target, "key", last_seq) VALUES ($1, $2, 1)
+ON CONFLICT (target, "key") DO UPDATE SET last_seq = relay_outbox_key.last_seq + 1
+RETURNING last_seq;
+
+-- name: OutboxInsert
+INSERT INTO relay_outbox (event_id, target, topic, "key", seq, event_type, headers, payload,
+                          state, attempts, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'PENDING', 0, $9, $9)
+RETURNING id;
+
+-- name: OutboxFetch
+-- PENDING events of a target; per key only the contiguous run from its head
+-- (seq - row_number is constant along a run), nothing for a key whose head
+-- waits for its backoff. The LIMIT serves keys fairly (position in run first);
+-- the result is then in (key, seq) order.
+SELECT id, event_id, target, topic, "key", seq, event_type, headers, payload, state, attempts,
+       next_attempt_at, last_error, created_at, sent_at, updated_at
+FROM (
+    SELECT r.*
+    FROM (
+        SELECT o.*,
+               row_number() OVER w AS rn,
+               first_value(o.seq) OVER w AS head_seq,
+               first_value(o.next_attempt_at) OVER w AS head_next
+        FROM relay_outbox o
+        WHERE o.target = $1 AND o.state = 'PENDING'
+        WINDOW w AS (PARTITION BY o."key" ORDER BY o.seq)
+    ) r
+    WHERE r.seq - r.rn = r.head_seq - 1
+      AND (r.head_next IS NULL OR r.head_next <= $2)
+    ORDER BY r.rn, r."key"
+    LIMIT $3
+) b
+ORDER BY "key", seq;
+
+-- name: OutboxMarkSent
+-- SENT and sent_at together, only for rows still PENDING (seed 000 §8.1). $1
+-- is a JSON array of ids.
+UPDATE relay_outbox
+SET state = 'SENT', sent_at = $2, updated_at = $2, next_attempt_at = NULL
+WHERE id IN (SELECT value FROM json_each($1)) AND state = 'PENDING';
+
+-- name: OutboxFail
+-- One failed delivery: attempts+1 and a backoff, or DEAD at the limit (kept as
+-- the DLQ), in one statement. Right-hand "attempts" is the old value.
+UPDATE relay_outbox
+SET attempts = attempts + 1,
+    last_error = $2,
+    state = CASE WHEN attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END,
+    next_attempt_at = CASE WHEN attempts + 1 >= $4 THEN NULL ELSE $3 END,
+    updated_at = $5
+WHERE id = $1 AND state = 'PENDING'
+RETURNING attempts, state;
+
+-- name: OutboxExists
+SELECT count(*) FROM relay_outbox WHERE id = $1;
+
+-- name: OutboxDeleteSent
+-- Retention (seed 000 §8.3): only SENT rows older than the cutoff; DEAD stays.
+DELETE FROM relay_outbox
+WHERE id IN (
+    SELECT id FROM relay_outbox
+    WHERE target = $1 AND state = 'SENT' AND sent_at < $2
+    ORDER BY sent_at
+    LIMIT $3);
+
+-- name: OutboxList
+SELECT id, event_id, target, topic, "key", seq, event_type, headers, payload, state, attempts,
+       next_attempt_at, last_error, created_at, sent_at, updated_at
+FROM relay_outbox
+WHERE target = $1 AND ($2 = '' OR state = $2)
+ORDER BY "key", seq
+LIMIT $3;
+
+-- name: OutboxStats
+SELECT state, count(*) FROM relay_outbox WHERE target = $1 GROUP BY state;

@@ -1,0 +1,438 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Defaults of DispatcherConfig. A zero field takes its default.
+const (
+	// DispatchBatchSizeDefault is how many events one round fetches.
+	DispatchBatchSizeDefault = 500
+	// DispatchMaxAttemptsDefault is the default delivery attempt limit.
+	DispatchMaxAttemptsDefault = 10
+	// PublishTimeoutDefault bounds one sink Publish call.
+	PublishTimeoutDefault = 10 * time.Second
+)
+
+// DispatcherConfig configures a Dispatcher. Target is required; every other zero
+// field takes the default named in its comment.
+type DispatcherConfig struct {
+	// Target names the outbox events this dispatcher delivers (OutboxEvent.Target),
+	// e.g. "kafka:msg". Required.
+	Target string
+	// BatchSize is how many events one round fetches and publishes in one sink
+	// call. Default DispatchBatchSizeDefault (500).
+	BatchSize int
+	// MaxAttempts is the delivery attempt limit: an event whose delivery failed
+	// MaxAttempts times becomes DEAD, kept as the DLQ (seed 000 §8.1). Default
+	// DispatchMaxAttemptsDefault (10).
+	MaxAttempts int
+	// Backoff is the retry schedule: after the n-th failed delivery the event (and
+	// so its key) waits Backoff[n-1]. It must have exactly MaxAttempts-1 levels,
+	// like Config.Backoff (seed 000 §9.1). Default DoublingBackoff(1s,
+	// MaxAttempts-1).
+	Backoff []time.Duration
+	// PublishTimeout bounds each sink Publish call on Clock; events not
+	// confirmed by then count as failed. Default PublishTimeoutDefault (10s).
+	PublishTimeout time.Duration
+	// PollInterval is how long a started dispatcher waits on Clock between idle
+	// rounds (Notify wakes it at once). Default PollIntervalDefault (1s).
+	PollInterval time.Duration
+	// Clock is the only source of time. Default relayclock.System{}.
+	Clock relaytype.Clock
+	// Logger receives structured logs (never payloads). Default slog.Default().
+	Logger *slog.Logger
+	// Registerer, when set, receives relay_outbox_events_total{target,outcome}
+	// and relay_outbox_pending{target}. Default nil: no metrics.
+	Registerer prometheus.Registerer
+}
+
+func (c DispatcherConfig) withDefaults() DispatcherConfig {
+	c.BatchSize = cmp.Or(c.BatchSize, DispatchBatchSizeDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DispatchMaxAttemptsDefault)
+	if c.Backoff == nil {
+		c.Backoff = DoublingBackoff(BackoffFirstDefault, c.MaxAttempts-1)
+	} else {
+		c.Backoff = slices.Clone(c.Backoff)
+	}
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	if c.Clock == nil {
+		c.Clock = relayclock.System{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c *DispatcherConfig) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("relay: invalid DispatcherConfig.%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Target == "":
+		return bad("Target", "required")
+	case c.BatchSize < 1:
+		return bad("BatchSize", "%d < 1", c.BatchSize)
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
+	case len(c.Backoff) != c.MaxAttempts-1:
+		return bad("Backoff", "%d levels for MaxAttempts %d; want exactly MaxAttempts-1 = %d",
+			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case c.PublishTimeout <= 0:
+		return bad("PublishTimeout", "%s <= 0", c.PublishTimeout)
+	case c.PollInterval <= 0:
+		return bad("PollInterval", "%s <= 0", c.PollInterval)
+	}
+	for i, d := range c.Backoff {
+		if d < 0 {
+			return bad("Backoff", "level %d is negative (%s)", i, d)
+		}
+	}
+	return nil
+}
+
+// Dispatcher delivers the outbox events of one Target to a sink (seed 000
+// §8.1): it freezes the batch it fetched, publishes it in one sink call, marks
+// SENT only what the sink confirmed, and retries the rest with backoff — a
+// failing head pauses only its own key — until DEAD at MaxAttempts (kept as the
+// DLQ). Delivery is at least once in per-key commit order; consumers dedupe by
+// event ID. Run it with Start/Stop, or round by round with Work. Safe for
+// concurrent use; rounds never overlap. Run one dispatcher per Target (per-key
+// order across instances is not coordinated yet).
+type Dispatcher struct {
+	d       relaydriver.Driver
+	sink    relaysink.Sink
+	cfg     DispatcherConfig
+	log     *slog.Logger
+	metrics *dispatchMetrics
+	wake    chan struct{}
+
+	workMu sync.Mutex // serialises rounds
+
+	mu        sync.Mutex // guards the lifecycle fields below
+	started   bool
+	stopped   bool
+	stopCh    chan struct{}
+	cancelRun context.CancelFunc
+	done      chan struct{}
+}
+
+// NewDispatcher validates cfg (naming the bad field) and returns a dispatcher
+// of cfg.Target on store d delivering to sink. It does no I/O.
+func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConfig) (*Dispatcher, error) {
+	if d == nil {
+		return nil, errors.New("relay: NewDispatcher: nil driver")
+	}
+	if sink == nil {
+		return nil, errors.New("relay: NewDispatcher: nil sink")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	if cfg.Registerer != nil {
+		m, err := newDispatchMetrics(cfg.Registerer, cfg.Target)
+		if err != nil {
+			return nil, err
+		}
+		x.metrics = m
+	}
+	return x, nil
+}
+
+// Target returns the target the dispatcher delivers.
+func (x *Dispatcher) Target() string { return x.cfg.Target }
+
+// Start checks that the store's engine schema is current (an old schema is
+// refused with relaytype.ErrSchemaOutdated) and starts the dispatch loop, which
+// runs until Stop. A dispatcher starts at most once.
+func (x *Dispatcher) Start(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.started {
+		return errors.New("relay: Start: dispatcher already started")
+	}
+	if err := relaymigrate.Check(ctx, x.d, relaymigrate.EngineLineOf(x.d)); err != nil {
+		return fmt.Errorf("relay: Start dispatcher %q: %w", x.cfg.Target, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	x.started = true
+	x.stopCh = make(chan struct{})
+	x.cancelRun = cancel
+	x.done = make(chan struct{})
+	go x.loop(runCtx)
+	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name())
+	return nil
+}
+
+// Stop asks the loop to take no more batches and waits for the round in flight.
+// When ctx ends first it cancels the round (the sink call's ctx) and returns
+// ctx.Err(); unconfirmed events stay PENDING and are sent again later. Stop on a
+// dispatcher never started returns nil; calling it again is harmless. Stop does
+// not close the sink.
+func (x *Dispatcher) Stop(ctx context.Context) error {
+	x.mu.Lock()
+	if !x.started {
+		x.mu.Unlock()
+		return nil
+	}
+	if !x.stopped {
+		x.stopped = true
+		close(x.stopCh)
+	}
+	done, cancel := x.done, x.cancelRun
+	x.mu.Unlock()
+	select {
+	case <-done:
+		cancel()
+		return nil
+	case <-ctx.Done():
+		cancel()
+		return fmt.Errorf("relay: Stop dispatcher %q: %w", x.cfg.Target, ctx.Err())
+	}
+}
+
+// Notify wakes an idle started dispatcher so events committed just now are
+// delivered without waiting for PollInterval. It never blocks.
+func (x *Dispatcher) Notify() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (x *Dispatcher) loop(ctx context.Context) {
+	defer close(x.done)
+	for {
+		if _, err := x.work(ctx, x.stopCh); err != nil && ctx.Err() == nil {
+			x.log.ErrorContext(ctx, "relay: dispatch round failed", "target", x.cfg.Target, "error", err)
+		}
+		select {
+		case <-x.stopCh:
+			return
+		case <-ctx.Done():
+			return
+		case <-x.wake:
+		case <-x.cfg.Clock.After(x.cfg.PollInterval):
+		}
+	}
+}
+
+// Work runs dispatch rounds until nothing is ready and returns how many events
+// reached an outcome (sent, retry or dead). Each round fetches a batch — frozen:
+// only what that fetch returned is published and marked; events committed
+// meanwhile wait for the next round — publishes it in one sink call bounded by
+// PublishTimeout, marks every confirmed event SENT in one statement, and for
+// each key not wholly confirmed records one failure on its first unconfirmed
+// event (its later events stay PENDING behind it). A store error ends the call;
+// events not yet marked are delivered again later (at least once).
+func (x *Dispatcher) Work(ctx context.Context) (int, error) {
+	return x.work(ctx, nil)
+}
+
+func (x *Dispatcher) work(ctx context.Context, stop <-chan struct{}) (int, error) {
+	x.workMu.Lock()
+	defer x.workMu.Unlock()
+	total := 0
+	var err error
+	for ctx.Err() == nil && !stopping(stop) {
+		var n int
+		n, err = x.round(ctx)
+		total += n
+		if err != nil || n == 0 {
+			break
+		}
+	}
+	if ctx.Err() == nil {
+		x.refreshMetrics(ctx)
+	}
+	return total, err
+}
+
+// errPublishTimeout is the cause of a sink call's ctx when PublishTimeout passed.
+var errPublishTimeout = errors.New("relay: sink publish timed out")
+
+// round dispatches one frozen batch and returns how many events reached an
+// outcome (0: nothing was ready).
+func (x *Dispatcher) round(ctx context.Context) (int, error) {
+	ex := x.d.GetExecutor()
+	batch, err := ex.OutboxFetch(ctx, &relaydriver.OutboxFetchParams{
+		Target: x.cfg.Target, Limit: x.cfg.BatchSize, Now: x.cfg.Clock.Now(),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("relay: dispatch %q: fetch: %w", x.cfg.Target, err)
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	events := make([]relaysink.Event, len(batch))
+	for i, r := range batch {
+		events[i] = relaysink.Event{
+			ID: r.EventID, Topic: r.Topic, Key: r.Key, Seq: r.Seq, Type: relaysink.EventType(r.Type),
+			Headers: r.Headers, Payload: r.Payload,
+		}
+	}
+	errs := x.publish(ctx, events)
+
+	// Per key, the confirmed prefix is sent; the first unconfirmed event fails.
+	// A confirmed event after an unconfirmed one of its key breaks the sink
+	// contract; it stays PENDING and goes again after its predecessor (at least
+	// once; consumers dedupe by ID) rather than being marked out of order.
+	var (
+		sent    []int64
+		failed  []int // indexes into batch
+		blocked = map[string]bool{}
+	)
+	for i, r := range batch {
+		switch {
+		case blocked[r.Key]:
+		case errs[i] == nil:
+			sent = append(sent, r.ID)
+		default:
+			blocked[r.Key] = true
+			failed = append(failed, i)
+		}
+	}
+	now := x.cfg.Clock.Now()
+	if len(sent) > 0 {
+		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now}); err != nil {
+			return 0, fmt.Errorf("relay: dispatch %q: mark %d events sent: %w", x.cfg.Target, len(sent), err)
+		}
+		x.count(outcomeSentLabel, len(sent))
+	}
+	n := len(sent)
+	for _, i := range failed {
+		r := batch[i]
+		next := now
+		if r.Attempts < len(x.cfg.Backoff) {
+			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
+		}
+		res, err := ex.OutboxFail(ctx, &relaydriver.OutboxFailParams{
+			ID: r.ID, Error: errs[i].Error(), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
+		})
+		if err != nil {
+			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.EventID, err)
+		}
+		n++
+		if res.Dead {
+			x.count(outcomeDeadLabel, 1)
+			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.EventID,
+				"key", r.Key, "seq", r.Seq, "attempts", res.Attempts, "error", errs[i].Error())
+			continue
+		}
+		x.count(outcomeRetryLabel, 1)
+		x.log.WarnContext(ctx, "relay: outbox delivery failed; key paused", "target", x.cfg.Target,
+			"event_id", r.EventID, "key", r.Key, "seq", r.Seq, "attempts", res.Attempts,
+			"next_attempt_at", next, "error", errs[i].Error())
+	}
+	return n, nil
+}
+
+// publish calls the sink once, bounded by PublishTimeout on the clock, and
+// returns one error per event (a sink answering with the wrong number of
+// results fails the whole batch).
+func (x *Dispatcher) publish(ctx context.Context, events []relaysink.Event) []error {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := x.cfg.Clock.After(x.cfg.PublishTimeout) // armed before the call: deterministic with a fake clock
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-timer:
+			cancel(errPublishTimeout)
+		case <-done:
+		}
+	}()
+	errs := x.sink.Publish(pctx, events)
+	if len(errs) != len(events) {
+		err := fmt.Errorf("relay: sink %s returned %d results for %d events", x.sink.Name(), len(errs), len(events))
+		errs = make([]error, len(events))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	if errors.Is(context.Cause(pctx), errPublishTimeout) {
+		for i, err := range errs {
+			if err != nil {
+				errs[i] = fmt.Errorf("%w after %s: %w", errPublishTimeout, x.cfg.PublishTimeout, err)
+			}
+		}
+	}
+	return errs
+}
+
+// Outcome labels of relay_outbox_events_total.
+const (
+	outcomeSentLabel  = "sent"
+	outcomeRetryLabel = "retry"
+	outcomeDeadLabel  = "dead"
+)
+
+type dispatchMetrics struct {
+	events  *prometheus.CounterVec // curried by target
+	pending prometheus.Gauge
+}
+
+func newDispatchMetrics(r prometheus.Registerer, target string) (*dispatchMetrics, error) {
+	events, err := metric.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relay_outbox_events_total",
+		Help: "Outbox events that reached a delivery outcome (sent, retry, dead).",
+	}, []string{"target", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	pending, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "relay_outbox_pending",
+		Help: "PENDING outbox events of the target (including those waiting for a retry).",
+	}, []string{"target"}))
+	if err != nil {
+		return nil, err
+	}
+	m := &dispatchMetrics{
+		events:  events.MustCurryWith(prometheus.Labels{"target": target}),
+		pending: pending.WithLabelValues(target),
+	}
+	for _, o := range []string{outcomeSentLabel, outcomeRetryLabel, outcomeDeadLabel} {
+		m.events.WithLabelValues(o) // export zeros so rates work from the start
+	}
+	return m, nil
+}
+
+func (x *Dispatcher) count(outcome string, n int) {
+	if x.metrics != nil && n > 0 {
+		x.metrics.events.WithLabelValues(outcome).Add(float64(n))
+	}
+}
+
+// refreshMetrics sets the pending gauge; a failure is logged, not returned.
+func (x *Dispatcher) refreshMetrics(ctx context.Context) {
+	if x.metrics == nil {
+		return
+	}
+	st, err := x.d.GetExecutor().OutboxStats(ctx, x.cfg.Target)
+	if err != nil {
+		x.log.WarnContext(ctx, "relay: refresh outbox metrics", "target", x.cfg.Target, "error", err)
+		return
+	}
+	x.metrics.pending.Set(float64(st.Pending))
+}

@@ -1,0 +1,271 @@
+package relaypgx
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// The transactional outbox (seed 000 §8.1, §8.3; docs/outbox.md).
+
+// checkAppend validates one event to append.
+func checkAppend(i int, p *relaydriver.OutboxAppendParams) error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("params[%d] is nil", i)
+	case p.EventID == "":
+		return fmt.Errorf("params[%d].EventID is empty", i)
+	case p.Target == "":
+		return fmt.Errorf("params[%d].Target is empty", i)
+	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
+		return fmt.Errorf("params[%d].Type %q is neither UPSERT nor TOMBSTONE", i, p.Type)
+	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
+		return fmt.Errorf("params[%d]: a TOMBSTONE has no payload", i)
+	case p.Now.IsZero():
+		return fmt.Errorf("params[%d].Now is required", i)
+	}
+	return nil
+}
+
+// headersJSON encodes headers as JSON text ("{}" when empty).
+func headersJSON(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+// appendOrder returns the indexes of params sorted stably by (target, key), the
+// order in which one call takes its key row locks: two calls never wait on each
+// other's keys in opposite orders, and events of one key keep input order.
+func appendOrder(params []*relaydriver.OutboxAppendParams) []int {
+	order := make([]int, len(params))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(params[a].Target, params[b].Target), cmp.Compare(params[a].Key, params[b].Key))
+	})
+	return order
+}
+
+// OutboxAppend appends events with one statement each (a key-row upsert that
+// allocates the seq, then the insert), sent as one pgx batch: one round trip.
+func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
+	const op = "outbox append"
+	for i, p := range params {
+		if err := checkAppend(i, p); err != nil {
+			return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
+		}
+	}
+	if len(params) == 0 {
+		return nil, nil
+	}
+	if !e.inTx {
+		tx, err := e.db.Begin(ctx)
+		if err != nil {
+			return nil, mapErr(op+": begin", err)
+		}
+		out, err := (&executor{db: tx, inTx: true}).OutboxAppend(ctx, params)
+		if err != nil {
+			if rbErr := tx.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+				return nil, errors.Join(err, mapErr(op+": rollback", rbErr))
+			}
+			return nil, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, mapErr(op+": commit", err)
+		}
+		return out, nil
+	}
+	order := appendOrder(params)
+	b := &pgx.Batch{}
+	for _, i := range order {
+		p := params[i]
+		h, err := headersJSON(p.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.EventID, err)
+		}
+		b.Queue(queries[qOutboxAppend], p.Target, p.Key, p.EventID, p.Topic, p.Type, h, p.Payload, ts(p.Now))
+	}
+	res := e.db.SendBatch(ctx, b)
+	out := make([]relaydriver.OutboxAppended, len(params))
+	for _, i := range order {
+		if err := res.QueryRow().Scan(&out[i].ID, &out[i].Seq); err != nil {
+			_ = res.Close()
+			return nil, mapErr(fmt.Sprintf("%s: event %s", op, params[i].EventID), err)
+		}
+	}
+	if err := res.Close(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// scanOutbox reads the column list of OutboxFetch and OutboxList.
+func scanOutbox(r pgx.Row) (*relaydriver.OutboxRecord, error) {
+	var (
+		o                   relaydriver.OutboxRecord
+		headers             string
+		next, created, sent pgtype.Timestamptz
+		updated             pgtype.Timestamptz
+	)
+	err := r.Scan(&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
+		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if headers != "" && headers != "{}" {
+		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
+			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
+		}
+	}
+	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = fromTS(next), fromTS(created), fromTS(sent), fromTS(updated)
+	return &o, nil
+}
+
+func (e *executor) queryOutbox(ctx context.Context, op, query string, args ...any) ([]*relaydriver.OutboxRecord, error) {
+	r, err := e.db.Query(ctx, queries[query], args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	var out []*relaydriver.OutboxRecord
+	for r.Next() {
+		o, err := scanOutbox(r)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, o)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// OutboxFetch returns the ready runs of each key in (key, seq) order.
+func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
+	op := "outbox fetch " + params.Target
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, ts(params.Now), limit)
+}
+
+// OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
+func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
+	const op = "outbox mark sent"
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if len(params.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := e.db.Exec(ctx, queries[qOutboxMarkSent], params.IDs, ts(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// OutboxFail records one failed delivery, DEAD at the limit, in one statement.
+func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFailParams) (*relaydriver.OutboxFailed, error) {
+	op := fmt.Sprintf("outbox fail %d", params.ID)
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if params.MaxAttempts < 1 {
+		return nil, fmt.Errorf("relaypgx: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	}
+	var (
+		res   relaydriver.OutboxFailed
+		state string
+	)
+	err := e.db.QueryRow(ctx, queries[qOutboxFail], params.ID, params.Error, ts(params.NextAttemptAt),
+		params.MaxAttempts, ts(params.Now)).Scan(&res.Attempts, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := e.db.QueryRow(ctx, queries[qOutboxExists], params.ID).Scan(&exists); err != nil {
+			return nil, mapErr(op, err)
+		}
+		if !exists {
+			return nil, fmt.Errorf("relaypgx: %s: %w", op, relaytype.ErrNotFound)
+		}
+		return nil, fmt.Errorf("relaypgx: %s: not PENDING: %w", op, relaytype.ErrConflict)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res.Dead = state == relaydriver.OutboxDead
+	return &res, nil
+}
+
+// OutboxDeleteSent deletes up to limit SENT rows sent before the cutoff.
+func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefore time.Time, limit int) (int, error) {
+	op := "outbox delete sent " + target
+	if sentBefore.IsZero() {
+		return 0, fmt.Errorf("relaypgx: %s: sentBefore is required", op)
+	}
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	tag, err := e.db.Exec(ctx, queries[qOutboxDeleteSent], target, ts(sentBefore), limit)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// OutboxList lists a target's events in (key, seq) order.
+func (e *executor) OutboxList(ctx context.Context, params *relaydriver.OutboxListParams) ([]*relaydriver.OutboxRecord, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	return e.queryOutbox(ctx, "outbox list "+params.Target, qOutboxList, params.Target, params.State, limit)
+}
+
+// OutboxStats counts a target's events per state.
+func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver.OutboxStats, error) {
+	op := "outbox stats " + target
+	r, err := e.db.Query(ctx, queries[qOutboxStats], target)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	st := &relaydriver.OutboxStats{}
+	for r.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := r.Scan(&state, &n); err != nil {
+			return nil, mapErr(op, err)
+		}
+		switch state {
+		case relaydriver.OutboxPending:
+			st.Pending = n
+		case relaydriver.OutboxSent:
+			st.Sent = n
+		case relaydriver.OutboxDead:
+			st.Dead = n
+		}
+	}
+	return st, mapErr(op, r.Err())
+}

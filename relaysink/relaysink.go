@@ -1,0 +1,74 @@
+// Package relaysink defines the seam between the outbox dispatcher and the
+// systems events are delivered to (Kafka, Redis Streams, NATS JetStream, HTTP
+// webhooks). Each sink lives in its own package (relaykafka, …) and passes the
+// one conformance suite in relaysinktest.
+//
+// Delivery is at least once: a sink may deliver an event again (the dispatcher
+// retries what was not confirmed), so every event carries a stable ID that
+// consumers dedupe by, and a per-key sequence Seq that lets a consumer check
+// order (seed 000 §8.1).
+package relaysink
+
+import "context"
+
+// EventType says whether an event carries a new state or removes it.
+type EventType string
+
+const (
+	// Upsert carries Payload as the key's new state or change notice.
+	Upsert EventType = "UPSERT"
+	// Tombstone removes the key's state: Payload is nil and sinks that support it
+	// deliver a null value (a Kafka tombstone on a compacted topic).
+	Tombstone EventType = "TOMBSTONE"
+)
+
+// Standard header names every sink carries with each event (as Kafka record
+// headers, Redis stream fields, NATS headers, HTTP headers).
+const (
+	// HeaderEventID carries Event.ID, the consumer's dedupe key.
+	HeaderEventID = "relay-event-id"
+	// HeaderSeq carries Event.Seq in decimal.
+	HeaderSeq = "relay-seq"
+	// HeaderType carries Event.Type.
+	HeaderType = "relay-type"
+)
+
+// Event is one outbox event as a sink publishes it.
+type Event struct {
+	// ID is the stable event id (dedupe key); never empty.
+	ID string
+	// Topic is the destination inside the sink: a Kafka topic, a Redis stream, a
+	// NATS subject, a webhook path.
+	Topic string
+	// Key is the partition key; events of one key are delivered in Seq order.
+	Key string
+	// Seq is the event's position in its key's sequence (1, 2, 3 … in commit
+	// order, without gaps).
+	Seq int64
+	// Type is Upsert or Tombstone.
+	Type EventType
+	// Headers are extra headers, delivered as given.
+	Headers map[string]string
+	// Payload is the body; nil for a Tombstone.
+	Payload []byte
+}
+
+// Sink delivers events to one external system. Implementations are safe for
+// concurrent use.
+type Sink interface {
+	// Name names the sink in logs and metrics ("kafka", "redis", …).
+	Name() string
+	// Publish delivers events and returns one error per event, in input order:
+	// nil when the system confirmed the event (durably accepted it), the reason
+	// otherwise. Within the batch, events of one key are in ascending Seq. The
+	// sink keeps per-key order: once an event of a key is not confirmed, no later
+	// event of that key in the batch is confirmed either, and the sink does not
+	// knowingly deliver one (an ambiguous failure, such as a timeout, may still
+	// have delivered the event: that is at least once, and consumers dedupe by
+	// ID). ctx bounds the whole call; a sink also bounds every external call by
+	// its own timeout.
+	Publish(ctx context.Context, events []Event) []error
+	// Close flushes what it can within ctx and releases the sink's connections.
+	// Publish after Close returns errors.
+	Close(ctx context.Context) error
+}

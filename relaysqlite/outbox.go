@@ -1,0 +1,258 @@
+package relaysqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// The transactional outbox (seed 000 §8.1, §8.3; docs/outbox.md).
+
+// outboxAppendSavepoint isolates one OutboxAppend inside the caller's
+// transaction: SQLite aborts only a failing statement, so without it a
+// duplicate event id would leave its key's seq bumped with no event — a gap the
+// caller could commit.
+const outboxAppendSavepoint = "relay_outbox_append"
+
+func checkAppend(i int, p *relaydriver.OutboxAppendParams) error {
+	switch {
+	case p == nil:
+		return fmt.Errorf("params[%d] is nil", i)
+	case p.EventID == "":
+		return fmt.Errorf("params[%d].EventID is empty", i)
+	case p.Target == "":
+		return fmt.Errorf("params[%d].Target is empty", i)
+	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
+		return fmt.Errorf("params[%d].Type %q is neither UPSERT nor TOMBSTONE", i, p.Type)
+	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
+		return fmt.Errorf("params[%d]: a TOMBSTONE has no payload", i)
+	case p.Now.IsZero():
+		return fmt.Errorf("params[%d].Now is required", i)
+	}
+	return nil
+}
+
+// OutboxAppend allocates each event's seq from its key row and inserts it, in
+// (target, key) order, all or nothing: in the caller's transaction under a
+// savepoint, otherwise in an IMMEDIATE transaction of its own.
+func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
+	const op = "outbox append"
+	for i, p := range params {
+		if err := checkAppend(i, p); err != nil {
+			return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
+		}
+	}
+	if len(params) == 0 {
+		return nil, nil
+	}
+	order := make([]int, len(params))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(params[a].Target, params[b].Target), cmp.Compare(params[a].Key, params[b].Key))
+	})
+	out := make([]relaydriver.OutboxAppended, len(params))
+	run := func(q runner) error {
+		for _, i := range order {
+			p := params[i]
+			headers := "{}"
+			if len(p.Headers) > 0 {
+				b, err := json.Marshal(p.Headers)
+				if err != nil {
+					return fmt.Errorf("event %s: headers: %w", p.EventID, err)
+				}
+				headers = string(b)
+			}
+			if err := q.queryRow(ctx, qOutboxKeyNext, p.Target, p.Key).Scan(&out[i].Seq); err != nil {
+				return fmt.Errorf("event %s: allocate seq: %w", p.EventID, err)
+			}
+			var payload any
+			if p.Payload != nil {
+				payload = p.Payload
+			}
+			if err := q.queryRow(ctx, qOutboxInsert, p.EventID, p.Target, p.Topic, p.Key, out[i].Seq,
+				p.Type, headers, payload, timeArg(p.Now)).Scan(&out[i].ID); err != nil {
+				return fmt.Errorf("event %s: %w", p.EventID, err)
+			}
+		}
+		return nil
+	}
+	if e.tx == nil {
+		if err := e.atomically(ctx, op, run); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	if _, err := e.tx.ExecContext(ctx, "SAVEPOINT "+outboxAppendSavepoint); err != nil {
+		return nil, mapErr(op+": savepoint", err)
+	}
+	if err := run(e.writer()); err != nil {
+		_, rbErr := e.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+outboxAppendSavepoint)
+		_, relErr := e.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+outboxAppendSavepoint)
+		return nil, mapErr(op, errors.Join(err, rbErr, relErr))
+	}
+	if _, err := e.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+outboxAppendSavepoint); err != nil {
+		return nil, mapErr(op+": release savepoint", err)
+	}
+	return out, nil
+}
+
+// scanOutbox reads the column list of OutboxFetch and OutboxList.
+func scanOutbox(s scanner) (*relaydriver.OutboxRecord, error) {
+	var (
+		o                            relaydriver.OutboxRecord
+		headers                      string
+		next, created, sent, updated sql.NullInt64
+	)
+	err := s.Scan(&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
+		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated)
+	if err != nil {
+		return nil, err
+	}
+	if headers != "" && headers != "{}" {
+		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
+			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
+		}
+	}
+	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = timeOf(next), timeOf(created), timeOf(sent), timeOf(updated)
+	return &o, nil
+}
+
+func (e *executor) queryOutbox(ctx context.Context, op, name string, args ...any) ([]*relaydriver.OutboxRecord, error) {
+	rows, err := e.reader().query(ctx, name, args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []*relaydriver.OutboxRecord
+	for rows.Next() {
+		o, err := scanOutbox(rows)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, o)
+	}
+	return out, mapErr(op, rows.Err())
+}
+
+// OutboxFetch returns the ready runs of each key in (key, seq) order.
+func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
+	op := "outbox fetch " + params.Target
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, timeArg(params.Now), limit)
+}
+
+// OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
+func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
+	const op = "outbox mark sent"
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	if len(params.IDs) == 0 {
+		return 0, nil
+	}
+	ids, err := json.Marshal(params.IDs)
+	if err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	n, err := e.writer().affected(ctx, qOutboxMarkSent, string(ids), timeArg(params.Now))
+	return int(n), mapErr(op, err)
+}
+
+// OutboxFail records one failed delivery, DEAD at the limit, in one statement.
+func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFailParams) (*relaydriver.OutboxFailed, error) {
+	op := fmt.Sprintf("outbox fail %d", params.ID)
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	if params.MaxAttempts < 1 {
+		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	}
+	var (
+		res   relaydriver.OutboxFailed
+		state string
+	)
+	err := e.writer().queryRow(ctx, qOutboxFail, params.ID, params.Error, timeArg(params.NextAttemptAt),
+		params.MaxAttempts, timeArg(params.Now)).Scan(&res.Attempts, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		var n int
+		if err := e.reader().queryRow(ctx, qOutboxExists, params.ID).Scan(&n); err != nil {
+			return nil, mapErr(op, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrNotFound)
+		}
+		return nil, fmt.Errorf("relaysqlite: %s: not PENDING: %w", op, relaytype.ErrConflict)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res.Dead = state == relaydriver.OutboxDead
+	return &res, nil
+}
+
+// OutboxDeleteSent deletes up to limit SENT rows sent before the cutoff.
+func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefore time.Time, limit int) (int, error) {
+	op := "outbox delete sent " + target
+	if sentBefore.IsZero() {
+		return 0, fmt.Errorf("relaysqlite: %s: sentBefore is required", op)
+	}
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	n, err := e.writer().affected(ctx, qOutboxDeleteSent, target, timeArg(sentBefore), limit)
+	return int(n), mapErr(op, err)
+}
+
+// OutboxList lists a target's events in (key, seq) order.
+func (e *executor) OutboxList(ctx context.Context, params *relaydriver.OutboxListParams) ([]*relaydriver.OutboxRecord, error) {
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	return e.queryOutbox(ctx, "outbox list "+params.Target, qOutboxList, params.Target, params.State, limit)
+}
+
+// OutboxStats counts a target's events per state.
+func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver.OutboxStats, error) {
+	op := "outbox stats " + target
+	rows, err := e.reader().query(ctx, qOutboxStats, target)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	st := &relaydriver.OutboxStats{}
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, mapErr(op, err)
+		}
+		switch state {
+		case relaydriver.OutboxPending:
+			st.Pending = n
+		case relaydriver.OutboxSent:
+			st.Sent = n
+		case relaydriver.OutboxDead:
+			st.Dead = n
+		}
+	}
+	return st, mapErr(op, rows.Err())
+}
