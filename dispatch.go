@@ -180,6 +180,9 @@ func (x *Dispatcher) Start(ctx context.Context) error {
 	x.cancelRun = cancel
 	x.done = make(chan struct{})
 	go x.loop(runCtx)
+	if l, ok := x.d.(relaydriver.Listener); ok && x.d.SupportsListenNotify() {
+		go x.listen(runCtx, l)
+	}
 	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name())
 	return nil
 }
@@ -217,6 +220,32 @@ func (x *Dispatcher) Notify() {
 	select {
 	case x.wake <- struct{}{}:
 	default:
+	}
+}
+
+// listen wakes the loop whenever a transaction that appended events for this
+// target commits (LISTEN/NOTIFY on PostgreSQL), so idle-to-delivered latency
+// is milliseconds, not PollInterval. Polling stays on as the fallback: when
+// the listening connection is lost it is re-opened after PollInterval, and
+// events committed meanwhile are found by the next poll.
+func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener) {
+	for ctx.Err() == nil {
+		ch, err := l.ListenOutbox(ctx, x.cfg.Target)
+		if err != nil {
+			x.log.WarnContext(ctx, "relay: outbox listen failed; polling", "target", x.cfg.Target, "error", err)
+		} else {
+			x.Notify() // anything committed before LISTEN took effect
+			for range ch {
+				x.Notify()
+			}
+			if ctx.Err() == nil {
+				x.log.WarnContext(ctx, "relay: outbox listener lost; polling until it is back", "target", x.cfg.Target)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-x.cfg.Clock.After(x.cfg.PollInterval):
+		}
 	}
 }
 

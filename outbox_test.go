@@ -612,3 +612,36 @@ func TestDispatcherStartNotifyStop(t *testing.T) {
 	require.NoError(t, b.disp.Stop(b.ctx), "twice is harmless")
 	require.Equal(t, []string{"1:a1", "2:a2"}, b.sink.byKey()["a"])
 }
+
+// On PostgreSQL a started dispatcher wakes on the commit of an append
+// (LISTEN/NOTIFY): with a poll interval of an hour on a clock that never moves,
+// only the notification can deliver the event. A rolled-back append sends no
+// notification (NOTIFY is transactional), and the next commit still wakes it.
+func TestDispatcherWakesOnCommit(t *testing.T) {
+	t.Parallel()
+	b := setupDispatch(t, openPG(t, true), relay.DispatcherConfig{PollInterval: time.Hour})
+	require.NoError(t, b.disp.Start(b.ctx))
+	t.Cleanup(func() { require.NoError(t, b.disp.Stop(context.Background())) })
+	delivered := func(n int) func() bool {
+		return func() bool {
+			b.sink.mu.Lock()
+			defer b.sink.mu.Unlock()
+			return len(b.sink.delivered) == n
+		}
+	}
+	// The listener may start after this commit: it wakes the loop once when it
+	// starts, so the first event is found either way.
+	b.commit("a")
+	require.Eventually(t, delivered(1), 10*time.Second, time.Millisecond)
+
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	require.NoError(t, relay.EnqueueEventsTx(b.ctx, tx, &relay.OutboxEvent{ID: "rolled-back", Target: "kafka:msg", Topic: "msg", Key: "a"}))
+	require.NoError(t, tx.Rollback(b.ctx))
+
+	for i := 2; i <= 4; i++ {
+		b.commit("b")
+		require.Eventually(t, delivered(i), 10*time.Second, time.Millisecond, "commit %d must wake the dispatcher", i)
+	}
+	require.Equal(t, []string{"1:a1"}, b.sink.byKey()["a"], "the rolled-back event was never delivered")
+}

@@ -49,6 +49,19 @@ type Driver interface {
 	Close() error
 }
 
+// Listener is implemented by stores whose SupportsListenNotify is true: they
+// can wake a process when a transaction that appended outbox events commits,
+// so idle-to-delivered latency is milliseconds rather than a poll interval.
+type Listener interface {
+	// ListenOutbox returns a channel that receives a value soon after each
+	// commit that appended outbox events for target. Values are coalesced (the
+	// channel has a buffer of one and the store never blocks on it). The
+	// channel is closed when ctx ends or the listening connection is lost; the
+	// caller keeps polling and may listen again. ctx governs the listening
+	// connection.
+	ListenOutbox(ctx context.Context, target string) (<-chan struct{}, error)
+}
+
 // LockParams names an exclusive lock.
 type LockParams struct {
 	// Name identifies the lock, e.g. "pipeline:<name>".

@@ -99,12 +99,22 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 		}
 		b.Queue(queries[qOutboxAppend], p.Target, p.Key, p.EventID, p.Topic, p.Type, h, p.Payload, ts(p.Now))
 	}
+	targets := appendTargets(params)
+	for _, target := range targets {
+		b.Queue(queries[qOutboxNotify], target)
+	}
 	res := e.db.SendBatch(ctx, b)
 	out := make([]relaydriver.OutboxAppended, len(params))
 	for _, i := range order {
 		if err := res.QueryRow().Scan(&out[i].ID, &out[i].Seq); err != nil {
 			_ = res.Close()
 			return nil, mapErr(fmt.Sprintf("%s: event %s", op, params[i].EventID), err)
+		}
+	}
+	for range targets {
+		if _, err := res.Exec(); err != nil {
+			_ = res.Close()
+			return nil, mapErr(op+": notify", err)
 		}
 	}
 	if err := res.Close(); err != nil {
@@ -268,4 +278,55 @@ func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver
 		}
 	}
 	return st, mapErr(op, r.Err())
+}
+
+// appendTargets returns the distinct targets of params, sorted.
+func appendTargets(params []*relaydriver.OutboxAppendParams) []string {
+	seen := make(map[string]bool, 1)
+	var out []string
+	for _, p := range params {
+		if !seen[p.Target] {
+			seen[p.Target] = true
+			out = append(out, p.Target)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+var _ relaydriver.Listener = (*Driver)(nil)
+
+// ListenOutbox implements relaydriver.Listener with LISTEN relay_outbox on a
+// connection of its own, taken out of the pool for as long as ctx lives. The
+// appending transaction's pg_notify carries the target, so only this target's
+// commits wake the channel.
+func (d *Driver) ListenOutbox(ctx context.Context, target string) (<-chan struct{}, error) {
+	pc, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, mapErr("outbox listen", err)
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, queries[qOutboxListen]); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, mapErr("outbox listen", err)
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		defer conn.Close(context.WithoutCancel(ctx))
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return // ctx ended or the connection was lost: the caller polls
+			}
+			if n.Payload != target {
+				continue
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch, nil
 }

@@ -57,6 +57,8 @@ const (
 	qOutboxDeleteSent      = "OutboxDeleteSent"
 	qOutboxList            = "OutboxList"
 	qOutboxStats           = "OutboxStats"
+	qOutboxNotify          = "OutboxNotify"
+	qOutboxListen          = "OutboxListen"
 )
 
 var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAllocateIDs, qMessageInsertMany, qMessageGet,
@@ -67,7 +69,7 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
-	qOutboxList, qOutboxStats)
+	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

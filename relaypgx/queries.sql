@@ -338,3 +338,11 @@ ROLLBACK TO SAVEPOINT {{ident}};
 
 -- name: ReleaseSavepoint
 RELEASE SAVEPOINT {{ident}};
+
+-- name: OutboxNotify
+-- Wakes listeners of the outbox when the appending transaction commits
+-- (NOTIFY is transactional: nothing is sent if it rolls back).
+SELECT pg_notify('relay_outbox', $1);
+
+-- name: OutboxListen
+LISTEN relay_outbox;
