@@ -15,8 +15,11 @@ import (
 )
 
 func runBench(ctx context.Context, env *Env, args []string) error {
+	if len(args) > 0 && args[0] == "outbox" {
+		return runBenchOutbox(ctx, env, args[1:])
+	}
 	if len(args) == 0 || args[0] != "fifo" {
-		return fmt.Errorf("usage: relay bench fifo [flags] (the only benchmark so far)")
+		return fmt.Errorf("usage: relay bench fifo|outbox [flags]")
 	}
 	fs := newFlags(env, "bench fifo", "bench fifo [--n N] [--rounds R] [--batch B] [--postgres URL] [--stores postgres,sqlite]")
 	n := fs.Int("n", 5000, "messages per round")
@@ -27,13 +30,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	var batchList []int
-	for _, s := range strings.Split(*batches, ",") {
-		var b int
-		if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d", &b); err != nil || b < 1 {
-			return fmt.Errorf("--batch %q: want positive integers", *batches)
-		}
-		batchList = append(batchList, b)
+	batchList, err := parseInts("--batch", *batches)
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "relay-bench-*")
 	if err != nil {
@@ -68,11 +67,30 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 				}
 				rates = append(rates, res.Rate())
 			}
-			slices.Sort(rates)
-			fmt.Fprintf(env.Stdout, "%-9s %-6d %10.0f %10.0f %10.0f\n", store, b, rates[0], rates[len(rates)/2], rates[len(rates)-1])
+			lo, mid, hi := spread(rates)
+			fmt.Fprintf(env.Stdout, "%-9s %-6d %10.0f %10.0f %10.0f\n", store, b, lo, mid, hi)
 		}
 		d.Close()
 	}
 	fmt.Fprintf(env.Stdout, "(%s, %d cores; figures vary with machine load)\n", time.Now().UTC().Format(time.RFC3339), runtime.NumCPU())
 	return nil
+}
+
+// parseInts parses a comma-separated list of positive integers.
+func parseInts(flag, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		var b int
+		if _, err := fmt.Sscanf(strings.TrimSpace(s), "%d", &b); err != nil || b < 1 {
+			return nil, fmt.Errorf("%s %q: want positive integers", flag, list)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// median returns the middle of rates (sorted in place) with min and max.
+func spread(rates []float64) (lo, mid, hi float64) {
+	slices.Sort(rates)
+	return rates[0], rates[len(rates)/2], rates[len(rates)-1]
 }

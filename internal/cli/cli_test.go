@@ -62,3 +62,13 @@ func TestBenchFIFOCommand(t *testing.T) {
 	require.Regexp(t, `(?m)^postgres\s+1\s+\d+`, out)
 	require.Regexp(t, `(?m)^sqlite\s+20\s+\d+`, out)
 }
+
+// bench outbox verifies per-key order and that every event was SENT before it
+// prints a figure; here only that it runs end to end on PostgreSQL and kfake.
+func TestBenchOutboxCommand(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "bench", "outbox", "--events", "600", "--keys", "50", "--per-tx", "40", "--batch", "100",
+		"--rounds", "1", "--postgres", testdb.PGSchema(t))
+	require.NoError(t, err, out)
+	require.Regexp(t, `(?m)^kafka\s+100\s+\d+`, out)
+}
