@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/relayhq/relay/internal/kafkaread"
 	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaysinktest"
@@ -87,110 +88,22 @@ func stall(c *kfake.Cluster) (release func()) {
 	return func() { once.Do(func() { close(released) }) }
 }
 
-// consume reads every record of topic up to the partitions' end offsets at
-// the time of the call, partition by partition in offset order.
+// consume reads every record of topic back (internal/kafkaread) and decodes
+// the relay headers, each key in broker order.
 func consume(ctx context.Context, brokers []string, topic string) ([]relaysinktest.Delivered, error) {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	recs, err := kafkaread.All(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-
-	ends, err := endOffsets(ctx, cl, topic)
-	if err != nil {
-		return nil, err
-	}
-	byPartition := map[int32][]relaysinktest.Delivered{}
-	next := map[int32]int64{}
-	caughtUp := func() bool {
-		for p, end := range ends {
-			if next[p] < end {
-				return false
-			}
+	out := make([]relaysinktest.Delivered, 0, len(recs))
+	for _, r := range recs {
+		d, err := relaysinktest.Decode(r.Key, r.Headers, r.Value)
+		if err != nil {
+			return nil, err
 		}
-		return true
-	}
-	for !caughtUp() {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("consume %s: %w (read %v of %v)", topic, err, next, ends)
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			return nil, fmt.Errorf("consume %s: %w", topic, errs[0].Err)
-		}
-		var derr error
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < next[r.Partition] {
-				return
-			}
-			next[r.Partition] = r.Offset + 1
-			headers := make(map[string]string, len(r.Headers))
-			for _, h := range r.Headers {
-				headers[h.Key] = string(h.Value)
-			}
-			d, err := relaysinktest.Decode(string(r.Key), headers, r.Value)
-			if err != nil && derr == nil {
-				derr = err
-			}
-			byPartition[r.Partition] = append(byPartition[r.Partition], d)
-		})
-		if derr != nil {
-			return nil, derr
-		}
-	}
-	var out []relaysinktest.Delivered
-	for p := range int32(partitions) {
-		out = append(out, byPartition[p]...)
+		out = append(out, d)
 	}
 	return out, nil
-}
-
-// endOffsets returns the end (high watermark) offset of every partition of
-// topic.
-func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("metadata %s: %w", topic, err)
-	}
-	if len(mresp.Topics) != 1 {
-		return nil, fmt.Errorf("metadata %s: %d topics", topic, len(mresp.Topics))
-	}
-	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		return nil, fmt.Errorf("metadata %s: %w", topic, err)
-	}
-
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = topic
-	for _, p := range mresp.Topics[0].Partitions {
-		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition = p.Partition
-		lp.Timestamp = -1 // latest
-		lt.Partitions = append(lt.Partitions, lp)
-	}
-	lo.Topics = append(lo.Topics, lt)
-	lresp, err := lo.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("list offsets %s: %w", topic, err)
-	}
-	ends := map[int32]int64{}
-	for _, rt := range lresp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return nil, fmt.Errorf("list offsets %s/%d: %w", topic, rp.Partition, err)
-			}
-			ends[rp.Partition] = rp.Offset
-		}
-	}
-	return ends, nil
 }
 
 // setup returns a sink on a fresh kfake cluster with topic, and a consume
