@@ -21,6 +21,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	seed := fs.Uint64("seed", 1, "generator seed (same seed, same source)")
 	delay := fs.Duration("max-commit-delay", 500*time.Millisecond, "how long a hole may wait for a late commit before it is released as permanent")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up (and fail) after this long")
+	kafka := fs.Bool("kafka", true, "add the outbox stage: change events through the outbox to an in-process Kafka (kfake), read back and reconciled")
 	logLevel := fs.String("log-level", "off", "engine log level on stderr (off, debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,6 +53,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 		MaxCommitDelay: *delay,
 		Timeout:        *timeout,
 		Logger:         log,
+		Kafka:          *kafka,
 	}, env.Stdout)
 	return err
 }

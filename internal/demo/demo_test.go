@@ -36,7 +36,7 @@ func TestDemoReconciles(t *testing.T) {
 				Store: d, Pipeline: "demo-test", Dir: dir,
 				Plan:           demo.PlanOptions{N: 1500, Keys: 10, Seed: 7, Holes: 10},
 				MaxCommitDelay: 200 * time.Millisecond, LateAfter: 50 * time.Millisecond, Chunk: 100,
-				Timeout: 2 * time.Minute,
+				Timeout: 2 * time.Minute, Kafka: true,
 			}, &out)
 			require.NoError(t, err, out.String())
 			require.True(t, rep.OK())
@@ -44,6 +44,7 @@ func TestDemoReconciles(t *testing.T) {
 			require.Positive(t, rep.PermanentHoles, "the plan has permanent holes; they must be released and logged")
 			require.Equal(t, rep.SourceRows, rep.Enqueued)
 			require.Equal(t, rep.Enqueued, rep.Succeeded+rep.Duplicates+rep.Ignored+rep.Dead)
+			require.Equal(t, rep.Succeeded, rep.EventsDelivered, "one change event per applied message reached Kafka")
 
 			// The reconciliation is not a rubber stamp: break the projection and it fails.
 			_, err = d.GetExecutor().Exec(context.Background(),

@@ -77,7 +77,13 @@ type record struct {
 type Handler struct {
 	// Pipeline scopes the projection rows.
 	Pipeline string
+	// Target, when set, is the outbox target the handler appends one change
+	// event to per applied message, in the same transaction (seed 000 §8.1).
+	Target string
 }
+
+// EventTopic is the topic the demo's change events go to.
+const EventTopic = "demo"
 
 var _ relay.Decoder = (*Handler)(nil)
 
@@ -128,6 +134,13 @@ func (h *Handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) re
 	}
 	if _, err := tx.Exec(ctx, queries["ProjectionUpsert"], h.Pipeline, rec.key, rec.value, d.Message.ID); err != nil {
 		return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: write projection: %w", err))
+	}
+	if h.Target != "" {
+		ev := &relay.OutboxEvent{ID: fmt.Sprintf("%s-%d", h.Pipeline, d.Message.ID), Target: h.Target,
+			Topic: EventTopic, Key: rec.key, Payload: []byte(strconv.FormatInt(rec.value, 10))}
+		if err := relay.EnqueueEventsTx(ctx, tx, ev); err != nil {
+			return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: append event: %w", err))
+		}
 	}
 	return relay.Succeeded()
 }

@@ -29,10 +29,15 @@ type Report struct {
 	Dead           int
 	Backlog        int64
 	ProjectionMsgs int64
-	Elapsed        time.Duration
+	// EventsDelivered counts change events read back from Kafka and accepted
+	// in per-key sequence; EventRedeliveries counts duplicates dropped.
+	EventsDelivered   int
+	EventRedeliveries int
+	Elapsed           time.Duration
 	// Failures lists every mismatch; empty means the run reconciled.
 	Failures []string
 	plan     *Plan
+	kafka    bool // the Kafka stage ran
 }
 
 // OK reports whether the reconciliation found no mismatch.
@@ -221,6 +226,10 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  dead               %7d   MALFORMED (planned %d)                  %s\n", r.Dead, p.Malformed, mark(r.Dead == p.Malformed))
 	fmt.Fprintf(w, "  backlog            %7d\n", r.Backlog)
 	fmt.Fprintf(w, "  projection applied %7d   each key once, in id order             %s\n", r.ProjectionMsgs, mark(r.ProjectionMsgs == int64(p.Succeeded)))
+	if r.kafka {
+		fmt.Fprintf(w, "  events to Kafka    %7d   per-key order, one per applied message  %s (%d redeliveries dropped)\n",
+			r.EventsDelivered, mark(r.EventsDelivered == p.Succeeded), r.EventRedeliveries)
+	}
 	rate := 0.0
 	if r.Elapsed > 0 {
 		rate = float64(r.Enqueued) / r.Elapsed.Seconds()

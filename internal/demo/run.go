@@ -50,6 +50,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the engine's and intake's metrics (may be nil).
 	Registerer prometheus.Registerer
+	// Kafka adds the outbox stage: the handler appends a change event per
+	// applied message and a dispatcher delivers them to an in-process Kafka
+	// (kfake) cluster, which the reconciliation reads back.
+	Kafka bool
 }
 
 // Run executes the demo pipeline and writes progress and the reconciliation to
@@ -93,8 +97,17 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if _, err := intake.Seed(ctx, watermark.SeedZero); err != nil {
 		return nil, err
 	}
+	handler := &Handler{Pipeline: o.Pipeline}
+	var kafka *kafkaStage
+	if o.Kafka {
+		handler.Target = "kafka-" + o.Pipeline
+		if kafka, err = startKafka(ctx, o, handler.Target); err != nil {
+			return nil, err
+		}
+		defer kafka.close(context.WithoutCancel(ctx))
+	}
 	engine, err := relay.New(o.Store, relay.Config{
-		Pipeline: o.Pipeline, Mode: relay.ModeFIFO, Handler: &Handler{Pipeline: o.Pipeline},
+		Pipeline: o.Pipeline, Mode: relay.ModeFIFO, Handler: handler,
 		MaxAttempts: 3, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		IgnoreRules: IgnoreRules, Watermarked: true, PollInterval: 20 * time.Millisecond, FIFOBatch: 16,
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
@@ -117,6 +130,12 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		stopRun()
 		return nil, err
 	}
+	if kafka != nil {
+		if err := kafka.dispatcher.Start(runCtx); err != nil {
+			stopRun()
+			return nil, errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
+		}
+	}
 
 	lastID := plan.Rows[len(plan.Rows)-1].ID
 	writing := true
@@ -135,14 +154,18 @@ wait:
 			runErr = fmt.Errorf("demo: did not finish within %s: %w", o.Timeout, ctx.Err())
 			break wait
 		}
-		p, err := progress(ctx, o.Store, o.Pipeline)
+		p, err := progress(ctx, o.Store, o.Pipeline, handler.Target)
 		if err != nil {
 			runErr = err
 			break wait
 		}
-		fmt.Fprintf(out, "  %6.1fs  W=%-7d enqueued=%-7d done=%-7d backlog=%-6d holes=%d\n",
-			o.Clock.Now().Sub(start).Seconds(), p.watermark, p.enqueued, p.done, p.backlog, p.holes)
-		if !writing && p.watermark >= lastID && p.backlog == 0 {
+		events := ""
+		if kafka != nil {
+			events = fmt.Sprintf(" events sent=%d pending=%d", p.sent, p.pending)
+		}
+		fmt.Fprintf(out, "  %6.1fs  W=%-7d enqueued=%-7d done=%-7d backlog=%-6d holes=%d%s\n",
+			o.Clock.Now().Sub(start).Seconds(), p.watermark, p.enqueued, p.done, p.backlog, p.holes, events)
+		if !writing && p.watermark >= lastID && p.backlog == 0 && p.pending == 0 {
 			break
 		}
 	}
@@ -151,6 +174,9 @@ wait:
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelStop()
 	stopErr := engine.Stop(stopCtx)
+	if kafka != nil {
+		stopErr = errors.Join(stopErr, kafka.dispatcher.Stop(stopCtx))
+	}
 	if err := <-intakeDone; err != nil && !errors.Is(err, context.Canceled) {
 		runErr = errors.Join(runErr, fmt.Errorf("demo: intake: %w", err))
 	}
@@ -161,6 +187,11 @@ wait:
 	rep, err := Reconcile(context.WithoutCancel(ctx), o.Store, src, o.Pipeline, plan)
 	if err != nil {
 		return nil, err
+	}
+	if kafka != nil {
+		if err := rep.reconcileKafka(context.WithoutCancel(ctx), kafka.brokers()); err != nil {
+			return nil, err
+		}
 	}
 	rep.Elapsed = elapsed
 	rep.Write(out)
@@ -307,9 +338,10 @@ func writeSource(ctx context.Context, db *sql.DB, plan *Plan, o Options) error {
 
 type progressLine struct {
 	watermark, enqueued, done, backlog, holes int64
+	sent, pending                             int64 // outbox events of the Kafka stage
 }
 
-func progress(ctx context.Context, d relaydriver.Driver, pipeline string) (progressLine, error) {
+func progress(ctx context.Context, d relaydriver.Driver, pipeline, target string) (progressLine, error) {
 	var p progressLine
 	ex := d.GetExecutor()
 	cur, err := ex.CursorGet(ctx, pipeline)
@@ -331,6 +363,13 @@ func progress(ctx context.Context, d relaydriver.Driver, pipeline string) (progr
 	p.backlog = st.Backlog()
 	p.done = p.enqueued - p.backlog
 	p.holes = int64(len(holes))
+	if target != "" {
+		ob, err := ex.OutboxStats(ctx, target)
+		if err != nil {
+			return p, fmt.Errorf("demo: read outbox: %w", err)
+		}
+		p.sent, p.pending = ob.Sent, ob.Pending
+	}
 	return p, nil
 }
 
