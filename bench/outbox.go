@@ -17,6 +17,8 @@ import (
 type OutboxOptions struct {
 	// Target names the run's outbox target (unique per run on a shared store).
 	Target string
+	// Topic is the destination topic/stream of the events.
+	Topic string
 	// Events are appended in business transactions of PerTx events each, over Keys keys.
 	Events, Keys, PerTx int
 	// BatchSize is the dispatcher's batch (events per sink call).
@@ -52,7 +54,7 @@ func RunOutbox(ctx context.Context, d relaydriver.Driver, sink relaysink.Sink, o
 		}
 		evs := make([]*relay.OutboxEvent, 0, o.PerTx)
 		for j := i; j < min(i+o.PerTx, o.Events); j++ {
-			evs = append(evs, &relay.OutboxEvent{ID: o.Target + "-" + strconv.Itoa(j), Target: o.Target, Topic: "bench",
+			evs = append(evs, &relay.OutboxEvent{ID: o.Target + "-" + strconv.Itoa(j), Target: o.Target, Topic: o.Topic,
 				Key: "k" + strconv.Itoa(j%o.Keys), Payload: []byte(strconv.Itoa(j))})
 		}
 		if err := relay.EnqueueEventsTx(ctx, tx, evs...); err != nil {

@@ -71,4 +71,5 @@ func TestBenchOutboxCommand(t *testing.T) {
 		"--rounds", "1", "--postgres", testdb.PGSchema(t))
 	require.NoError(t, err, out)
 	require.Regexp(t, `(?m)^kafka\s+100\s+\d+`, out)
+	require.Regexp(t, `(?m)^redis\s+100\s+\d+`, out)
 }
