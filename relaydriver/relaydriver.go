@@ -136,6 +136,7 @@ type ExecutorTx interface {
 type Executor interface {
 	Querier
 	OutboxExecutor
+	AckExecutor
 
 	// MessageInsertMany inserts each message unless (pipeline, id) exists
 	// ("insert if absent", seed 000 §4.1 step 5) and returns how many were new.

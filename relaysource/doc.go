@@ -4,7 +4,9 @@
 // for MySQL/MariaDB (github.com/go-sql-driver/mysql) and SQLite
 // (modernc.org/sqlite, driver name "sqlite").
 //
-// A source only reads. It never filters on a processing mark: the intake's one
+// A source only reads, except that an Acknowledger writes the processing mark
+// back once a message is terminal (seed 000 §6), never overwriting an existing
+// mark. Reads never filter on a processing mark: the intake's one
 // fast path is "id > W order by id limit n" (seed 000 §4.1, §4.2), and which rows
 // are missing is decided by the watermark, not by flags another system writes.
 // A source never turns a failed read into "no rows": an unreadable source must

@@ -52,9 +52,17 @@ type SQLTableConfig struct {
 	ReceivedAtColumn string
 	// Location interprets received-at text that carries no zone. Default UTC.
 	Location *time.Location
-	// ReadTimeout bounds each call (on top of the caller's ctx). Default
+	// ReadTimeout bounds each call, Acknowledge included (on top of the
+	// caller's ctx). Default
 	// ReadTimeoutDefault.
 	ReadTimeout time.Duration
+	// MarkColumn, when set, is the processing-mark column Acknowledge writes
+	// (seed 000 §6, CMINMSGS.PROCFLAG). NULL or empty means "not marked"; a
+	// non-empty value is never overwritten.
+	MarkColumn string
+	// MarkTimeColumn, when set, receives the acknowledgement time with the mark
+	// (CMINMSGS.PROCTIME). It requires MarkColumn.
+	MarkTimeColumn string
 	// Logger receives a warning for each received-at value that is not a
 	// date-time (the row is still read, with ReceivedAt zero). Default
 	// slog.Default().
@@ -68,6 +76,9 @@ func (c *SQLTableConfig) validate() error {
 	if c.IDColumn == "" {
 		return errors.New("relaysource: SQLTableConfig.IDColumn is required")
 	}
+	if c.MarkTimeColumn != "" && c.MarkColumn == "" {
+		return errors.New("relaysource: SQLTableConfig.MarkTimeColumn requires MarkColumn")
+	}
 	if c.ReadTimeout < 0 {
 		return fmt.Errorf("relaysource: SQLTableConfig.ReadTimeout %v is negative", c.ReadTimeout)
 	}
@@ -75,7 +86,9 @@ func (c *SQLTableConfig) validate() error {
 }
 
 // SQLTable is a SequenceSource over a table reached through database/sql. It
-// only reads; it is safe for concurrent use. The caller owns db.
+// only reads, except Acknowledge (with MarkColumn set), which writes the
+// processing mark of one row without ever overwriting one (seed 000 §6). It
+// is safe for concurrent use. The caller owns db.
 type SQLTable struct {
 	db      *sql.DB
 	cfg     SQLTableConfig

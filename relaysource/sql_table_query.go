@@ -9,7 +9,7 @@ import (
 
 // This file is the one place where SQLTable's SQL text is built.
 //
-// The two queries are text/template templates filled with identifiers that were
+// The queries are text/template templates filled with identifiers that were
 // validated (letters, digits and underscore; see identRE) and then quoted for the
 // dialect, so no caller-supplied text reaches the SQL unchecked. Values (the
 // lower id bound and the limit) are always bind parameters; both dialects use
@@ -25,11 +25,26 @@ import (
 // boundsTemplate reads the id range for seeding and the lag metric:
 //
 //	SELECT MIN(<id>), MAX(<id>) FROM <table>
+//
+// markTemplate is acknowledgement write-back's one write (seed 000 §6.2),
+// rendered only when MarkColumn is set; it never overwrites an existing mark:
+//
+//	UPDATE <table> SET <mark> = ?[, <mark_time> = ?] WHERE <id> = ?
+//	AND (<mark> IS NULL OR <mark> = '')
+//
+// existsTemplate tells an already marked row from a missing one when the
+// UPDATE changed nothing:
+//
+//	SELECT EXISTS (SELECT 1 FROM <table> WHERE <id> = ?)
 var (
 	readAfterTemplate = template.Must(template.New("read_after").Parse(
 		`SELECT {{.ID}}{{range .Extra}}, {{.}}{{end}} FROM {{.Table}} WHERE {{.ID}} > ? ORDER BY {{.ID}} ASC LIMIT ?`))
 	boundsTemplate = template.Must(template.New("bounds").Parse(
 		`SELECT MIN({{.ID}}), MAX({{.ID}}) FROM {{.Table}}`))
+	markTemplate = template.Must(template.New("mark").Parse(
+		`UPDATE {{.Table}} SET {{.Mark}} = ?{{if .MarkTime}}, {{.MarkTime}} = ?{{end}} WHERE {{.ID}} = ? AND ({{.Mark}} IS NULL OR {{.Mark}} = '')`))
+	existsTemplate = template.Must(template.New("exists").Parse(
+		`SELECT EXISTS (SELECT 1 FROM {{.Table}} WHERE {{.ID}} = ?)`))
 )
 
 // identRE is what an identifier may look like: ASCII letters, digits and
@@ -43,12 +58,18 @@ type queryFields struct {
 	// Extra lists the optional columns in scan order: key, payload, received_at
 	// (each only when configured).
 	Extra []string
+	// Mark and MarkTime are the acknowledgement columns (MarkTime optional).
+	Mark     string
+	MarkTime string
 }
 
 // sqlTableQueries is the SQL text of one configured SQLTable.
 type sqlTableQueries struct {
 	readAfter string
 	bounds    string
+	// mark and exists are empty when MarkColumn is not set.
+	mark   string
+	exists string
 }
 
 // quoteIdent validates name and quotes it for d.
@@ -83,7 +104,7 @@ func quoteTable(d Dialect, name string) (string, error) {
 	return strings.Join(parts, "."), nil
 }
 
-// buildQueries validates cfg's identifiers and renders the two queries.
+// buildQueries validates cfg's identifiers and renders the queries.
 func buildQueries(cfg *SQLTableConfig) (*sqlTableQueries, error) {
 	table, err := quoteTable(cfg.Dialect, cfg.Table)
 	if err != nil {
@@ -107,6 +128,16 @@ func buildQueries(cfg *SQLTableConfig) (*sqlTableQueries, error) {
 		}
 		f.Extra = append(f.Extra, q)
 	}
+	if cfg.MarkColumn != "" {
+		if f.Mark, err = quoteIdent(cfg.Dialect, "MarkColumn", cfg.MarkColumn); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MarkTimeColumn != "" {
+		if f.MarkTime, err = quoteIdent(cfg.Dialect, "MarkTimeColumn", cfg.MarkTimeColumn); err != nil {
+			return nil, err
+		}
+	}
 	var readAfter, bounds strings.Builder
 	if err := readAfterTemplate.Execute(&readAfter, f); err != nil {
 		return nil, fmt.Errorf("relaysource: render read query: %w", err)
@@ -114,5 +145,16 @@ func buildQueries(cfg *SQLTableConfig) (*sqlTableQueries, error) {
 	if err := boundsTemplate.Execute(&bounds, f); err != nil {
 		return nil, fmt.Errorf("relaysource: render bounds query: %w", err)
 	}
-	return &sqlTableQueries{readAfter: readAfter.String(), bounds: bounds.String()}, nil
+	q := &sqlTableQueries{readAfter: readAfter.String(), bounds: bounds.String()}
+	if f.Mark != "" {
+		var mark, exists strings.Builder
+		if err := markTemplate.Execute(&mark, f); err != nil {
+			return nil, fmt.Errorf("relaysource: render mark statement: %w", err)
+		}
+		if err := existsTemplate.Execute(&exists, f); err != nil {
+			return nil, fmt.Errorf("relaysource: render existence query: %w", err)
+		}
+		q.mark, q.exists = mark.String(), exists.String()
+	}
+	return q, nil
 }

@@ -1,0 +1,165 @@
+package relaypgx
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Acknowledgement write-back (seed 000 §6; docs/ack.md): the store side of
+// relaydriver.AckExecutor. Its SQL lives in ack.sql.
+
+// ackSQL holds the acknowledgement statements; see ack.sql.
+//
+//go:embed ack.sql
+var ackSQL string
+
+// Query names in ack.sql, checked at init.
+const (
+	qAckScan     = "AckScan"
+	qAckDone     = "AckDone"
+	qAckRetry    = "AckRetry"
+	qAckAbandon  = "AckAbandon"
+	qAckReopen   = "AckReopen"
+	qAckRowState = "AckRowState"
+)
+
+// ackQueries maps an acknowledgement query name to its SQL.
+var ackQueries = sqlfile.MustParse("relaypgx: ack.sql", ackSQL,
+	qAckScan, qAckDone, qAckRetry, qAckAbandon, qAckReopen, qAckRowState)
+
+var _ relaydriver.AckExecutor = (*executor)(nil)
+
+// AckScan returns up to Limit messages owing an acknowledgement, in the seed's
+// order (attempts, then id). A Limit <= 0 means LimitDefault.
+func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParams) ([]*relaytype.Message, error) {
+	op := "ack scan of " + params.Pipeline
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if params.R <= 0 {
+		return nil, fmt.Errorf("relaypgx: %s: R %s must be positive", op, params.R)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	r, err := e.db.Query(ctx, ackQueries[qAckScan], params.Pipeline, ts(params.Now), ts(params.Now.Add(-params.R)), limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	var out []*relaytype.Message
+	for r.Next() {
+		m, err := scanMessage(r)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, m)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}
+
+// AckDone sets ack_at = Now on the given rows still owing an acknowledgement,
+// in one statement, and returns how many it set.
+func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParams) (int, error) {
+	op := "ack done on " + params.Pipeline
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if len(params.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := e.db.Exec(ctx, ackQueries[qAckDone], params.Pipeline, params.IDs, ts(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// AckRetry records one transient failure. A row that does not owe an
+// acknowledgement (confirmed, abandoned, not terminal) is relaytype.ErrConflict;
+// an unknown row is relaytype.ErrNotFound.
+func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryParams) error {
+	op := fmt.Sprintf("ack retry %s/%d", params.Pipeline, params.ID)
+	if params.Now.IsZero() || params.NextAt.IsZero() {
+		return fmt.Errorf("relaypgx: %s: Now and NextAt are required", op)
+	}
+	tag, err := e.db.Exec(ctx, ackQueries[qAckRetry], params.Pipeline, params.ID, ts(params.NextAt))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+	}
+	return nil
+}
+
+// AckAbandon stops automatic retries of one row with Reason; ack_at stays
+// NULL. Refusals as AckRetry.
+func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbandonParams) error {
+	op := fmt.Sprintf("ack abandon %s/%d", params.Pipeline, params.ID)
+	if params.Now.IsZero() {
+		return fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if params.Reason != relaydriver.AckReasonMissingRow && params.Reason != relaydriver.AckReasonTransientDeadline {
+		return fmt.Errorf("relaypgx: %s: unknown reason %q", op, params.Reason)
+	}
+	tag, err := e.db.Exec(ctx, ackQueries[qAckAbandon], params.Pipeline, params.ID, params.Reason, ts(params.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+	}
+	return nil
+}
+
+// AckReopen clears abandonments (by IDs, or with IDs empty by Reason) so the
+// rows are due at once, and returns how many it reopened.
+func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenParams) (int, error) {
+	op := "ack reopen on " + params.Pipeline
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	}
+	if len(params.IDs) == 0 && params.Reason == "" {
+		return 0, fmt.Errorf("relaypgx: %s: IDs or Reason is required", op)
+	}
+	ids := params.IDs
+	if ids == nil {
+		ids = []int64{}
+	}
+	tag, err := e.db.Exec(ctx, ackQueries[qAckReopen], params.Pipeline, ids, params.Reason, ts(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ackRefused explains a guarded update that changed nothing: ErrNotFound for
+// an unknown row, ErrConflict for a row that does not owe an acknowledgement.
+func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64) error {
+	var (
+		state            string
+		acked, abandoned bool
+	)
+	err := e.db.QueryRow(ctx, ackQueries[qAckRowState], pipeline, id).Scan(&state, &acked, &abandoned)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("relaypgx: %s: %w", op, relaytype.ErrNotFound)
+	}
+	if err != nil {
+		return mapErr(op, err)
+	}
+	return fmt.Errorf("relaypgx: %s: %w: the row owes no acknowledgement (state %s, acknowledged %t, abandoned %t)",
+		op, relaytype.ErrConflict, state, acked, abandoned)
+}
