@@ -54,7 +54,19 @@
 //     succeeded, skipped, dead, retry or exhausted (a final failure counts as
 //     retry and then exhausted).
 //
-// The gauges are refreshed from the store at the end of every Work round.
+// The gauges are refreshed from the store at the end of every Work round. The
+// outbox Dispatcher exports relay_outbox_events_total{target,outcome} and
+// relay_outbox_pending{target}; the AckWriter exports
+// relay_ack_total{pipeline,outcome}, relay_ack_abandoned_total{pipeline,reason}
+// and relay_ack_attempts_alerts_total{pipeline}.
+//
+// # Outbox and acknowledgements
+//
+// EnqueueEventsTx appends events to the transactional outbox in the caller's
+// transaction (seed 000 §8.1); a Dispatcher delivers them to a relaysink.Sink at
+// least once, in commit order per key (docs/outbox.md). An AckWriter writes the
+// processing marks back to the source for terminal messages that recorded an
+// acknowledgement intent (seed 000 §6, docs/ack.md).
 //
 // # Logging
 //
