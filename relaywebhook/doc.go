@@ -1,0 +1,31 @@
+// Package relaywebhook is the HTTP webhook sink: a relaysink.Sink that POSTs
+// each event to Config.URL + "/" + Event.Topic (the topic path-escaped) with
+// the standard library's net/http client.
+//
+// # The request
+//
+// The body is Event.Payload (empty for a tombstone), Content-Type
+// application/octet-stream unless the event's own headers set one. The
+// headers are the event's user headers, then the standard relaysink headers
+// (relay-event-id, relay-seq, relay-type), HeaderKey (relay-key, the event key
+// percent-encoded with url.PathEscape, so any key fits an HTTP header),
+// Idempotency-Key (the event id) and HeaderSignature (Relay-Signature,
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of t + "." + body>" under
+// Config.Secret). A tombstone is an empty body with relay-type TOMBSTONE; a
+// receiver tells it from an empty upsert by that header. A user header never
+// replaces one of the sink's own (see Publish).
+//
+// Receivers check the signature with VerifySignature before trusting a
+// request, and dedupe by relay-event-id (or Idempotency-Key): delivery is at
+// least once.
+//
+// # Confirmation and order
+//
+// A 2xx answer confirms an event; any other status (redirects are not
+// followed), a transport error or a timeout does not. Each request is bounded
+// by Config.RequestTimeout and by Publish's ctx. Events of different keys go
+// out in parallel, at most Config.Concurrency requests at a time for the whole
+// sink; the events of one (topic, key) go strictly one after another, and the
+// first failure of a key stops it: its later events in the batch are not sent
+// and report ErrEarlierFailed (relaysink's per-key prefix rule).
+package relaywebhook
