@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
@@ -341,6 +342,7 @@ func (w *AckWriter) one(ctx context.Context, ex relaydriver.Executor, m *relayty
 	mark := w.cfg.MarkFor(m.State)
 	outcome, srcErr := w.src.Acknowledge(ctx, m.ID, mark, w.cfg.Clock.Now())
 	if srcErr == nil {
+		faultpoint.Hit(faultpoint.AckAfterWrite)
 		switch outcome {
 		case relaysource.AckWritten, relaysource.AckAlreadyMarked:
 			w.count(outcome.String())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
@@ -36,6 +37,10 @@ type DispatcherConfig struct {
 	// Target names the outbox events this dispatcher delivers (OutboxEvent.Target),
 	// e.g. "kafka:msg". Required.
 	Target string
+	// Kind is what the dispatcher delivers: DispatchEvents (the outbox's
+	// events, the default) or DispatchLatest (the target's latest-state rows,
+	// seed 000 §8.2; see latest.go).
+	Kind DispatchKind
 	// BatchSize is how many events one round fetches and publishes in one sink
 	// call. Default DispatchBatchSizeDefault (500).
 	BatchSize int
@@ -64,6 +69,7 @@ type DispatcherConfig struct {
 }
 
 func (c DispatcherConfig) withDefaults() DispatcherConfig {
+	c.Kind = cmp.Or(c.Kind, DispatchEvents)
 	c.BatchSize = cmp.Or(c.BatchSize, DispatchBatchSizeDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DispatchMaxAttemptsDefault)
 	if c.Backoff == nil {
@@ -89,6 +95,8 @@ func (c *DispatcherConfig) validate() error {
 	switch {
 	case c.Target == "":
 		return bad("Target", "required")
+	case c.Kind != DispatchEvents && c.Kind != DispatchLatest:
+		return bad("Kind", "%q is neither %q nor %q", c.Kind, DispatchEvents, DispatchLatest)
 	case c.BatchSize < 1:
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.MaxAttempts < 1:
@@ -303,6 +311,9 @@ var errPublishTimeout = errors.New("relay: sink publish timed out")
 // round dispatches one frozen batch and returns how many events reached an
 // outcome (0: nothing was ready).
 func (x *Dispatcher) round(ctx context.Context) (int, error) {
+	if x.cfg.Kind == DispatchLatest {
+		return x.latestRound(ctx)
+	}
 	ex := x.d.GetExecutor()
 	batch, err := ex.OutboxFetch(ctx, &relaydriver.OutboxFetchParams{
 		Target: x.cfg.Target, Limit: x.cfg.BatchSize, Now: x.cfg.Clock.Now(),
@@ -321,6 +332,7 @@ func (x *Dispatcher) round(ctx context.Context) (int, error) {
 		}
 	}
 	errs := x.publish(ctx, events)
+	faultpoint.Hit(faultpoint.DispatchAfterConfirm)
 
 	// Per key, the confirmed prefix is sent; the first unconfirmed event fails.
 	// A confirmed event after an unconfirmed one of its key breaks the sink
@@ -458,7 +470,11 @@ func (x *Dispatcher) refreshMetrics(ctx context.Context) {
 	if x.metrics == nil {
 		return
 	}
-	st, err := x.d.GetExecutor().OutboxStats(ctx, x.cfg.Target)
+	stats := x.d.GetExecutor().OutboxStats
+	if x.cfg.Kind == DispatchLatest {
+		stats = x.d.GetExecutor().LatestStats
+	}
+	st, err := stats(ctx, x.cfg.Target)
 	if err != nil {
 		x.log.WarnContext(ctx, "relay: refresh outbox metrics", "target", x.cfg.Target, "error", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -172,6 +173,9 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 		k := -1
 		for i := range batch {
 			p := &batch[i]
+			if i > 0 {
+				faultpoint.Hit(faultpoint.FIFOMidBatch)
+			}
 			res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
 			if res.kind != resultSucceeded && res.kind != resultSkip {
 				k, failedRes = i, res
@@ -213,6 +217,7 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 			o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("commit batch of %d: %w", len(batch), err)))
 			return boolInt(o.decided()), err
 		}
+		faultpoint.Hit(faultpoint.FIFOAfterCommit)
 		for i, p := range batch {
 			e.decided(ctx, attempt{m: p.m}, completedOutcome(results[i]), results[i].reason, nil)
 		}

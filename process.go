@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -86,6 +87,7 @@ func (e *Engine) processOne(ctx context.Context, m *relaytype.Message, owner str
 			// commit, so MessageFail is the one place the attempt is recorded.
 			return e.fail(ctx, a, Retry(relaytype.ClassInfra, fmt.Errorf("commit: %w", err)))
 		}
+		faultpoint.Hit(faultpoint.FIFOAfterCommit)
 		return e.decided(ctx, a, completedOutcome(res), res.reason, nil), nil
 	default:
 		// No half effects: everything the handler wrote goes before the failure is

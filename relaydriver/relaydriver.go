@@ -137,6 +137,8 @@ type Executor interface {
 	Querier
 	OutboxExecutor
 	AckExecutor
+	LatestExecutor
+	AdminExecutor
 
 	// MessageInsertMany inserts each message unless (pipeline, id) exists
 	// ("insert if absent", seed 000 §4.1 step 5) and returns how many were new.

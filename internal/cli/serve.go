@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // foreign MySQL/MariaDB sources
@@ -17,6 +18,7 @@ import (
 	_ "modernc.org/sqlite" // foreign SQLite sources
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/demo"
 	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/internal/watermark"
@@ -38,7 +40,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	seed := fs.String("seed", "", "cutover seeding (min, zero, max or an id); refused if the pipeline already has a watermark or messages")
 	delay := fs.Duration("max-commit-delay", 60*time.Second, "how long a hole may wait for a late commit before it is released as permanent")
 	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
-	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off)")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and the admin API (/admin/…) on this address (empty: off)")
 	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
 	lockTTL := fs.Duration("lock-ttl", exclusive.TTLDefault, "lease length on lease-based stores (SQLite)")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
@@ -83,13 +85,6 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if *metricsAddr != "" {
-		stopHTTP, err := serveMetrics(*metricsAddr, reg)
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
-	}
 	intake, err := watermark.New(d, table, watermark.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
@@ -101,9 +96,20 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var active atomic.Bool // this instance holds the pipeline lock: admin mutations allowed
+	if *metricsAddr != "" {
+		stopHTTP, err := serveMetrics(*metricsAddr, reg, admin.Handler(admin.Deps{Driver: d, Pipeline: *pipeline,
+			Engine: engine, Active: active.Load, Clock: clock, Logger: log}))
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
 
 	err = exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:" + *pipeline, Owner: *owner, TTL: *lockTTL,
 		Clock: clock, Logger: log}, func(ctx context.Context) error {
+		active.Store(true)
+		defer active.Store(false)
 		if *seed != "" {
 			w, err := intake.Seed(ctx, *seed)
 			if err != nil {
@@ -138,15 +144,16 @@ func defaultOwner() string {
 	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }
 
-// serveMetrics serves /metrics and /healthz on addr until the returned stop
-// function is called.
-func serveMetrics(addr string, reg *prometheus.Registry) (func(), error) {
+// serveMetrics serves /metrics, /healthz and the admin API (/admin/…) on addr
+// until the returned stop function is called.
+func serveMetrics(addr string, reg *prometheus.Registry, adminAPI http.Handler) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/admin/", adminAPI)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

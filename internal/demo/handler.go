@@ -36,7 +36,7 @@ var queries = sqlfile.MustParse("demo/queries.sql", queriesSQL,
 	"ProjectionLastID", "ProjectionUpsert", "ProjectionSummary", "ProjectionRows")
 
 var sourceQueries = sqlfile.MustParse("demo/source.sql", sourceSQL,
-	"SourceCreate", "SourceInsert", "SourceIDs")
+	"SourceCreate", "SourceInsert", "SourceIDs", "SourceAddMark", "SourceAddMarkTime", "SourceUnmarked", "SourceMarks")
 
 // MigrationLine returns the demo's migration line for a store dialect
 // ("postgres" or "sqlite", relaydriver.Driver.Name).

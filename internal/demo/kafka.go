@@ -51,12 +51,12 @@ func (k *kafkaStage) close(ctx context.Context) {
 	k.cluster.Close()
 }
 
-// reconcileKafka reads the event topic back and checks it like a strict
+// ReconcileKafka reads the event topic back and checks it like a strict
 // consumer would: per key it accepts only the next relay-seq (a redelivery is
 // dropped; a gap or an inversion is a failure), and the accepted events must be
 // exactly the applied messages — one per succeeded message, each key's values
 // adding up to the planned total.
-func (r *Report) reconcileKafka(ctx context.Context, brokers []string) error {
+func (r *Report) ReconcileKafka(ctx context.Context, brokers []string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	recs, err := kafkaread.All(ctx, brokers, EventTopic)

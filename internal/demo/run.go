@@ -189,7 +189,7 @@ wait:
 		return nil, err
 	}
 	if kafka != nil {
-		if err := rep.reconcileKafka(context.WithoutCancel(ctx), kafka.brokers()); err != nil {
+		if err := rep.ReconcileKafka(context.WithoutCancel(ctx), kafka.brokers()); err != nil {
 			return nil, err
 		}
 	}
@@ -272,21 +272,7 @@ func writeSource(ctx context.Context, db *sql.DB, plan *Plan, o Options) error {
 		due time.Time
 	}
 	var late []pending
-	insert := func(rows []PlanRow) error {
-		if len(rows) == 0 {
-			return nil
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if _, err := tx.ExecContext(ctx, sourceQueries["SourceInsert"], r.ID, r.Payload, o.Clock.Now().Unix()); err != nil {
-				return errors.Join(err, tx.Rollback())
-			}
-		}
-		return tx.Commit()
-	}
+	insert := func(rows []PlanRow) error { return WriteRows(ctx, db, rows) }
 	flushLate := func(force bool) error {
 		now := o.Clock.Now()
 		var due []PlanRow
@@ -334,6 +320,69 @@ func writeSource(ctx context.Context, db *sql.DB, plan *Plan, o Options) error {
 		}
 	}
 	return nil
+}
+
+// WriteRows writes rows to the source table in one transaction.
+func WriteRows(ctx context.Context, db *sql.DB, rows []PlanRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if _, err := tx.ExecContext(ctx, sourceQueries["SourceInsert"], r.ID, r.Payload, nil); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+	}
+	return tx.Commit()
+}
+
+// AddMarkColumns adds the processing-mark columns (procflag, proctime) the
+// acknowledgement write-back fills, as in a CMINMSGS mailbox.
+func AddMarkColumns(ctx context.Context, db *sql.DB) error {
+	for _, q := range []string{"SourceAddMark", "SourceAddMarkTime"} {
+		if _, err := db.ExecContext(ctx, sourceQueries[q]); err != nil {
+			return fmt.Errorf("demo: add mark columns: %w", err)
+		}
+	}
+	return nil
+}
+
+// CountUnmarked counts source rows whose processing mark is still empty.
+func CountUnmarked(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, sourceQueries["SourceUnmarked"]).Scan(&n)
+	return n, err
+}
+
+// CheckMarks checks that every source row carries the processing mark of its
+// message's terminal state (the default AckConfig.MarkFor) and returns how many
+// rows were checked.
+func CheckMarks(ctx context.Context, db *sql.DB, d relaydriver.Driver, pipeline string) (int, error) {
+	rows, err := db.QueryContext(ctx, sourceQueries["SourceMarks"])
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id int64
+		var mark string
+		if err := rows.Scan(&id, &mark); err != nil {
+			return n, err
+		}
+		m, err := d.GetExecutor().MessageGet(ctx, pipeline, id)
+		if err != nil {
+			return n, fmt.Errorf("demo: message %d: %w", id, err)
+		}
+		if mark != string(m.State) || m.AckAt.IsZero() {
+			return n, fmt.Errorf("demo: source row %d marked %q (ack at %v), message is %s", id, mark, m.AckAt, m.State)
+		}
+		n++
+	}
+	return n, rows.Err()
 }
 
 type progressLine struct {

@@ -85,7 +85,13 @@ func PGSchema(t testing.TB) string {
 // dropped). The test fails when the server cannot be reached.
 func PGDriver(t testing.TB) *relaypgx.Driver {
 	t.Helper()
-	dsn := PGSchema(t)
+	return PGDriverAt(t, PGSchema(t))
+}
+
+// PGDriverAt is PGDriver on the schema URL dsn (from PGSchema), for tests that
+// also hand the URL to code under test, such as a child process.
+func PGDriverAt(t testing.TB, dsn string) *relaypgx.Driver {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
 	defer cancel()
 	d, err := relaypgx.Open(ctx, dsn)

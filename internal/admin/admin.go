@@ -1,0 +1,344 @@
+// Package admin is relay's operator surface over HTTP (docs/operations.md):
+// JSON endpoints that show a pipeline's backlog, DEAD messages, the outbox DLQ,
+// the intake cursor and holes, and that replay messages and reopen abandoned
+// acknowledgements. `relay serve` mounts Handler on its --metrics-addr, and
+// `relay admin` is a thin client of it.
+//
+// Reads go to the store directly (the Read* functions, also used by the CLI's
+// offline mode). Mutations go through the running instance — Engine.Replay
+// and AckWriter.Reopen — so they run inside its lifecycle gate and never
+// interleave with acknowledgement write-back (seed 000 §5.3, §9.1). Responses
+// never carry payloads.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Page sizes of the listings.
+const (
+	// LimitDefault is the page size when a request gives none.
+	LimitDefault = 100
+	// LimitMax is the largest page a request may ask for.
+	LimitMax = relaydriver.MessageListLimitMax
+)
+
+// Stats is the answer of GET /admin/stats.
+type Stats struct {
+	Pipeline string `json:"pipeline"`
+	// Now is the instance's clock reading the ages are measured against.
+	Now time.Time `json:"now"`
+	// Counts holds the messages per state (ARCHIVED under its own key).
+	Counts map[relaytype.State]int64 `json:"counts"`
+	// Backlog is PENDING + FAILED.
+	Backlog int64 `json:"backlog"`
+	// OldestUnprocessedSeconds is the age of the oldest unfinished message on
+	// the clock (0 when nothing is unfinished).
+	OldestUnprocessedSeconds float64 `json:"oldest_unprocessed_seconds"`
+	// OldestUnprocessedEnqueuedAt is that message's enqueue time (null: none).
+	OldestUnprocessedEnqueuedAt *time.Time `json:"oldest_unprocessed_enqueued_at"`
+	// MaxID is the largest message id.
+	MaxID int64 `json:"max_id"`
+	// Cursor is the intake watermark (null: the pipeline has no cursor).
+	Cursor *Cursor `json:"cursor"`
+	// PermanentHoles counts the logged permanent holes.
+	PermanentHoles int `json:"permanent_holes"`
+	// Outbox holds per configured target the events per state.
+	Outbox []OutboxTargetStats `json:"outbox"`
+}
+
+// Cursor is the intake watermark (seed 000 §4).
+type Cursor struct {
+	// Watermark is W: every source id in (start, W] is a message or a logged hole.
+	Watermark int64 `json:"watermark"`
+	// HoleSince is when the hole at W+1 was first seen (null: no hole waiting).
+	HoleSince *time.Time `json:"hole_since"`
+	// HoleAgeSeconds is how long that hole has waited on the clock (0: none).
+	HoleAgeSeconds float64 `json:"hole_age_seconds"`
+	// Seeded reports an explicit cutover seeding (§4.3); SeededAt and SeedMode
+	// record it.
+	Seeded    bool       `json:"seeded"`
+	SeededAt  *time.Time `json:"seeded_at"`
+	SeedMode  string     `json:"seed_mode"`
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+// OutboxTargetStats counts one outbox target's events per state.
+type OutboxTargetStats struct {
+	Target  string `json:"target"`
+	Pending int64  `json:"pending"`
+	Sent    int64  `json:"sent"`
+	Dead    int64  `json:"dead"`
+}
+
+// Message is one row of a message listing: never the payload.
+type Message struct {
+	ID             int64                `json:"id"`
+	Key            string               `json:"key"`
+	State          relaytype.State      `json:"state"`
+	Class          relaytype.ErrorClass `json:"class"`
+	LastError      string               `json:"last_error"`
+	Attempts       int                  `json:"attempts"`
+	EnqueuedAt     time.Time            `json:"enqueued_at"`
+	UpdatedAt      time.Time            `json:"updated_at"`
+	AckAbandonedAt *time.Time           `json:"ack_abandoned_at,omitempty"`
+	AckReason      string               `json:"ack_abandon_reason,omitempty"`
+	AckAttempts    int                  `json:"ack_attempts,omitempty"`
+}
+
+// MessagePage is the answer of GET /admin/dead and GET /admin/abandoned.
+type MessagePage struct {
+	Items []Message `json:"items"`
+	// NextAfter, when non-zero, is the `after` of the next page (the page was
+	// full, so more may follow).
+	NextAfter int64 `json:"next_after,omitempty"`
+}
+
+// OutboxEvent is one DLQ row: never the payload nor the headers.
+type OutboxEvent struct {
+	ID        int64     `json:"id"`
+	EventID   string    `json:"event_id"`
+	Target    string    `json:"target"`
+	Topic     string    `json:"topic"`
+	Key       string    `json:"key"`
+	Seq       int64     `json:"seq"`
+	Type      string    `json:"type"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// DLQ is the answer of GET /admin/dlq.
+type DLQ struct {
+	Items []OutboxEvent `json:"items"`
+}
+
+// Hole is one logged permanent hole.
+type Hole struct {
+	ID          int64     `json:"id"`
+	FirstSeenAt time.Time `json:"first_seen_at"`
+	ReleasedAt  time.Time `json:"released_at"`
+}
+
+// Holes is the answer of GET /admin/holes.
+type Holes struct {
+	Cursor *Cursor `json:"cursor"`
+	// Total counts every logged hole; Items holds the first Limit of them.
+	Total int    `json:"total"`
+	Items []Hole `json:"items"`
+}
+
+// ReplayRequest is the body of POST /admin/replay: the classes to replay and,
+// optionally, the ids to limit it to. With IDs and no Classes, the classes of
+// those messages (FAILED/DEAD only) are used, so each must still be
+// replayable.
+type ReplayRequest struct {
+	Classes []relaytype.ErrorClass `json:"classes"`
+	IDs     []int64                `json:"ids"`
+}
+
+// ReplayResult is the answer of POST /admin/replay.
+type ReplayResult struct {
+	Classes  []relaytype.ErrorClass `json:"classes"`
+	Replayed int                    `json:"replayed"`
+}
+
+// ReopenRequest is the body of POST /admin/reopen: IDs, or Reason
+// (MISSING_ROW or TRANSIENT_DEADLINE) for every row abandoned for it.
+type ReopenRequest struct {
+	IDs    []int64 `json:"ids"`
+	Reason string  `json:"reason"`
+}
+
+// ReopenResult is the answer of POST /admin/reopen.
+type ReopenResult struct {
+	Reopened int `json:"reopened"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// ReadStats aggregates pipeline on store d for GET /admin/stats, measuring
+// ages at now, with the outbox counts of targets.
+func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targets []string, now time.Time) (*Stats, error) {
+	ex := d.GetExecutor()
+	st, err := ex.MessageStats(ctx, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("admin: stats of %q: %w", pipeline, err)
+	}
+	out := &Stats{Pipeline: pipeline, Now: now, Counts: st.Counts, Backlog: st.Backlog(), MaxID: st.MaxID,
+		Outbox: []OutboxTargetStats{}}
+	if out.Counts == nil {
+		out.Counts = map[relaytype.State]int64{}
+	}
+	if t := st.OldestUnfinishedEnqueuedAt; !t.IsZero() {
+		out.OldestUnprocessedEnqueuedAt = &t
+		out.OldestUnprocessedSeconds = max(now.Sub(t).Seconds(), 0)
+	}
+	if out.Cursor, err = readCursor(ctx, ex, pipeline, now); err != nil {
+		return nil, err
+	}
+	holes, err := ex.HoleList(ctx, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("admin: holes of %q: %w", pipeline, err)
+	}
+	out.PermanentHoles = len(holes)
+	for _, target := range targets {
+		os, err := ex.OutboxStats(ctx, target)
+		if err != nil {
+			return nil, fmt.Errorf("admin: outbox stats of %q: %w", target, err)
+		}
+		out.Outbox = append(out.Outbox, OutboxTargetStats{Target: target, Pending: os.Pending, Sent: os.Sent, Dead: os.Dead})
+	}
+	return out, nil
+}
+
+// readCursor returns the pipeline's cursor, or nil when it has none.
+func readCursor(ctx context.Context, ex relaydriver.Executor, pipeline string, now time.Time) (*Cursor, error) {
+	c, err := ex.CursorGet(ctx, pipeline)
+	if errors.Is(err, relaytype.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: cursor of %q: %w", pipeline, err)
+	}
+	out := &Cursor{Watermark: c.Watermark, Seeded: !c.SeededAt.IsZero(), SeedMode: c.SeedMode,
+		HoleSince: timePtr(c.HoleSince), SeededAt: timePtr(c.SeededAt), UpdatedAt: timePtr(c.UpdatedAt)}
+	if !c.HoleSince.IsZero() {
+		out.HoleAgeSeconds = max(now.Sub(c.HoleSince).Seconds(), 0)
+	}
+	return out, nil
+}
+
+// ListParams selects a page of a message listing.
+type ListParams struct {
+	// Classes, when set, lists only these error classes.
+	Classes []relaytype.ErrorClass
+	// After starts the page after this id.
+	After int64
+	// Limit caps the page (<= 0: LimitDefault; at most LimitMax).
+	Limit int
+}
+
+// ReadDead lists DEAD messages of pipeline in id order (GET /admin/dead).
+func ReadDead(ctx context.Context, d relaydriver.Driver, pipeline string, p ListParams) (*MessagePage, error) {
+	return readMessages(ctx, d, &relaydriver.MessageListParams{Pipeline: pipeline,
+		States: []relaytype.State{relaytype.StateDead}, Classes: p.Classes, AfterID: p.After, Limit: p.Limit})
+}
+
+// ReadAbandoned lists messages whose acknowledgement was abandoned (not
+// acknowledged) in id order (GET /admin/abandoned).
+func ReadAbandoned(ctx context.Context, d relaydriver.Driver, pipeline string, p ListParams) (*MessagePage, error) {
+	return readMessages(ctx, d, &relaydriver.MessageListParams{Pipeline: pipeline, AckAbandoned: true,
+		Classes: p.Classes, AfterID: p.After, Limit: p.Limit})
+}
+
+func readMessages(ctx context.Context, d relaydriver.Driver, p *relaydriver.MessageListParams) (*MessagePage, error) {
+	if p.Limit <= 0 {
+		p.Limit = LimitDefault
+	}
+	if p.Limit > LimitMax {
+		return nil, fmt.Errorf("admin: limit %d above %d", p.Limit, LimitMax)
+	}
+	ms, err := d.GetExecutor().MessageList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("admin: list messages of %q: %w", p.Pipeline, err)
+	}
+	out := &MessagePage{Items: make([]Message, 0, len(ms))}
+	for _, m := range ms {
+		out.Items = append(out.Items, Message{ID: m.ID, Key: m.Key, State: m.State, Class: m.ErrorClass,
+			LastError: m.LastError, Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, UpdatedAt: m.UpdatedAt,
+			AckAbandonedAt: timePtr(m.AckAbandonedAt), AckReason: m.AckAbandonReason, AckAttempts: m.AckAttempts})
+	}
+	if len(ms) == p.Limit {
+		out.NextAfter = ms[len(ms)-1].ID
+	}
+	return out, nil
+}
+
+// ReadDLQ lists the DEAD outbox events of targets (GET /admin/dlq), up to
+// limit per target, without payloads or headers.
+func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit int) (*DLQ, error) {
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	if limit > LimitMax {
+		return nil, fmt.Errorf("admin: limit %d above %d", limit, LimitMax)
+	}
+	out := &DLQ{Items: []OutboxEvent{}}
+	for _, target := range targets {
+		rs, err := d.GetExecutor().OutboxList(ctx, &relaydriver.OutboxListParams{Target: target,
+			State: relaydriver.OutboxDead, Limit: limit})
+		if err != nil {
+			return nil, fmt.Errorf("admin: DLQ of %q: %w", target, err)
+		}
+		for _, r := range rs {
+			out.Items = append(out.Items, OutboxEvent{ID: r.ID, EventID: r.EventID, Target: r.Target, Topic: r.Topic,
+				Key: r.Key, Seq: r.Seq, Type: r.Type, Attempts: r.Attempts, LastError: r.LastError,
+				CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+		}
+	}
+	return out, nil
+}
+
+// ReadHoles returns the cursor and up to limit permanent holes (GET
+// /admin/holes), with ages measured at now.
+func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit int, now time.Time) (*Holes, error) {
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	if limit > LimitMax {
+		return nil, fmt.Errorf("admin: limit %d above %d", limit, LimitMax)
+	}
+	ex := d.GetExecutor()
+	c, err := readCursor(ctx, ex, pipeline, now)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := ex.HoleList(ctx, pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("admin: holes of %q: %w", pipeline, err)
+	}
+	out := &Holes{Cursor: c, Total: len(hs), Items: []Hole{}}
+	for _, h := range hs[:min(len(hs), limit)] {
+		out.Items = append(out.Items, Hole{ID: h.ID, FirstSeenAt: h.FirstSeenAt, ReleasedAt: h.ReleasedAt})
+	}
+	return out, nil
+}
+
+// classesOf returns the distinct error classes of the FAILED/DEAD messages
+// among ids, in a stable order.
+func classesOf(ctx context.Context, d relaydriver.Driver, pipeline string, ids []int64) ([]relaytype.ErrorClass, error) {
+	var out []relaytype.ErrorClass
+	for _, id := range ids {
+		m, err := d.GetExecutor().MessageGet(ctx, pipeline, id)
+		if errors.Is(err, relaytype.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("admin: read message %d: %w", id, err)
+		}
+		if (m.State == relaytype.StateFailed || m.State == relaytype.StateDead) && !slices.Contains(out, m.ErrorClass) {
+			out = append(out, m.ErrorClass)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,452 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/relayhq/relay/internal/admin"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// adminUsage is the help of `relay admin`.
+const adminUsage = `usage: relay admin <command> --addr HOST:PORT [flags]
+
+commands:
+  stats      counts per state, backlog, oldest unprocessed age, cursor, holes, outbox per target
+  dead       DEAD messages with class, last error, attempts (--class, --after, --limit)
+  abandoned  messages whose acknowledgement was abandoned (NOT acknowledged)
+  dlq        DEAD outbox events (--target, --limit)
+  holes      intake cursor and permanent holes (--limit)
+  replay     move FAILED/DEAD messages back to PENDING (--class and/or --ids)
+  reopen     reopen abandoned acknowledgements (--ids or --reason)
+
+--addr is a running 'relay serve --metrics-addr'; the commands are a client of
+its /admin/ HTTP API. The read-only commands (stats, dead, abandoned, dlq,
+holes) also work offline with --store URL --pipeline P, reading the store
+directly. replay and reopen always need --addr: they must run inside the
+running instance's lifecycle gate so they never interleave with its
+acknowledgement write-back (seed 000 §5.3, §9.1); a direct store write would
+bypass it.
+
+run 'relay admin <command> -h' for its flags`
+
+// runAdmin is `relay admin`: a thin client of the admin HTTP API.
+func runAdmin(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(env.Stdout, adminUsage)
+		return nil
+	}
+	sub, args := args[0], args[1:]
+	a := &adminCmd{env: env}
+	fs := newFlags(env, "admin "+sub, "admin "+sub+" --addr HOST:PORT [flags]")
+	fs.StringVar(&a.addr, "addr", envOr("RELAY_ADMIN_ADDR", ""), "address of a running 'relay serve --metrics-addr' (host:port or http://…); env RELAY_ADMIN_ADDR")
+	fs.BoolVar(&a.json, "json", false, "print the raw JSON answer")
+	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of the whole request")
+	var run func(ctx context.Context) error
+	switch sub {
+	case "stats", "dead", "abandoned", "dlq", "holes":
+		fs.StringVar(&a.store, "store", "", "read this store directly instead of --addr (offline, read-only)")
+		fs.StringVar(&a.pipeline, "pipeline", "demo", "pipeline, with --store")
+	}
+	switch sub {
+	case "stats":
+		fs.StringVar(&a.targets, "targets", "", "outbox targets to count, comma-separated (with --store)")
+		run = a.stats
+	case "dead", "abandoned":
+		fs.StringVar(&a.classes, "class", "", "only these error classes, comma-separated")
+		fs.Int64Var(&a.after, "after", 0, "list ids after this one (the next_after of the previous page)")
+		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("page size (at most %d)", admin.LimitMax))
+		run = func(ctx context.Context) error { return a.messages(ctx, sub) }
+	case "dlq":
+		fs.StringVar(&a.targets, "target", "", "outbox target (default: the instance's targets; required with --store)")
+		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("events per target (at most %d)", admin.LimitMax))
+		run = a.dlq
+	case "holes":
+		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("holes to list (at most %d)", admin.LimitMax))
+		run = a.holes
+	case "replay":
+		fs.StringVar(&a.classes, "class", "", "error classes to replay, comma-separated (each must be whitelisted)")
+		fs.StringVar(&a.ids, "ids", "", "only these message ids, comma-separated (without --class: their own classes)")
+		run = a.replay
+	case "reopen":
+		fs.StringVar(&a.ids, "ids", "", "message ids to reopen, comma-separated")
+		fs.StringVar(&a.reason, "reason", "", "reopen every row abandoned for MISSING_ROW or TRANSIENT_DEADLINE")
+		run = a.reopen
+	default:
+		fmt.Fprintln(env.Stderr, adminUsage)
+		return fmt.Errorf("unknown admin command %q", sub)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("admin %s: unexpected arguments %q", sub, fs.Args())
+	}
+	switch {
+	case a.addr != "" && a.store != "":
+		return errors.New("give --addr or --store, not both")
+	case a.addr == "" && a.store == "" && (sub == "replay" || sub == "reopen"):
+		return fmt.Errorf("admin %s needs --addr of the running instance: it runs inside the instance's lifecycle gate, never as a direct store write", sub)
+	case a.addr == "" && a.store == "":
+		return fmt.Errorf("admin %s: give --addr HOST:PORT of a running 'relay serve --metrics-addr' (or --store URL to read offline)", sub)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if a.store != "" {
+		d, err := openStore(ctx, a.store)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		a.d = d
+	}
+	return run(ctx)
+}
+
+// adminCmd holds one admin command's flags.
+type adminCmd struct {
+	env                           *Env
+	addr, store, pipeline         string
+	json                          bool
+	timeout                       time.Duration
+	classes, ids, reason, targets string
+	after                         int64
+	limit                         int
+	d                             relaydriver.Driver // offline store (with --store)
+}
+
+func (a *adminCmd) stats(ctx context.Context) error {
+	var st admin.Stats
+	var err error
+	if a.d != nil {
+		var s *admin.Stats
+		s, err = admin.ReadStats(ctx, a.d, a.pipeline, splitList(a.targets), relayclock.System{}.Now())
+		if s != nil {
+			st = *s
+		}
+	} else {
+		err = a.get(ctx, "/admin/stats", nil, &st)
+	}
+	if err != nil || a.json {
+		return a.printJSON(&st, err)
+	}
+	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "pipeline\t%s\n", st.Pipeline)
+	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
+		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
+		fmt.Fprintf(w, "%s\t%d\n", s, st.Counts[s])
+	}
+	fmt.Fprintf(w, "backlog\t%d\n", st.Backlog)
+	fmt.Fprintf(w, "oldest unprocessed\t%s\n", age(st.OldestUnprocessedSeconds, st.OldestUnprocessedEnqueuedAt != nil))
+	if c := st.Cursor; c != nil {
+		fmt.Fprintf(w, "watermark W\t%d\n", c.Watermark)
+		fmt.Fprintf(w, "hole at W+1 waiting\t%s\n", age(c.HoleAgeSeconds, c.HoleSince != nil))
+		seeded := "no"
+		if c.Seeded {
+			seeded = fmt.Sprintf("%s at %s", c.SeedMode, c.SeededAt.Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "seeded\t%s\n", seeded)
+	} else {
+		fmt.Fprintf(w, "watermark W\t(no cursor)\n")
+	}
+	fmt.Fprintf(w, "permanent holes\t%d\n", st.PermanentHoles)
+	for _, o := range st.Outbox {
+		fmt.Fprintf(w, "outbox %s\tpending %d, sent %d, dead %d\n", o.Target, o.Pending, o.Sent, o.Dead)
+	}
+	return w.Flush()
+}
+
+func (a *adminCmd) messages(ctx context.Context, sub string) error {
+	classes, err := parseClasses(a.classes)
+	if err != nil {
+		return err
+	}
+	var page admin.MessagePage
+	if a.d != nil {
+		read := admin.ReadDead
+		if sub == "abandoned" {
+			read = admin.ReadAbandoned
+		}
+		var p *admin.MessagePage
+		p, err = read(ctx, a.d, a.pipeline, admin.ListParams{Classes: classes, After: a.after, Limit: a.limit})
+		if p != nil {
+			page = *p
+		}
+	} else {
+		q := url.Values{"after": {strconv.FormatInt(a.after, 10)}, "limit": {strconv.Itoa(a.limit)}}
+		if len(classes) > 0 {
+			q.Set("class", a.classes)
+		}
+		err = a.get(ctx, "/admin/"+sub, q, &page)
+	}
+	if err != nil || a.json {
+		return a.printJSON(&page, err)
+	}
+	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	if sub == "abandoned" {
+		fmt.Fprintln(w, "ID\tSTATE\tREASON\tACK ATTEMPTS\tABANDONED AT")
+		for _, m := range page.Items {
+			at := ""
+			if m.AckAbandonedAt != nil {
+				at = m.AckAbandonedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", m.ID, m.State, m.AckReason, m.AckAttempts, at)
+		}
+	} else {
+		fmt.Fprintln(w, "ID\tCLASS\tATTEMPTS\tUPDATED AT\tLAST ERROR")
+		for _, m := range page.Items {
+			fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", m.ID, m.Class, m.Attempts, m.UpdatedAt.Format(time.RFC3339),
+				oneLine(m.LastError, 120))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.env.Stdout, "%d listed", len(page.Items))
+	if page.NextAfter != 0 {
+		fmt.Fprintf(a.env.Stdout, "; more may follow: --after %d", page.NextAfter)
+	}
+	fmt.Fprintln(a.env.Stdout)
+	return nil
+}
+
+func (a *adminCmd) dlq(ctx context.Context) error {
+	var dlq admin.DLQ
+	var err error
+	if a.d != nil {
+		if a.targets == "" {
+			return errors.New("admin dlq --store: --target is required (the store does not know the instance's targets)")
+		}
+		var d *admin.DLQ
+		d, err = admin.ReadDLQ(ctx, a.d, splitList(a.targets), a.limit)
+		if d != nil {
+			dlq = *d
+		}
+	} else {
+		q := url.Values{"limit": {strconv.Itoa(a.limit)}}
+		if a.targets != "" {
+			q.Set("target", a.targets)
+		}
+		err = a.get(ctx, "/admin/dlq", q, &dlq)
+	}
+	if err != nil || a.json {
+		return a.printJSON(&dlq, err)
+	}
+	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TARGET\tKEY\tSEQ\tEVENT ID\tATTEMPTS\tUPDATED AT\tLAST ERROR")
+	for _, e := range dlq.Items {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", e.Target, e.Key, e.Seq, e.EventID, e.Attempts,
+			e.UpdatedAt.Format(time.RFC3339), oneLine(e.LastError, 120))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.env.Stdout, "%d dead events\n", len(dlq.Items))
+	return nil
+}
+
+func (a *adminCmd) holes(ctx context.Context) error {
+	var hs admin.Holes
+	var err error
+	if a.d != nil {
+		var h *admin.Holes
+		h, err = admin.ReadHoles(ctx, a.d, a.pipeline, a.limit, relayclock.System{}.Now())
+		if h != nil {
+			hs = *h
+		}
+	} else {
+		err = a.get(ctx, "/admin/holes", url.Values{"limit": {strconv.Itoa(a.limit)}}, &hs)
+	}
+	if err != nil || a.json {
+		return a.printJSON(&hs, err)
+	}
+	if c := hs.Cursor; c != nil {
+		fmt.Fprintf(a.env.Stdout, "watermark W %d; hole at W+1 waiting %s\n", c.Watermark,
+			age(c.HoleAgeSeconds, c.HoleSince != nil))
+	} else {
+		fmt.Fprintln(a.env.Stdout, "no cursor")
+	}
+	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tFIRST SEEN\tRELEASED")
+	for _, h := range hs.Items {
+		fmt.Fprintf(w, "%d\t%s\t%s\n", h.ID, h.FirstSeenAt.Format(time.RFC3339), h.ReleasedAt.Format(time.RFC3339))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.env.Stdout, "%d permanent holes (%d listed)\n", hs.Total, len(hs.Items))
+	return nil
+}
+
+func (a *adminCmd) replay(ctx context.Context) error {
+	classes, err := parseClasses(a.classes)
+	if err != nil {
+		return err
+	}
+	ids, err := parseIDs(a.ids)
+	if err != nil {
+		return err
+	}
+	if len(classes) == 0 && len(ids) == 0 {
+		return errors.New("admin replay: give --class and/or --ids")
+	}
+	var res admin.ReplayResult
+	err = a.post(ctx, "/admin/replay", &admin.ReplayRequest{Classes: classes, IDs: ids}, &res)
+	if err != nil || a.json {
+		return a.printJSON(&res, err)
+	}
+	fmt.Fprintf(a.env.Stdout, "replayed %d (classes %v); they run again after what is already done: replay does not restore history order\n",
+		res.Replayed, res.Classes)
+	return nil
+}
+
+func (a *adminCmd) reopen(ctx context.Context) error {
+	ids, err := parseIDs(a.ids)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 && a.reason == "" {
+		return errors.New("admin reopen: give --ids or --reason")
+	}
+	var res admin.ReopenResult
+	err = a.post(ctx, "/admin/reopen", &admin.ReopenRequest{IDs: ids, Reason: a.reason}, &res)
+	if err != nil || a.json {
+		return a.printJSON(&res, err)
+	}
+	fmt.Fprintf(a.env.Stdout, "reopened %d abandoned acknowledgements (due at once)\n", res.Reopened)
+	return nil
+}
+
+// get fetches path?q from --addr into out.
+func (a *adminCmd) get(ctx context.Context, path string, q url.Values, out any) error {
+	u := a.url(path)
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	return a.do(req, out)
+}
+
+// post sends body as JSON to path on --addr and decodes the answer into out.
+func (a *adminCmd) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url(path), bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return a.do(req, out)
+}
+
+func (a *adminCmd) url(path string) string {
+	base := strings.TrimRight(a.addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return base + path
+}
+
+// do runs req and decodes a 200 answer into out; any other status is an error
+// carrying the server's message.
+func (a *adminCmd) do(req *http.Request, out any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API %s: %w", req.URL.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("admin API %s: read answer: %w", req.URL.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e admin.Error
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			return fmt.Errorf("admin API %s %s: %s: %s", req.Method, req.URL.Path, resp.Status, e.Error)
+		}
+		return fmt.Errorf("admin API %s %s: %s", req.Method, req.URL.Path, resp.Status)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("admin API %s %s: decode answer: %w", req.Method, req.URL.Path, err)
+	}
+	return nil
+}
+
+// printJSON prints v as indented JSON unless err is set, which it returns.
+func (a *adminCmd) printJSON(v any, err error) error {
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(a.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseClasses(s string) ([]relaytype.ErrorClass, error) {
+	var out []relaytype.ErrorClass
+	for _, p := range splitList(s) {
+		c, err := relaytype.ParseErrorClass(strings.ToUpper(p))
+		if err != nil {
+			return nil, fmt.Errorf("--class: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func parseIDs(s string) ([]int64, error) {
+	var out []int64
+	for _, p := range splitList(s) {
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("--ids: %q is not a message id", p)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// age renders seconds as a rounded duration, or "-" when there is nothing.
+func age(seconds float64, some bool) string {
+	if !some {
+		return "-"
+	}
+	return (time.Duration(seconds * float64(time.Second))).Round(time.Second).String()
+}
+
+// oneLine flattens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

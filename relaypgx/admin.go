@@ -1,0 +1,67 @@
+package relaypgx
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Operator listings (docs/operations.md): the store side of
+// relaydriver.AdminExecutor. Its SQL lives in admin.sql.
+
+// adminSQL holds the operator statements; see admin.sql.
+//
+//go:embed admin.sql
+var adminSQL string
+
+// Query names in admin.sql, checked at init.
+const qAdminMessageList = "MessageList"
+
+// adminQueries maps an operator query name to its SQL.
+var adminQueries = sqlfile.MustParse("relaypgx: admin.sql", adminSQL, qAdminMessageList)
+
+var _ relaydriver.AdminExecutor = (*executor)(nil)
+
+// MessageList returns one page of an operator listing in id order, without
+// payloads. A Limit <= 0 means LimitDefault; above
+// relaydriver.MessageListLimitMax it is refused.
+func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageListParams) ([]*relaytype.Message, error) {
+	op := "list messages of " + params.Pipeline
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	if limit > relaydriver.MessageListLimitMax {
+		return nil, fmt.Errorf("relaypgx: %s: limit %d above %d", op, limit, relaydriver.MessageListLimitMax)
+	}
+	states := make([]string, 0, len(params.States))
+	for _, s := range params.States {
+		states = append(states, string(s))
+	}
+	classes := make([]string, 0, len(params.Classes))
+	for _, c := range params.Classes {
+		classes = append(classes, string(c))
+	}
+	r, err := e.db.Query(ctx, adminQueries[qAdminMessageList], params.Pipeline, states, classes,
+		params.AckAbandoned, params.AfterID, limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	var out []*relaytype.Message
+	for r.Next() {
+		m, err := scanMessage(r)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, m)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
+}

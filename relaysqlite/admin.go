@@ -1,0 +1,76 @@
+package relaysqlite
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Operator listings (docs/operations.md): the store side of
+// relaydriver.AdminExecutor. Its SQL lives in admin.sql and runs as plain SQL
+// text (not through the statement cache of queries.sql): operators call it
+// rarely.
+
+// adminSQL holds the operator statements; see admin.sql.
+//
+//go:embed admin.sql
+var adminSQL string
+
+// Query names in admin.sql, checked at init.
+const qAdminMessageList = "MessageList"
+
+// adminQueries maps an operator query name to its SQL.
+var adminQueries = sqlfile.MustParse("relaysqlite/admin.sql", adminSQL, qAdminMessageList)
+
+var _ relaydriver.AdminExecutor = (*executor)(nil)
+
+// MessageList returns one page of an operator listing in id order, without
+// payloads. A Limit <= 0 means LimitDefault; above
+// relaydriver.MessageListLimitMax it is refused.
+func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageListParams) ([]*relaytype.Message, error) {
+	op := "list messages of " + params.Pipeline
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	if limit > relaydriver.MessageListLimitMax {
+		return nil, fmt.Errorf("relaysqlite: %s: limit %d above %d", op, limit, relaydriver.MessageListLimitMax)
+	}
+	states, err := jsonList(params.States)
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	classes, err := jsonList(params.Classes)
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	abandoned := 0
+	if params.AckAbandoned {
+		abandoned = 1
+	}
+	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageList], params.Pipeline, states, classes,
+		abandoned, params.AfterID, limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	out, err := scanMessages(rows)
+	return out, mapErr(op, err)
+}
+
+// jsonList encodes a non-empty filter list as a JSON array; an empty one is
+// NULL (no filter).
+func jsonList[T ~string](xs []T) (any, error) {
+	if len(xs) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(xs)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}

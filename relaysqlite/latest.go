@@ -1,0 +1,266 @@
+package relaysqlite
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Latest-state outbox rows (seed 000 §8.2; docs/outbox.md): the store side of
+// relaydriver.LatestExecutor. Its SQL lives in latest.sql and runs as plain
+// SQL text (not through the statement cache of queries.sql).
+
+// latestSQL holds the latest-state statements; see latest.sql.
+//
+//go:embed latest.sql
+var latestSQL string
+
+// Query names in latest.sql, checked at init.
+const (
+	qLatestNextGeneration = "LatestNextGeneration"
+	qLatestUpsert         = "LatestUpsert"
+	qLatestFetch          = "LatestFetch"
+	qLatestMarkSent       = "LatestMarkSent"
+	qLatestFail           = "LatestFail"
+	qLatestGet            = "LatestGet"
+	qLatestStats          = "LatestStats"
+)
+
+// latestQueries maps a latest-state query name to its SQL.
+var latestQueries = sqlfile.MustParse("relaysqlite/latest.sql", latestSQL,
+	qLatestNextGeneration, qLatestUpsert, qLatestFetch, qLatestMarkSent, qLatestFail, qLatestGet, qLatestStats)
+
+var _ relaydriver.LatestExecutor = (*executor)(nil)
+
+// checkLatestUpsert validates one latest state to write.
+func checkLatestUpsert(p *relaydriver.LatestUpsertParams) error {
+	switch {
+	case p == nil:
+		return errors.New("params is nil")
+	case p.Target == "":
+		return errors.New("Target is empty")
+	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
+		return fmt.Errorf("Type %q is neither UPSERT nor TOMBSTONE", p.Type)
+	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
+		return errors.New("a TOMBSTONE has no payload")
+	case p.Now.IsZero():
+		return errors.New("Now is required")
+	}
+	return nil
+}
+
+// rawRunner is where raw SQL of one atomic unit runs: the caller's
+// transaction or one of the writer's own.
+type rawRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// LatestUpsert takes the next generation and writes the key's state only
+// forward, in the caller's transaction or in an IMMEDIATE one of its own. A
+// refused write leaves a gap in the generations, which is harmless.
+func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
+	const op = "latest upsert"
+	if err := checkLatestUpsert(params); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
+	}
+	headers := "{}"
+	if len(params.Headers) > 0 {
+		b, err := json.Marshal(params.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("relaysqlite: %s %s/%s: headers: %w", op, params.Target, params.Key, err)
+		}
+		headers = string(b)
+	}
+	var payload any
+	if params.Payload != nil {
+		payload = params.Payload
+	}
+	res := &relaydriver.LatestUpserted{}
+	run := func(q rawRunner) error {
+		var next int64
+		if err := q.QueryRowContext(ctx, latestQueries[qLatestNextGeneration]).Scan(&next); err != nil {
+			return fmt.Errorf("next generation: %w", err)
+		}
+		err := q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
+			params.Version, params.Type, headers, payload, timeArg(params.Now), next).Scan(&res.Generation)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // refused: an older version
+		}
+		if err != nil {
+			return err
+		}
+		res.Accepted = true
+		return nil
+	}
+	opKey := fmt.Sprintf("%s %s/%s", op, params.Target, params.Key)
+	if e.tx != nil {
+		if err := run(e.tx); err != nil {
+			return nil, mapErr(opKey, err)
+		}
+		return res, nil
+	}
+	tx, err := e.d.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapErr(opKey, err)
+	}
+	if err := run(tx); err != nil {
+		return nil, mapErr(opKey, errors.Join(err, rollbackErr(tx)))
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, mapErr(opKey, err)
+	}
+	return res, nil
+}
+
+// scanLatest reads the column list of LatestFetch and LatestGet.
+func scanLatest(s scanner) (*relaydriver.LatestRecord, error) {
+	var (
+		l                   relaydriver.LatestRecord
+		headers             string
+		next, updated, sent sql.NullInt64
+	)
+	err := s.Scan(&l.Target, &l.Key, &l.Topic, &l.Version, &l.Generation, &l.Type, &headers, &l.Payload,
+		&l.State, &l.Attempts, &next, &l.LastError, &updated, &sent)
+	if err != nil {
+		return nil, err
+	}
+	if headers != "" && headers != "{}" {
+		if err := json.Unmarshal([]byte(headers), &l.Headers); err != nil {
+			return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
+		}
+	}
+	l.NextAttemptAt, l.UpdatedAt, l.SentAt = timeOf(next), timeOf(updated), timeOf(sent)
+	return &l, nil
+}
+
+// LatestFetch returns the due PENDING rows of a target in key order.
+func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFetchParams) ([]*relaydriver.LatestRecord, error) {
+	op := "latest fetch " + params.Target
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	rows, err := e.rawDB(false).QueryContext(ctx, latestQueries[qLatestFetch], params.Target, timeArg(params.Now), limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []*relaydriver.LatestRecord
+	for rows.Next() {
+		l, err := scanLatest(rows)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		out = append(out, l)
+	}
+	return out, mapErr(op, rows.Err())
+}
+
+// LatestMarkSent sets SENT on the referenced rows still PENDING at the
+// referenced generation, in one statement.
+func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.LatestMarkSentParams) (int, error) {
+	op := "latest mark sent " + params.Target
+	if params.Now.IsZero() {
+		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	if len(params.Rows) == 0 {
+		return 0, nil
+	}
+	pairs := make([][2]any, len(params.Rows))
+	for i, r := range params.Rows {
+		pairs[i] = [2]any{r.Key, r.Generation}
+	}
+	b, err := json.Marshal(pairs)
+	if err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	res, err := e.rawDB(true).ExecContext(ctx, latestQueries[qLatestMarkSent], params.Target, string(b), timeArg(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(op, err)
+}
+
+// LatestFail records one failed delivery of the generation read, DEAD at the
+// limit, in one statement.
+func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFailParams) (*relaydriver.OutboxFailed, error) {
+	op := fmt.Sprintf("latest fail %s/%s@%d", params.Target, params.Key, params.Generation)
+	if params.Now.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	}
+	if params.MaxAttempts < 1 {
+		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	}
+	var (
+		res   relaydriver.OutboxFailed
+		state string
+	)
+	err := e.rawDB(true).QueryRowContext(ctx, latestQueries[qLatestFail], params.Target, params.Key, params.Generation,
+		params.Error, timeArg(params.NextAttemptAt), params.MaxAttempts, timeArg(params.Now)).Scan(&res.Attempts, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		cur, gerr := e.LatestGet(ctx, params.Target, params.Key)
+		if gerr != nil {
+			return nil, gerr
+		}
+		return nil, fmt.Errorf("relaysqlite: %s: %w: the row is %s at generation %d", op, relaytype.ErrConflict, cur.State, cur.Generation)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res.Dead = state == relaydriver.OutboxDead
+	return &res, nil
+}
+
+// LatestGet returns one row or relaytype.ErrNotFound.
+func (e *executor) LatestGet(ctx context.Context, target, key string) (*relaydriver.LatestRecord, error) {
+	op := fmt.Sprintf("latest get %s/%s", target, key)
+	l, err := scanLatest(e.rawDB(false).QueryRowContext(ctx, latestQueries[qLatestGet], target, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return l, nil
+}
+
+// LatestStats counts a target's rows per state.
+func (e *executor) LatestStats(ctx context.Context, target string) (*relaydriver.OutboxStats, error) {
+	op := "latest stats " + target
+	rows, err := e.rawDB(false).QueryContext(ctx, latestQueries[qLatestStats], target)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	st := &relaydriver.OutboxStats{}
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, mapErr(op, err)
+		}
+		switch state {
+		case relaydriver.OutboxPending:
+			st.Pending = n
+		case relaydriver.OutboxSent:
+			st.Sent = n
+		case relaydriver.OutboxDead:
+			st.Dead = n
+		}
+	}
+	return st, mapErr(op, rows.Err())
+}
