@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysource"
 )
@@ -44,6 +46,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
 	lockTTL := fs.Duration("lock-ttl", exclusive.TTLDefault, "lease length on lease-based stores (SQLite)")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
+	kafkaBrokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers: the handler appends a change event per applied message to the outbox and a dispatcher delivers them (empty: no outbox stage)")
+	ack := fs.Bool("ack", false, "write processing marks back to the source (columns procflag, proctime) with the acknowledgement write-back")
+	ackR := fs.Duration("ack-deadline", time.Hour, "R: the forced-write window and transient-failure deadline of the acknowledgement write-back (seed 000 §6.3)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,9 +81,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("open source: %w", err)
 	}
 	defer src.Close()
-	table, err := relaysource.NewSQLTable(src, relaysource.SQLTableConfig{
+	tableCfg := relaysource.SQLTableConfig{
 		Dialect: dialect, Table: *srcTable, IDColumn: "id", PayloadColumn: "payload", ReceivedAtColumn: "received_at",
-	})
+	}
+	if *ack {
+		tableCfg.MarkColumn, tableCfg.MarkTimeColumn = "procflag", "proctime"
+	}
+	table, err := relaysource.NewSQLTable(src, tableCfg)
 	if err != nil {
 		return err
 	}
@@ -90,16 +99,41 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	handler := &demo.Handler{Pipeline: *pipeline}
+	var dispatcher *relay.Dispatcher
+	var targets []string
+	if *kafkaBrokers != "" {
+		handler.Target = "kafka-" + *pipeline
+		targets = []string{handler.Target}
+		sink, err := relaykafka.New(relaykafka.Config{Brokers: strings.Split(*kafkaBrokers, ",")})
+		if err != nil {
+			return err
+		}
+		defer sink.Close(context.WithoutCancel(ctx))
+		dispatcher, err = relay.NewDispatcher(d, sink, relay.DispatcherConfig{Target: handler.Target, BatchSize: 1000,
+			PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+	}
 	engine, err := relay.New(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
-		Handler: &demo.Handler{Pipeline: *pipeline}, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16,
+		Handler: handler, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16, AckIntent: *ack,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg, InstanceID: *owner})
 	if err != nil {
 		return err
 	}
+	var ackWriter *relay.AckWriter
+	if *ack {
+		ackWriter, err = relay.NewAckWriter(d, table, relay.AckConfig{Pipeline: *pipeline, Gate: engine.Gate(), R: *ackR,
+			PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+	}
 	var active atomic.Bool // this instance holds the pipeline lock: admin mutations allowed
 	if *metricsAddr != "" {
 		stopHTTP, err := serveMetrics(*metricsAddr, reg, admin.Handler(admin.Deps{Driver: d, Pipeline: *pipeline,
-			Engine: engine, Active: active.Load, Clock: clock, Logger: log}))
+			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: active.Load, Clock: clock, Logger: log}))
 		if err != nil {
 			return err
 		}
@@ -120,10 +154,27 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		if err := engine.Start(ctx); err != nil {
 			return err
 		}
+		var stops []func(context.Context) error
+		if dispatcher != nil {
+			if err := dispatcher.Start(ctx); err != nil {
+				return errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
+			}
+			stops = append(stops, dispatcher.Stop)
+		}
+		if ackWriter != nil {
+			if err := ackWriter.Start(ctx); err != nil {
+				return errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
+			}
+			stops = append(stops, ackWriter.Stop)
+		}
 		intakeErr := intake.Run(ctx)
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return errors.Join(ignoreCanceled(intakeErr), engine.Stop(stopCtx))
+		errs := []error{ignoreCanceled(intakeErr), engine.Stop(stopCtx)}
+		for _, stop := range stops {
+			errs = append(errs, stop(stopCtx))
+		}
+		return errors.Join(errs...)
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		log.Info("stopped")
