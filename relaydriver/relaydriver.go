@@ -138,6 +138,7 @@ type Executor interface {
 	OutboxExecutor
 	AckExecutor
 	LatestExecutor
+	ArchiveExecutor
 	AdminExecutor
 
 	// MessageInsertMany inserts each message unless (pipeline, id) exists
