@@ -16,7 +16,6 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -152,16 +151,9 @@ type AckWriter struct {
 	cfg     AckConfig
 	log     *slog.Logger
 	metrics *ackMetrics
-	wake    chan struct{}
 
 	workMu sync.Mutex // serialises rounds
-
-	mu        sync.Mutex // guards the lifecycle fields below
-	started   bool
-	stopped   bool
-	stopCh    chan struct{}
-	cancelRun context.CancelFunc
-	done      chan struct{}
+	lc     *lifecycle
 }
 
 // NewAckWriter validates cfg (naming the bad field) and returns a writer of
@@ -177,7 +169,7 @@ func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckCon
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &AckWriter{d: d, src: src, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	w := &AckWriter{d: d, src: src, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("ack writer of %q", cfg.Pipeline))}
 	if cfg.Registerer != nil {
 		m, err := newAckMetrics(cfg.Registerer, cfg.Pipeline)
 		if err != nil {
@@ -196,20 +188,14 @@ func (w *AckWriter) Pipeline() string { return w.cfg.Pipeline }
 // loop in its own goroutine, which runs until Stop. A writer starts at most
 // once.
 func (w *AckWriter) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return errors.New("relay: Start: ack writer already started")
+	err := w.lc.start(ctx, w.d, func(ctx context.Context, stop <-chan struct{}) {
+		if _, err := w.work(ctx, stop); err != nil && ctx.Err() == nil {
+			w.log.ErrorContext(ctx, "relay: ack round failed", "pipeline", w.cfg.Pipeline, "error", err)
+		}
+	}, func() <-chan time.Time { return w.cfg.Clock.After(w.cfg.PollInterval) })
+	if err != nil {
+		return err
 	}
-	if err := relaymigrate.Check(ctx, w.d, relaymigrate.EngineLineOf(w.d)); err != nil {
-		return fmt.Errorf("relay: Start ack writer of %q: %w", w.cfg.Pipeline, err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.started = true
-	w.stopCh = make(chan struct{})
-	w.cancelRun = cancel
-	w.done = make(chan struct{})
-	go w.loop(runCtx)
 	w.log.InfoContext(ctx, "relay: ack writer started", "pipeline", w.cfg.Pipeline, "r", w.cfg.R)
 	return nil
 }
@@ -218,53 +204,11 @@ func (w *AckWriter) Start(ctx context.Context) error {
 // flight. When ctx ends first it cancels the batch and returns ctx.Err(); a
 // mark written but not yet recorded is found again later as already marked.
 // Stop on a writer never started returns nil; calling it again is harmless.
-func (w *AckWriter) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	if !w.started {
-		w.mu.Unlock()
-		return nil
-	}
-	if !w.stopped {
-		w.stopped = true
-		close(w.stopCh)
-	}
-	done, cancel := w.done, w.cancelRun
-	w.mu.Unlock()
-	select {
-	case <-done:
-		cancel()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return fmt.Errorf("relay: Stop ack writer of %q: %w", w.cfg.Pipeline, ctx.Err())
-	}
-}
+func (w *AckWriter) Stop(ctx context.Context) error { return w.lc.stop(ctx) }
 
 // Notify wakes an idle started writer so messages that just became terminal
 // are acknowledged without waiting for PollInterval. It never blocks.
-func (w *AckWriter) Notify() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *AckWriter) loop(ctx context.Context) {
-	defer close(w.done)
-	for {
-		if _, err := w.work(ctx, w.stopCh); err != nil && ctx.Err() == nil {
-			w.log.ErrorContext(ctx, "relay: ack round failed", "pipeline", w.cfg.Pipeline, "error", err)
-		}
-		select {
-		case <-w.stopCh:
-			return
-		case <-ctx.Done():
-			return
-		case <-w.wake:
-		case <-w.cfg.Clock.After(w.cfg.PollInterval):
-		}
-	}
-}
+func (w *AckWriter) Notify() { w.lc.notify() }
 
 // Work runs acknowledgement rounds until nothing is due now and returns how
 // many rows reached an outcome (written, already marked, missing row or

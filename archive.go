@@ -14,7 +14,6 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -103,13 +102,7 @@ type Archiver struct {
 	archived prometheus.Counter // nil without a Registerer
 
 	workMu sync.Mutex // serialises passes
-
-	mu        sync.Mutex // guards the lifecycle fields below
-	started   bool
-	stopped   bool
-	stopCh    chan struct{}
-	cancelRun context.CancelFunc
-	done      chan struct{}
+	lc     *lifecycle
 }
 
 // NewArchiver validates cfg (naming the bad field) and returns an archival
@@ -122,7 +115,7 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger}
+	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("archiver of %q", cfg.Pipeline))}
 	if cfg.Registerer != nil {
 		c, err := metric.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_archived_total",
@@ -140,20 +133,14 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 // refused with relaytype.ErrSchemaOutdated) and starts the job's goroutine: a
 // pass at once, then one every Every, until Stop. A job starts at most once.
 func (a *Archiver) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started {
-		return errors.New("relay: Start: archiver already started")
+	err := a.lc.start(ctx, a.d, func(ctx context.Context, stop <-chan struct{}) {
+		if _, err := a.work(ctx, stop); err != nil && ctx.Err() == nil {
+			a.log.ErrorContext(ctx, "relay: archival pass failed", "pipeline", a.cfg.Pipeline, "error", err)
+		}
+	}, func() <-chan time.Time { return a.cfg.Clock.After(a.cfg.Every) })
+	if err != nil {
+		return err
 	}
-	if err := relaymigrate.Check(ctx, a.d, relaymigrate.EngineLineOf(a.d)); err != nil {
-		return fmt.Errorf("relay: Start archiver: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.started = true
-	a.stopCh = make(chan struct{})
-	a.cancelRun = cancel
-	a.done = make(chan struct{})
-	go a.loop(runCtx)
 	a.log.InfoContext(ctx, "relay: archiver started", "pipeline", a.cfg.Pipeline,
 		"after", a.cfg.After, "every", a.cfg.Every)
 	return nil
@@ -162,43 +149,7 @@ func (a *Archiver) Start(ctx context.Context) error {
 // Stop asks the job to take no more batches and waits for the batch in
 // flight. When ctx ends first it cancels the pass and returns ctx.Err(). Stop
 // on a job never started returns nil; calling it again is harmless.
-func (a *Archiver) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	if !a.started {
-		a.mu.Unlock()
-		return nil
-	}
-	if !a.stopped {
-		a.stopped = true
-		close(a.stopCh)
-	}
-	done, cancel := a.done, a.cancelRun
-	a.mu.Unlock()
-	select {
-	case <-done:
-		cancel()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return fmt.Errorf("relay: Stop archiver: %w", ctx.Err())
-	}
-}
-
-func (a *Archiver) loop(ctx context.Context) {
-	defer close(a.done)
-	for {
-		if _, err := a.work(ctx, a.stopCh); err != nil && ctx.Err() == nil {
-			a.log.ErrorContext(ctx, "relay: archival pass failed", "pipeline", a.cfg.Pipeline, "error", err)
-		}
-		select {
-		case <-a.stopCh:
-			return
-		case <-ctx.Done():
-			return
-		case <-a.cfg.Clock.After(a.cfg.Every):
-		}
-	}
-}
+func (a *Archiver) Stop(ctx context.Context) error { return a.lc.stop(ctx) }
 
 // Work runs one pass and returns how many rows it archived: the threshold is
 // Clock.Now() − After, and batches of Limit rows are archived, each in one

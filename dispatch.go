@@ -16,7 +16,6 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -131,16 +130,9 @@ type Dispatcher struct {
 	cfg     DispatcherConfig
 	log     *slog.Logger
 	metrics *dispatchMetrics
-	wake    chan struct{}
 
 	workMu sync.Mutex // serialises rounds
-
-	mu        sync.Mutex // guards the lifecycle fields below
-	started   bool
-	stopped   bool
-	stopCh    chan struct{}
-	cancelRun context.CancelFunc
-	done      chan struct{}
+	lc     *lifecycle
 }
 
 // NewDispatcher validates cfg (naming the bad field) and returns a dispatcher
@@ -156,7 +148,7 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("dispatcher %q", cfg.Target))}
 	if cfg.Registerer != nil {
 		m, err := newDispatchMetrics(cfg.Registerer, cfg.Target)
 		if err != nil {
@@ -174,22 +166,19 @@ func (x *Dispatcher) Target() string { return x.cfg.Target }
 // refused with relaytype.ErrSchemaOutdated) and starts the dispatch loop, which
 // runs until Stop. A dispatcher starts at most once.
 func (x *Dispatcher) Start(ctx context.Context) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.started {
-		return errors.New("relay: Start: dispatcher already started")
-	}
-	if err := relaymigrate.Check(ctx, x.d, relaymigrate.EngineLineOf(x.d)); err != nil {
-		return fmt.Errorf("relay: Start dispatcher %q: %w", x.cfg.Target, err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	x.started = true
-	x.stopCh = make(chan struct{})
-	x.cancelRun = cancel
-	x.done = make(chan struct{})
-	go x.loop(runCtx)
-	if l, ok := x.d.(relaydriver.Listener); ok && x.d.SupportsListenNotify() {
-		go x.listen(runCtx, l)
+	// The listener's goroutine lives exactly as long as the loop: it is started
+	// by the first round, on the loop's own ctx.
+	var listenOnce sync.Once
+	err := x.lc.start(ctx, x.d, func(ctx context.Context, stop <-chan struct{}) {
+		if l, ok := x.d.(relaydriver.Listener); ok && x.d.SupportsListenNotify() {
+			listenOnce.Do(func() { go x.listen(ctx, l) })
+		}
+		if _, err := x.work(ctx, stop); err != nil && ctx.Err() == nil {
+			x.log.ErrorContext(ctx, "relay: dispatch round failed", "target", x.cfg.Target, "error", err)
+		}
+	}, func() <-chan time.Time { return x.cfg.Clock.After(x.cfg.PollInterval) })
+	if err != nil {
+		return err
 	}
 	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name())
 	return nil
@@ -200,36 +189,11 @@ func (x *Dispatcher) Start(ctx context.Context) error {
 // ctx.Err(); unconfirmed events stay PENDING and are sent again later. Stop on a
 // dispatcher never started returns nil; calling it again is harmless. Stop does
 // not close the sink.
-func (x *Dispatcher) Stop(ctx context.Context) error {
-	x.mu.Lock()
-	if !x.started {
-		x.mu.Unlock()
-		return nil
-	}
-	if !x.stopped {
-		x.stopped = true
-		close(x.stopCh)
-	}
-	done, cancel := x.done, x.cancelRun
-	x.mu.Unlock()
-	select {
-	case <-done:
-		cancel()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return fmt.Errorf("relay: Stop dispatcher %q: %w", x.cfg.Target, ctx.Err())
-	}
-}
+func (x *Dispatcher) Stop(ctx context.Context) error { return x.lc.stop(ctx) }
 
 // Notify wakes an idle started dispatcher so events committed just now are
 // delivered without waiting for PollInterval. It never blocks.
-func (x *Dispatcher) Notify() {
-	select {
-	case x.wake <- struct{}{}:
-	default:
-	}
-}
+func (x *Dispatcher) Notify() { x.lc.notify() }
 
 // listen wakes the loop whenever a transaction that appended events for this
 // target commits (LISTEN/NOTIFY on PostgreSQL), so idle-to-delivered latency
@@ -252,23 +216,6 @@ func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-x.cfg.Clock.After(x.cfg.PollInterval):
-		}
-	}
-}
-
-func (x *Dispatcher) loop(ctx context.Context) {
-	defer close(x.done)
-	for {
-		if _, err := x.work(ctx, x.stopCh); err != nil && ctx.Err() == nil {
-			x.log.ErrorContext(ctx, "relay: dispatch round failed", "target", x.cfg.Target, "error", err)
-		}
-		select {
-		case <-x.stopCh:
-			return
-		case <-ctx.Done():
-			return
-		case <-x.wake:
 		case <-x.cfg.Clock.After(x.cfg.PollInterval):
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -102,13 +101,7 @@ type Retention struct {
 	deleted *prometheus.CounterVec // nil without a Registerer
 
 	workMu sync.Mutex // serialises passes
-
-	mu        sync.Mutex // guards the lifecycle fields below
-	started   bool
-	stopped   bool
-	stopCh    chan struct{}
-	cancelRun context.CancelFunc
-	done      chan struct{}
+	lc     *lifecycle
 }
 
 // NewRetention validates cfg (naming the bad field) and returns a retention
@@ -121,7 +114,7 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Retention{d: d, cfg: cfg, log: cfg.Logger}
+	r := &Retention{d: d, cfg: cfg, log: cfg.Logger, lc: newLifecycle("retention")}
 	if cfg.Registerer != nil {
 		c, err := metric.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_outbox_retention_deleted_total",
@@ -142,20 +135,14 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 // refused with relaytype.ErrSchemaOutdated) and starts the job's goroutine: a
 // pass at once, then one every Every, until Stop. A job starts at most once.
 func (r *Retention) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errors.New("relay: Start: retention already started")
+	err := r.lc.start(ctx, r.d, func(ctx context.Context, stop <-chan struct{}) {
+		if _, err := r.work(ctx, stop); err != nil && ctx.Err() == nil {
+			r.log.ErrorContext(ctx, "relay: outbox retention pass failed", "error", err)
+		}
+	}, func() <-chan time.Time { return r.cfg.Clock.After(r.cfg.Every) })
+	if err != nil {
+		return err
 	}
-	if err := relaymigrate.Check(ctx, r.d, relaymigrate.EngineLineOf(r.d)); err != nil {
-		return fmt.Errorf("relay: Start retention: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.started = true
-	r.stopCh = make(chan struct{})
-	r.cancelRun = cancel
-	r.done = make(chan struct{})
-	go r.loop(runCtx)
 	r.log.InfoContext(ctx, "relay: outbox retention started", "targets", r.cfg.Targets,
 		"sent_retention", r.cfg.SentRetention, "every", r.cfg.Every)
 	return nil
@@ -164,43 +151,7 @@ func (r *Retention) Start(ctx context.Context) error {
 // Stop asks the job to take no more batches and waits for the batch in
 // flight. When ctx ends first it cancels the pass and returns ctx.Err(). Stop
 // on a job never started returns nil; calling it again is harmless.
-func (r *Retention) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	if !r.started {
-		r.mu.Unlock()
-		return nil
-	}
-	if !r.stopped {
-		r.stopped = true
-		close(r.stopCh)
-	}
-	done, cancel := r.done, r.cancelRun
-	r.mu.Unlock()
-	select {
-	case <-done:
-		cancel()
-		return nil
-	case <-ctx.Done():
-		cancel()
-		return fmt.Errorf("relay: Stop retention: %w", ctx.Err())
-	}
-}
-
-func (r *Retention) loop(ctx context.Context) {
-	defer close(r.done)
-	for {
-		if _, err := r.work(ctx, r.stopCh); err != nil && ctx.Err() == nil {
-			r.log.ErrorContext(ctx, "relay: outbox retention pass failed", "error", err)
-		}
-		select {
-		case <-r.stopCh:
-			return
-		case <-ctx.Done():
-			return
-		case <-r.cfg.Clock.After(r.cfg.Every):
-		}
-	}
-}
+func (r *Retention) Stop(ctx context.Context) error { return r.lc.stop(ctx) }
 
 // Work runs one pass and returns how many events it deleted: for each target,
 // the cutoff is Clock.Now() − SentRetention and SENT events with sent_at
