@@ -1,0 +1,15 @@
+// Package sisxml decodes the SIS XML messages an AODB writes into the CMINMSGS
+// mailbox (seed 000 §2) into typed, presence-aware values. The contract it
+// implements is docs/msgx/sis-xml.md; every message kind has an example under
+// internal/app/msgx/testdata/.
+//
+// Decode never panics, reads at most MaxSize bytes and does no I/O: encoding/xml
+// processes no DTD, so no external (or internal) entity is ever expanded; an
+// undefined entity reference is a syntax error (MALFORMED).
+//
+// Errors are classified for the engine with relay.Classify: MALFORMED (the
+// message itself is invalid — never retried) or CODEC_ERROR (a recognised
+// envelope whose body this codec cannot map — retried, a codec fix can handle
+// it). A kind this codec does not know is not an error: it decodes to
+// KindUnsupported and the dispatcher fails it as UNSUPPORTED.
+package sisxml

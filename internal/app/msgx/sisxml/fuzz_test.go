@@ -1,0 +1,67 @@
+package sisxml_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// FuzzDecode seeds with every testdata example and asserts that Decode never
+// panics, returns exactly one of message and error, classifies every error
+// MALFORMED or CODEC_ERROR, and yields a body consistent with the kind.
+func FuzzDecode(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join(testdata, "*.xml"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seed corpus in %s: %v", testdata, err)
+	}
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><MSG/>`))
+	f.Add([]byte(`<!DOCTYPE MSG [<!ENTITY x "y">]><MSG>&x;</MSG>`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := sisxml.Decode(raw)
+		if err != nil {
+			if m != nil {
+				t.Fatalf("message and error both returned: %v", err)
+			}
+			switch c := relay.ClassOf(err, relaytype.ClassNone); c {
+			case relaytype.ClassMalformed, relaytype.ClassCodec:
+			default:
+				t.Fatalf("error class %q, want MALFORMED or CODEC_ERROR: %v", c, err)
+			}
+			return
+		}
+		if m == nil {
+			t.Fatal("nil message without error")
+		}
+		if m.Meta.SNDR == "" || m.Meta.TYPE == "" || m.Meta.STYP == "" || m.Meta.SEQN == "" || m.Meta.DTTM.IsZero() {
+			t.Fatalf("decoded an incomplete envelope: %+v", m.Meta)
+		}
+		bodies := 0
+		for _, set := range []bool{m.Schd != nil, m.Flop != nil, m.Fdel != nil, m.Ref != nil, m.Request != nil} {
+			if set {
+				bodies++
+			}
+		}
+		want := 1
+		if m.Kind == sisxml.KindIgnored || m.Kind == sisxml.KindUnsupported {
+			want = 0
+		}
+		if bodies != want {
+			t.Fatalf("kind %s with %d bodies", m.Kind, bodies)
+		}
+		if m.Schd != nil && m.Schd.RCNT != len(m.Schd.Flights) {
+			t.Fatalf("RCNT %d with %d flights", m.Schd.RCNT, len(m.Schd.Flights))
+		}
+		_ = sisxml.Identity(m.Meta, true)
+	})
+}
