@@ -1,7 +1,7 @@
 # Targets mirror the README. `make test` is the whole suite CI runs (via .ci/run).
 GO ?= go
 
-.PHONY: build demo test test-short bench bench-fifo lint generate fuzz tidy-check
+.PHONY: build demo test test-short bench bench-fifo bench-peers lint generate fuzz tidy-check
 
 build:
 	$(GO) build -o bin/relay ./cmd/relay
@@ -21,6 +21,11 @@ bench: bench-fifo
 
 bench-fifo:
 	$(GO) run ./cmd/relay bench fifo
+
+# relay against River on the local PostgreSQL (separate module bench/peers, see
+# docs/benchmarks.md). Pass flags with ARGS, e.g. make bench-peers ARGS=--quick
+bench-peers:
+	cd bench/peers && $(GO) run . $(ARGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
