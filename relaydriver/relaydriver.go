@@ -505,3 +505,37 @@ type OutboxRecord struct {
 type OutboxStats struct {
 	Pending, Sent, Dead int64
 }
+
+// StateCountRows is what ScanOutboxStats reads: pgx.Rows and *sql.Rows both
+// satisfy it.
+type StateCountRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanOutboxStats reads (state, count) rows — the result of a drivers'
+// "GROUP BY state" statistics query over outbox or latest-state rows — into
+// OutboxStats. Unknown states are ignored. The caller closes rows and maps
+// the returned error.
+func ScanOutboxStats(rows StateCountRows) (*OutboxStats, error) {
+	st := &OutboxStats{}
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, err
+		}
+		switch state {
+		case OutboxPending:
+			st.Pending = n
+		case OutboxSent:
+			st.Sent = n
+		case OutboxDead:
+			st.Dead = n
+		}
+	}
+	return st, rows.Err()
+}

@@ -259,25 +259,11 @@ func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver
 		return nil, mapErr(op, err)
 	}
 	defer r.Close()
-	st := &relaydriver.OutboxStats{}
-	for r.Next() {
-		var (
-			state string
-			n     int64
-		)
-		if err := r.Scan(&state, &n); err != nil {
-			return nil, mapErr(op, err)
-		}
-		switch state {
-		case relaydriver.OutboxPending:
-			st.Pending = n
-		case relaydriver.OutboxSent:
-			st.Sent = n
-		case relaydriver.OutboxDead:
-			st.Dead = n
-		}
+	st, err := relaydriver.ScanOutboxStats(r)
+	if err != nil {
+		return nil, mapErr(op, err)
 	}
-	return st, mapErr(op, r.Err())
+	return st, nil
 }
 
 // appendTargets returns the distinct targets of params, sorted.

@@ -236,23 +236,9 @@ func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	st := &relaydriver.OutboxStats{}
-	for rows.Next() {
-		var (
-			state string
-			n     int64
-		)
-		if err := rows.Scan(&state, &n); err != nil {
-			return nil, mapErr(op, err)
-		}
-		switch state {
-		case relaydriver.OutboxPending:
-			st.Pending = n
-		case relaydriver.OutboxSent:
-			st.Sent = n
-		case relaydriver.OutboxDead:
-			st.Dead = n
-		}
+	st, err := relaydriver.ScanOutboxStats(rows)
+	if err != nil {
+		return nil, mapErr(op, err)
 	}
-	return st, mapErr(op, rows.Err())
+	return st, nil
 }

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -78,21 +77,22 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline 
 	}
 
 	// 3. Every source row is a message with the planned outcome; no hole is.
+	msgs, err := listMessages(ctx, ex, pipeline)
+	if err != nil {
+		return nil, err
+	}
 	for _, row := range plan.Rows {
-		m, err := ex.MessageGet(ctx, pipeline, row.ID)
-		if errors.Is(err, relaytype.ErrNotFound) {
+		m, ok := msgs[row.ID]
+		if !ok {
 			r.fail("source row %d was never enqueued", row.ID)
 			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("demo: read message %d: %w", row.ID, err)
 		}
 		r.Enqueued++
 		r.classify(m, row)
 	}
 	for _, id := range plan.PermanentHoles {
-		if _, err := ex.MessageGet(ctx, pipeline, id); !errors.Is(err, relaytype.ErrNotFound) {
-			r.fail("hole %d has a message (err=%v)", id, err)
+		if _, ok := msgs[id]; ok {
+			r.fail("hole %d has a message", id)
 		}
 	}
 	st, err := ex.MessageStats(ctx, pipeline)
@@ -189,6 +189,27 @@ func (r *Report) checkProjection(ctx context.Context, q relaydriver.Querier, pip
 		}
 	}
 	return nil
+}
+
+// listMessages reads every message of pipeline (payloads excluded) by pages,
+// keyed by id: one query per page instead of one per row.
+func listMessages(ctx context.Context, ex relaydriver.Executor, pipeline string) (map[int64]*relaytype.Message, error) {
+	out := map[int64]*relaytype.Message{}
+	var after int64
+	for {
+		page, err := ex.MessageList(ctx, &relaydriver.MessageListParams{
+			Pipeline: pipeline, AfterID: after, Limit: relaydriver.MessageListLimitMax})
+		if err != nil {
+			return nil, fmt.Errorf("demo: list messages: %w", err)
+		}
+		for _, m := range page {
+			out[m.ID] = m
+		}
+		if len(page) < relaydriver.MessageListLimitMax {
+			return out, nil
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 func readSourceIDs(ctx context.Context, src *sql.DB) ([]int64, error) {

@@ -361,6 +361,10 @@ func CountUnmarked(ctx context.Context, db *sql.DB) (int64, error) {
 // message's terminal state (the default AckConfig.MarkFor) and returns how many
 // rows were checked.
 func CheckMarks(ctx context.Context, db *sql.DB, d relaydriver.Driver, pipeline string) (int, error) {
+	msgs, err := listMessages(ctx, d.GetExecutor(), pipeline)
+	if err != nil {
+		return 0, err
+	}
 	rows, err := db.QueryContext(ctx, sourceQueries["SourceMarks"])
 	if err != nil {
 		return 0, err
@@ -373,9 +377,9 @@ func CheckMarks(ctx context.Context, db *sql.DB, d relaydriver.Driver, pipeline 
 		if err := rows.Scan(&id, &mark); err != nil {
 			return n, err
 		}
-		m, err := d.GetExecutor().MessageGet(ctx, pipeline, id)
-		if err != nil {
-			return n, fmt.Errorf("demo: message %d: %w", id, err)
+		m, ok := msgs[id]
+		if !ok {
+			return n, fmt.Errorf("demo: source row %d has no message", id)
 		}
 		if mark != string(m.State) || m.AckAt.IsZero() {
 			return n, fmt.Errorf("demo: source row %d marked %q (ack at %v), message is %s", id, mark, m.AckAt, m.State)
