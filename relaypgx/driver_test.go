@@ -225,3 +225,28 @@ func TestOpenRejectsBadURL(t *testing.T) {
 	_, err := relaypgx.Open(context.Background(), "postgres://%zz")
 	require.Error(t, err)
 }
+
+// TestAsyncCommitIsScopedToItsBatch pins what MessageBindIdentity relies on: a
+// batch sent outside a transaction is one implicit transaction, so the
+// set_config(…, true) that leads it ends with it and never leaks into the
+// pooled connection's later statements.
+func TestAsyncCommitIsScopedToItsBatch(t *testing.T) {
+	t.Parallel()
+	d := testdb.PGDriver(t)
+	conn, err := d.Pool().Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+	b.Queue("SHOW synchronous_commit")
+	br := conn.SendBatch(t.Context(), b)
+	_, err = br.Exec()
+	require.NoError(t, err)
+	var inside string
+	require.NoError(t, br.QueryRow().Scan(&inside))
+	require.NoError(t, br.Close())
+	require.Equal(t, "off", inside)
+	var after string
+	require.NoError(t, conn.QueryRow(t.Context(), "SHOW synchronous_commit").Scan(&after))
+	require.Equal(t, "on", after, "the setting ends with the batch's implicit transaction")
+}

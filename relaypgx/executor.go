@@ -290,7 +290,29 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 		db = sp
 	}
 	var id int64
-	err := db.QueryRow(ctx, queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity).Scan(&id)
+	var err error
+	if sp == nil {
+		// Outside a transaction the binding commits on its own. It does not
+		// wait for its WAL flush (synchronous_commit off for this implicit
+		// transaction only): PostgreSQL flushes WAL in order, so the first
+		// durable commit that could depend on the binding — the message's
+		// terminal state — also makes the binding durable; a binding lost to a
+		// crash before that is simply bound again (WHERE identity_key IS
+		// NULL). This takes an fsync off every message's path. The batch is one
+		// round trip and one implicit transaction.
+		b := &pgx.Batch{}
+		b.Queue(queries[qSessionAsyncCommit])
+		b.Queue(queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity)
+		br := e.db.SendBatch(ctx, b)
+		if _, err = br.Exec(); err == nil {
+			err = br.QueryRow().Scan(&id)
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	} else {
+		err = db.QueryRow(ctx, queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity).Scan(&id)
+	}
 	switch {
 	case err == nil:
 		if sp != nil {

@@ -21,6 +21,7 @@ const (
 	qMessageIDExists       = "MessageIDExists"
 	qMessageListUnfinished = "MessageListUnfinished"
 	qMessageBindIdentity   = "MessageBindIdentity"
+	qSessionAsyncCommit    = "SessionAsyncCommit"
 	qMessageIdentityOwner  = "MessageIdentityOwner"
 	qMessageIdentityOf     = "MessageIdentityOf"
 	qMessageComplete       = "MessageComplete"
@@ -62,7 +63,7 @@ const (
 )
 
 var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAllocateIDs, qMessageInsertMany, qMessageGet,
-	qMessageIDExists, qMessageListUnfinished, qMessageBindIdentity, qMessageIdentityOwner,
+	qMessageIDExists, qMessageListUnfinished, qMessageBindIdentity, qSessionAsyncCommit, qMessageIdentityOwner,
 	qMessageIdentityOf, qMessageComplete, qMessageCompleteMany, qMessageFail, qMessageExhaust, qMessageClaim,
 	qMessageClaimPerKey, qMessageReplay, qMessageStats, qMessageExists, qCursorGet, qCursorSave,
 	qCursorSeed, qHoleInsert, qHoleList, qMigrationTableExists, qMigrationLock,

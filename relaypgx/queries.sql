@@ -47,6 +47,12 @@ UPDATE relay_message SET identity_key = $3
 WHERE pipeline = $1 AND id = $2 AND identity_key IS NULL
 RETURNING id;
 
+-- name: SessionAsyncCommit
+-- Leads a batch (one implicit transaction): its commit does not wait for the
+-- WAL flush. Only for writes that are safe to lose in a crash and are made
+-- durable by the next synchronous commit (see MessageBindIdentity).
+SELECT set_config('synchronous_commit', 'off', true);
+
 -- name: MessageIdentityOwner
 SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $2;
 

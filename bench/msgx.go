@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/relaykafka"
+	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// MsgxOptions shape one msgx backlog drain.
+type MsgxOptions struct {
+	// Store is a fresh msgx store (migrated here); Mailbox a fresh, empty
+	// mailbox database.
+	Store   *relaypgx.Driver
+	Mailbox *sql.DB
+	// Messages is the approximate backlog size: the simulated day gets that
+	// many FLOP updates on top of its plan, deletions, duplicates and so on.
+	Messages int
+	// Flights in the daily plan.
+	Flights int
+	// FIFOBatch is the pump's msgx.pipeline.fifo-batch.
+	FIFOBatch int
+	// Seed of the simulated day.
+	Seed  int64
+	Clock relaytype.Clock
+	// Progress, when set, receives a line every second while draining.
+	Progress io.Writer
+}
+
+// MsgxResult is one measured drain.
+type MsgxResult struct {
+	Rows         int           // committed mailbox rows (the backlog)
+	FillElapsed  time.Duration // writing the backlog into CMINMSGS
+	PumpElapsed  time.Duration // intake + FIFO processing until no message is unfinished
+	TotalElapsed time.Duration // … until every mark is written back and every event delivered
+	States       map[relaytype.State]int64
+}
+
+// PumpRate is messages per second through intake and the FIFO pump with the
+// full domain writes.
+func (r MsgxResult) PumpRate() float64 { return float64(r.Rows) / r.PumpElapsed.Seconds() }
+
+// TotalRate is messages per second until everything owed is done.
+func (r MsgxResult) TotalRate() float64 { return float64(r.Rows) / r.TotalElapsed.Seconds() }
+
+// RunMsgx writes a simulated operating day of about Messages messages into an
+// empty mailbox (no holes: holes cost a fixed ageing wait each, which is not
+// throughput), then starts a msgx Service on it and measures how long the
+// strict FIFO pump takes to process the whole backlog, and how long until
+// every processing mark and every event is out. It verifies the result with
+// msgx.Verify before it reports a figure.
+func RunMsgx(ctx context.Context, o MsgxOptions) (MsgxResult, error) {
+	var res MsgxResult
+	if _, err := msgx.Migrate(ctx, o.Store, o.Clock); err != nil {
+		return res, err
+	}
+	if err := simulate.CreateMailbox(ctx, o.Mailbox); err != nil {
+		return res, err
+	}
+	opts := simulate.Options{Flights: o.Flights, Updates: o.Messages, Seed: o.Seed, Rollbacks: -1, Late: -1}.WithDefaults()
+	plan := simulate.NewPlan(opts)
+	start := o.Clock.Now()
+	written, err := plan.Write(ctx, o.Mailbox, 0, nil)
+	if err != nil {
+		return res, err
+	}
+	res.Rows = len(written.Rows)
+	res.FillElapsed = o.Clock.Now().Sub(start)
+
+	cfg := msgx.Defaults()
+	cfg.PollInterval = 20 * time.Millisecond
+	cfg.FIFOBatch = o.FIFOBatch
+	cfg.CutoverWatermark = "zero"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, cfg.MsgTopic, cfg.SchdTopic))
+	if err != nil {
+		return res, err
+	}
+	defer cluster.Close()
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: cluster.ListenAddrs()})
+	if err != nil {
+		return res, err
+	}
+	defer sink.Close(context.WithoutCancel(ctx))
+	svc, err := msgx.New(msgx.Options{Config: cfg, Store: o.Store, Mailbox: o.Mailbox, Sink: sink, Owner: "bench",
+		Clock: o.Clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return res, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start = o.Clock.Now()
+	go func() { done <- svc.Run(runCtx) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+			<-done
+		}
+	}()
+	lastPrint := start
+	for res.PumpElapsed == 0 || res.TotalElapsed == 0 {
+		select {
+		case err := <-done:
+			return res, fmt.Errorf("bench msgx: service stopped: %v", err)
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-o.Clock.After(20 * time.Millisecond):
+		}
+		st, err := o.Store.GetExecutor().MessageStats(ctx, cfg.Pipeline)
+		if err != nil {
+			return res, err
+		}
+		var total int64
+		for _, n := range st.Counts {
+			total += n
+		}
+		now := o.Clock.Now()
+		if res.PumpElapsed == 0 && total == int64(res.Rows) && st.Backlog() == 0 {
+			res.PumpElapsed = now.Sub(start)
+			res.States = st.Counts
+		}
+		if res.PumpElapsed > 0 {
+			ok, err := msgx.Settled(ctx, o.Store, o.Mailbox, res.Rows)
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				res.TotalElapsed = now.Sub(start)
+			}
+		}
+		if o.Progress != nil && now.Sub(lastPrint) >= time.Second {
+			lastPrint = now
+			fmt.Fprintf(o.Progress, "  %5.1fs  processed %d/%d\n", now.Sub(start).Seconds(), total-st.Backlog(), res.Rows)
+		}
+	}
+	stop()
+	stopped = true
+	if err := <-done; err != nil {
+		return res, err
+	}
+	marks := make(map[int64]string, len(written.Rows))
+	for id, out := range written.Rows {
+		marks[id] = string(out)
+	}
+	rep, err := msgx.Verify(ctx, cfg, o.Store, o.Mailbox, cluster.ListenAddrs(),
+		msgx.Expectation{Compare: plan.Model().Compare, Marks: marks})
+	if err != nil {
+		return res, err
+	}
+	if !rep.OK() {
+		return res, fmt.Errorf("bench msgx: verification failed (%d problems), first: %s", len(rep.Problems), rep.Problems[0])
+	}
+	return res, nil
+}

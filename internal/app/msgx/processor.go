@@ -1,0 +1,244 @@
+package msgx
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/msgx/flight"
+	"github.com/relayhq/relay/internal/app/msgx/flightstore"
+	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Outbox targets (seed 000 §1.2 MSG_EVENT.TARGET).
+const (
+	// TargetMsg is the change-notice target: events in per-FLID commit order.
+	TargetMsg = "KAFKA:msg"
+	// TargetSchd is the latest-state target: one row per FLID, only forward by
+	// STATE_VERSION (seed 000 §8.2).
+	TargetSchd = "KAFKA:schd"
+)
+
+// Processor is the msgx message processor (seed 000 §5.2 MessageProcessor):
+// the engine's Decoder and Handler. Decode maps the raw SIS XML to a
+// sisxml.Message with its identity and TYPE-STYP kind; Handle dispatches by
+// kind to the coordinators, which take PIPELINE_LOCK in the engine's
+// transaction, load the current states, run the pure flight decision and
+// write the next states, the events and (through the engine) the terminal
+// state and acknowledgement intent in that one transaction (§5.3, INV-17).
+//
+// It is safe for concurrent use, though msgx runs it from the single FIFO pump.
+type Processor struct {
+	cfg Config
+	// traceDB receives SCHD_SNAP_LOG rows of rejected packages outside the
+	// rolled-back business transaction (seed 000 §7.1 step 4: the trace is
+	// appended outside it). nil: rejected packages leave no trace.
+	traceDB flightstore.Querier
+	clock   relaytype.Clock
+	log     *slog.Logger
+}
+
+// ProcessorDeps are a Processor's collaborators.
+type ProcessorDeps struct {
+	// Clock stamps processing times (UPDATED_AT, request completion). Required.
+	Clock relaytype.Clock
+	// Logger receives warnings (never payloads). Default slog.Default().
+	Logger *slog.Logger
+	// TraceDB, when set, receives the SCHD_SNAP_LOG rows of rejected packages
+	// outside the rolled-back transaction (seed 000 §7.1).
+	TraceDB flightstore.Querier
+}
+
+// NewProcessor returns a processor for cfg, which must be valid.
+func NewProcessor(cfg Config, deps ProcessorDeps) *Processor {
+	return &Processor{cfg: cfg, clock: deps.Clock, traceDB: deps.TraceDB, log: cmp.Or(deps.Logger, slog.Default())}
+}
+
+var (
+	_ relay.Handler = (*Processor)(nil)
+	_ relay.Decoder = (*Processor)(nil)
+)
+
+// Decode decodes the stored raw content (seed 000 §5.2 steps 1–2): missing
+// content and invalid XML are MALFORMED (DEAD at once), what a fixed codec
+// could read is CODEC_ERROR (retried).
+func (p *Processor) Decode(_ context.Context, m *relaytype.Message) (*relay.Decoded, error) {
+	msg, err := sisxml.Decode(m.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return &relay.Decoded{
+		Identity: sisxml.Identity(msg.Meta, p.cfg.IncludeDayBoundary),
+		Kind:     msg.Meta.Kind(),
+		Value:    msg,
+	}, nil
+}
+
+// Handle dispatches one decoded, identity-bound, not-ignored message by kind
+// (seed 000 §5.2 step 5).
+func (p *Processor) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+	if d.Decoded == nil {
+		return relay.Dead(relaytype.ClassMalformed, errors.New("msgx: message was not decoded"))
+	}
+	m, ok := d.Decoded.Value.(*sisxml.Message)
+	if !ok {
+		return relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx: decoded value is %T", d.Decoded.Value))
+	}
+	ptx, ok := tx.Unwrap().(pgx.Tx)
+	if !ok {
+		return relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx: store transaction is %T, want pgx.Tx (msgx runs on PostgreSQL)", tx.Unwrap()))
+	}
+	c := &call{p: p, tx: tx, ptx: ptx, msg: m, id: d.Message.ID, identity: d.Decoded.Identity,
+		now: p.clock.Now()}
+	switch m.Kind {
+	case sisxml.KindSchd, sisxml.KindFlop, sisxml.KindFdel:
+		if m.Kind == sisxml.KindSchd && m.Schd == nil || m.Kind == sisxml.KindFlop && m.Flop == nil ||
+			m.Kind == sisxml.KindFdel && m.Fdel == nil {
+			return relay.Dead(relaytype.ClassMalformed, errors.New("msgx: payload missing"))
+		}
+		return c.flights(ctx)
+	case sisxml.KindRef:
+		if m.Ref == nil {
+			return relay.Dead(relaytype.ClassMalformed, errors.New("msgx: payload missing"))
+		}
+		return c.reference(ctx)
+	default:
+		// seed 000 §5.2: a kind no coordinator covers is FAILED(UNSUPPORTED) and
+		// retried (a deploy can pick it up), not MALFORMED. Ignored kinds never
+		// get here: the engine's ignore rules skip them first.
+		return relay.Retry(relaytype.ClassUnsupported, fmt.Errorf("msgx: no coordinator for %s", m.Meta.Kind()))
+	}
+}
+
+// call is one Handle invocation.
+type call struct {
+	p        *Processor
+	tx       relay.Tx
+	ptx      pgx.Tx
+	msg      *sisxml.Message
+	id       int64
+	identity string
+	now      time.Time
+}
+
+// infra wraps a store error as a retried INFRA failure.
+func infra(err error) relay.Result { return relay.Retry(relaytype.ClassInfra, err) }
+
+// flights runs the flight coordinators (ScheduleProcessor, AdftProcessor,
+// FlopProcessor, FdelProcessor of seed 000 §2): one transaction under
+// PIPELINE_LOCK, full states in, pure decision, full states and events out.
+func (c *call) flights(ctx context.Context) relay.Result {
+	var req *flightstore.Request
+	if c.msg.Kind == sisxml.KindSchd && c.msg.Schd.Subtype == "RESP" {
+		if err := flightstore.LockPipeline(ctx, c.ptx); err != nil {
+			return infra(err)
+		}
+		r, reason, err := c.matchRequest(ctx, "SCHD", c.msg.Schd.RQSQ)
+		if err != nil {
+			return infra(err)
+		}
+		if r == nil {
+			// seed 000 §7.1 G-RESP-GUARD: no open request, expired, or older
+			// than its send time — the plan is not updated.
+			return relay.Skip("resp-guard:" + reason)
+		}
+		req = r
+	}
+	// One round trip: PIPELINE_LOCK, then the flights the message names or
+	// points to (MAIDs it carries), their current masters, and every child of
+	// all of them — the snapshot flight.Decide needs (Involved + children).
+	snap, err := flightstore.LoadWith(ctx, c.ptx, flight.Involved(c.msg, nil),
+		flightstore.LoadOpts{LockPipeline: true, Masters: true, Children: true})
+	if err != nil {
+		return infra(err)
+	}
+	fm := flight.Msg{ID: c.id, Kind: c.msg.Meta.Kind(), Now: c.now}
+	ch, err := flight.Decide(snap, c.msg, fm, c.p.cfg.Flight)
+	var perr *flight.ProtocolError
+	if errors.As(err, &perr) {
+		c.traceRejected(ctx, perr)
+		return relay.Dead(relaytype.ClassProtocol, err)
+	}
+	if err != nil {
+		return relay.Retry(relaytype.ClassInternal, err)
+	}
+	if err := flightstore.Save(ctx, c.ptx, ch.Saved); err != nil {
+		if errors.Is(err, flightstore.ErrStaleVersion) || errors.Is(err, flightstore.ErrOperationDayChanged) {
+			// The store's guard caught a decision breaking INV-12/INV-13: a bug,
+			// not an outage. Retried as INTERNAL until EXHAUSTED, never forever.
+			return relay.Retry(relaytype.ClassInternal, err)
+		}
+		return infra(err)
+	}
+	if err := c.emit(ctx, snap, ch, fm); err != nil {
+		return infra(err)
+	}
+	if req != nil {
+		// seed 000 §7.2: the request completes only with the data it asked for,
+		// in the same transaction.
+		if _, err := flightstore.RequestDone(ctx, c.ptx, req.ID, c.now); err != nil {
+			return infra(err)
+		}
+	}
+	if c.msg.Kind == sisxml.KindSchd {
+		if err := flightstore.AppendSnapLog(ctx, c.ptx, c.snapEntry(len(ch.Saved), "SUCCEEDED")); err != nil {
+			return infra(err)
+		}
+	}
+	if len(ch.Saved) == 0 && ch.Skipped != "" {
+		return relay.Skip(ch.Skipped)
+	}
+	return relay.Succeeded()
+}
+
+// emit appends a change notice per changed flight to KAFKA:msg and writes
+// its full state (or a tombstone) as KAFKA:schd's latest state, in the
+// business transaction (seed 000 §8, §12.4).
+func (c *call) emit(ctx context.Context, snap map[string]*flight.State, ch *flight.Change, fm flight.Msg) error {
+	if len(ch.Saved) == 0 {
+		return nil
+	}
+	merged := make(map[string]*flight.State, len(snap)+len(ch.Saved))
+	for k, v := range snap {
+		merged[k] = v
+	}
+	for _, s := range ch.Saved {
+		merged[s.FLID] = s
+	}
+	events := make([]*relay.OutboxEvent, 0, len(ch.Notices))
+	for _, n := range ch.Notices {
+		events = append(events, &relay.OutboxEvent{
+			// The event id is stable: the message's identity and the flight, the
+			// same on every re-run of this message (consumers dedupe by it).
+			ID:     c.identity + "#" + n.FLID,
+			Target: TargetMsg, Topic: c.p.cfg.MsgTopic, Key: n.FLID,
+			Headers: map[string]string{"msgx-action": n.Action, "msgx-state-version": strconv.FormatInt(n.Version, 10)},
+			Payload: flight.NoticeDocument(n, fm),
+		})
+	}
+	if err := relay.EnqueueEventsTx(ctx, c.tx, events...); err != nil {
+		return err
+	}
+	for _, s := range ch.Saved {
+		ev := &relay.LatestEvent{Target: TargetSchd, Topic: c.p.cfg.SchdTopic, Key: s.FLID, Version: s.Version,
+			Headers: map[string]string{"msgx-state-version": strconv.FormatInt(s.Version, 10)}}
+		if s.Status == flight.Deleted {
+			ev.Type = relaysink.Tombstone
+		} else {
+			ev.Payload = flight.Document(s, flight.Children(s, merged))
+		}
+		if _, err := relay.UpsertLatestTx(ctx, c.tx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package msgx
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+)
+
+// SendResult is the JSON answer of POST /cminmsgs/send.
+type SendResult struct {
+	// ID is the CMINMSGS id the message was written under.
+	ID int64 `json:"id"`
+	// Enqueued reports whether the store registration succeeded too. When false
+	// the message is still durable in the mailbox and intake registers it
+	// (seed 000 §4.4); the client must not resend.
+	Enqueued bool `json:"enqueued"`
+	// Error describes a failure (status ≥ 400), or why Enqueued is false.
+	Error string `json:"error,omitempty"`
+}
+
+// SendHandler is the compatibility entry POST /cminmsgs/send (seed 000
+// §4.4): the body is one raw SIS XML message. It is written to the shared
+// mailbox first, then registered in the store directly. The two steps are not
+// one transaction: if the registration fails the row is still in the mailbox
+// and intake picks it up. A registered row lies above the watermark, so the
+// pump takes it only once intake has caught up with every smaller id — order
+// is kept, at the cost of that delay (intake must be running). A client that
+// retries after a failure may write the message twice; the business identity
+// makes the second a SKIPPED duplicate.
+//
+// Answers: 202 with {"id", "enqueued"} once the mailbox write committed; 400
+// for an empty body; 413 above sisxml.MaxSize; 405 for anything but POST; 503
+// when the mailbox write failed (nothing was written; retry).
+func (s *Service) SendHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply := func(code int, res SendResult) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_ = json.NewEncoder(w).Encode(res)
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			reply(http.StatusMethodNotAllowed, SendResult{Error: "use POST with the raw SIS XML message as the body"})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sisxml.MaxSize))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			reply(http.StatusRequestEntityTooLarge, SendResult{Error: "message larger than 1 MiB"})
+			return
+		case err != nil:
+			reply(http.StatusBadRequest, SendResult{Error: "read body: " + err.Error()})
+			return
+		case len(body) == 0:
+			reply(http.StatusBadRequest, SendResult{Error: "empty body: want one raw SIS XML message"})
+			return
+		}
+		ctx := r.Context()
+		now := s.o.Clock.Now()
+		res, err := s.o.Mailbox.ExecContext(ctx, mailboxQueries["InboxInsert"], string(body), now.UTC())
+		var id int64
+		if err == nil {
+			id, err = res.LastInsertId()
+		}
+		if err != nil {
+			s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: mailbox write failed", "error", err)
+			reply(http.StatusServiceUnavailable, SendResult{Error: "mailbox write failed; nothing was written, retry"})
+			return
+		}
+		if _, err := s.engine.Enqueue(ctx, &relay.EnqueueParams{ID: id, Payload: body, ReceivedAt: now}); err != nil {
+			s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: registration failed; intake will register the row", "id", id, "error", err)
+			reply(http.StatusAccepted, SendResult{ID: id, Error: "registered by intake later: " + err.Error()})
+			return
+		}
+		reply(http.StatusAccepted, SendResult{ID: id, Enqueued: true})
+	})
+}

@@ -1,0 +1,242 @@
+package msgx
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/msgx/flightstore"
+	"github.com/relayhq/relay/internal/exclusive"
+	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysource"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Options are what a Service runs on. Store, Mailbox and Sink are required.
+type Options struct {
+	// Config is the msgx configuration; it must be valid.
+	Config Config
+	// Store is the msgx PostgreSQL store: engine tables, flight state, outbox.
+	Store *relaypgx.Driver
+	// Mailbox is the shared MariaDB/MySQL mailbox (CMINMSGS, COUTMSGS), opened
+	// with parseTime=true.
+	Mailbox *sql.DB
+	// Sink delivers both outbox targets (Kafka).
+	Sink relaysink.Sink
+	// Owner names this instance in the pipeline lock and logs.
+	Owner string
+	// LockTTL is the lease of lease-based locks (unused on PostgreSQL, whose
+	// lock is a session advisory lock). Default exclusive.TTLDefault.
+	LockTTL time.Duration
+	// Clock is the only source of time. Default relayclock.System{}.
+	Clock relaytype.Clock
+	// Logger receives structured logs (never payloads). Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives every component's metrics (seed 000 §4.1, §5.1:
+	// oldest unprocessed age, permanent holes, watermark lag, abandoned
+	// acknowledgements). Default nil: no metrics.
+	Registerer prometheus.Registerer
+}
+
+// Service is a whole msgx instance (seed 000): watermark intake over
+// CMINMSGS, the strict FIFO pump with the Processor, the processing-mark
+// write-back, the KAFKA:msg and KAFKA:schd dispatchers, outbox retention,
+// engine archival, the request sender and the lifecycle job. Run holds the
+// pipeline lock (single active instance, §4.5) while they run.
+type Service struct {
+	o         Options
+	cfg       Config
+	table     *relaysource.SQLTable
+	intake    *watermark.Intake
+	engine    *relay.Engine
+	ack       *relay.AckWriter
+	dispatch  []*relay.Dispatcher
+	retention *relay.Retention
+	archiver  *relay.Archiver
+	requester *Requester
+	lifecycle *Lifecycle
+	processor *Processor
+}
+
+// Migrate brings the msgx store to the current schema: the engine line and
+// the msgx line (flight state, requests, reference data, traces, history).
+func Migrate(ctx context.Context, d *relaypgx.Driver, clock relaytype.Clock) (*relaymigrate.UpResult, error) {
+	return relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d), flightstore.MigrationLine())
+}
+
+// MailboxTable returns the intake source and acknowledger over CMINMSGS:
+// ID, MSGCONTENT (copied into the store at intake), RECEIVETIME, and the
+// processing mark PROCFLAG/PROCTIME.
+func MailboxTable(db *sql.DB, log *slog.Logger) (*relaysource.SQLTable, error) {
+	return relaysource.NewSQLTable(db, relaysource.SQLTableConfig{
+		Dialect: relaysource.DialectMySQL, Table: "CMINMSGS", IDColumn: "ID", PayloadColumn: "MSGCONTENT",
+		ReceivedAtColumn: "RECEIVETIME", MarkColumn: "PROCFLAG", MarkTimeColumn: "PROCTIME", Logger: log,
+	})
+}
+
+// New builds a Service; nothing runs until Run.
+func New(o Options) (*Service, error) {
+	if o.Store == nil || o.Mailbox == nil || o.Sink == nil {
+		return nil, errors.New("msgx: Options.Store, Mailbox and Sink are required")
+	}
+	cfg := o.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Clock == nil {
+		o.Clock = relayclock.System{}
+	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.LockTTL = cmp.Or(o.LockTTL, exclusive.TTLDefault)
+	s := &Service{o: o, cfg: cfg}
+	var err error
+	if s.table, err = MailboxTable(o.Mailbox, o.Logger); err != nil {
+		return nil, err
+	}
+	if s.intake, err = watermark.New(o.Store, s.table, watermark.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
+		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
+		Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
+	s.processor = NewProcessor(cfg, ProcessorDeps{Clock: o.Clock, Logger: o.Logger, TraceDB: o.Store.Pool()})
+	if s.engine, err = relay.New(o.Store, relay.Config{Pipeline: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
+		MaxAttempts: cfg.MaxAttempts, Backoff: cfg.Backoff, IgnoreRules: cfg.IgnoreRules, AckIntent: true,
+		Watermarked: true, FIFOBatch: cfg.FIFOBatch, PollInterval: cfg.PollInterval, HandlerTimeout: cfg.HandlerTimeout,
+		InstanceID: o.Owner, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
+	if s.ack, err = relay.NewAckWriter(o.Store, s.table, relay.AckConfig{Pipeline: cfg.Pipeline, Gate: s.engine.Gate(),
+		R: cfg.BackfillDeadline, MaxAttemptsAlert: cfg.BackfillMaxAttempts, BatchSize: cfg.BackfillBatch,
+		PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
+	for _, t := range []struct {
+		target string
+		kind   relay.DispatchKind
+		batch  int
+	}{{TargetMsg, relay.DispatchEvents, cfg.MsgBatch}, {TargetSchd, relay.DispatchLatest, cfg.SchdFlushLimit}} {
+		x, err := relay.NewDispatcher(o.Store, o.Sink, relay.DispatcherConfig{Target: t.target, Kind: t.kind,
+			BatchSize: t.batch, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		if err != nil {
+			return nil, err
+		}
+		s.dispatch = append(s.dispatch, x)
+	}
+	if s.retention, err = relay.NewRetention(o.Store, relay.RetentionConfig{Targets: []string{TargetMsg, TargetSchd},
+		SentRetention: cfg.EventRetention, Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger,
+		Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
+	if s.archiver, err = relay.NewArchiver(o.Store, relay.ArchiverConfig{Pipeline: cfg.Pipeline, After: cfg.ArchiveAfter,
+		Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return nil, err
+	}
+	s.requester = NewRequester(cfg, o.Store.Pool(), o.Mailbox, o.Clock, o.Logger)
+	s.lifecycle = NewLifecycle(cfg, o.Store, o.Store.Pool(), o.Clock, o.Logger)
+	return s, nil
+}
+
+// Engine returns the FIFO engine (admin API, replay).
+func (s *Service) Engine() *relay.Engine { return s.engine }
+
+// AckWriter returns the processing-mark write-back (admin API, reopen).
+func (s *Service) AckWriter() *relay.AckWriter { return s.ack }
+
+// Requester returns the outbound request sender.
+func (s *Service) Requester() *Requester { return s.requester }
+
+// Lifecycle returns the maintenance job.
+func (s *Service) Lifecycle() *Lifecycle { return s.lifecycle }
+
+// Run waits for the pipeline lock, then runs every role until ctx ends or
+// the lock is lost, and stops them within a bounded time. It returns nil
+// after a clean stop by ctx.
+func (s *Service) Run(ctx context.Context) error {
+	log := s.o.Logger
+	err := exclusive.Run(ctx, s.o.Store, exclusive.Params{Name: "pipeline:" + s.cfg.Pipeline, Owner: s.o.Owner,
+		TTL: s.o.LockTTL, Clock: s.o.Clock, Logger: log}, s.runActive)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// stopper is a started component.
+type stopper interface{ Stop(context.Context) error }
+
+func (s *Service) runActive(ctx context.Context) error {
+	log := s.o.Logger
+	if s.cfg.CutoverWatermark != "" {
+		w, err := s.intake.Seed(ctx, s.cfg.CutoverWatermark)
+		switch {
+		case errors.Is(err, relaytype.ErrSeedRefused):
+			// seed 000 §4.3: an instance with a watermark or messages is never
+			// re-seeded; a restart with the same setting simply carries on.
+			log.WarnContext(ctx, "msgx: cutover seeding refused: the pipeline already has a watermark or messages; setting ignored",
+				"mode", s.cfg.CutoverWatermark)
+		case err != nil:
+			return fmt.Errorf("msgx: cutover seeding %q: %w", s.cfg.CutoverWatermark, err)
+		default:
+			log.InfoContext(ctx, "msgx: watermark seeded", "mode", s.cfg.CutoverWatermark, "watermark", w)
+		}
+	}
+	var started []stopper
+	stopAll := func() error {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		var errs []error
+		for i := len(started) - 1; i >= 0; i-- {
+			errs = append(errs, started[i].Stop(stopCtx))
+		}
+		return errors.Join(errs...)
+	}
+	type starter interface {
+		stopper
+		Start(context.Context) error
+	}
+	comps := []starter{s.engine, s.ack, s.retention, s.archiver}
+	for _, x := range s.dispatch {
+		comps = append(comps, x)
+	}
+	for _, c := range comps {
+		if err := c.Start(ctx); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		started = append(started, c)
+	}
+	jobCtx, stopJobs := context.WithCancel(ctx)
+	jobsDone := make(chan struct{}, 2)
+	go func() {
+		defer func() { jobsDone <- struct{}{} }()
+		runEvery(jobCtx, s.o.Clock, s.cfg.PollInterval, log, "request sender", func(ctx context.Context) error {
+			_, _, err := s.requester.Pass(ctx)
+			return err
+		})
+	}()
+	go func() {
+		defer func() { jobsDone <- struct{}{} }()
+		runEvery(jobCtx, s.o.Clock, s.cfg.LifecycleEvery, log, "lifecycle", func(ctx context.Context) error {
+			_, err := s.lifecycle.Pass(ctx)
+			return err
+		})
+	}()
+	intakeErr := s.intake.Run(ctx)
+	stopJobs()
+	<-jobsDone
+	<-jobsDone
+	if errors.Is(intakeErr, context.Canceled) {
+		intakeErr = nil
+	}
+	return errors.Join(intakeErr, stopAll())
+}

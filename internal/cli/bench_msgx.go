@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relayhq/relay/bench"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaypgx"
+)
+
+// runBenchMsgx drains a simulated msgx backlog from a real MariaDB mailbox
+// into PostgreSQL with the full flight-domain writes, and reports msgs/s.
+// Each round runs on a fresh PostgreSQL schema and a fresh mailbox database,
+// dropped afterwards.
+func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "bench msgx", "bench msgx [--messages N] [--flights F] [--batch B,…] [--rounds R] [--postgres URL] [--mariadb DSN]")
+	messages := fs.Int("messages", 100000, "approximate backlog size (FLOP updates on top of the daily plan)")
+	flights := fs.Int("flights", 2000, "flights in the daily plan")
+	batches := fs.String("batch", "32", "comma-separated msgx.pipeline.fifo-batch settings to compare")
+	rounds := fs.Int("rounds", 1, "rounds per setting (the median is reported)")
+	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL server URL")
+	mariaDSN := fs.String("mariadb", envOr("TEST_MARIADB_DSN", "root@tcp(127.0.0.1:3306)/"), "MariaDB server DSN (a fresh database is created per round)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	batchList, err := parseInts("--batch", *batches)
+	if err != nil {
+		return err
+	}
+	clock := relayclock.System{}
+	fmt.Fprintf(env.Stdout, "relay bench msgx: ~%d-message backlog (%d flights) in a MariaDB CMINMSGS → intake → strict FIFO with full flight writes on PostgreSQL → outbox → Kafka (kfake), verified; median of %d rounds\n",
+		*messages, *flights, *rounds)
+	fmt.Fprintf(env.Stdout, "%-6s %8s %12s %12s %12s\n", "batch", "rows", "fill/s", "pump/s", "all-done/s")
+	for _, b := range batchList {
+		var pump, total, fill []float64
+		rows := 0
+		for r := 0; r < *rounds; r++ {
+			res, err := benchMsgxRound(ctx, env, *pgURL, *mariaDSN, bench.MsgxOptions{Messages: *messages, Flights: *flights,
+				FIFOBatch: b, Seed: int64(r + 1), Clock: clock, Progress: env.Stderr})
+			if err != nil {
+				return err
+			}
+			rows = res.Rows
+			pump = append(pump, res.PumpRate())
+			total = append(total, res.TotalRate())
+			fill = append(fill, float64(res.Rows)/res.FillElapsed.Seconds())
+			fmt.Fprintf(env.Stderr, "  round %d: %d rows, pump %.0f msgs/s (%s), all done %.0f msgs/s, states %v\n",
+				r+1, res.Rows, res.PumpRate(), res.PumpElapsed.Round(time.Millisecond), res.TotalRate(), res.States)
+		}
+		fmt.Fprintf(env.Stdout, "%-6d %8d %12.0f %12.0f %12.0f\n", b, rows, median(fill), median(pump), median(total))
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o bench.MsgxOptions) (bench.MsgxResult, error) {
+	name := fmt.Sprintf("relay_bench_msgx_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	// PostgreSQL: a fresh schema selected by search_path.
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+name+" CASCADE")
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	store, err := relaypgx.Open(ctx, u.String())
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer store.Close()
+	// MariaDB: a fresh database.
+	cfg, err := mysql.ParseDSN(mariaDSN)
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	cfg.DBName, cfg.ParseTime, cfg.Loc = "", true, time.UTC
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer admin.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE "+name)
+	cfg.DBName = name
+	mb, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return bench.MsgxResult{}, err
+	}
+	defer mb.Close()
+	o.Store, o.Mailbox = store, mb
+	return bench.RunMsgx(ctx, o)
+}

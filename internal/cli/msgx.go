@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relayhq/relay/internal/admin"
+	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaykafka"
+	"github.com/relayhq/relay/relaypgx"
+)
+
+// runMsgx dispatches `relay msgx <role>`.
+func runMsgx(ctx context.Context, env *Env, args []string) error {
+	roles := map[string]func(context.Context, *Env, []string) error{
+		"run":      runMsgxRun,
+		"migrate":  runMsgxMigrate,
+		"params":   runMsgxParams,
+		"simulate": runMsgxSimulate,
+		"verify":   runMsgxVerify,
+		"request":  runMsgxRequest,
+	}
+	if len(args) == 0 || roles[args[0]] == nil {
+		fmt.Fprintln(env.Stderr, `usage: relay msgx <role> [flags]
+
+roles:
+  run       run every msgx role: intake, FIFO pump, write-back, dispatchers, jobs, HTTP entry
+  migrate   create or upgrade the msgx PostgreSQL schema
+  params    print every setting (PARAM key), its value and meaning
+  simulate  write a simulated AODB operating day into CMINMSGS and save what must result
+  verify    compare the store, the Kafka topics and the mailbox marks with a simulation
+  request   register an outbound request (REQT-SCHD for a day, REQT-REFD for a type)
+
+run ` + "`relay msgx <role> -h`" + ` for a role's flags`)
+		if len(args) == 0 {
+			return errors.New("msgx: missing role")
+		}
+		return fmt.Errorf("msgx: unknown role %q", args[0])
+	}
+	return roles[args[0]](ctx, env, args[1:])
+}
+
+// paramFlags collects repeated --param key=value flags.
+type paramFlags []string
+
+func (p *paramFlags) String() string { return strings.Join(*p, " ") }
+
+func (p *paramFlags) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	*p = append(*p, v)
+	return nil
+}
+
+// msgxConfigFlags registers --param and --params-file on fs and returns a
+// function that builds the configuration after fs.Parse: defaults, then the
+// file's key=value lines, then each --param in order.
+func msgxConfigFlags(fs *flag.FlagSet) func() (msgx.Config, error) {
+	var params paramFlags
+	fs.Var(&params, "param", "set a PARAM key, e.g. --param msgx.flight.absent-field=clear (repeatable; `relay msgx params` lists them)")
+	file := fs.String("params-file", "", "file of key=value lines (# comments) applied before --param")
+	return func() (msgx.Config, error) {
+		cfg := msgx.Defaults()
+		if *file != "" {
+			f, err := os.Open(*file)
+			if err != nil {
+				return cfg, err
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			for line := 1; sc.Scan(); line++ {
+				t := strings.TrimSpace(sc.Text())
+				if t == "" || strings.HasPrefix(t, "#") {
+					continue
+				}
+				k, v, ok := strings.Cut(t, "=")
+				if !ok {
+					return cfg, fmt.Errorf("%s:%d: want key=value", *file, line)
+				}
+				if err := cfg.Set(strings.TrimSpace(k), v); err != nil {
+					return cfg, fmt.Errorf("%s:%d: %w", *file, line, err)
+				}
+			}
+			if err := sc.Err(); err != nil {
+				return cfg, err
+			}
+		}
+		for _, p := range params {
+			k, v, _ := strings.Cut(p, "=")
+			if err := cfg.Set(k, v); err != nil {
+				return cfg, err
+			}
+		}
+		return cfg, cfg.Validate()
+	}
+}
+
+// openMailbox opens the MariaDB/MySQL mailbox with the DSN options intake
+// needs (parseTime, UTC).
+func openMailbox(ctx context.Context, dsn string) (*sql.DB, error) {
+	if dsn == "" {
+		return nil, errors.New("--mailbox is required (a go-sql-driver/mysql DSN, e.g. root@tcp(127.0.0.1:3306)/aodb)")
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--mailbox: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mailbox %s: %w", cfg.Addr, err)
+	}
+	return db, nil
+}
+
+func openPG(ctx context.Context, url string) (*relaypgx.Driver, error) {
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		return nil, fmt.Errorf("--store %q: msgx runs on PostgreSQL (postgres://…)", redactURL(url))
+	}
+	d, err := relaypgx.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open PostgreSQL store %s: %w", redactURL(url), err)
+	}
+	return d, nil
+}
+
+func storeFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", envOr("RELAY_STORE", ""), "msgx PostgreSQL store URL (postgres://…); env RELAY_STORE")
+}
+
+func mailboxFlag(fs *flag.FlagSet) *string {
+	return fs.String("mailbox", envOr("MSGX_MAILBOX", ""), "shared mailbox DSN (go-sql-driver/mysql); env MSGX_MAILBOX")
+}
+
+func runMsgxMigrate(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "msgx migrate", "msgx migrate --store URL")
+	store := storeFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	d, err := openPG(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	res, err := msgx.Migrate(ctx, d, relayclock.System{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "msgx migrate: %d migrations applied\n", len(res.Applied))
+	return nil
+}
+
+func runMsgxParams(_ context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "msgx params", "msgx params [--param k=v …]")
+	build := msgxConfigFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := build()
+	if err != nil {
+		return err
+	}
+	return msgx.WriteParams(env.Stdout, &cfg)
+}
+
+func runMsgxRun(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "msgx run", "msgx run --store URL --mailbox DSN --kafka-brokers HOSTS [--http-addr ADDR] [--param k=v …]")
+	store := storeFlag(fs)
+	mailbox := mailboxFlag(fs)
+	brokers := fs.String("kafka-brokers", envOr("MSGX_KAFKA_BROKERS", ""), "comma-separated Kafka brokers; env MSGX_KAFKA_BROKERS")
+	httpAddr := fs.String("http-addr", "", "serve POST /cminmsgs/send, /metrics, /healthz and /admin/… here (empty: off)")
+	owner := fs.String("owner", defaultOwner(), "instance name in the pipeline lock and logs")
+	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
+	build := msgxConfigFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := build()
+	if err != nil {
+		return err
+	}
+	log, err := env.Logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	if *brokers == "" {
+		return errors.New("--kafka-brokers is required")
+	}
+	d, err := openPG(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	clock := relayclock.System{}
+	if _, err := msgx.Migrate(ctx, d, clock); err != nil {
+		return err
+	}
+	mb, err := openMailbox(ctx, *mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.Close()
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: strings.Split(*brokers, ",")})
+	if err != nil {
+		return err
+	}
+	defer sink.Close(context.WithoutCancel(ctx))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc, err := msgx.New(msgx.Options{Config: cfg, Store: d, Mailbox: mb, Sink: sink, Owner: *owner,
+		Clock: clock, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	if *httpAddr != "" {
+		var active atomic.Bool
+		active.Store(true) // admin mutations run inside the engine's gate; the lock is held by Run
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			return fmt.Errorf("--http-addr %s: %w", *httpAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.Handle("/cminmsgs/send", svc.SendHandler())
+		mux.Handle("/admin/", admin.Handler(admin.Deps{Driver: d, Pipeline: cfg.Pipeline, Engine: svc.Engine(),
+			Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd}, Active: active.Load,
+			Clock: clock, Logger: log}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("msgx: http listening", "addr", ln.Addr().String())
+	}
+	log.Info("msgx: starting", "pipeline", cfg.Pipeline, "owner", *owner)
+	return svc.Run(ctx)
+}
+
+func runMsgxRequest(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "msgx request", "msgx request --store URL --mailbox DSN schd YYYYMMDD | refd TYPE")
+	store := storeFlag(fs)
+	mailbox := mailboxFlag(fs)
+	build := msgxConfigFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return errors.New("usage: relay msgx request [flags] schd YYYYMMDD | refd TYPE")
+	}
+	cfg, err := build()
+	if err != nil {
+		return err
+	}
+	d, err := openPG(ctx, *store)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	mb, err := openMailbox(ctx, *mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.Close()
+	log, _ := env.Logger("warn")
+	r := msgx.NewRequester(cfg, d.Pool(), mb, relayclock.System{}, log)
+	req, err := r.Register(ctx, strings.ToUpper(fs.Arg(0)), fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "request %d registered: REQT-%s %s, SEQN %s, PENDING (the running instance sends it)\n",
+		req.ID, req.Type, req.Scope, req.SEQN)
+	return nil
+}

@@ -1,0 +1,209 @@
+package crash
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/relaypgx"
+)
+
+// MsgxOptions shape one msgx harness run.
+type MsgxOptions struct {
+	// Binary is the relay executable run as `relay msgx run`.
+	Binary string
+	// StoreURL is the child's PostgreSQL store; Store the harness's own
+	// connection to it.
+	StoreURL string
+	Store    *relaypgx.Driver
+	// MailboxDSN is the child's mailbox DSN; Mailbox the harness's pool on it
+	// (CMINMSGS and COUTMSGS are created if absent).
+	MailboxDSN string
+	Mailbox    *sql.DB
+	// Kills is how many times the child is killed (≥ 20 for a real run).
+	Kills int
+	// Sim shapes the simulated operating day; Rate is how fast it is written
+	// (msgs/s), so that writing overlaps the kills.
+	Sim  simulate.Options
+	Rate float64
+	// Seed makes kill moments and fault draws repeatable.
+	Seed uint64
+	// FaultProbability is the chance that passing each named fault point
+	// kills the child (0: only random SIGKILLs).
+	FaultProbability float64
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// MsgxResult is what a msgx harness run did and found.
+type MsgxResult struct {
+	Kills, FaultKills int
+	Written           *simulate.Written
+	Report            *msgx.VerifyReport
+}
+
+// msgxParams are the child's settings: short waits, so that a test run is
+// quick; everything else is the production default.
+var msgxParams = []string{
+	"msgx.pipeline.poll-interval=20ms",
+	"msgx.pipeline.max-commit-delay=1s",
+	"msgx.pipeline.backoff=20ms,40ms,80ms,160ms",
+	"msgx.pipeline.cutover-watermark=zero",
+}
+
+// MsgxConfig is the configuration the harness's children run with.
+func MsgxConfig() (msgx.Config, error) {
+	cfg := msgx.Defaults()
+	for _, p := range msgxParams {
+		k, v, _ := strings.Cut(p, "=")
+		if err := cfg.Set(k, v); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+// RunMsgx writes a simulated AODB day into the mailbox while a real `relay
+// msgx run` child is killed Kills times (random SIGKILLs, and named fault
+// points inside the engine on every other child), then lets a last child
+// drain everything, stops it with SIGTERM, and verifies the flight state,
+// both Kafka topics and every mailbox mark against the simulator's model.
+func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
+	cfg, err := MsgxConfig()
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 0xa0db))
+	if err := simulate.CreateMailbox(ctx, o.Mailbox); err != nil {
+		return nil, err
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, cfg.MsgTopic, cfg.SchdTopic))
+	if err != nil {
+		return nil, fmt.Errorf("crash: start Kafka (kfake): %w", err)
+	}
+	defer cluster.Close()
+	args := []string{"msgx", "run", "--store", o.StoreURL, "--mailbox", o.MailboxDSN,
+		"--kafka-brokers", strings.Join(cluster.ListenAddrs(), ","), "--log-level", "warn"}
+	for _, p := range msgxParams {
+		args = append(args, "--param", p)
+	}
+
+	plan := simulate.NewPlan(o.Sim)
+	type writeResult struct {
+		w   *simulate.Written
+		err error
+	}
+	writeDone := make(chan writeResult, 1)
+	go func() {
+		w, err := plan.Write(ctx, o.Mailbox, o.Rate, nil)
+		writeDone <- writeResult{w, err}
+	}()
+
+	res := &MsgxResult{}
+	for i := 0; i < o.Kills; i++ {
+		faults := ""
+		if o.FaultProbability > 0 && i%2 == 1 {
+			p := fmt.Sprintf("%g", o.FaultProbability)
+			faults = "fifo.after-commit=" + p + ",fifo.mid-batch=" + p + ",dispatch.after-confirm=" + p + ",ack.after-write=" + p
+		}
+		c, err := start(o.Binary, args, faults, r.Uint64())
+		if err != nil {
+			return nil, err
+		}
+		wait := time.Duration(300+r.IntN(900)) * time.Millisecond
+		select {
+		case <-c.done:
+			if c.faultKilled() {
+				res.FaultKills++
+			} else if !c.killed() {
+				return nil, fmt.Errorf("crash: msgx child exited on its own in round %d: %v\n%s", i, c.err, c.out.String())
+			}
+		case <-time.After(wait):
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
+			<-c.done
+		case <-ctx.Done():
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
+			<-c.done
+			return nil, ctx.Err()
+		}
+		res.Kills++
+		if o.Out != nil {
+			fmt.Fprintf(o.Out, "  kill %2d/%d after %-6s %s %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
+				map[bool]string{true: "(fault point)", false: "(SIGKILL)    "}[c.faultKilled()], msgxProgress(ctx, o, cfg))
+		}
+	}
+	wr := <-writeDone
+	if wr.err != nil {
+		return nil, fmt.Errorf("crash: simulator: %w", wr.err)
+	}
+	res.Written = wr.w
+
+	c, err := start(o.Binary, args, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.After(3 * time.Minute)
+	for {
+		done, err := msgx.Settled(ctx, o.Store, o.Mailbox, len(wr.w.Rows))
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			break
+		}
+		select {
+		case <-deadline:
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
+			<-c.done
+			return nil, fmt.Errorf("crash: msgx did not drain within 3 minutes (%s)\n%s", msgxProgress(ctx, o, cfg), c.out.String())
+		case <-c.done:
+			return nil, fmt.Errorf("crash: final msgx child exited: %v\n%s", c.err, c.out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+		if c.err != nil {
+			return nil, fmt.Errorf("crash: final msgx child did not stop cleanly: %v\n%s", c.err, c.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		return nil, errors.New("crash: final msgx child did not stop within 30s of SIGTERM")
+	}
+
+	marks := make(map[int64]string, len(wr.w.Rows))
+	for id, out := range wr.w.Rows {
+		marks[id] = string(out)
+	}
+	rep, err := msgx.Verify(ctx, cfg, o.Store, o.Mailbox, cluster.ListenAddrs(),
+		msgx.Expectation{Compare: plan.Model().Compare, Marks: marks})
+	if err != nil {
+		return nil, err
+	}
+	res.Report = rep
+	if !rep.OK() {
+		return res, fmt.Errorf("crash: msgx verification failed: %s", strings.Join(rep.Problems, "; "))
+	}
+	return res, nil
+}
+
+func msgxProgress(ctx context.Context, o MsgxOptions, cfg msgx.Config) string {
+	st, err := o.Store.GetExecutor().MessageStats(ctx, cfg.Pipeline)
+	if err != nil {
+		return err.Error()
+	}
+	var total, unmarked int
+	_ = o.Mailbox.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(PROCFLAG IS NULL), 0) FROM CMINMSGS").Scan(&total, &unmarked)
+	return fmt.Sprintf("mailbox=%d unmarked=%d backlog=%d states=%v", total, unmarked, st.Backlog(), st.Counts)
+}
