@@ -83,6 +83,12 @@ const (
 	// PostgreSQL caches at most 64 subtransactions per transaction before every
 	// snapshot of the server gets slower.
 	FIFOBatchMax = 64
+	// TxBatchDefault is the default number of claimed messages per transaction
+	// in the per-key and unordered modes.
+	TxBatchDefault = 1
+	// TxBatchMax caps TxBatch, for the reason given at FIFOBatchMax: a batch
+	// whose optimistic run fails falls back to a savepoint per message.
+	TxBatchMax = 64
 )
 
 // ReplayableClassesDefault is the default replay whitelist. MALFORMED and
@@ -176,6 +182,18 @@ type Config struct {
 	// message. Default FIFOBatchDefault (1: a transaction per message); at most
 	// FIFOBatchMax.
 	FIFOBatch int
+	// TxBatch (ModePerKey and ModeUnordered) is how many claimed messages one
+	// transaction may carry; they are messages of different keys, never two of
+	// one key. The batch runs optimistically, without savepoints, and its
+	// terminal states are written in one statement guarded per message by state
+	// and lease owner, so a batch costs one commit instead of one per message.
+	// When a handler fails the transaction is rolled back, that failure is
+	// recorded alone (its handler is not called again) and the other messages run
+	// again, each under a savepoint (their handlers are called a second time, see
+	// Handler); a message whose lease passed to another instance drops only its
+	// own decision. Default TxBatchDefault (1: a transaction per message); at
+	// most TxBatchMax. ModeFIFO batches with FIFOBatch instead.
+	TxBatch int
 	// InstanceID names this engine as a lease owner. Default a random id.
 	InstanceID string
 	// Clock is the only source of time. Default relayclock.System{}.
@@ -211,6 +229,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, HandlerTimeoutDefault)
 	c.FIFOBatch = cmp.Or(c.FIFOBatch, FIFOBatchDefault)
+	c.TxBatch = cmp.Or(c.TxBatch, TxBatchDefault)
 	if c.Clock == nil {
 		c.Clock = relayclock.System{}
 	}
@@ -258,6 +277,10 @@ func (c *Config) validate() error {
 		return bad("Watermarked", "only ModeFIFO takes heads by watermark")
 	case c.FIFOBatch > 1 && c.Mode != ModeFIFO:
 		return bad("FIFOBatch", "only ModeFIFO batches heads")
+	case c.TxBatch < 1 || c.TxBatch > TxBatchMax:
+		return bad("TxBatch", "%d outside [1, %d]", c.TxBatch, TxBatchMax)
+	case c.TxBatch > 1 && c.Mode == ModeFIFO:
+		return bad("TxBatch", "ModeFIFO batches heads with FIFOBatch")
 	}
 	for i, d := range c.Backoff {
 		if d < 0 {

@@ -40,6 +40,9 @@ type Engine struct {
 	// nextDue is when the FIFO head waiting for its backoff becomes ready (zero:
 	// unknown); the loop sleeps until then or PollInterval, whichever is first.
 	nextDue time.Time
+	// lastExpiredScan is when a claim last searched for expired leases (zero:
+	// never); claims in between skip that search (see claim).
+	lastExpiredScan time.Time
 	// warnedW / warnedNoCursor rate-limit the watermark WARN to once per value.
 	warnedW        int64
 	warnedAny      bool

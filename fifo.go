@@ -113,9 +113,10 @@ type fifoPrepared struct {
 
 // processFIFOBatch runs several contiguous ready heads in one transaction, in
 // id order (Config.FIFOBatch). Decoding, identity binding and ignore rules
-// still run outside the transaction, in id order, before it opens: the batch
-// is the longest prefix of plain heads (a duplicate, an ignored kind or a
-// decode failure ends it, and that message is then handled alone as the head).
+// still run outside the transaction, before it opens (prepareFIFOBatch): the
+// batch is the longest prefix of plain heads (a duplicate, an ignored kind or
+// a decode failure ends it, and that message is then handled alone as the
+// head).
 //
 // The batch runs optimistically, without savepoints (runFIFOBatch): when every
 // handler succeeds, one MessageCompleteMany writes all terminal states and the
@@ -129,25 +130,108 @@ type fifoPrepared struct {
 // one INFRA attempt on the batch's first message (the head that blocks the
 // queue); the others stay as they were. It reports the decisions written.
 func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Message) (int, error) {
-	var batch []fifoPrepared
-	for _, m := range heads {
-		dec, stop, err := e.prepareBatched(ctx, m)
-		if err != nil {
-			if len(batch) == 0 {
-				return 0, err
-			}
-			break // the batch before it still runs; the error recurs when m is the head
-		}
-		if stop {
-			break
-		}
-		batch = append(batch, fifoPrepared{m, dec})
+	batch, err := e.prepareFIFOBatch(ctx, heads)
+	if err != nil {
+		return 0, err
 	}
 	if len(batch) <= 1 {
 		o, err := e.processOne(ctx, heads[0], "")
 		return boolInt(o.decided()), err
 	}
 	return e.runFIFOBatch(ctx, batch)
+}
+
+// prepareFIFOBatch is prepare for a run of heads that are not yet the head: it
+// decodes them, binds their identities and applies the ignore rules, writing
+// no decision, and returns the longest prefix of heads that needs none. A
+// message that needs a decision of its own (decode failure, duplicate,
+// ignored) ends the prefix; it gets that decision through processOne once it
+// is the head.
+//
+// The identities are bound in one MessageBindIdentities call instead of one
+// MessageBindIdentity per message, with the same outcome: the call decides
+// each input as the single binding would, in id order (seed 000 §2), and it
+// binds only what a message-by-message run would have bound by the time the
+// batch ends — the heads up to the first decode failure (excluded: a message
+// whose decoding fails is retried, and might then claim an identity a later
+// message would otherwise have taken first) or the first ignored kind
+// (included: an ignored message is bound before it is ignored, as in
+// prepare). Heads after a duplicate are bound one round early; that is
+// harmless, since nothing before them can still claim their identity (every
+// smaller unfinished id is in the call) and binding again is idempotent.
+func (e *Engine) prepareFIFOBatch(ctx context.Context, heads []*relaytype.Message) ([]fifoPrepared, error) {
+	if e.decoder == nil {
+		batch := make([]fifoPrepared, len(heads))
+		for i, m := range heads {
+			batch[i] = fifoPrepared{m: m}
+		}
+		return batch, nil
+	}
+	decs := make([]*Decoded, 0, len(heads))
+	for _, m := range heads {
+		dec, err := e.decode(ctx, m)
+		if err != nil {
+			break // decided (and retried) as the head
+		}
+		decs = append(decs, dec)
+		if dec != nil && e.ignoredKind(dec) {
+			break // bound, then decided as the head
+		}
+	}
+	var (
+		ids        []int64
+		identities []string
+		bindAt     = make(map[int]int, len(decs)) // index in decs → index in ids
+	)
+	for i, dec := range decs {
+		if dec != nil && dec.Identity != "" && heads[i].IdentityKey == "" {
+			bindAt[i] = len(ids)
+			ids = append(ids, heads[i].ID)
+			identities = append(identities, dec.Identity)
+		}
+	}
+	var bound *relaydriver.MessageBindIdentitiesResult
+	if len(ids) > 0 {
+		var err error
+		bound, err = e.d.GetExecutor().MessageBindIdentities(ctx, &relaydriver.MessageBindIdentitiesParams{
+			Pipeline: e.cfg.Pipeline, IDs: ids, Identities: identities,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("relay: bind identities of %d messages from %d: %w", len(ids), ids[0], err)
+		}
+		if len(bound.Owners) != len(ids) || len(bound.Identities) != len(ids) {
+			return nil, fmt.Errorf("relay: bind identities of %d messages from %d: the store answered for %d",
+				len(ids), ids[0], len(bound.Owners))
+		}
+	}
+	batch := make([]fifoPrepared, 0, len(decs))
+	for i, dec := range decs {
+		m := heads[i]
+		if j, ok := bindAt[i]; ok {
+			if bound.Owners[j] != m.ID {
+				break // a duplicate
+			}
+			m.IdentityKey = bound.Identities[j]
+		}
+		if dec != nil && e.ignoredKind(dec) {
+			break
+		}
+		batch = append(batch, fifoPrepared{m: m, dec: dec})
+	}
+	return batch, nil
+}
+
+// ignoredKind reports whether an ignore rule matches dec's kind.
+func (e *Engine) ignoredKind(dec *Decoded) bool {
+	if dec.Kind == "" {
+		return false
+	}
+	for _, r := range e.ignore {
+		if r.match(dec.Kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // runFIFOBatch runs batch optimistically: all handlers in one transaction with
@@ -171,18 +255,38 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 		results := make([]Result, 0, len(batch))
 		params := make([]*relaydriver.MessageCompleteParams, 0, len(batch))
 		k := -1
-		for i := range batch {
-			p := &batch[i]
-			if i > 0 {
-				faultpoint.Hit(faultpoint.FIFOMidBatch)
-			}
-			res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
+		accept := func(i int, res Result) bool {
 			if res.kind != resultSucceeded && res.kind != resultSkip {
 				k, failedRes = i, res
-				break
+				return false
 			}
 			results = append(results, res)
-			params = append(params, e.completeParams(attempt{m: p.m}, res))
+			params = append(params, e.completeParams(attempt{m: batch[i].m}, res))
+			return true
+		}
+		if bh, ok := e.cfg.Handler.(BatchHandler); ok {
+			ds := make([]*Delivery, len(batch))
+			for i, p := range batch {
+				ds[i] = &Delivery{Message: p.m, Decoded: p.dec}
+			}
+			for i, res := range e.callBatchHandler(ctx, bh, tx, ds) {
+				if !accept(i, res) {
+					break
+				}
+			}
+			if k < 0 && len(batch) > 1 {
+				faultpoint.Hit(faultpoint.FIFOMidBatch)
+			}
+		} else {
+			for i := range batch {
+				p := &batch[i]
+				if i > 0 {
+					faultpoint.Hit(faultpoint.FIFOMidBatch)
+				}
+				if !accept(i, e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})) {
+					break
+				}
+			}
 		}
 		if k >= 0 {
 			// No half effects: everything the batch wrote goes; the prefix runs again.
@@ -302,41 +406,6 @@ func (e *Engine) processFIFOBatchSavepoints(ctx context.Context, batch []fifoPre
 	}
 	o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
 	return n + boolInt(o.decided()), false, err
-}
-
-// prepareBatched is prepare for a head that is not yet the head: it decodes
-// and binds the identity but writes no decision. stop reports that the message
-// needs a decision of its own (decode failure, duplicate, ignored), which it
-// gets through processOne once it is the head.
-func (e *Engine) prepareBatched(ctx context.Context, m *relaytype.Message) (*Decoded, bool, error) {
-	if e.decoder == nil {
-		return nil, false, nil
-	}
-	dec, err := e.decode(ctx, m)
-	if err != nil {
-		return nil, true, nil
-	}
-	if dec == nil {
-		return nil, false, nil
-	}
-	if dec.Identity != "" && m.IdentityKey == "" {
-		res, err := e.d.GetExecutor().MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{
-			Pipeline: e.cfg.Pipeline, ID: m.ID, Identity: dec.Identity,
-		})
-		if err != nil {
-			return nil, false, fmt.Errorf("relay: bind identity of message %d: %w", m.ID, err)
-		}
-		if res.OwnerID != m.ID {
-			return nil, true, nil
-		}
-		m.IdentityKey = res.Identity
-	}
-	for _, r := range e.ignore {
-		if dec.Kind != "" && r.match(dec.Kind) {
-			return nil, true, nil
-		}
-	}
-	return dec, false, nil
 }
 
 func boolInt(b bool) int {

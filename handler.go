@@ -90,7 +90,8 @@ type Delivery struct {
 // A handler's effects must live only in tx: the engine may call it again for
 // the same message after rolling tx back without recording anything — with
 // Config.FIFOBatch, when a later message of the batch fails, the messages
-// before it run again in a fresh transaction. Work outside tx (an HTTP call, a
+// before it run again in a fresh transaction; with Config.TxBatch, when one
+// message of the batch fails, the others run again under savepoints. Work outside tx (an HTTP call, a
 // write to another database) could then happen twice.
 type Handler interface {
 	Handle(ctx context.Context, tx Tx, d *Delivery) Result

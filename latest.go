@@ -62,6 +62,55 @@ type LatestEvent struct {
 // engine's clock for a handler's Tx and the system clock for a bare
 // ExecutorTx.
 func UpsertLatestTx(ctx context.Context, tx any, ev *LatestEvent) (accepted bool, err error) {
+	ex, params, err := latestParams("UpsertLatestTx", tx, []*LatestEvent{ev})
+	if err != nil {
+		return false, err
+	}
+	res, err := ex.LatestUpsert(ctx, params[0])
+	if err != nil {
+		return false, fmt.Errorf("relay: UpsertLatestTx %s/%s: %w", ev.Target, ev.Key, err)
+	}
+	return res.Accepted, nil
+}
+
+// UpsertLatestManyTx is UpsertLatestTx for several keys in one store
+// statement (on PostgreSQL; SQLite loops in tx), e.g. every flight a batch of
+// messages changed: each event follows UpsertLatestTx's rules for its own key
+// — accepted only when its Version ≥ the stored version, an accepted write
+// takes a new generation and resets the row to PENDING with its attempts and
+// error cleared. It reports, per event in input order, whether it was
+// accepted.
+//
+// Each (Target, Key) may appear at most once: the caller keeps only each
+// key's last state (the earlier ones would be overwritten in the same
+// transaction anyway), and a repeated key is an error, before anything is
+// written. After a store error the caller must roll tx back (on PostgreSQL tx
+// is aborted anyway). An empty evs writes nothing and returns an empty slice.
+func UpsertLatestManyTx(ctx context.Context, tx any, evs []*LatestEvent) ([]bool, error) {
+	ex, params, err := latestParams("UpsertLatestManyTx", tx, evs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(evs))
+	if len(evs) == 0 {
+		return out, nil
+	}
+	res, err := ex.LatestUpsertMany(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("relay: UpsertLatestManyTx of %d states: %w", len(evs), err)
+	}
+	if len(res) != len(evs) {
+		return nil, fmt.Errorf("relay: UpsertLatestManyTx of %d states: the store answered for %d", len(evs), len(res))
+	}
+	for i, r := range res {
+		out[i] = r.Accepted
+	}
+	return out, nil
+}
+
+// latestParams resolves tx and validates evs for op, returning the store
+// parameters stamped with tx's clock. A repeated (Target, Key) is an error.
+func latestParams(op string, tx any, evs []*LatestEvent) (relaydriver.ExecutorTx, []*relaydriver.LatestUpsertParams, error) {
 	var (
 		ex    relaydriver.ExecutorTx
 		clock relaytype.Clock
@@ -73,31 +122,44 @@ func UpsertLatestTx(ctx context.Context, tx any, ev *LatestEvent) (accepted bool
 		ex, clock = t, relayclock.System{}
 	}
 	if ex == nil {
-		return false, fmt.Errorf("relay: UpsertLatestTx: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", tx)
+		return nil, nil, fmt.Errorf("relay: %s: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", op, tx)
 	}
-	if ev == nil {
-		return false, errors.New("relay: UpsertLatestTx: nil event")
+	now := clock.Now()
+	params := make([]*relaydriver.LatestUpsertParams, len(evs))
+	type targetKey struct{ target, key string }
+	seen := make(map[targetKey]int, len(evs))
+	for i, ev := range evs {
+		what := op
+		if len(evs) > 1 {
+			what = fmt.Sprintf("%s: event %d", op, i)
+		}
+		if ev == nil {
+			return nil, nil, fmt.Errorf("relay: %s: nil event", what)
+		}
+		typ := ev.Type
+		if typ == "" {
+			typ = relaysink.Upsert
+		}
+		switch {
+		case ev.Target == "":
+			return nil, nil, fmt.Errorf("relay: %s: Target is empty", what)
+		case typ != relaysink.Upsert && typ != relaysink.Tombstone:
+			return nil, nil, fmt.Errorf("relay: %s: Type %q is neither %s nor %s", what, typ, relaysink.Upsert, relaysink.Tombstone)
+		case typ == relaysink.Tombstone && ev.Payload != nil:
+			return nil, nil, fmt.Errorf("relay: %s: a %s carries no payload", what, relaysink.Tombstone)
+		}
+		k := targetKey{ev.Target, ev.Key}
+		if j, dup := seen[k]; dup {
+			return nil, nil, fmt.Errorf("relay: %s: events %d and %d both write %s/%s; pass each key's latest state once",
+				op, j, i, ev.Target, ev.Key)
+		}
+		seen[k] = i
+		params[i] = &relaydriver.LatestUpsertParams{
+			Target: ev.Target, Topic: ev.Topic, Key: ev.Key, Version: ev.Version, Type: string(typ),
+			Headers: ev.Headers, Payload: ev.Payload, Now: now,
+		}
 	}
-	typ := ev.Type
-	if typ == "" {
-		typ = relaysink.Upsert
-	}
-	switch {
-	case ev.Target == "":
-		return false, errors.New("relay: UpsertLatestTx: Target is empty")
-	case typ != relaysink.Upsert && typ != relaysink.Tombstone:
-		return false, fmt.Errorf("relay: UpsertLatestTx: Type %q is neither %s nor %s", typ, relaysink.Upsert, relaysink.Tombstone)
-	case typ == relaysink.Tombstone && ev.Payload != nil:
-		return false, fmt.Errorf("relay: UpsertLatestTx: a %s carries no payload", relaysink.Tombstone)
-	}
-	res, err := ex.LatestUpsert(ctx, &relaydriver.LatestUpsertParams{
-		Target: ev.Target, Topic: ev.Topic, Key: ev.Key, Version: ev.Version, Type: string(typ),
-		Headers: ev.Headers, Payload: ev.Payload, Now: clock.Now(),
-	})
-	if err != nil {
-		return false, fmt.Errorf("relay: UpsertLatestTx %s/%s: %w", ev.Target, ev.Key, err)
-	}
-	return res.Accepted, nil
+	return ex, params, nil
 }
 
 // latestEventID is the sink event id of one generation of a latest-state row:

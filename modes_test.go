@@ -23,6 +23,15 @@ import (
 // leave no effect.
 func TestPerKeyOrderUnderRandomFailures(t *testing.T) {
 	t.Parallel()
+	for _, txBatch := range []int{1, 4} {
+		t.Run(fmt.Sprintf("TxBatch=%d", txBatch), func(t *testing.T) {
+			t.Parallel()
+			testPerKeyOrderUnderRandomFailures(t, txBatch)
+		})
+	}
+}
+
+func testPerKeyOrderUnderRandomFailures(t *testing.T, txBatch int) {
 	eachStore(t, func(t *testing.T, s store) {
 		const keys, perKey = 6, 12
 		keyOf := func(id int64) string { return fmt.Sprintf("k%d", (id-1)%keys) }
@@ -40,7 +49,7 @@ func TestPerKeyOrderUnderRandomFailures(t *testing.T) {
 			ps = append(ps, &relay.EnqueueParams{ID: id, Key: keyOf(id)})
 		}
 		b := setup(t, s, relay.Config{
-			Mode: relay.ModePerKey, Workers: 4, BatchSize: 4,
+			Mode: relay.ModePerKey, Workers: 4, BatchSize: 4, TxBatch: txBatch,
 			MaxAttempts: 20, Backoff: slices.Repeat([]time.Duration{time.Second}, 19),
 			Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
 				id, key := d.Message.ID, d.Message.Key
@@ -177,6 +186,15 @@ func TestPerKeyFailingHeadPausesOnlyItsKey(t *testing.T) {
 // message exactly once.
 func TestUnorderedTwoInstancesExactlyOnce(t *testing.T) {
 	t.Parallel()
+	for _, txBatch := range []int{1, 8} {
+		t.Run(fmt.Sprintf("TxBatch=%d", txBatch), func(t *testing.T) {
+			t.Parallel()
+			testUnorderedTwoInstancesExactlyOnce(t, txBatch)
+		})
+	}
+}
+
+func testUnorderedTwoInstancesExactlyOnce(t *testing.T, txBatch int) {
 	eachStore(t, func(t *testing.T, s store) {
 		const total = 300
 		d := s.open(t, true)
@@ -184,7 +202,7 @@ func TestUnorderedTwoInstancesExactlyOnce(t *testing.T) {
 		var perEngine [2]atomic.Int32
 		mk := func(i int) *bundle {
 			return setupOn(t, d, relay.Config{
-				Mode: relay.ModeUnordered, Workers: 4, BatchSize: 7,
+				Mode: relay.ModeUnordered, Workers: 4, BatchSize: 7, TxBatch: txBatch,
 				InstanceID: fmt.Sprintf("instance-%d", i),
 				Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, dl *relay.Delivery) relay.Result {
 					n, _ := perID.LoadOrStore(dl.Message.ID, new(atomic.Int32))

@@ -69,6 +69,13 @@ func (e *Engine) processOne(ctx context.Context, m *relaytype.Message, owner str
 	if err != nil || o.decided() {
 		return o, err
 	}
+	return e.runOne(ctx, a, dec)
+}
+
+// runOne runs the handler of a prepared message in a transaction of its own and
+// commits its terminal state with it, or records its failure.
+func (e *Engine) runOne(ctx context.Context, a attempt, dec *Decoded) (outcome, error) {
+	m := a.m
 	tx, err := e.d.Begin(ctx)
 	if err != nil {
 		return e.fail(ctx, a, Retry(relaytype.ClassInfra, fmt.Errorf("begin: %w", err)))
@@ -156,33 +163,11 @@ func (e *Engine) decode(ctx context.Context, m *relaytype.Message) (dec *Decoded
 // callHandler runs the handler under HandlerTimeout (measured on Clock),
 // turning a panic into Retry(INTERNAL), an overrun into Retry(TIMEOUT) and a
 // zero Result into Retry(INTERNAL).
-func (e *Engine) callHandler(ctx context.Context, tx relaydriver.ExecutorTx, d *Delivery) (res Result) {
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timer := e.cfg.Clock.After(e.cfg.HandlerTimeout) // armed before the call: deterministic with a fake clock
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-timer:
-			cancel(errHandlerTimeout)
-		case <-done:
-		}
-	}()
-	defer func() {
-		if p := recover(); p != nil {
-			e.log.ErrorContext(ctx, "relay: handler panicked", "pipeline", e.cfg.Pipeline,
-				"message_id", d.Message.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			res = Retry(relaytype.ClassInternal, fmt.Errorf("handler panic: %v", p))
-		}
-		if errors.Is(context.Cause(hctx), errHandlerTimeout) {
-			res = Retry(relaytype.ClassTimeout, fmt.Errorf("handler exceeded %s (result discarded: %s)", e.cfg.HandlerTimeout, res))
-		}
-		if res.kind == resultInvalid {
-			res = Retry(relaytype.ClassInternal, errors.New("handler returned the zero Result"))
-		}
-	}()
-	return e.cfg.Handler.Handle(hctx, handlerTx{tx: tx, clock: e.cfg.Clock}, d)
+func (e *Engine) callHandler(ctx context.Context, tx relaydriver.ExecutorTx, d *Delivery) Result {
+	res, _ := e.guardHandler(ctx, d.Message.ID, func(hctx context.Context) Result {
+		return e.cfg.Handler.Handle(hctx, handlerTx{tx: tx, clock: e.cfg.Clock}, d)
+	})
+	return res
 }
 
 func completedOutcome(res Result) outcome {

@@ -28,6 +28,16 @@ type LatestExecutor interface {
 	// row. A refused upsert changes nothing and reports Accepted false with
 	// Generation 0.
 	LatestUpsert(ctx context.Context, params *LatestUpsertParams) (*LatestUpserted, error)
+	// LatestUpsertMany is LatestUpsert for several keys at once, in as few
+	// statements as the store allows (one on PostgreSQL), with LatestUpsert's
+	// rule for each key independently: it returns one outcome per input, in
+	// input order. An invalid input — including the same (Target, Key) twice
+	// in one call, whose two writes a single statement could not order — is
+	// an error before anything is written. After a store error in an
+	// ExecutorTx the caller must roll back (some rows may be written in it).
+	// Keys are locked in (Target, Key) order, so concurrent calls cannot
+	// deadlock on each other. An empty params is a no-op.
+	LatestUpsertMany(ctx context.Context, params []*LatestUpsertParams) ([]*LatestUpserted, error)
 	// LatestFetch returns up to Limit PENDING rows of Target that are due
 	// (NextAttemptAt NULL or ≤ Now), in key order.
 	LatestFetch(ctx context.Context, params *LatestFetchParams) ([]*LatestRecord, error)

@@ -158,6 +158,20 @@ type Executor interface {
 	// (a duplicate). A message already bound to a different identity keeps it and
 	// reports itself as owner with Identity set to its existing key.
 	MessageBindIdentity(ctx context.Context, params *MessageBindIdentityParams) (*MessageBindIdentityResult, error)
+	// MessageBindIdentities is MessageBindIdentity for several messages of one
+	// pipeline in as few round trips as the store allows (one on PostgreSQL),
+	// with the same result as calling MessageBindIdentity for each input in
+	// order: each binding is independent and idempotent (seed 000 §2); a
+	// message already bound keeps its identity and owns it; an identity owned
+	// by another message makes the input a duplicate of that owner; an
+	// identity repeated within the call is owned by its first unbound input,
+	// and the later ones are its duplicates. An unknown id is
+	// relaytype.ErrNotFound. On error the caller must assume nothing about
+	// which inputs were bound (bindings are idempotent: binding again is
+	// safe). Outside a transaction a store may commit the bindings without
+	// waiting for their durable flush, as MessageBindIdentity does on
+	// PostgreSQL. Empty IDs is a no-op with an empty result.
+	MessageBindIdentities(ctx context.Context, params *MessageBindIdentitiesParams) (*MessageBindIdentitiesResult, error)
 	// MessageComplete moves an unfinished message to a terminal state
 	// (SUCCEEDED/SKIPPED/DEAD) and records the acknowledgement intent in the same
 	// UPDATE. It refuses (ErrConflict) when the message is no longer
@@ -253,6 +267,30 @@ type MessageBindIdentityResult struct {
 	Identity string
 }
 
+// MessageBindIdentitiesParams binds business identities to several messages
+// of one pipeline, in input order.
+type MessageBindIdentitiesParams struct {
+	Pipeline string
+	// IDs are the messages, in the order their bindings are decided (the FIFO
+	// order). Required: as many as Identities.
+	IDs []int64
+	// Identities are the identities to bind, one per id; none may be empty.
+	Identities []string
+}
+
+// MessageBindIdentitiesResult is the outcome of each input of
+// MessageBindIdentities, in input order.
+type MessageBindIdentitiesResult struct {
+	// Owners holds, per input, the id owning its identity after the call: the
+	// input's own id when the message holds it (bound now or before), another
+	// id when the input is a duplicate of that message.
+	Owners []int64
+	// Identities holds, per input, the identity the owner holds: the input's
+	// identity, or the message's existing identity when it was already bound
+	// (which it keeps).
+	Identities []string
+}
+
 // MessageCompleteParams finishes a message.
 type MessageCompleteParams struct {
 	Pipeline   string
@@ -295,6 +333,12 @@ type MessageClaimParams struct {
 	Owner      string
 	LeaseUntil time.Time
 	Now        time.Time
+	// SkipExpired tells the store that this call need not search for expired
+	// leases (a hint: a store may return them anyway). Claimers set it on most
+	// calls and leave it off now and then, so that recovering a crashed
+	// instance's messages does not cost every claim a scan of the leased rows.
+	// Default false: expired leases are claimed like unleased rows.
+	SkipExpired bool
 }
 
 // MessageReplayParams selects messages to replay.

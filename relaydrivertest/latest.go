@@ -23,6 +23,11 @@ var latestCases = []struct {
 	{"LatestFailDeadAndReset", testLatestFailDeadReset},
 	{"LatestTombstone", testLatestTombstone},
 	{"LatestFetchDueBounded", testLatestFetchDueBounded},
+	{"LatestUpsertManyMixed", testLatestUpsertManyMixed},
+	{"LatestUpsertManyResetsDelivery", testLatestUpsertManyReset},
+	{"LatestUpsertManyTombstones", testLatestUpsertManyTombstones},
+	{"LatestUpsertManyDuplicateKeyRejected", testLatestUpsertManyDuplicateKey},
+	{"LatestUpsertManyInTx", testLatestUpsertManyInTx},
 }
 
 func init() { cases = append(cases, latestCases...) }
@@ -231,4 +236,194 @@ func testLatestFetchDueBounded(t *testing.T, b *bundle) {
 	st, err := b.ex.LatestStats(b.ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, &relaydriver.OutboxStats{Pending: 4, Sent: 1}, st)
+}
+
+// latestState is one state for LatestUpsertMany at b.now (payload "" is nil).
+func (b *bundle) latestState(target, key string, version int64, payload string) *relaydriver.LatestUpsertParams {
+	p := &relaydriver.LatestUpsertParams{
+		Target: target, Topic: "topic-" + target, Key: key, Version: version, Type: relaydriver.OutboxUpsert,
+		Headers: map[string]string{"k": key}, Now: b.now,
+	}
+	if payload != "" {
+		p.Payload = []byte(payload)
+	}
+	return p
+}
+
+// latestUpsertMany writes states in one call (autocommit).
+func (b *bundle) latestUpsertMany(states ...*relaydriver.LatestUpsertParams) []*relaydriver.LatestUpserted {
+	b.t.Helper()
+	res, err := b.ex.LatestUpsertMany(b.ctx, states)
+	require.NoError(b.t, err)
+	require.Len(b.t, res, len(states))
+	return res
+}
+
+// Each key of one call follows the only-forward rule on its own: refused keys
+// change nothing and report generation 0, accepted ones take distinct new
+// generations; the outcome is in input order, across targets too.
+func testLatestUpsertManyMixed(t *testing.T, b *bundle) {
+	b.latestUpsert("t", "a", 5, "a5")
+	gb := b.latestUpsert("t", "b", 5, "b5").Generation
+	ga := b.latestGet("t", "a").Generation
+
+	res := b.latestUpsertMany(
+		b.latestState("t", "b", 5, "b5bis"), // equal version: accepted
+		b.latestState("t", "a", 4, "a4"),    // older: refused
+		b.latestState("t", "c", 1, "c1"),    // new key
+		b.latestState("u", "a", 1, "ua1"),   // same key, another target
+	)
+	require.Equal(t, []bool{true, false, true, true}, []bool{res[0].Accepted, res[1].Accepted, res[2].Accepted, res[3].Accepted})
+	require.Zero(t, res[1].Generation)
+	seen := map[int64]bool{}
+	for _, i := range []int{0, 2, 3} {
+		require.Greater(t, res[i].Generation, gb, "state %d takes a new generation", i)
+		require.False(t, seen[res[i].Generation], "generations are distinct")
+		seen[res[i].Generation] = true
+	}
+
+	a := b.latestGet("t", "a")
+	require.Equal(t, int64(5), a.Version)
+	require.Equal(t, "a5", string(a.Payload))
+	require.Equal(t, ga, a.Generation, "a refused state keeps the row")
+	bb := b.latestGet("t", "b")
+	require.Equal(t, "b5bis", string(bb.Payload))
+	require.Equal(t, res[0].Generation, bb.Generation)
+	require.Equal(t, map[string]string{"k": "b"}, bb.Headers)
+	c := b.latestGet("t", "c")
+	require.Equal(t, int64(1), c.Version)
+	require.Equal(t, "topic-t", c.Topic)
+	require.Equal(t, res[2].Generation, c.Generation)
+	require.Equal(t, relaydriver.OutboxUpsert, c.Type)
+	require.True(t, b.now.Equal(c.UpdatedAt))
+	require.Equal(t, "ua1", string(b.latestGet("u", "a").Payload))
+	require.Equal(t, []string{"a", "b", "c"}, b.latestFetch("t", 0, b.now))
+
+	// Exactly LatestUpsert's outcome, key by key, against the same rows.
+	many := b.latestUpsertMany(b.latestState("t", "a", 6, "a6"), b.latestState("t", "b", 1, "b1"))
+	require.True(t, many[0].Accepted)
+	require.False(t, many[1].Accepted)
+	require.False(t, b.latestUpsert("t", "a", 5, "").Accepted)
+
+	require.Empty(t, b.latestUpsertMany(), "no states is a no-op")
+}
+
+// An accepted state resets delivery: a DEAD or SENT row becomes PENDING with
+// attempts, error, next attempt and sent time cleared; a refused state leaves
+// a DEAD row DEAD.
+func testLatestUpsertManyReset(t *testing.T, b *bundle) {
+	gd := b.latestUpsert("t", "dead", 1, "d1").Generation
+	_, err := b.ex.LatestFail(b.ctx, &relaydriver.LatestFailParams{Target: "t", Key: "dead", Generation: gd,
+		Error: "boom", MaxAttempts: 1, Now: b.now})
+	require.NoError(t, err)
+	gf := b.latestUpsert("t", "failed", 1, "f1").Generation
+	_, err = b.ex.LatestFail(b.ctx, &relaydriver.LatestFailParams{Target: "t", Key: "failed", Generation: gf,
+		Error: "boom", NextAttemptAt: at(time.Hour), MaxAttempts: 5, Now: b.now})
+	require.NoError(t, err)
+	gs := b.latestUpsert("t", "sent", 1, "s1").Generation
+	n, err := b.ex.LatestMarkSent(b.ctx, &relaydriver.LatestMarkSentParams{Target: "t",
+		Rows: []relaydriver.LatestRef{{Key: "sent", Generation: gs}}, Now: b.now})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	gk := b.latestUpsert("t", "kept", 3, "k3").Generation
+	_, err = b.ex.LatestFail(b.ctx, &relaydriver.LatestFailParams{Target: "t", Key: "kept", Generation: gk,
+		Error: "boom", MaxAttempts: 1, Now: b.now})
+	require.NoError(t, err)
+
+	b.now = at(time.Minute)
+	res := b.latestUpsertMany(
+		b.latestState("t", "dead", 2, "d2"), b.latestState("t", "failed", 1, "f1bis"),
+		b.latestState("t", "sent", 2, "s2"), b.latestState("t", "kept", 2, "k2"))
+	require.True(t, res[0].Accepted && res[1].Accepted && res[2].Accepted)
+	require.False(t, res[3].Accepted)
+	for i, key := range []string{"dead", "failed", "sent"} {
+		r := b.latestGet("t", key)
+		require.Equal(t, relaydriver.OutboxPending, r.State, key)
+		require.Equal(t, res[i].Generation, r.Generation, key)
+		require.Zero(t, r.Attempts, key)
+		require.Empty(t, r.LastError, key)
+		require.True(t, r.NextAttemptAt.IsZero(), key)
+		require.True(t, r.SentAt.IsZero(), key)
+		require.True(t, b.now.Equal(r.UpdatedAt), key)
+	}
+	k := b.latestGet("t", "kept")
+	require.Equal(t, relaydriver.OutboxDead, k.State, "an older state does not revive a DEAD row")
+	require.Equal(t, gk, k.Generation)
+	require.Equal(t, "boom", k.LastError)
+	require.Equal(t, []string{"dead", "failed", "sent"}, b.latestFetch("t", 0, b.now))
+}
+
+// Tombstones in a batch: written with a NULL payload, a later older state does
+// not resurrect the key, a tombstone with a payload fails the whole call.
+func testLatestUpsertManyTombstones(t *testing.T, b *bundle) {
+	b.latestUpsert("t", "a", 1, "a1")
+	tomb := func(key string, version int64) *relaydriver.LatestUpsertParams {
+		p := b.latestState("t", key, version, "")
+		p.Type = relaydriver.OutboxTombstone
+		return p
+	}
+	res := b.latestUpsertMany(tomb("a", 2), tomb("b", 1), b.latestState("t", "c", 1, "c1"))
+	require.True(t, res[0].Accepted && res[1].Accepted && res[2].Accepted)
+	for _, key := range []string{"a", "b"} {
+		r := b.latestGet("t", key)
+		require.Equal(t, relaydriver.OutboxTombstone, r.Type, key)
+		require.Nil(t, r.Payload, key)
+		require.Equal(t, relaydriver.OutboxPending, r.State, key)
+	}
+	res = b.latestUpsertMany(b.latestState("t", "a", 1, "late"), b.latestState("t", "b", 2, "b2"))
+	require.False(t, res[0].Accepted, "a late older state does not resurrect the key")
+	require.True(t, res[1].Accepted)
+	require.Equal(t, relaydriver.OutboxTombstone, b.latestGet("t", "a").Type)
+	require.Equal(t, relaydriver.OutboxUpsert, b.latestGet("t", "b").Type)
+
+	bad := tomb("c", 5)
+	bad.Payload = []byte("x")
+	_, err := b.ex.LatestUpsertMany(b.ctx, []*relaydriver.LatestUpsertParams{b.latestState("t", "d", 1, "d1"), bad})
+	require.Error(t, err)
+	_, err = b.ex.LatestGet(b.ctx, "t", "d")
+	require.ErrorIs(t, err, relaytype.ErrNotFound, "nothing of a refused call is written")
+	require.Equal(t, int64(1), b.latestGet("t", "c").Version)
+}
+
+// The same (target, key) twice in one call is an error naming the key, and
+// nothing of the call is written.
+func testLatestUpsertManyDuplicateKey(t *testing.T, b *bundle) {
+	b.latestUpsert("t", "a", 1, "a1")
+	_, err := b.ex.LatestUpsertMany(b.ctx, []*relaydriver.LatestUpsertParams{
+		b.latestState("t", "b", 1, "b1"), b.latestState("t", "a", 2, "a2"), b.latestState("t", "a", 3, "a3"),
+	})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "t/a")
+	require.Equal(t, "a1", string(b.latestGet("t", "a").Payload))
+	_, err = b.ex.LatestGet(b.ctx, "t", "b")
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+
+	_, err = b.ex.LatestUpsertMany(b.ctx, []*relaydriver.LatestUpsertParams{b.latestState("t", "b", 1, "b1"), nil})
+	require.Error(t, err, "a nil state")
+	_, err = b.ex.LatestGet(b.ctx, "t", "b")
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+}
+
+// In a transaction the states commit or roll back with it.
+func testLatestUpsertManyInTx(t *testing.T, b *bundle) {
+	b.latestUpsert("t", "a", 1, "a1")
+	for _, commit := range []bool{false, true} {
+		tx, err := b.d.Begin(b.ctx)
+		require.NoError(t, err)
+		res, err := tx.LatestUpsertMany(b.ctx, []*relaydriver.LatestUpsertParams{
+			b.latestState("t", "a", 2, "a2"), b.latestState("t", "b", 1, "b1"),
+		})
+		require.NoError(t, err)
+		require.True(t, res[0].Accepted && res[1].Accepted)
+		if !commit {
+			require.NoError(t, tx.Rollback(b.ctx))
+			require.Equal(t, "a1", string(b.latestGet("t", "a").Payload))
+			_, err = b.ex.LatestGet(b.ctx, "t", "b")
+			require.ErrorIs(t, err, relaytype.ErrNotFound)
+			continue
+		}
+		require.NoError(t, tx.Commit(b.ctx))
+		require.Equal(t, "a2", string(b.latestGet("t", "a").Payload))
+		require.Equal(t, res[1].Generation, b.latestGet("t", "b").Generation)
+	}
 }

@@ -25,17 +25,18 @@ var latestSQL string
 
 // Query names in latest.sql, checked at init.
 const (
-	qLatestUpsert   = "LatestUpsert"
-	qLatestFetch    = "LatestFetch"
-	qLatestMarkSent = "LatestMarkSent"
-	qLatestFail     = "LatestFail"
-	qLatestGet      = "LatestGet"
-	qLatestStats    = "LatestStats"
+	qLatestUpsert     = "LatestUpsert"
+	qLatestUpsertMany = "LatestUpsertMany"
+	qLatestFetch      = "LatestFetch"
+	qLatestMarkSent   = "LatestMarkSent"
+	qLatestFail       = "LatestFail"
+	qLatestGet        = "LatestGet"
+	qLatestStats      = "LatestStats"
 )
 
 // latestQueries maps a latest-state query name to its SQL.
 var latestQueries = sqlfile.MustParse("relaypgx: latest.sql", latestSQL,
-	qLatestUpsert, qLatestFetch, qLatestMarkSent, qLatestFail, qLatestGet, qLatestStats)
+	qLatestUpsert, qLatestUpsertMany, qLatestFetch, qLatestMarkSent, qLatestFail, qLatestGet, qLatestStats)
 
 var _ relaydriver.LatestExecutor = (*executor)(nil)
 
@@ -77,6 +78,85 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 		return nil, mapErr(fmt.Sprintf("%s %s/%s", op, params.Target, params.Key), err)
 	}
 	return &relaydriver.LatestUpserted{Accepted: true, Generation: gen}, nil
+}
+
+// latestKey is one (target, key) of a LatestUpsertMany call.
+type latestKey struct{ target, key string }
+
+// checkLatestUpsertMany validates every state of a LatestUpsertMany call and
+// that no (target, key) appears twice.
+func checkLatestUpsertMany(params []*relaydriver.LatestUpsertParams) error {
+	seen := make(map[latestKey]int, len(params))
+	for i, p := range params {
+		if err := checkLatestUpsert(p); err != nil {
+			return fmt.Errorf("state %d: %w", i, err)
+		}
+		k := latestKey{p.Target, p.Key}
+		if j, dup := seen[k]; dup {
+			return fmt.Errorf("states %d and %d both write %s/%s: one call writes a key at most once", j, i, p.Target, p.Key)
+		}
+		seen[k] = i
+	}
+	return nil
+}
+
+// LatestUpsertMany writes several keys' states only forward in one statement
+// (LatestUpsertMany in latest.sql), which also notifies started dispatchers
+// of each target written at commit.
+func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.LatestUpsertParams) ([]*relaydriver.LatestUpserted, error) {
+	op := fmt.Sprintf("latest upsert of %d states", len(params))
+	if err := checkLatestUpsertMany(params); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
+	}
+	out := make([]*relaydriver.LatestUpserted, len(params))
+	if len(params) == 0 {
+		return out, nil
+	}
+	var (
+		targets  = make([]string, len(params))
+		keys     = make([]string, len(params))
+		topics   = make([]string, len(params))
+		versions = make([]int64, len(params))
+		types    = make([]string, len(params))
+		headers  = make([]string, len(params))
+		payloads = make([][]byte, len(params))
+		nows     = make([]pgtype.Timestamptz, len(params))
+		index    = make(map[latestKey]int, len(params))
+	)
+	for i, p := range params {
+		h, err := headersJSON(p.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("relaypgx: %s: %s/%s: headers: %w", op, p.Target, p.Key, err)
+		}
+		targets[i], keys[i], topics[i], versions[i], types[i] = p.Target, p.Key, p.Topic, p.Version, p.Type
+		headers[i], payloads[i], nows[i] = h, p.Payload, ts(p.Now)
+		index[latestKey{p.Target, p.Key}] = i
+		out[i] = &relaydriver.LatestUpserted{}
+	}
+	r, err := e.db.Query(ctx, latestQueries[qLatestUpsertMany], targets, keys, topics, versions, types, headers,
+		payloads, nows)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	for r.Next() {
+		var (
+			target, key string
+			gen         int64
+		)
+		if err := r.Scan(&target, &key, &gen); err != nil {
+			return nil, mapErr(op, err)
+		}
+		i, ok := index[latestKey{target, key}]
+		if !ok {
+			return nil, fmt.Errorf("relaypgx: %s: the store returned %s/%s, which was not written", op, target, key)
+		}
+		out[i] = &relaydriver.LatestUpserted{Accepted: true, Generation: gen}
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
 }
 
 // scanLatest reads the column list of LatestFetch and LatestGet.

@@ -64,3 +64,32 @@ WHERE target = $1 AND key = $2;
 
 -- name: LatestStats
 SELECT state, count(*) FROM relay_latest WHERE target = $1 GROUP BY state;
+
+-- name: LatestUpsertMany
+-- LatestUpsert for several keys in one statement, each key with the same
+-- only-forward rule; the caller passes no (target, key) twice. Rows are
+-- inserted in (target, key) order, so concurrent calls lock keys in one order
+-- and cannot deadlock. Only accepted rows come back. One notify per target
+-- written (count(*) makes every one run, and keeps the result one row per
+-- accepted key).
+WITH u AS (
+    INSERT INTO relay_latest AS l (target, key, topic, version, generation, event_type, headers, payload,
+                                   state, attempts, next_attempt_at, last_error, updated_at, sent_at)
+    SELECT i.target, i.key, i.topic, i.version, nextval('relay_latest_generation_seq'), i.event_type,
+           i.headers, i.payload, 'PENDING', 0, NULL, '', i.now, NULL
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bytea[],
+                $8::timestamptz[])
+         AS i(target, key, topic, version, event_type, headers, payload, now)
+    ORDER BY i.target, i.key
+    ON CONFLICT (target, key) DO UPDATE
+    SET topic = excluded.topic, version = excluded.version, generation = excluded.generation,
+        event_type = excluded.event_type, headers = excluded.headers, payload = excluded.payload,
+        state = 'PENDING', attempts = 0, next_attempt_at = NULL, last_error = '',
+        updated_at = excluded.updated_at, sent_at = NULL
+    WHERE l.version <= excluded.version
+    RETURNING l.target, l.key, l.generation
+), n AS (
+    SELECT pg_notify('relay_outbox', t.target) FROM (SELECT DISTINCT target FROM u) t
+)
+SELECT u.target, u.key, u.generation
+FROM u CROSS JOIN (SELECT count(*) FROM n) c;

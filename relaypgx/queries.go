@@ -24,6 +24,7 @@ const (
 	qSessionAsyncCommit    = "SessionAsyncCommit"
 	qMessageIdentityOwner  = "MessageIdentityOwner"
 	qMessageIdentityOf     = "MessageIdentityOf"
+	qMessageBindIdentities = "MessageBindIdentities"
 	qMessageComplete       = "MessageComplete"
 	qMessageCompleteMany   = "MessageCompleteMany"
 	qMessageFail           = "MessageFail"
@@ -70,7 +71,7 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
-	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen)
+	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

@@ -50,7 +50,8 @@ RETURNING id;
 -- name: SessionAsyncCommit
 -- Leads a batch (one implicit transaction): its commit does not wait for the
 -- WAL flush. Only for writes that are safe to lose in a crash and are made
--- durable by the next synchronous commit (see MessageBindIdentity).
+-- durable by the next synchronous commit (see MessageBindIdentity and
+-- MessageClaim).
 SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: MessageIdentityOwner
@@ -61,17 +62,24 @@ SELECT coalesce(identity_key, '') FROM relay_message WHERE pipeline = $1 AND id 
 
 -- name: MessageComplete
 -- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
+-- "Unfinished" is spelled as "not a terminal state" (the same set, by the
+-- state CHECK) in every statement that finds a message by id, so that no
+-- partial index on unfinished rows can serve it and the planner takes the
+-- primary key: without statistics (a fresh table, autovacuum behind) it
+-- otherwise picked a (pipeline, key, id) index, whose scan reads every
+-- unfinished row of the pipeline to find one id.
 UPDATE relay_message
 SET state = $3, error_class = $4, last_error = $5,
     ack_next_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE NULL END,
     updated_at = $7, lease_owner = '', lease_expires_at = NULL
 WHERE pipeline = $1 AND id = $2
-  AND state IN ('PENDING', 'FAILED')
+  AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND ($8::text = '' OR lease_owner = $8::text);
 
 -- name: MessageCompleteMany
--- MessageComplete for a batch in one statement, with the same guard per row;
--- the caller compares the returned rows with its input (all or nothing).
+-- MessageComplete for a batch in one statement, with the same guard per row
+-- (spelled as in MessageComplete, so the primary key serves each row); the
+-- caller compares the returned rows with its input (all or nothing).
 UPDATE relay_message t
 SET state = u.state, error_class = u.error_class, last_error = u.last_error,
     ack_next_at = CASE WHEN u.ack THEN u.now ELSE NULL END,
@@ -80,17 +88,18 @@ FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bo
             $7::timestamptz[], $8::text[])
      AS u(pipeline, id, state, error_class, last_error, ack, now, owner)
 WHERE t.pipeline = u.pipeline AND t.id = u.id
-  AND t.state IN ('PENDING', 'FAILED')
+  AND t.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND (u.owner = '' OR t.lease_owner = u.owner)
 RETURNING t.pipeline, t.id;
 
 -- name: MessageFail
--- One increment per failure, where it happens (seed 000 §9.1).
+-- One increment per failure, where it happens (seed 000 §9.1). The guard is
+-- spelled as in MessageComplete, so the primary key serves it.
 UPDATE relay_message
 SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,
     next_attempt_at = $5, updated_at = $6, lease_owner = '', lease_expires_at = NULL
 WHERE pipeline = $1 AND id = $2
-  AND state IN ('PENDING', 'FAILED')
+  AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND ($7::text = '' OR lease_owner = $7::text)
 RETURNING attempts;
 
@@ -103,17 +112,41 @@ SET state = 'DEAD', error_class = 'EXHAUSTED',
 WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
 
 -- name: MessageClaim
--- Unordered: ready, unleased rows, skipping rows another claimer is locking.
-WITH ready AS (
+-- Unordered: the smallest ready ids, skipping rows another claimer is locking.
+-- Two scans, each over an index whose predicate the WHERE clause matches
+-- exactly (migration 005): unleased rows in id order (relay_message_ready_idx,
+-- which rows in flight are not part of, so a claim never steps over them), and
+-- expired leases, oldest expiry first (relay_message_leased_idx), unless $6
+-- (SkipExpired) says this call may skip that search. The union keeps the
+-- smallest $3 ids of both.
+WITH fresh AS (
     SELECT m.pipeline, m.id
     FROM relay_message m
     WHERE m.pipeline = $1
       AND m.state IN ('PENDING', 'FAILED')
+      AND m.lease_owner = ''
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
-      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $2)
     ORDER BY m.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT m.pipeline, m.id
+    FROM relay_message m
+    WHERE NOT $6::boolean
+      AND m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND m.lease_owner <> ''
+      AND m.lease_expires_at <= $2
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
+    ORDER BY m.lease_expires_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+), ready AS (
+    SELECT pipeline, id FROM fresh
+    UNION ALL
+    SELECT pipeline, id FROM expired
+    ORDER BY id
+    LIMIT $3
 )
 UPDATE relay_message t
 SET lease_owner = $4, lease_expires_at = $5
@@ -127,26 +160,63 @@ RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.err
 -- name: MessageClaimPerKey
 -- Per key: only the head of each key (no smaller unfinished id of the key), and
 -- only keys where no other message holds a live lease — a smaller id can commit
--- after a larger one was claimed, and must then wait for that lease.
-WITH ready AS (
+-- after a larger one was claimed, and must then wait for that lease. Candidates
+-- are unleased rows (relay_message_ready_idx) and expired leases
+-- (relay_message_leased_idx; skipped when $6), as in MessageClaim. Both checks are
+-- correlated scalar subqueries rather than NOT EXISTS: the planner turns NOT
+-- EXISTS into an anti-join, and without statistics it then scanned every
+-- unfinished row of the pipeline once per candidate; a subquery runs as a
+-- probe by (pipeline, key, id) of relay_message_key_order_idx (whose predicate
+-- only the spelling "state BETWEEN 'FAILED' AND 'PENDING'" implies, see
+-- migration 005), and by (pipeline, key, lease_expires_at) of
+-- relay_message_leased_idx (the key's live leases only), whatever the
+-- statistics say.
+WITH fresh AS (
     SELECT m.pipeline, m.id
     FROM relay_message m
     WHERE m.pipeline = $1
       AND m.state IN ('PENDING', 'FAILED')
+      AND m.lease_owner = ''
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
-      AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $2)
-      AND NOT EXISTS (
-          SELECT 1 FROM relay_message o
-          WHERE o.pipeline = m.pipeline AND o.key = m.key
-            AND o.state IN ('PENDING', 'FAILED') AND o.id < m.id)
-      AND NOT EXISTS (
-          SELECT 1 FROM relay_message l
-          WHERE l.pipeline = m.pipeline AND l.key = m.key
-            AND l.state IN ('PENDING', 'FAILED') AND l.id <> m.id
-            AND l.lease_expires_at > $2)
+      AND (SELECT o.id FROM relay_message o
+           WHERE o.pipeline = m.pipeline AND o.key = m.key
+             AND o.state BETWEEN 'FAILED' AND 'PENDING' AND o.id < m.id
+           LIMIT 1) IS NULL
+      AND (SELECT l.id FROM relay_message l
+           WHERE l.pipeline = m.pipeline AND l.key = m.key
+             AND l.state IN ('PENDING', 'FAILED') AND l.lease_owner <> ''
+             AND l.lease_expires_at > $2
+           LIMIT 1) IS NULL
     ORDER BY m.id
     LIMIT $3
     FOR UPDATE OF m SKIP LOCKED
+), expired AS (
+    SELECT m.pipeline, m.id
+    FROM relay_message m
+    WHERE NOT $6::boolean
+      AND m.pipeline = $1
+      AND m.state IN ('PENDING', 'FAILED')
+      AND m.lease_owner <> ''
+      AND m.lease_expires_at <= $2
+      AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
+      AND (SELECT o.id FROM relay_message o
+           WHERE o.pipeline = m.pipeline AND o.key = m.key
+             AND o.state BETWEEN 'FAILED' AND 'PENDING' AND o.id < m.id
+           LIMIT 1) IS NULL
+      AND (SELECT l.id FROM relay_message l
+           WHERE l.pipeline = m.pipeline AND l.key = m.key
+             AND l.state IN ('PENDING', 'FAILED') AND l.lease_owner <> ''
+             AND l.id <> m.id AND l.lease_expires_at > $2
+           LIMIT 1) IS NULL
+    ORDER BY m.lease_expires_at
+    LIMIT $3
+    FOR UPDATE OF m SKIP LOCKED
+), ready AS (
+    SELECT pipeline, id FROM fresh
+    UNION ALL
+    SELECT pipeline, id FROM expired
+    ORDER BY id
+    LIMIT $3
 )
 UPDATE relay_message t
 SET lease_owner = $4, lease_expires_at = $5
@@ -352,3 +422,42 @@ SELECT pg_notify('relay_outbox', $1);
 
 -- name: OutboxListen
 LISTEN relay_outbox;
+
+-- name: MessageBindIdentities
+-- MessageBindIdentity for a batch in one statement, deciding as the inputs
+-- would one by one in order (seed 000 §2). $2/$3 are the inputs (distinct
+-- ids), ord their position. "cur" reads each input's message (found), its
+-- identity (bound) and the current owner of the input's identity (owner,
+-- through the (pipeline, identity_key) unique index). An input is free when
+-- its message exists unbound and its identity has no owner; of several free
+-- inputs with one identity only the first binds, the later ones are its
+-- duplicates. Nothing binds when an id is unknown. Each binding is still an
+-- idempotent "WHERE identity_key IS NULL", so a message bound concurrently
+-- since the statement's snapshot is left alone (and missing from "done"),
+-- and an identity taken concurrently is a unique violation; the caller falls
+-- back to MessageBindIdentity per input on either.
+WITH u AS (
+    SELECT i.id, i.identity, i.ord
+    FROM unnest($2::bigint[], $3::text[]) WITH ORDINALITY AS i(id, identity, ord)
+), cur AS (
+    SELECT u.ord, u.id, u.identity, m.id IS NOT NULL AS found, m.identity_key AS bound, o.id AS owner
+    FROM u
+    LEFT JOIN relay_message m ON m.pipeline = $1 AND m.id = u.id
+    LEFT JOIN relay_message o ON o.pipeline = $1 AND o.identity_key = u.identity
+), free AS (
+    SELECT DISTINCT ON (c.identity) c.id, c.identity
+    FROM cur c
+    WHERE c.found AND c.bound IS NULL AND c.owner IS NULL
+    ORDER BY c.identity, c.ord
+), done AS (
+    UPDATE relay_message t
+    SET identity_key = f.identity
+    FROM free f
+    WHERE t.pipeline = $1 AND t.id = f.id AND t.identity_key IS NULL
+      AND NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.found)
+    RETURNING t.id
+)
+SELECT c.ord, c.found, c.bound, c.owner, d.id IS NOT NULL
+FROM cur c
+LEFT JOIN done d ON d.id = c.id
+ORDER BY c.ord;

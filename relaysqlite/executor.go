@@ -204,37 +204,80 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 	var res *relaydriver.MessageBindIdentityResult
 	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
 	err := e.atomically(ctx, op, func(q runner) error {
-		r, err := q.exec(ctx, qMessageBindIdentity, params.Pipeline, params.ID, params.Identity)
-		if err != nil {
-			if !isUniqueViolation(err) {
-				return err
+		var err error
+		res, err = bindIdentity(ctx, q, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// MessageBindIdentities is MessageBindIdentity for each input in order, in one
+// transaction (the caller's, or an IMMEDIATE one of its own): SQLite has one
+// writer and no network round trips, so a loop of the single binding is as
+// cheap as a set-based statement and is the in-order semantics by
+// construction. On error nothing of an own transaction is committed.
+func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
+	op := fmt.Sprintf("message bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
+	if len(params.IDs) != len(params.Identities) {
+		return nil, fmt.Errorf("relaysqlite: %s: %d ids but %d identities", op, len(params.IDs), len(params.Identities))
+	}
+	for i, identity := range params.Identities {
+		if identity == "" {
+			return nil, fmt.Errorf("relaysqlite: %s: message %d: empty identity", op, params.IDs[i])
+		}
+	}
+	res := &relaydriver.MessageBindIdentitiesResult{
+		Owners: make([]int64, len(params.IDs)), Identities: make([]string, len(params.IDs)),
+	}
+	if len(params.IDs) == 0 {
+		return res, nil
+	}
+	err := e.atomically(ctx, op, func(q runner) error {
+		for i, id := range params.IDs {
+			r, err := bindIdentity(ctx, q, &relaydriver.MessageBindIdentityParams{
+				Pipeline: params.Pipeline, ID: id, Identity: params.Identities[i],
+			})
+			if err != nil {
+				return fmt.Errorf("message %d: %w", id, err)
 			}
-			// SQLite aborts only the statement, so the transaction goes on.
-			var owner int64
-			if err := q.queryRow(ctx, qMessageIdentityOwner, params.Pipeline, params.Identity).Scan(&owner); err != nil {
-				return fmt.Errorf("look up identity owner: %w", err)
-			}
-			res = &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}
-			return nil
+			res.Owners[i], res.Identities[i] = r.OwnerID, r.Identity
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
-			res = &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: params.Identity}
-			return nil
-		}
-		// Already bound (to this identity on a retry, or to another one), or absent.
-		var existing sql.NullString
-		if err := q.queryRow(ctx, qMessageIdentityOf, params.Pipeline, params.ID).Scan(&existing); err != nil {
-			return err
-		}
-		res = &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: existing.String}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// bindIdentity is one binding of MessageBindIdentity, run with q.
+func bindIdentity(ctx context.Context, q runner, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
+	r, err := q.exec(ctx, qMessageBindIdentity, params.Pipeline, params.ID, params.Identity)
+	if err != nil {
+		if !isUniqueViolation(err) {
+			return nil, err
+		}
+		// SQLite aborts only the statement, so the transaction goes on.
+		var owner int64
+		if err := q.queryRow(ctx, qMessageIdentityOwner, params.Pipeline, params.Identity).Scan(&owner); err != nil {
+			return nil, fmt.Errorf("look up identity owner: %w", err)
+		}
+		return &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}, nil
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return nil, err
+	} else if n == 1 {
+		return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: params.Identity}, nil
+	}
+	// Already bound (to this identity on a retry, or to another one), or absent.
+	var existing sql.NullString
+	if err := q.queryRow(ctx, qMessageIdentityOf, params.Pipeline, params.ID).Scan(&existing); err != nil {
+		return nil, err
+	}
+	return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: existing.String}, nil
 }
 
 // guardFailed explains an UPDATE of a state guard that touched no row:

@@ -71,11 +71,82 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 	if err := checkLatestUpsert(params); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
 	}
+	var res *relaydriver.LatestUpserted
+	err := e.latestAtomically(ctx, fmt.Sprintf("%s %s/%s", op, params.Target, params.Key), func(q rawRunner) error {
+		var err error
+		res, err = latestUpsertOne(ctx, q, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// latestKey is one (target, key) of a LatestUpsertMany call.
+type latestKey struct{ target, key string }
+
+// LatestUpsertMany is LatestUpsert for each state in input order, in the
+// caller's transaction or in one IMMEDIATE transaction of its own: with one
+// writer and no round trips a loop costs what one statement would.
+func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.LatestUpsertParams) ([]*relaydriver.LatestUpserted, error) {
+	op := fmt.Sprintf("latest upsert of %d states", len(params))
+	seen := make(map[latestKey]int, len(params))
+	for i, p := range params {
+		if err := checkLatestUpsert(p); err != nil {
+			return nil, fmt.Errorf("relaysqlite: %s: state %d: %s", op, i, err)
+		}
+		k := latestKey{p.Target, p.Key}
+		if j, dup := seen[k]; dup {
+			return nil, fmt.Errorf("relaysqlite: %s: states %d and %d both write %s/%s: one call writes a key at most once",
+				op, j, i, p.Target, p.Key)
+		}
+		seen[k] = i
+	}
+	out := make([]*relaydriver.LatestUpserted, len(params))
+	if len(params) == 0 {
+		return out, nil
+	}
+	err := e.latestAtomically(ctx, op, func(q rawRunner) error {
+		for i, p := range params {
+			res, err := latestUpsertOne(ctx, q, p)
+			if err != nil {
+				return fmt.Errorf("%s/%s: %w", p.Target, p.Key, err)
+			}
+			out[i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// latestAtomically runs fn in the executor's transaction, or in an IMMEDIATE
+// transaction of its own on the writer, and maps its error.
+func (e *executor) latestAtomically(ctx context.Context, op string, fn func(q rawRunner) error) error {
+	if e.tx != nil {
+		return mapErr(op, fn(e.tx))
+	}
+	tx, err := e.d.write.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if err := fn(tx); err != nil {
+		return mapErr(op, errors.Join(err, rollbackErr(tx)))
+	}
+	return mapErr(op, tx.Commit())
+}
+
+// latestUpsertOne takes the next generation and writes one validated state
+// only forward, with q.
+func latestUpsertOne(ctx context.Context, q rawRunner, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
 	headers := "{}"
 	if len(params.Headers) > 0 {
 		b, err := json.Marshal(params.Headers)
 		if err != nil {
-			return nil, fmt.Errorf("relaysqlite: %s %s/%s: headers: %w", op, params.Target, params.Key, err)
+			return nil, fmt.Errorf("headers: %w", err)
 		}
 		headers = string(b)
 	}
@@ -83,40 +154,20 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 	if params.Payload != nil {
 		payload = params.Payload
 	}
+	var next int64
+	if err := q.QueryRowContext(ctx, latestQueries[qLatestNextGeneration]).Scan(&next); err != nil {
+		return nil, fmt.Errorf("next generation: %w", err)
+	}
 	res := &relaydriver.LatestUpserted{}
-	run := func(q rawRunner) error {
-		var next int64
-		if err := q.QueryRowContext(ctx, latestQueries[qLatestNextGeneration]).Scan(&next); err != nil {
-			return fmt.Errorf("next generation: %w", err)
-		}
-		err := q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
-			params.Version, params.Type, headers, payload, timeArg(params.Now), next).Scan(&res.Generation)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // refused: an older version
-		}
-		if err != nil {
-			return err
-		}
-		res.Accepted = true
-		return nil
+	err := q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
+		params.Version, params.Type, headers, payload, timeArg(params.Now), next).Scan(&res.Generation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return res, nil // refused: an older version
 	}
-	opKey := fmt.Sprintf("%s %s/%s", op, params.Target, params.Key)
-	if e.tx != nil {
-		if err := run(e.tx); err != nil {
-			return nil, mapErr(opKey, err)
-		}
-		return res, nil
-	}
-	tx, err := e.d.write.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, mapErr(opKey, err)
+		return nil, err
 	}
-	if err := run(tx); err != nil {
-		return nil, mapErr(opKey, errors.Join(err, rollbackErr(tx)))
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, mapErr(opKey, err)
-	}
+	res.Accepted = true
 	return res, nil
 }
 

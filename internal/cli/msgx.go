@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -47,7 +46,7 @@ roles:
   verify    compare the store, the Kafka topics and the mailbox marks with a simulation
   request   register an outbound request (REQT-SCHD for a day, REQT-REFD for a type)
 
-run ` + "`relay msgx <role> -h`" + ` for a role's flags`)
+run `+"`relay msgx <role> -h`"+` for a role's flags`)
 		if len(args) == 0 {
 			return errors.New("msgx: missing role")
 		}
@@ -174,7 +173,8 @@ func runMsgxMigrate(ctx context.Context, env *Env, args []string) error {
 }
 
 func runMsgxParams(_ context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "msgx params", "msgx params [--param k=v …]")
+	fs := newFlags(env, "msgx params", "msgx params [--markdown] [--param k=v …]")
+	markdown := fs.Bool("markdown", false, "print the Markdown table of docs/msgx/settings.md")
 	build := msgxConfigFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -182,6 +182,9 @@ func runMsgxParams(_ context.Context, env *Env, args []string) error {
 	cfg, err := build()
 	if err != nil {
 		return err
+	}
+	if *markdown {
+		return msgx.WriteParamsMarkdown(env.Stdout, &cfg)
 	}
 	return msgx.WriteParams(env.Stdout, &cfg)
 }
@@ -236,8 +239,6 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	if *httpAddr != "" {
-		var active atomic.Bool
-		active.Store(true) // admin mutations run inside the engine's gate; the lock is held by Run
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			return fmt.Errorf("--http-addr %s: %w", *httpAddr, err)
@@ -247,7 +248,7 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.Handle("/cminmsgs/send", svc.SendHandler())
 		mux.Handle("/admin/", admin.Handler(admin.Deps{Driver: d, Pipeline: cfg.Pipeline, Engine: svc.Engine(),
-			Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd}, Active: active.Load,
+			Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd}, Active: svc.Active,
 			Clock: clock, Logger: log}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()

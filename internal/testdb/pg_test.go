@@ -36,5 +36,5 @@ func TestPGDriverMigrated(t *testing.T) {
 	d := PGDriver(t)
 	versions, err := d.Migrator().AppliedVersions(t.Context(), "engine")
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4}, versions)
+	require.Equal(t, []int{1, 2, 3, 4, 5}, versions)
 }

@@ -212,8 +212,11 @@ var params = []param{
 		get: func(c *Config) string { return strconv.FormatBool(c.IncludeDayBoundary) },
 		set: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return err // a refused value leaves the identity setting as it was
+			}
 			c.IncludeDayBoundary = b
-			return err
+			return nil
 		}},
 	listParam("msgx.pipeline.ignore-rules", "ignore rules TYPE-STYP or TYPE-*, case-insensitive (§2; baseline LDM/REGN/RSTA/EROR)", func(c *Config) *[]string { return &c.IgnoreRules }),
 	intParam("msgx.pipeline.backfill-batch", "processing marks written back per round (§6.1)", func(c *Config) *int { return &c.BackfillBatch }),
@@ -270,6 +273,10 @@ func (c *Config) Validate() error {
 		return bad("msgx.pipeline.max-commit-delay", "must be positive")
 	case c.PollInterval <= 0:
 		return bad("msgx.pipeline.poll-interval", "must be positive")
+	case !cutoverMode(c.CutoverWatermark):
+		// Caught here rather than by the seeding itself, which runs only once
+		// the pipeline lock is held (seed 000 §4.3).
+		return bad("msgx.pipeline.cutover-watermark", "%q: want min, zero, max, a mailbox id ≥ 0, or empty", c.CutoverWatermark)
 	case c.FIFOBatch < 1 || c.FIFOBatch > relay.FIFOBatchMax:
 		return bad("msgx.pipeline.fifo-batch", "%d outside [1, %d]", c.FIFOBatch, relay.FIFOBatchMax)
 	case c.MaxAttempts < 1:
@@ -288,6 +295,10 @@ func (c *Config) Validate() error {
 		return bad("msgx.schd.flush-limit", "%d < 1", c.SchdFlushLimit)
 	case c.SystemCode == "" || strings.Contains(c.SystemCode, "|"):
 		return bad("msgx.request.system-code", "%q", c.SystemCode)
+	case c.RequestTimeout <= 0:
+		// 0 would expire every request in the Pass that sends it: no response
+		// could ever match (seed 000 §7.2).
+		return bad("msgx.request.timeout", "must be positive")
 	case c.FlightKeepDays < 1:
 		return bad("msgx.lifecycle.flight-keep-days", "%d < 1", c.FlightKeepDays)
 	case c.LifecycleEvery <= 0:
@@ -297,6 +308,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("msgx: %w", err)
 	}
 	return nil
+}
+
+// cutoverMode reports whether v is a cutover seeding mode intake accepts:
+// "" (no seeding), min, zero, max or a decimal mailbox id ≥ 0.
+func cutoverMode(v string) bool {
+	switch v {
+	case "", "min", "zero", "max":
+		return true
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && id >= 0
 }
 
 // WriteParams writes the settings table (key, value in c, meaning) to w.
@@ -310,4 +332,22 @@ func WriteParams(w io.Writer, c *Config) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.key, v, p.doc)
 	}
 	return tw.Flush()
+}
+
+// WriteParamsMarkdown writes the settings table of docs/msgx/settings.md:
+// every PARAM key with its value in c and its meaning.
+func WriteParamsMarkdown(w io.Writer, c *Config) error {
+	if _, err := fmt.Fprintln(w, "| key | default | meaning |\n|---|---|---|"); err != nil {
+		return err
+	}
+	for _, p := range params {
+		v := p.get(c)
+		if v == "" {
+			v = `""`
+		}
+		if _, err := fmt.Fprintf(w, "| `%s` | `%s` | %s |\n", p.key, v, strings.ReplaceAll(p.doc, "|", `\|`)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -149,13 +149,24 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 			family[k] = v
 		}
 	}
+	// Families leave whole: drop every blocked candidate, then whatever that
+	// blocks in turn (a child of a master that now stays), until nothing changes.
+	for changed := true; changed; {
+		changed = false
+		for _, s := range cands {
+			if isCand[s.FLID] && blocked(s, family, isCand) {
+				isCand[s.FLID] = false
+				changed = true
+			}
+		}
+	}
 	var (
 		leave  []*flight.State
 		docs   = make(map[string][]byte)
 		events []*relay.OutboxEvent
 	)
 	for _, s := range cands {
-		if blocked(s, family, isCand) {
+		if !isCand[s.FLID] {
 			continue
 		}
 		leave = append(leave, s)
@@ -197,15 +208,17 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 	return len(done), tombstoned, nil
 }
 
-// blocked reports whether s must wait for its family (see historyBatch).
-func blocked(s *flight.State, family map[string]*flight.State, isCand map[string]bool) bool {
+// blocked reports whether s must wait for its family (see historyBatch):
+// its master is ACTIVE and not leaving, or one of its children is not
+// leaving. leaving holds the candidates still set to leave in this batch.
+func blocked(s *flight.State, family map[string]*flight.State, leaving map[string]bool) bool {
 	if s.MAID != "" && s.MAID != s.FLID {
-		if m := family[s.MAID]; m != nil && m.Status == flight.Active && !isCand[m.FLID] {
+		if m := family[s.MAID]; m != nil && m.Status == flight.Active && !leaving[m.FLID] {
 			return true
 		}
 	}
 	for _, c := range flight.Children(s, family) {
-		if !isCand[c.FLID] {
+		if !leaving[c.FLID] {
 			return true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +15,6 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
-	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -207,38 +206,12 @@ func (c *call) emit(ctx context.Context, snap map[string]*flight.State, ch *flig
 	if len(ch.Saved) == 0 {
 		return nil
 	}
-	merged := make(map[string]*flight.State, len(snap)+len(ch.Saved))
-	for k, v := range snap {
-		merged[k] = v
-	}
+	merged := maps.Clone(snap)
 	for _, s := range ch.Saved {
 		merged[s.FLID] = s
 	}
-	events := make([]*relay.OutboxEvent, 0, len(ch.Notices))
-	for _, n := range ch.Notices {
-		events = append(events, &relay.OutboxEvent{
-			// The event id is stable: the message's identity and the flight, the
-			// same on every re-run of this message (consumers dedupe by it).
-			ID:     c.identity + "#" + n.FLID,
-			Target: TargetMsg, Topic: c.p.cfg.MsgTopic, Key: n.FLID,
-			Headers: map[string]string{"msgx-action": n.Action, "msgx-state-version": strconv.FormatInt(n.Version, 10)},
-			Payload: flight.NoticeDocument(n, fm),
-		})
-	}
-	if err := relay.EnqueueEventsTx(ctx, c.tx, events...); err != nil {
+	if err := relay.EnqueueEventsTx(ctx, c.tx, c.notices(ch, fm)...); err != nil {
 		return err
 	}
-	for _, s := range ch.Saved {
-		ev := &relay.LatestEvent{Target: TargetSchd, Topic: c.p.cfg.SchdTopic, Key: s.FLID, Version: s.Version,
-			Headers: map[string]string{"msgx-state-version": strconv.FormatInt(s.Version, 10)}}
-		if s.Status == flight.Deleted {
-			ev.Type = relaysink.Tombstone
-		} else {
-			ev.Payload = flight.Document(s, flight.Children(s, merged))
-		}
-		if _, err := relay.UpsertLatestTx(ctx, c.tx, ev); err != nil {
-			return err
-		}
-	}
-	return nil
+	return upsertLatest(ctx, c.tx, c.p.cfg, ch.Saved, merged)
 }

@@ -56,7 +56,7 @@ func NewRequester(cfg Config, pool *pgxpool.Pool, mailbox *sql.DB, clock relayty
 // next Pass sends it.
 func (r *Requester) Register(ctx context.Context, typ, scope string) (*flightstore.Request, error) {
 	switch {
-	case typ == RequestSchd && (len(scope) != 8 || strings.Trim(scope, "0123456789") != ""):
+	case typ == RequestSchd && (len(scope) != 8 || strings.Trim(scope, "0123456789") != "" || !isDay(scope)):
 		return nil, fmt.Errorf("msgx: request SCHD: scope %q is not an operating day YYYYMMDD", scope)
 	case typ == RequestRefd && (scope == "" || strings.Contains(scope, "|")):
 		return nil, fmt.Errorf("msgx: request REFD: bad reference type %q", scope)
@@ -64,6 +64,13 @@ func (r *Requester) Register(ctx context.Context, typ, scope string) (*flightsto
 		return nil, fmt.Errorf("msgx: unknown request type %q (want %s or %s)", typ, RequestSchd, RequestRefd)
 	}
 	now := r.clock.Now()
+	// Only a request whose REQT can be written is registered: one that cannot
+	// (a reference type with edge white space or a character XML cannot carry)
+	// would stay PENDING and fail every Pass, and Pass stops at the first
+	// failure — it would hold back every later request and all expiry.
+	if _, err := r.encode(&flightstore.Request{Type: typ, Scope: scope, SEQN: "0"}, now); err != nil {
+		return nil, fmt.Errorf("msgx: request %s: scope %q cannot be sent: %w", typ, scope, err)
+	}
 	// Our SEQN: send second plus a per-process counter; echoed back as RQSQ.
 	seqn := fmt.Sprintf("%s%04d", now.UTC().Format("060102150405"), r.seq.Add(1)%10000)
 	var out *flightstore.Request
@@ -80,21 +87,25 @@ func (r *Requester) Register(ctx context.Context, typ, scope string) (*flightsto
 }
 
 // Pass sends every PENDING request and expires SENT requests older than the
-// timeout. It reports how many were sent and expired.
+// timeout. It reports how many were sent and expired. A request that cannot
+// be sent does not hold up the others or the expiry: every failure is
+// returned, joined, after the whole pass.
 func (r *Requester) Pass(ctx context.Context) (sent, expired int, err error) {
 	pending, err := flightstore.RequestPending(ctx, r.pool)
 	if err != nil {
 		return 0, 0, err
 	}
+	var errs []error
 	for _, q := range pending {
 		if err := r.send(ctx, q); err != nil {
-			return sent, 0, err
+			errs = append(errs, err)
+			continue
 		}
 		sent++
 	}
 	now := r.clock.Now()
 	expired, err = flightstore.RequestExpire(ctx, r.pool, now.Add(-r.cfg.RequestTimeout), now)
-	return sent, expired, err
+	return sent, expired, errors.Join(append(errs, err)...)
 }
 
 // send writes q's REQT to COUTMSGS and marks it SENT. A crash between the two
@@ -128,6 +139,13 @@ func (r *Requester) send(ctx context.Context, q *flightstore.Request) error {
 		return fmt.Errorf("msgx: request %d: mark sent: %w", q.ID, err)
 	}
 	return nil
+}
+
+// isDay reports whether s is a calendar date YYYYMMDD (the REQT encoder
+// refuses any other ODAY).
+func isDay(s string) bool {
+	_, err := time.Parse("20060102", s)
+	return err == nil
 }
 
 func (r *Requester) encode(q *flightstore.Request, now time.Time) ([]byte, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // SendResult is the JSON answer of POST /cminmsgs/send.
@@ -31,6 +32,12 @@ type SendResult struct {
 // is kept, at the cost of that delay (intake must be running). A client that
 // retries after a failure may write the message twice; the business identity
 // makes the second a SKIPPED duplicate.
+//
+// Before the pipeline's watermark is seeded (seed 000 §4.3) the row is only
+// written to the mailbox (enqueued false): a registered message would make
+// the seeding refuse, and intake registers the row once seeded — unless the
+// cutover mode skips it as existing stock, as it does every row written
+// before the cutover (max, or a mailbox id at or above the row's).
 //
 // Answers: 202 with {"id", "enqueued"} once the mailbox write committed; 400
 // for an empty body; 413 above sisxml.MaxSize; 405 for anything but POST; 503
@@ -70,6 +77,21 @@ func (s *Service) SendHandler() http.Handler {
 		if err != nil {
 			s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: mailbox write failed", "error", err)
 			reply(http.StatusServiceUnavailable, SendResult{Error: "mailbox write failed; nothing was written, retry"})
+			return
+		}
+		// seed 000 §4.3: a pipeline that already holds messages is never seeded,
+		// so registering one before cutover seeding would leave the pipeline
+		// without a watermark for good. Until it is seeded, leave the row to
+		// intake (the §4.4 path of a failed registration).
+		if _, err := s.o.Store.GetExecutor().CursorGet(ctx, s.cfg.Pipeline); err != nil {
+			why := "registered by intake later: "
+			if errors.Is(err, relaytype.ErrNotFound) {
+				why += "the watermark is not seeded yet"
+			} else {
+				s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: watermark read failed; intake will register the row", "id", id, "error", err)
+				why += err.Error()
+			}
+			reply(http.StatusAccepted, SendResult{ID: id, Error: why})
 			return
 		}
 		if _, err := s.engine.Enqueue(ctx, &relay.EnqueueParams{ID: id, Payload: body, ReceivedAt: now}); err != nil {

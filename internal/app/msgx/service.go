@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,7 @@ type Service struct {
 	requester *Requester
 	lifecycle *Lifecycle
 	processor *Processor
+	active    atomic.Bool
 }
 
 // Migrate brings the msgx store to the current schema: the engine line and
@@ -147,6 +149,10 @@ func New(o Options) (*Service, error) {
 	return s, nil
 }
 
+// Active reports whether this instance holds the pipeline lock and runs the
+// pipeline: admin mutations (replay, reopen) are allowed only then.
+func (s *Service) Active() bool { return s.active.Load() }
+
 // Engine returns the FIFO engine (admin API, replay).
 func (s *Service) Engine() *relay.Engine { return s.engine }
 
@@ -176,6 +182,8 @@ func (s *Service) Run(ctx context.Context) error {
 type stopper interface{ Stop(context.Context) error }
 
 func (s *Service) runActive(ctx context.Context) error {
+	s.active.Store(true)
+	defer s.active.Store(false)
 	log := s.o.Logger
 	if s.cfg.CutoverWatermark != "" {
 		w, err := s.intake.Seed(ctx, s.cfg.CutoverWatermark)
