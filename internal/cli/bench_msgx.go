@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -29,8 +30,20 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 	rounds := fs.Int("rounds", 1, "rounds per setting (the median is reported)")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL server URL")
 	mariaDSN := fs.String("mariadb", envOr("TEST_MARIADB_DSN", "root@tcp(127.0.0.1:3306)/"), "MariaDB server DSN (a fresh database is created per round)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	batchList, err := parseInts("--batch", *batches)
 	if err != nil {

@@ -145,6 +145,20 @@ func openPG(ctx context.Context, url string) (*relaypgx.Driver, error) {
 	return d, nil
 }
 
+// openMsgxStores opens the msgx store and the mailbox; close releases both.
+func openMsgxStores(ctx context.Context, storeURL, mailboxDSN string) (d *relaypgx.Driver, mb *sql.DB, close func(), err error) {
+	d, err = openPG(ctx, storeURL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mb, err = openMailbox(ctx, mailboxDSN)
+	if err != nil {
+		_ = d.Close()
+		return nil, nil, nil, err
+	}
+	return d, mb, func() { _ = mb.Close(); _ = d.Close() }, nil
+}
+
 func storeFlag(fs *flag.FlagSet) *string {
 	return fs.String("store", envOr("RELAY_STORE", ""), "msgx PostgreSQL store URL (postgres://…); env RELAY_STORE")
 }
@@ -278,16 +292,11 @@ func runMsgxRequest(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, err := openPG(ctx, *store)
+	d, mb, closeStores, err := openMsgxStores(ctx, *store, *mailbox)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	mb, err := openMailbox(ctx, *mailbox)
-	if err != nil {
-		return err
-	}
-	defer mb.Close()
+	defer closeStores()
 	log, _ := env.Logger("warn")
 	r := msgx.NewRequester(cfg, d.Pool(), mb, relayclock.System{}, log)
 	req, err := r.Register(ctx, strings.ToUpper(fs.Arg(0)), fs.Arg(1))

@@ -100,16 +100,11 @@ func runMsgxVerify(ctx context.Context, env *Env, args []string) error {
 	if err := json.Unmarshal(data, &ef); err != nil {
 		return fmt.Errorf("%s: %w", *expect, err)
 	}
-	d, err := openPG(ctx, *store)
+	d, mb, closeStores, err := openMsgxStores(ctx, *store, *mailbox)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	mb, err := openMailbox(ctx, *mailbox)
-	if err != nil {
-		return err
-	}
-	defer mb.Close()
+	defer closeStores()
 	deadline := time.Now().Add(*wait)
 	for {
 		ok, err := msgx.Settled(ctx, d, mb, len(ef.Rows))

@@ -127,79 +127,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil
 	}
 	chunk := max(len(plan.Rows)/o.Kills, 1)
-	for i := 0; i < o.Kills; i++ {
-		if err := writeNext(chunk); err != nil {
-			return nil, err
-		}
-		faults := ""
-		if o.FaultProbability > 0 && i%2 == 1 {
-			p := fmt.Sprintf("%g", o.FaultProbability)
-			faults = "fifo.after-commit=" + p + ",fifo.mid-batch=" + p + ",dispatch.after-confirm=" + p + ",ack.after-write=" + p
-		}
-		c, err := start(o.Binary, args(), faults, r.Uint64())
-		if err != nil {
-			return nil, err
-		}
-		wait := time.Duration(250+r.IntN(750)) * time.Millisecond
-		select {
-		case <-c.done: // a fault point killed it
-			if c.faultKilled() {
-				res.FaultKills++
-			} else if !c.killed() {
-				return nil, fmt.Errorf("crash: child exited on its own in round %d: %v\n%s", i, c.err, c.out.String())
+	res.Kills, res.FaultKills, err = kills{Binary: o.Binary, Args: args(), Kills: o.Kills,
+		FaultProbability: o.FaultProbability, MinWait: 250 * time.Millisecond, Spread: 750 * time.Millisecond, Rand: r,
+		Before: func(int) error { return writeNext(chunk) },
+		After: func(i int, wait time.Duration, fault bool) {
+			if o.Out != nil {
+				p, _ := progress(ctx, o.Store, src)
+				fmt.Fprintf(o.Out, "  kill %2d/%d after %-5s %s  written=%d %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
+					killKind(fault), written, p)
 			}
-		case <-time.After(wait):
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-		case <-ctx.Done():
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-			return nil, ctx.Err()
-		}
-		res.Kills++
-		if o.Out != nil {
-			p, _ := progress(ctx, o.Store, src)
-			fmt.Fprintf(o.Out, "  kill %2d/%d after %-5s %s  written=%d %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
-				map[bool]string{true: "(fault point)", false: "(SIGKILL)    "}[c.faultKilled()], written, p)
-		}
+		}}.run(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := writeNext(len(plan.Rows)); err != nil {
 		return nil, err
 	}
 
 	// Last run without faults: drain everything, then stop cleanly.
-	c, err := start(o.Binary, args(), "", 0)
-	if err != nil {
-		return nil, err
-	}
 	lastID := plan.Rows[len(plan.Rows)-1].ID
-	drained := false
-	deadline := time.After(3 * time.Minute)
-	for !drained {
-		select {
-		case <-deadline:
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-			p, _ := progress(ctx, o.Store, src)
-			return nil, fmt.Errorf("crash: pipeline did not drain within 3 minutes (%s)\n%s", p, c.out.String())
-		case <-c.done:
-			return nil, fmt.Errorf("crash: final child exited: %v\n%s", c.err, c.out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		drained, err = isDrained(ctx, o.Store, src, lastID)
-		if err != nil {
-			return nil, err
-		}
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		if c.err != nil {
-			return nil, fmt.Errorf("crash: final child did not stop cleanly: %v\n%s", c.err, c.out.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		return nil, errors.New("crash: final child did not stop within 30s of SIGTERM")
+	if err := drain(ctx, o.Binary, args(), func() (bool, error) { return isDrained(ctx, o.Store, src, lastID) },
+		func() string { p, _ := progress(ctx, o.Store, src); return p }); err != nil {
+		return nil, err
 	}
 
 	rep, err := demo.Reconcile(ctx, o.Store, src, pipeline, plan)

@@ -3,12 +3,10 @@ package crash
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -110,37 +108,16 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
 	}()
 
 	res := &MsgxResult{}
-	for i := 0; i < o.Kills; i++ {
-		faults := ""
-		if o.FaultProbability > 0 && i%2 == 1 {
-			p := fmt.Sprintf("%g", o.FaultProbability)
-			faults = "fifo.after-commit=" + p + ",fifo.mid-batch=" + p + ",dispatch.after-confirm=" + p + ",ack.after-write=" + p
-		}
-		c, err := start(o.Binary, args, faults, r.Uint64())
-		if err != nil {
-			return nil, err
-		}
-		wait := time.Duration(300+r.IntN(900)) * time.Millisecond
-		select {
-		case <-c.done:
-			if c.faultKilled() {
-				res.FaultKills++
-			} else if !c.killed() {
-				return nil, fmt.Errorf("crash: msgx child exited on its own in round %d: %v\n%s", i, c.err, c.out.String())
+	res.Kills, res.FaultKills, err = kills{Binary: o.Binary, Args: args, Kills: o.Kills,
+		FaultProbability: o.FaultProbability, MinWait: 300 * time.Millisecond, Spread: 900 * time.Millisecond, Rand: r,
+		After: func(i int, wait time.Duration, fault bool) {
+			if o.Out != nil {
+				fmt.Fprintf(o.Out, "  kill %2d/%d after %-6s %s %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
+					killKind(fault), msgxProgress(ctx, o, cfg))
 			}
-		case <-time.After(wait):
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-		case <-ctx.Done():
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-			return nil, ctx.Err()
-		}
-		res.Kills++
-		if o.Out != nil {
-			fmt.Fprintf(o.Out, "  kill %2d/%d after %-6s %s %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
-				map[bool]string{true: "(fault point)", false: "(SIGKILL)    "}[c.faultKilled()], msgxProgress(ctx, o, cfg))
-		}
+		}}.run(ctx)
+	if err != nil {
+		return nil, err
 	}
 	wr := <-writeDone
 	if wr.err != nil {
@@ -148,38 +125,9 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
 	}
 	res.Written = wr.w
 
-	c, err := start(o.Binary, args, "", 0)
-	if err != nil {
+	if err := drain(ctx, o.Binary, args, func() (bool, error) { return msgx.Settled(ctx, o.Store, o.Mailbox, len(wr.w.Rows)) },
+		func() string { return msgxProgress(ctx, o, cfg) }); err != nil {
 		return nil, err
-	}
-	deadline := time.After(3 * time.Minute)
-	for {
-		done, err := msgx.Settled(ctx, o.Store, o.Mailbox, len(wr.w.Rows))
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			break
-		}
-		select {
-		case <-deadline:
-			_ = c.cmd.Process.Signal(syscall.SIGKILL)
-			<-c.done
-			return nil, fmt.Errorf("crash: msgx did not drain within 3 minutes (%s)\n%s", msgxProgress(ctx, o, cfg), c.out.String())
-		case <-c.done:
-			return nil, fmt.Errorf("crash: final msgx child exited: %v\n%s", c.err, c.out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		if c.err != nil {
-			return nil, fmt.Errorf("crash: final msgx child did not stop cleanly: %v\n%s", c.err, c.out.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Signal(syscall.SIGKILL)
-		return nil, errors.New("crash: final msgx child did not stop within 30s of SIGTERM")
 	}
 
 	marks := make(map[int64]string, len(wr.w.Rows))
