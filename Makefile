@@ -22,7 +22,7 @@ bench: bench-fifo
 bench-fifo:
 	$(GO) run ./cmd/relay bench fifo
 
-# relay against River on the local PostgreSQL (separate module bench/peers, see
+# relay against River and watermill-sql on the local PostgreSQL (separate module bench/peers, see
 # docs/benchmarks.md). Pass flags with ARGS, e.g. make bench-peers ARGS=--quick
 bench-peers:
 	cd bench/peers && $(GO) run . $(ARGS)

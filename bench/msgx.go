@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -35,6 +36,11 @@ type MsgxOptions struct {
 	Clock relaytype.Clock
 	// Progress, when set, receives a line every second while draining.
 	Progress io.Writer
+	// Maintain, when positive, runs VACUUM (ANALYZE) on the store schema's
+	// tables at this interval during the drain — what autovacuum does on a
+	// production server. msgx rewrites a flight's detail rows on every change,
+	// so without it the tables bloat and keep no statistics.
+	Maintain time.Duration
 }
 
 // MsgxResult is one measured drain.
@@ -100,6 +106,9 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (MsgxResult, error) {
 	done := make(chan error, 1)
 	start = o.Clock.Now()
 	go func() { done <- svc.Run(runCtx) }()
+	if o.Maintain > 0 {
+		go maintain(runCtx, o.Store, o.Maintain, o.Clock)
+	}
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -161,4 +170,31 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (MsgxResult, error) {
 		return res, fmt.Errorf("bench msgx: verification failed (%d problems), first: %s", len(rep.Problems), rep.Problems[0])
 	}
 	return res, nil
+}
+
+// maintain runs VACUUM (ANALYZE) over the current schema's tables every
+// interval until ctx ends (autovacuum's job, for servers that run without it).
+func maintain(ctx context.Context, store *relaypgx.Driver, every time.Duration, clock relaytype.Clock) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(every):
+		}
+		rows, err := store.Pool().Query(ctx, "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema()")
+		if err != nil {
+			continue
+		}
+		var tables []string
+		for rows.Next() {
+			var t string
+			if rows.Scan(&t) == nil {
+				tables = append(tables, t)
+			}
+		}
+		rows.Close()
+		if len(tables) > 0 {
+			_, _ = store.Pool().Exec(ctx, "VACUUM (ANALYZE) "+strings.Join(tables, ", "))
+		}
+	}
 }

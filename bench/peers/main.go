@@ -2,11 +2,23 @@
 // run, alternating the systems round by round (A B A B …). It is a separate
 // module so that the peers never become dependencies of relay itself.
 //
-// Scenario "burn-down, unordered": insert N no-op jobs in batches, then process
-// them all; each job's worker/handler writes one row of an effect table. Every
-// run is verified before it is reported: each job processed exactly once
-// (store state and effect table). A run that lost or duplicated anything prints
-// FAIL and the program exits non-zero.
+// Scenarios (docs/benchmarks.md):
+//
+//   - burn-down, unordered: insert N no-op jobs in batches, then process them
+//     all; relay ModeUnordered vs River. Each setting is searched first.
+//   - burn-down, per key: the same with 1,000 keys; relay ModePerKey (order per
+//     key verified) vs River, which has no per-key ordering (unordered).
+//   - continuous: a producer inserts at a fixed offered rate while the system
+//     drains; sustained throughput and end-to-end latency p50/p99.
+//   - strict FIFO: relay ModeFIFO vs a watermill-sql v4 subscriber on one topic,
+//     global order verified.
+//   - pgbench: `pgbench -c 2 -j 2 -T 20` of a one-row insert transaction, the
+//     commit rate of this PostgreSQL as a yardstick.
+//
+// Each job's worker/handler writes one row of an effect table. Every run is
+// verified before it is reported: each job processed exactly once (store state
+// and effect table) and, where claimed, in order per key. A run that lost,
+// duplicated or reordered anything prints FAIL and the program exits non-zero.
 //
 //	go run . --n 100000 --rounds 3
 package main
@@ -19,11 +31,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func main() {
@@ -39,13 +54,36 @@ func main() {
 
 // options are the parsed flags.
 type options struct {
-	postgres      string
-	n             int
-	rounds        int
-	warmN         int
-	riverWorkers  []int
-	relaySettings []relaySetting
+	postgres       string
+	n              int
+	rounds         int
+	warmN          int
+	keys           int
+	riverWorkers   []int
+	relaySettings  []relaySetting
+	perKeyN        int
+	orientN        int
+	fifoN          int
+	fifoBatch      int
+	perKeySettings []relaySetting
+	rates          []float64
+	contSeconds    float64
+	pgbenchSeconds int
+	scenarios      []string
 }
+
+// Scenario names for --scenarios.
+const (
+	scUnordered  = "unordered"
+	scPerKey     = "per-key"
+	scContinuous = "continuous"
+	scFIFO       = "fifo"
+	scPgbench    = "pgbench"
+)
+
+var allScenarios = []string{scUnordered, scPerKey, scContinuous, scFIFO, scPgbench}
+
+func (o *options) has(sc string) bool { return slices.Contains(o.scenarios, sc) }
 
 // result is one verified burn-down.
 type result struct {
@@ -57,25 +95,40 @@ type result struct {
 func (r result) insertRate() float64  { return float64(r.N) / r.Insert.Seconds() }
 func (r result) processRate() float64 { return float64(r.N) / r.Process.Seconds() }
 
+// burnTimeout bounds one burn-down's processing.
+const burnTimeout = 5 * time.Minute
+
 // errFailed marks a run whose verification failed (FAIL already printed).
-var errFailed = errors.New("FAIL: a run lost or duplicated jobs (see above)")
+var errFailed = errors.New("FAIL: a run lost, duplicated or reordered jobs (see above)")
 
 func parseFlags(args []string, out io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.SetOutput(out)
 	o := &options{}
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL (a schema peers_<random> is created and dropped per run)")
-	fs.IntVar(&o.n, "n", 100000, "jobs per run")
-	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds (each runs relay, then River)")
-	fs.IntVar(&o.warmN, "warm-n", 20000, "jobs per warm-up run (capped at --n)")
-	quick := fs.Bool("quick", false, "CI configuration: --n 5000 --rounds 1")
-	riverW := fs.String("river-workers", "100,1000,2000", "River MaxWorkers candidates searched in the warm-up")
-	relayS := fs.String("relay-settings", "4x100,16x256,32x512", "relay WorkersxBatchSize candidates searched in the warm-up")
+	fs.IntVar(&o.n, "n", 100000, "jobs per burn-down run")
+	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds (each runs relay, then the peer)")
+	fs.IntVar(&o.warmN, "warm-n", 8000, "jobs per warm-up run of the setting search (capped at --n)")
+	fs.IntVar(&o.perKeyN, "perkey-n", 50000, "jobs per per-key burn-down run")
+	fs.IntVar(&o.orientN, "orient-n", 10000, "jobs of the no-op orientation runs (0: skip)")
+	fs.IntVar(&o.fifoN, "fifo-n", 30000, "messages per strict-FIFO run")
+	fs.IntVar(&o.fifoBatch, "fifo-batch", 64, "relay FIFOBatch of the strict-FIFO scenario (1..64)")
+	fs.IntVar(&o.keys, "keys", 1000, "keys of the per-key burn-down (≤ --perkey-n)")
+	riverW := fs.String("river-workers", "1000,2000,5000", "River MaxWorkers candidates searched in the warm-up")
+	relayS := fs.String("relay-settings", "4x512x32,4x1024x64,8x1024x64", "relay WORKERSxBATCHSIZExTXBATCH candidates searched in the unordered warm-up")
+	perKeyS := fs.String("perkey-settings", "4x256x32,8x512x32", "relay WORKERSxBATCHSIZExTXBATCH candidates searched in the per-key warm-up (BatchSize well below --keys)")
+	rates := fs.String("rates", "1000,5000", "offered rates (msgs/s) of the continuous scenario")
+	fs.Float64Var(&o.contSeconds, "cont-seconds", 6, "seconds of offered load per continuous run")
+	fs.IntVar(&o.pgbenchSeconds, "pgbench-seconds", 20, "pgbench -T (0: skip the baseline)")
+	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
+	quick := fs.Bool("quick", false, "CI configuration: small runs, one round, one setting each, no pgbench (correctness, not figures)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if *quick {
-		o.n, o.rounds = 5000, 1
+		o.n, o.perKeyN, o.orientN, o.fifoN, o.rounds, o.warmN, o.keys = 3000, 3000, 1000, 3000, 1, 1000, 100
+		*riverW, *relayS, *perKeyS, *rates = "1000", "4x256x32", "4x64x16", "500"
+		o.contSeconds, o.pgbenchSeconds = 2, 0
 	}
 	for _, f := range strings.Split(*riverW, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))
@@ -84,28 +137,90 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		}
 		o.riverWorkers = append(o.riverWorkers, w)
 	}
-	for _, f := range strings.Split(*relayS, ",") {
-		ws, bs, ok := strings.Cut(strings.TrimSpace(f), "x")
-		w, err1 := strconv.Atoi(ws)
-		b, err2 := strconv.Atoi(bs)
-		if !ok || err1 != nil || err2 != nil || w < 1 || b < 1 {
-			return nil, fmt.Errorf("--relay-settings: bad value %q (want WORKERSxBATCH)", f)
-		}
-		o.relaySettings = append(o.relaySettings, relaySetting{Workers: w, BatchSize: b})
+	var err error
+	if o.relaySettings, err = parseRelaySettings("--relay-settings", *relayS); err != nil {
+		return nil, err
 	}
-	if o.n < 1 || o.rounds < 1 || o.warmN < 1 {
+	if o.perKeySettings, err = parseRelaySettings("--perkey-settings", *perKeyS); err != nil {
+		return nil, err
+	}
+	for _, f := range strings.Split(*rates, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("--rates: bad value %q", f)
+		}
+		o.rates = append(o.rates, r)
+	}
+	for _, f := range strings.Split(*scen, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allScenarios, f) {
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q (have %s)", f, strings.Join(allScenarios, ", "))
+		}
+		o.scenarios = append(o.scenarios, f)
+	}
+	switch {
+	case o.n < 1 || o.rounds < 1 || o.warmN < 1:
 		return nil, errors.New("--n, --rounds and --warm-n must be ≥ 1")
+	case o.perKeyN < 1 || o.fifoN < 1:
+		return nil, errors.New("--perkey-n and --fifo-n must be ≥ 1")
+	case o.fifoBatch < 1 || o.fifoBatch > 64:
+		return nil, fmt.Errorf("--fifo-batch %d: want 1..64", o.fifoBatch)
+	case o.keys < 1 || o.keys > o.perKeyN:
+		return nil, fmt.Errorf("--keys %d: want 1..--perkey-n (%d)", o.keys, o.perKeyN)
+	case o.contSeconds <= 0 || o.pgbenchSeconds < 0:
+		return nil, errors.New("--cont-seconds must be > 0 and --pgbench-seconds ≥ 0")
 	}
 	o.warmN = min(o.warmN, o.n)
 	return o, nil
 }
 
-// system is one contender with its chosen setting.
-type system struct {
-	name    string
-	setting string
-	run     func(ctx context.Context, n int) (result, error)
-	results []result
+// parseRelaySettings parses a list of WORKERSxBATCHSIZExTXBATCH.
+func parseRelaySettings(flagName, list string) ([]relaySetting, error) {
+	var out []relaySetting
+	for _, f := range strings.Split(list, ",") {
+		parts := strings.Split(strings.TrimSpace(f), "x")
+		var v [3]int
+		ok := len(parts) == 3
+		for i := 0; ok && i < 3; i++ {
+			n, err := strconv.Atoi(parts[i])
+			ok = err == nil && n >= 1
+			v[i] = n
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: bad value %q (want WORKERSxBATCHSIZExTXBATCH)", flagName, f)
+		}
+		out = append(out, relaySetting{Workers: v[0], BatchSize: v[1], TxBatch: v[2]})
+	}
+	return out, nil
+}
+
+// summaryRow is one line of the closing table.
+type summaryRow struct {
+	scenario, relay, peer, ratio, goal string
+}
+
+// bench is one run of the program.
+type bench struct {
+	o       *options
+	out     io.Writer
+	failed  bool
+	summary []summaryRow
+}
+
+// verified runs f and prints its line (label, then ok and line(r), or FAIL).
+func verified[R any](b *bench, label string, f func() (R, error), line func(R) string) (R, bool) {
+	r, err := f()
+	if err != nil {
+		b.failed = true
+		fmt.Fprintf(b.out, "  %-52s FAIL: %v\n", label, err)
+		return r, false
+	}
+	fmt.Fprintf(b.out, "  %-52s ok  %s\n", label, line(r))
+	return r, true
+}
+
+func burnLine(r result) string {
+	return fmt.Sprintf("insert %8.0f jobs/s  process %8.0f jobs/s", r.insertRate(), r.processRate())
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -113,77 +228,270 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "burn-down, unordered: n=%d, rounds=%d, warm-up n=%d\n", o.n, o.rounds, o.warmN)
-	failed := false
-	// verified runs one burn-down and prints its line; a failure is FAIL.
-	verified := func(label string, f func() (result, error)) (result, bool) {
-		r, err := f()
-		if err != nil {
-			failed = true
-			fmt.Fprintf(out, "  %-44s FAIL: %v\n", label, err)
-			return r, false
-		}
-		fmt.Fprintf(out, "  %-44s ok  insert %8.0f jobs/s  process %8.0f jobs/s\n", label, r.insertRate(), r.processRate())
-		return r, true
+	b := &bench{o: o, out: out}
+	started := time.Now()
+	if err := b.printMachine(ctx); err != nil {
+		return err
 	}
 
-	// Warm-up: search each system's concurrency setting, alternating systems.
-	fmt.Fprintln(out, "warm-up (setting search):")
-	var bestRiver, bestRelayIdx int
+	relayS, riverW := o.relaySettings[0], o.riverWorkers[0]
+	if o.has(scUnordered) {
+		relayS, riverW = b.search(ctx, "unordered", 0, o.relaySettings, o.riverWorkers)
+		if b.failed {
+			return errFailed
+		}
+		b.burnDown(ctx, "burn-down, unordered", o.n, 0, relayS, riverW)
+		if !b.failed && o.orientN > 0 {
+			b.orientation(ctx, relayS, riverW)
+		}
+	}
+	if o.has(scPerKey) && !b.failed {
+		// River has no keys: it runs its unordered best setting.
+		perKeyS, _ := b.search(ctx, fmt.Sprintf("per key, %d keys", o.warmKeys()), o.warmKeys(), o.perKeySettings, nil)
+		if !b.failed {
+			b.burnDown(ctx, fmt.Sprintf("burn-down, per key (%d keys)", o.keys), o.perKeyN, o.keys, perKeyS, riverW)
+		}
+	}
+	if o.has(scContinuous) && !b.failed {
+		for _, rate := range o.rates {
+			b.continuous(ctx, rate, relayS, riverW)
+		}
+	}
+	if o.has(scFIFO) && !b.failed {
+		b.fifo(ctx)
+	}
+	if b.failed {
+		return errFailed
+	}
+	if o.has(scPgbench) && o.pgbenchSeconds > 0 {
+		fmt.Fprintf(out, "\n== pgbench baseline: pgbench -n -c 2 -j 2 -T %d, one-row INSERT per transaction\n", o.pgbenchSeconds)
+		tps, err := runPgbench(ctx, o.postgres, o.pgbenchSeconds)
+		switch {
+		case errors.Is(err, errPgbenchMissing):
+			fmt.Fprintln(out, "  pgbench not installed: skipped")
+		case err != nil:
+			return err
+		default:
+			fmt.Fprintf(out, "  tps %.0f\n", tps)
+			b.summary = append(b.summary, summaryRow{"pgbench one-row insert, 2 clients", fmt.Sprintf("%.0f tps", tps), "", "", ""})
+		}
+	}
+
+	fmt.Fprintf(out, "\n== summary (medians; relay/peer ratio of medians)\n\n| scenario | relay | peer | relay/peer | goal |\n|---|---|---|---|---|\n")
+	for _, r := range b.summary {
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s |\n", r.scenario, r.relay, r.peer, r.ratio, r.goal)
+	}
+	fmt.Fprintf(out, "\nall runs verified: every job processed exactly once (and in order per key where claimed); wall time %s\n",
+		time.Since(started).Round(time.Second))
+	return nil
+}
+
+// printMachine prints the cores and the server's version and settings.
+func (b *bench) printMachine(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, b.o.postgres)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL is not reachable: %w", err)
+	}
+	defer conn.Close(ctx)
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		return err
+	}
+	var settings []string
+	for _, name := range []string{"shared_buffers", "synchronous_commit", "fsync", "wal_level", "max_wal_size", "max_connections", "autovacuum"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return err
+		}
+		settings = append(settings, name+"="+v)
+	}
+	fmt.Fprintf(b.out, "machine: %d cores (GOMAXPROCS %d), %s/%s, %s\nPostgreSQL %s: %s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), version, strings.Join(settings, " "))
+	return nil
+}
+
+// search runs every candidate setting once on a warm-n burn-down (keyed when
+// keys > 0), alternating systems, and returns the fastest of each (River: 0
+// when it has no candidates).
+func (b *bench) search(ctx context.Context, name string, keys int, relayS []relaySetting, riverW []int) (relaySetting, int) {
+	o := b.o
+	fmt.Fprintf(b.out, "\n== setting search: burn-down, %s, n=%d per run\n", name, o.warmN)
+	var bestRiver, bestRelay int
 	var bestRiverRate, bestRelayRate float64
-	for i := range max(len(o.riverWorkers), len(o.relaySettings)) {
-		if i < len(o.relaySettings) {
-			s := o.relaySettings[i]
-			if r, ok := verified("relay "+s.String(), func() (result, error) { return runRelay(ctx, o.postgres, o.warmN, s) }); ok && r.processRate() > bestRelayRate {
-				bestRelayRate, bestRelayIdx = r.processRate(), i
+	for i := range max(len(riverW), len(relayS)) {
+		if i < len(relayS) {
+			s := relayS[i]
+			if r, ok := verified(b, "relay "+s.String(), func() (result, error) { return runRelayBurn(ctx, o.postgres, o.warmN, keys, s) }, burnLine); ok && r.processRate() > bestRelayRate {
+				bestRelayRate, bestRelay = r.processRate(), i
 			}
 		}
-		if i < len(o.riverWorkers) {
-			w := o.riverWorkers[i]
-			if r, ok := verified(fmt.Sprintf("River MaxWorkers=%d", w), func() (result, error) { return runRiver(ctx, o.postgres, o.warmN, w) }); ok && r.processRate() > bestRiverRate {
+		if i < len(riverW) {
+			w := riverW[i]
+			if r, ok := verified(b, fmt.Sprintf("River MaxWorkers=%d", w), func() (result, error) { return runRiverBurn(ctx, o.postgres, o.warmN, w, false) }, burnLine); ok && r.processRate() > bestRiverRate {
 				bestRiverRate, bestRiver = r.processRate(), w
 			}
 		}
 	}
-	if failed {
-		return errFailed
-	}
-	rs := o.relaySettings[bestRelayIdx]
-	systems := []*system{
-		{name: "relay", setting: "ModeUnordered " + rs.String(),
-			run: func(ctx context.Context, n int) (result, error) { return runRelay(ctx, o.postgres, n, rs) }},
-		{name: "River", setting: fmt.Sprintf("v0.51.2 MaxWorkers=%d", bestRiver),
-			run: func(ctx context.Context, n int) (result, error) { return runRiver(ctx, o.postgres, n, bestRiver) }},
-	}
-
-	fmt.Fprintln(out, "rounds:")
-	for round := 1; round <= o.rounds; round++ {
-		for _, s := range systems {
-			if r, ok := verified(fmt.Sprintf("round %d %s", round, s.name), func() (result, error) { return s.run(ctx, o.n) }); ok {
-				s.results = append(s.results, r)
-			}
-		}
-	}
-	if failed {
-		return errFailed
-	}
-
-	fmt.Fprintf(out, "\n| system | setting | process min | process median | process max | insert median |\n|---|---|---|---|---|---|\n")
-	for _, s := range systems {
-		p := rates(s.results, result.processRate)
-		in := rates(s.results, result.insertRate)
-		fmt.Fprintf(out, "| %s | %s | %.0f jobs/s | %.0f jobs/s | %.0f jobs/s | %.0f jobs/s |\n",
-			s.name, s.setting, p[0], median(p), p[len(p)-1], median(in))
-	}
-	ratio := median(rates(systems[0].results, result.processRate)) / median(rates(systems[1].results, result.processRate))
-	insRatio := median(rates(systems[0].results, result.insertRate)) / median(rates(systems[1].results, result.insertRate))
-	fmt.Fprintf(out, "\nrelay/River (median processing): %.2f×   (median insert: %.2f×)\n", ratio, insRatio)
-	fmt.Fprintln(out, "all runs verified: every job processed exactly once")
-	return nil
+	return relayS[bestRelay], bestRiver
 }
 
-// rates returns f of every result, sorted ascending.
-func rates(rs []result, f func(result) float64) []float64 {
+// warmKeys is the key count of the per-key setting search: --keys, but at
+// least four messages per key.
+func (o *options) warmKeys() int { return max(1, min(o.keys, o.warmN/4)) }
+
+// burnDown runs the rounds of a burn-down scenario of n jobs (keys 0:
+// unordered).
+func (b *bench) burnDown(ctx context.Context, name string, n, keys int, rs relaySetting, riverW int) {
+	o := b.o
+	mode := "ModeUnordered"
+	if keys > 0 {
+		mode = "ModePerKey, order per key verified"
+	}
+	fmt.Fprintf(b.out, "\n== %s: n=%d, rounds=%d\n", name, n, o.rounds)
+	var relayRes, riverRes []result
+	for round := 1; round <= o.rounds; round++ {
+		if r, ok := verified(b, fmt.Sprintf("round %d relay", round), func() (result, error) { return runRelayBurn(ctx, o.postgres, n, keys, rs) }, burnLine); ok {
+			relayRes = append(relayRes, r)
+		}
+		if r, ok := verified(b, fmt.Sprintf("round %d River", round), func() (result, error) { return runRiverBurn(ctx, o.postgres, n, riverW, false) }, burnLine); ok {
+			riverRes = append(riverRes, r)
+		}
+	}
+	if b.failed {
+		return
+	}
+	riverNote := ""
+	if keys > 0 {
+		riverNote = ", unordered: River has no per-key ordering"
+	}
+	fmt.Fprintf(b.out, "\n| system | setting | process min | process median | process max | insert median |\n|---|---|---|---|---|---|\n")
+	rows := []struct {
+		name, setting string
+		rs            []result
+	}{
+		{"relay", mode + " " + rs.String(), relayRes},
+		{"River", fmt.Sprintf("v0.51.2 MaxWorkers=%d%s", riverW, riverNote), riverRes},
+	}
+	for _, row := range rows {
+		p := values(row.rs, result.processRate)
+		in := values(row.rs, result.insertRate)
+		fmt.Fprintf(b.out, "| %s | %s | %.0f jobs/s | %.0f jobs/s | %.0f jobs/s | %.0f jobs/s |\n",
+			row.name, row.setting, p[0], median(p), p[len(p)-1], median(in))
+	}
+	relayMed, riverMed := median(values(relayRes, result.processRate)), median(values(riverRes, result.processRate))
+	insRatio := median(values(relayRes, result.insertRate)) / median(values(riverRes, result.insertRate))
+	fmt.Fprintf(b.out, "\nrelay/River (median processing): %.2f×   (median insert: %.2f×)\n", relayMed/riverMed, insRatio)
+	goal := "≥ 2×"
+	if keys > 0 {
+		goal = "≥ 1.5× (River unordered)"
+	}
+	b.summary = append(b.summary, summaryRow{
+		scenario: fmt.Sprintf("%s, n=%d", name, n),
+		relay:    fmt.Sprintf("%.0f jobs/s (%s)", relayMed, mode),
+		peer:     fmt.Sprintf("%.0f jobs/s (River MaxWorkers=%d%s)", riverMed, riverW, riverNote),
+		ratio:    fmt.Sprintf("%.2f×", relayMed/riverMed),
+		goal:     goal,
+	})
+}
+
+// orientation runs one true no-op burn-down per system (no effect row; the
+// job states are verified): what each costs without the effect write, to set
+// beside the issue's figures for no-op work. Not part of any ratio.
+func (b *bench) orientation(ctx context.Context, rs relaySetting, riverW int) {
+	o := b.o
+	fmt.Fprintf(b.out, "\n== orientation: burn-down, unordered, true no-op jobs (no effect row), n=%d, one run each\n", o.orientN)
+	verified(b, "relay "+rs.String(), func() (result, error) { return runRelayBurn(ctx, o.postgres, o.orientN, noEffect, rs) }, burnLine)
+	verified(b, fmt.Sprintf("River MaxWorkers=%d", riverW), func() (result, error) { return runRiverBurn(ctx, o.postgres, o.orientN, riverW, true) }, burnLine)
+}
+
+// fifo runs the rounds of the strict-FIFO scenario.
+func (b *bench) fifo(ctx context.Context) {
+	o := b.o
+	fmt.Fprintf(b.out, "\n== strict FIFO, one queue, global order verified: n=%d, rounds=%d\n", o.fifoN, o.rounds)
+	var relayRes, wmRes []result
+	for round := 1; round <= o.rounds; round++ {
+		if r, ok := verified(b, fmt.Sprintf("round %d relay", round), func() (result, error) { return runRelayFIFO(ctx, o.postgres, o.fifoN, o.fifoBatch) }, burnLine); ok {
+			relayRes = append(relayRes, r)
+		}
+		if r, ok := verified(b, fmt.Sprintf("round %d watermill-sql", round), func() (result, error) { return runWatermillFIFO(ctx, o.postgres, o.fifoN) }, burnLine); ok {
+			wmRes = append(wmRes, r)
+		}
+	}
+	if b.failed {
+		return
+	}
+	relaySetting := fmt.Sprintf("ModeFIFO FIFOBatch=%d", o.fifoBatch)
+	wmSetting := "watermill-sql v4.1.2 subscriber, SubscribeBatchSize 100 (default)"
+	fmt.Fprintf(b.out, "\n| system | setting | process min | process median | process max | insert median |\n|---|---|---|---|---|---|\n")
+	for _, row := range []struct {
+		name, setting string
+		rs            []result
+	}{{"relay", relaySetting, relayRes}, {"watermill-sql", wmSetting, wmRes}} {
+		p := values(row.rs, result.processRate)
+		fmt.Fprintf(b.out, "| %s | %s | %.0f msgs/s | %.0f msgs/s | %.0f msgs/s | %.0f msgs/s |\n",
+			row.name, row.setting, p[0], median(p), p[len(p)-1], median(values(row.rs, result.insertRate)))
+	}
+	relayMed, wmMed := median(values(relayRes, result.processRate)), median(values(wmRes, result.processRate))
+	fmt.Fprintf(b.out, "\nrelay/watermill-sql (median processing): %.2f×\n", relayMed/wmMed)
+	b.summary = append(b.summary, summaryRow{
+		scenario: fmt.Sprintf("strict FIFO, n=%d", o.fifoN),
+		relay:    fmt.Sprintf("%.0f msgs/s (%s)", relayMed, relaySetting),
+		peer:     fmt.Sprintf("%.0f msgs/s (%s)", wmMed, wmSetting),
+		ratio:    fmt.Sprintf("%.2f×", relayMed/wmMed),
+		goal:     "≥ 1.5×",
+	})
+}
+
+// continuous runs the rounds of the continuous scenario at one offered rate.
+func (b *bench) continuous(ctx context.Context, rate float64, rs relaySetting, riverW int) {
+	o := b.o
+	n := int(rate * o.contSeconds)
+	fmt.Fprintf(b.out, "\n== continuous: offered %.0f msgs/s for %gs (n=%d), rounds=%d\n", rate, o.contSeconds, n, o.rounds)
+	line := func(r contResult) string {
+		return fmt.Sprintf("sustained %6.0f msgs/s  p50 %8s  p99 %8s", r.rate(), r.P50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
+	}
+	var relayRes, riverRes []contResult
+	for round := 1; round <= o.rounds; round++ {
+		if r, ok := verified(b, fmt.Sprintf("round %d relay", round), func() (contResult, error) { return runRelayContinuous(ctx, o.postgres, n, rate, 0, rs) }, line); ok {
+			relayRes = append(relayRes, r)
+		}
+		if r, ok := verified(b, fmt.Sprintf("round %d River", round), func() (contResult, error) { return runRiverContinuous(ctx, o.postgres, n, rate, riverW) }, line); ok {
+			riverRes = append(riverRes, r)
+		}
+	}
+	if b.failed {
+		return
+	}
+	fmt.Fprintf(b.out, "\n| system | setting | sustained median | p50 min / median / max | p99 min / median / max |\n|---|---|---|---|---|\n")
+	ms := func(d float64) string { return time.Duration(d).Round(100 * time.Microsecond).String() }
+	for _, row := range []struct {
+		name, setting string
+		rs            []contResult
+	}{
+		{"relay", "ModeUnordered " + rs.String(), relayRes},
+		{"River", fmt.Sprintf("v0.51.2 MaxWorkers=%d", riverW), riverRes},
+	} {
+		p50 := values(row.rs, func(r contResult) float64 { return float64(r.P50) })
+		p99 := values(row.rs, func(r contResult) float64 { return float64(r.P99) })
+		fmt.Fprintf(b.out, "| %s | %s | %.0f msgs/s | %s / %s / %s | %s / %s / %s |\n", row.name, row.setting,
+			median(values(row.rs, contResult.rate)), ms(p50[0]), ms(median(p50)), ms(p50[len(p50)-1]),
+			ms(p99[0]), ms(median(p99)), ms(p99[len(p99)-1]))
+	}
+	relayP50 := median(values(relayRes, func(r contResult) float64 { return float64(r.P50) }))
+	riverP50 := median(values(riverRes, func(r contResult) float64 { return float64(r.P50) }))
+	relayP99 := median(values(relayRes, func(r contResult) float64 { return float64(r.P99) }))
+	riverP99 := median(values(riverRes, func(r contResult) float64 { return float64(r.P99) }))
+	b.summary = append(b.summary, summaryRow{
+		scenario: fmt.Sprintf("continuous, offered %.0f msgs/s", rate),
+		relay:    fmt.Sprintf("%.0f msgs/s, p50 %s, p99 %s", median(values(relayRes, contResult.rate)), ms(relayP50), ms(relayP99)),
+		peer:     fmt.Sprintf("%.0f msgs/s, p50 %s, p99 %s", median(values(riverRes, contResult.rate)), ms(riverP50), ms(riverP99)),
+		ratio:    fmt.Sprintf("p50 latency %.2f×", relayP50/riverP50),
+		goal:     "sustain the offered rate",
+	})
+}
+
+// values returns f of every result, sorted ascending.
+func values[R any](rs []R, f func(R) float64) []float64 {
 	out := make([]float64, len(rs))
 	for i, r := range rs {
 		out[i] = f(r)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestQuick runs the CI configuration (--quick) against the local PostgreSQL
@@ -38,11 +40,78 @@ func TestParseFlagsAndMedian(t *testing.T) {
 	if m := median([]float64{1, 2, 10}); m != 2 {
 		t.Fatalf("median = %v", m)
 	}
-	if _, err := parseFlags([]string{"--relay-settings", "4"}, &bytes.Buffer{}); err == nil {
-		t.Fatal("bad --relay-settings accepted")
+	for _, bad := range [][]string{
+		{"--relay-settings", "4x100"},
+		{"--scenarios", "outbox"},
+		{"--keys", "200", "--perkey-n", "100"},
+		{"--perkey-settings", "4x0x1"},
+		{"--rates", "0"},
+	} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
 	}
 	o, err := parseFlags([]string{"--quick"}, &bytes.Buffer{})
-	if err != nil || o.n != 5000 || o.rounds != 1 || o.warmN != 5000 {
+	if err != nil || o.n != 3000 || o.rounds != 1 || o.warmN != 1000 || o.pgbenchSeconds != 0 {
 		t.Fatalf("--quick = %+v, %v", o, err)
+	}
+}
+
+// TestVerificationCatchesFaults: the checks every run ends with report a lost
+// job, a duplicated job and a job applied out of order — a harness whose
+// checks cannot fail would print "ok" for anything.
+func TestVerificationCatchesFaults(t *testing.T) {
+	base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		base = u
+	}
+	ctx := context.Background()
+	dsn, _, drop, err := freshSchema(ctx, base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop() })
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	exec := func(sql string, args ...any) int64 {
+		t.Helper()
+		tag, err := pool.Exec(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return tag.RowsAffected()
+	}
+	exec(effectDDL)
+	exec(keyDDL)
+	exec(keyFill, 2)
+
+	// Keys 0 and 1: seq 1, 3 are key 0; seq 2, 4 are key 1.
+	for _, seq := range []int64{1, 2, 3} {
+		if n := exec(orderedStep, seq, keyOf(seq, 2), prevOf(seq, 2)); n != 1 {
+			t.Fatalf("seq %d in order: %d rows", seq, n)
+		}
+	}
+	if err := checkEffects(ctx, pool, 4); err == nil {
+		t.Fatal("a lost job (seq 4) passed checkEffects")
+	}
+	if err := checkKeys(ctx, pool, 4, 2); err == nil {
+		t.Fatal("key 1 stopped short of seq 4 but passed checkKeys")
+	}
+	if n := exec(orderedStep, int64(3), keyOf(3, 2), prevOf(3, 2)); n != 0 {
+		t.Fatal("seq 3 applied twice in a row was accepted as in order")
+	}
+	exec(orderedStep, int64(4), keyOf(4, 2), prevOf(4, 2))
+	if err := checkEffects(ctx, pool, 4); err != nil {
+		t.Fatalf("every job once: %v", err)
+	}
+	if err := checkKeys(ctx, pool, 4, 2); err != nil {
+		t.Fatalf("every key in order: %v", err)
+	}
+	exec(effectInsert, int64(2)) // a second execution of seq 2
+	if err := checkEffects(ctx, pool, 4); err == nil {
+		t.Fatal("a duplicated job passed checkEffects")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/relayhq/relay"
@@ -13,56 +15,140 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// relaySetting is relay's concurrency for ModeUnordered.
-type relaySetting struct{ Workers, BatchSize int }
+// relaySetting is relay's concurrency for ModeUnordered and ModePerKey.
+type relaySetting struct{ Workers, BatchSize, TxBatch int }
 
 func (s relaySetting) String() string {
-	return fmt.Sprintf("Workers=%d BatchSize=%d", s.Workers, s.BatchSize)
+	return fmt.Sprintf("Workers=%d BatchSize=%d TxBatch=%d", s.Workers, s.BatchSize, s.TxBatch)
 }
 
-// runRelay is one burn-down of relay's unordered mode on a fresh schema:
-// enqueue n messages in chunks of 1,000, then Work until all are processed by a
-// handler that writes one effect row in the engine's transaction, then verify.
-func runRelay(ctx context.Context, base string, n int, s relaySetting) (res result, err error) {
-	// Each worker holds a connection for its message's transaction; the claim
-	// needs one more.
-	dsn, drop, err := freshSchema(ctx, base, s.Workers+2)
+// relayStore is one run's relay store on a fresh schema, migrated, with the
+// effect table (and the per-key table when keys > 0).
+type relayStore struct {
+	d     *relaypgx.Driver
+	close func() error
+}
+
+func openRelay(ctx context.Context, base string, poolMax, keys int) (_ *relayStore, err error) {
+	dsn, _, drop, err := freshSchema(ctx, base, poolMax)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer func() { err = errors.Join(err, drop()) }()
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, drop())
+		}
+	}()
 	d, err := relaypgx.Open(ctx, dsn)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer func() { err = errors.Join(err, d.Close()) }()
-	clock := relayclock.System{}
-	if _, err := relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d)); err != nil {
-		return res, fmt.Errorf("relay: migrate: %w", err)
+	if _, err := relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d)); err != nil {
+		return nil, errors.Join(fmt.Errorf("relay: migrate: %w", err), d.Close())
 	}
+	if err := createEffects(ctx, d, keys); err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	return &relayStore{d: d, close: func() error { return errors.Join(d.Close(), drop()) }}, nil
+}
+
+func createEffects(ctx context.Context, d *relaypgx.Driver, keys int) error {
 	if _, err := d.Pool().Exec(ctx, effectDDL); err != nil {
-		return res, err
+		return err
 	}
-	handler := relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, del *relay.Delivery) relay.Result {
-		if _, err := tx.Exec(ctx, effectInsert, del.Message.ID); err != nil {
+	if keys > 0 {
+		if _, err := d.Pool().Exec(ctx, keyDDL); err != nil {
+			return err
+		}
+		if _, err := d.Pool().Exec(ctx, keyFill, keys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relayHandler writes the message's effect in the engine's transaction: plain
+// (keys == 0) or as the next step of its key (keys > 0), which fails — DEAD,
+// no effect — when the key's previous message was not applied just before it;
+// keys == noEffect writes nothing (orientation runs). observe, when set, is
+// called with the message first.
+func relayHandler(keys int, observe func(*relaytype.Message)) relay.Handler {
+	return relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, del *relay.Delivery) relay.Result {
+		m := del.Message
+		if observe != nil {
+			observe(m)
+		}
+		if keys == noEffect {
+			return relay.Succeeded()
+		}
+		if keys == 0 {
+			if _, err := tx.Exec(ctx, effectInsert, m.ID); err != nil {
+				return relay.Retry(relaytype.ClassInfra, err)
+			}
+			return relay.Succeeded()
+		}
+		n, err := tx.Exec(ctx, orderedStep, m.ID, keyOf(m.ID, keys), prevOf(m.ID, keys))
+		if err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
+		}
+		if n != 1 {
+			return relay.Dead(relaytype.ClassInternal, fmt.Errorf("message %d of key %d applied out of order", m.ID, keyOf(m.ID, keys)))
 		}
 		return relay.Succeeded()
 	})
-	e, err := relay.New(d, relay.Config{Pipeline: "peers", Mode: relay.ModeUnordered, Handler: handler,
-		Workers: s.Workers, BatchSize: s.BatchSize, Clock: clock})
+}
+
+// noEffect as keys makes a run's jobs true no-ops: no effect row, verified by
+// the job states alone (the orientation runs).
+const noEffect = -1
+
+// relayConfig is the engine configuration of a run.
+func relayConfig(keys int, s relaySetting, h relay.Handler) relay.Config {
+	mode := relay.ModeUnordered
+	if keys > 0 {
+		mode = relay.ModePerKey
+	}
+	return relay.Config{Pipeline: "peers", Mode: mode, Handler: h,
+		Workers: s.Workers, BatchSize: s.BatchSize, TxBatch: s.TxBatch, Clock: relayclock.System{},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+}
+
+// enqueueParams returns messages lo..hi-1 (seq = id), keyed when keys > 0,
+// with payload.
+func enqueueParams(lo, hi int64, keys int, payload func(seq int64) []byte) []*relay.EnqueueParams {
+	params := make([]*relay.EnqueueParams, 0, hi-lo)
+	for seq := lo; seq < hi; seq++ {
+		p := &relay.EnqueueParams{ID: seq, Payload: []byte("{}")}
+		if keys > 0 {
+			p.Key = fmt.Sprint(keyOf(seq, keys))
+		}
+		if payload != nil {
+			p.Payload = payload(seq)
+		}
+		params = append(params, p)
+	}
+	return params
+}
+
+// runRelayBurn is one burn-down of relay on a fresh schema: enqueue n messages
+// (ids 1..n, keyed when keys > 0) in chunks of 1,000, then Work until all are
+// processed, then verify.
+func runRelayBurn(ctx context.Context, base string, n, keys int, s relaySetting) (res result, err error) {
+	// Each worker holds a connection for its transaction; the claim needs one more.
+	st, err := openRelay(ctx, base, s.Workers+2, keys)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, st.close()) }()
+	e, err := relay.New(st.d, relayConfig(keys, s, relayHandler(keys, nil)))
 	if err != nil {
 		return res, err
 	}
 
 	const chunk = 1000
 	start := time.Now()
-	for i := 0; i < n; i += chunk {
-		params := make([]*relay.EnqueueParams, 0, chunk)
-		for j := i; j < min(i+chunk, n); j++ {
-			params = append(params, &relay.EnqueueParams{ID: int64(j + 1), Payload: []byte("{}")})
-		}
-		if _, err := e.Enqueue(ctx, params...); err != nil {
+	for i := int64(1); i <= int64(n); i += chunk {
+		if _, err := e.Enqueue(ctx, enqueueParams(i, min(i+chunk, int64(n)+1), keys, nil)...); err != nil {
 			return res, err
 		}
 	}
@@ -82,10 +168,15 @@ func runRelay(ctx context.Context, base string, n int, s relaySetting) (res resu
 	}
 	res.Process = time.Since(start)
 	res.N = n
+	return res, verifyRelay(ctx, e, st.d, n, keys)
+}
 
+// verifyRelay checks that all n messages SUCCEEDED, each with exactly one
+// effect, and with keys > 0 that every key applied its messages in order.
+func verifyRelay(ctx context.Context, e *relay.Engine, d *relaypgx.Driver, n, keys int) error {
 	st, err := e.Stats(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	var other int64
 	for state, c := range st.Counts {
@@ -94,7 +185,16 @@ func runRelay(ctx context.Context, base string, n int, s relaySetting) (res resu
 		}
 	}
 	if got := st.Counts[relaytype.StateSucceeded]; got != int64(n) || other != 0 {
-		return res, fmt.Errorf("relay: %d SUCCEEDED and %d in other states for %d messages", got, other, n)
+		return fmt.Errorf("relay: %d SUCCEEDED and %d in other states for %d messages", got, other, n)
 	}
-	return res, checkEffects(ctx, d.Pool(), n)
+	if keys == noEffect {
+		return nil
+	}
+	if err := checkEffects(ctx, d.Pool(), n); err != nil {
+		return err
+	}
+	if keys > 0 {
+		return checkKeys(ctx, d.Pool(), n, keys)
+	}
+	return nil
 }

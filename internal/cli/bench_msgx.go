@@ -31,6 +31,7 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL server URL")
 	mariaDSN := fs.String("mariadb", envOr("TEST_MARIADB_DSN", "root@tcp(127.0.0.1:3306)/"), "MariaDB server DSN (a fresh database is created per round)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	maintainEvery := fs.Duration("maintain", 0, "run VACUUM (ANALYZE) on the store's tables at this interval while draining, as autovacuum would (0: off; use it on a server with autovacuum=off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 		rows := 0
 		for r := 0; r < *rounds; r++ {
 			res, err := benchMsgxRound(ctx, env, *pgURL, *mariaDSN, bench.MsgxOptions{Messages: *messages, Flights: *flights,
-				FIFOBatch: b, Seed: int64(r + 1), Clock: clock, Progress: env.Stderr})
+				FIFOBatch: b, Seed: int64(r + 1), Clock: clock, Progress: env.Stderr, Maintain: *maintainEvery})
 			if err != nil {
 				return err
 			}
