@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,20 +39,37 @@ func TestMsgxSimulateRunVerify(t *testing.T) {
 		"--late-by", "200ms", "--expect", expect}, &out, &out), out.String())
 	require.Contains(t, out.String(), "expectation saved")
 
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	httpAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
 	runCtx, stop := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	var runOut lockedBuffer
 	go func() {
 		runDone <- cli.Run(runCtx, append([]string{"msgx", "run", "--store", store, "--mailbox", dsn, "--kafka-brokers", brokers,
-			"--log-level", "warn", "--param", "msgx.pipeline.cutover-watermark=zero"}, fast...), &runOut, &runOut)
+			"--log-level", "warn", "--http-addr", httpAddr, "--param", "msgx.pipeline.cutover-watermark=zero"}, fast...), &runOut, &runOut)
 	}()
 	var verOut lockedBuffer
 	err = cli.Run(ctx, append([]string{"msgx", "verify", "--store", store, "--mailbox", dsn, "--kafka-brokers", brokers,
 		"--expect", expect, "--wait", "2m"}, fast...), &verOut, &verOut)
+	// seed 000 §4.1, §5.1: the metrics an operator watches are served.
+	resp, herr := http.Get("http://" + httpAddr + "/metrics")
+	var metrics []byte
+	if herr == nil {
+		metrics, herr = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+	}
 	stop()
 	require.NoError(t, <-runDone, runOut.String())
 	require.NoError(t, err, verOut.String())
 	require.Contains(t, verOut.String(), "msgx verify: OK")
+	require.NoError(t, herr)
+	for _, name := range []string{"relay_backlog_oldest_unprocessed_seconds", "relay_permanent_holes_total",
+		"relay_watermark_lag", "relay_ack_abandoned_total", "relay_outbox_pending"} {
+		require.Contains(t, string(metrics), name)
+	}
 
 	_, err = mailbox.ExecContext(ctx, "UPDATE CMINMSGS SET PROCFLAG = 'SKIPPED' WHERE PROCFLAG = 'SUCCEEDED' ORDER BY ID LIMIT 1")
 	require.NoError(t, err)
