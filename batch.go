@@ -65,18 +65,8 @@ func (e *Engine) callBatchHandler(ctx context.Context, h BatchHandler, tx relayd
 // Result into a Retry (INTERNAL / TIMEOUT), reporting that it replaced call's
 // answer. id names the message in logs.
 func (e *Engine) guardHandler(ctx context.Context, id int64, call func(ctx context.Context) Result) (res Result, replaced bool) {
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timer := e.cfg.Clock.After(e.cfg.HandlerTimeout) // armed before the call: deterministic with a fake clock
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-timer:
-			cancel(errHandlerTimeout)
-		case <-done:
-		}
-	}()
+	hctx, stop := withClockTimeout(ctx, e.cfg.Clock, e.cfg.HandlerTimeout, errHandlerTimeout)
+	defer stop()
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.ErrorContext(ctx, "relay: handler panicked", "pipeline", e.cfg.Pipeline,

@@ -339,18 +339,8 @@ func (x *Dispatcher) round(ctx context.Context) (int, error) {
 // returns one error per event (a sink answering with the wrong number of
 // results fails the whole batch).
 func (x *Dispatcher) publish(ctx context.Context, events []relaysink.Event) []error {
-	pctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timer := x.cfg.Clock.After(x.cfg.PublishTimeout) // armed before the call: deterministic with a fake clock
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-timer:
-			cancel(errPublishTimeout)
-		case <-done:
-		}
-	}()
+	pctx, stop := withClockTimeout(ctx, x.cfg.Clock, x.cfg.PublishTimeout, errPublishTimeout)
+	defer stop()
 	errs := x.sink.Publish(pctx, events)
 	if len(errs) != len(events) {
 		err := fmt.Errorf("relay: sink %s returned %d results for %d events", x.sink.Name(), len(errs), len(events))
