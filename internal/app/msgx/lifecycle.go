@@ -51,16 +51,19 @@ type LifecycleResult struct {
 // Pass runs every lifecycle task once.
 func (l *Lifecycle) Pass(ctx context.Context) (LifecycleResult, error) {
 	var res LifecycleResult
-	for {
-		n, tomb, err := l.historyBatch(ctx)
+	// Page through the candidates by FLID: a page whose families must wait
+	// archives nothing but does not stop the pass.
+	for after := ""; ; {
+		n, tomb, last, err := l.historyBatch(ctx, after)
 		res.Archived += n
 		res.Tombstoned += tomb
 		if err != nil {
 			return res, err
 		}
-		if n == 0 {
+		if last == "" {
 			break
 		}
+		after = last
 	}
 	now := l.clock.Now()
 	var err error
@@ -100,12 +103,16 @@ func purgeAll(ctx context.Context, f func(context.Context) (int, error)) (int, e
 // are not all candidates, and a shared flight whose active master is not a
 // candidate, wait — removing one alone would change a MAFL without a master
 // version (§11.4). When the history write fails, nothing is deleted.
-func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int, err error) {
+//
+// It reads the candidates after FLID after and returns, as last, the last
+// candidate FLID it read when it read a full page ("" when there is nothing
+// further to read).
+func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, tombstoned int, last string, err error) {
 	now := l.clock.Now()
 	day := now.In(l.cfg.Flight.AirportLocation()).AddDate(0, 0, -l.cfg.FlightKeepDays).Format("20060102")
 	tx, err := l.d.Begin(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	defer func() {
 		if err != nil {
@@ -114,14 +121,17 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 	}()
 	ptx := tx.Unwrap().(pgx.Tx)
 	if err = flightstore.LockPipeline(ctx, ptx); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	cands, err := flightstore.HistoryCandidates(ctx, ptx, day, now.Add(-l.cfg.FlightQuiet), historyBatch)
+	cands, err := flightstore.HistoryCandidatesAfter(ctx, ptx, day, now.Add(-l.cfg.FlightQuiet), after, historyBatch)
+	if len(cands) == historyBatch {
+		last = cands[len(cands)-1].FLID
+	}
 	if err != nil || len(cands) == 0 {
 		if err == nil {
 			err = tx.Rollback(ctx)
 		}
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	flids := make([]string, len(cands))
 	isCand := make(map[string]bool, len(cands))
@@ -132,7 +142,7 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 	// Current families: the candidates, their masters and all their children.
 	family, err := flightstore.Load(ctx, ptx, flids, true)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	var masters []string
 	for _, s := range cands {
@@ -143,7 +153,7 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 	if len(masters) > 0 {
 		ms, err := flightstore.Load(ctx, ptx, masters, false)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, "", err
 		}
 		for k, v := range ms {
 			family[k] = v
@@ -182,30 +192,30 @@ func (l *Lifecycle) historyBatch(ctx context.Context) (archived, tombstoned int,
 			Payload: flight.NoticeDocument(n, flight.Msg{Kind: "LIFECYCLE", Now: now})})
 		if _, err = relay.UpsertLatestTx(ctx, tx, &relay.LatestEvent{Target: TargetSchd, Topic: l.cfg.SchdTopic,
 			Key: s.FLID, Version: v, Type: relaysink.Tombstone}); err != nil {
-			return 0, 0, err
+			return 0, 0, "", err
 		}
 		tombstoned++
 	}
 	if len(leave) == 0 {
-		return 0, 0, tx.Rollback(ctx)
+		return 0, 0, last, tx.Rollback(ctx)
 	}
 	if err = relay.EnqueueEventsTx(ctx, tx, events...); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	done, err := flightstore.ArchiveAndDelete(ctx, ptx, leave, docs, now)
 	if err != nil {
-		return 0, 0, fmt.Errorf("msgx: flight history: %w", err)
+		return 0, 0, "", fmt.Errorf("msgx: flight history: %w", err)
 	}
 	if len(done) != len(leave) {
 		// A version moved under the lock: impossible unless something writes
 		// flights without PIPELINE_LOCK. Delete nothing (D1: when in doubt, 0).
-		return 0, 0, fmt.Errorf("msgx: flight history: %d of %d candidates changed under PIPELINE_LOCK", len(leave)-len(done), len(leave))
+		return 0, 0, "", fmt.Errorf("msgx: flight history: %d of %d candidates changed under PIPELINE_LOCK", len(leave)-len(done), len(leave))
 	}
 	if err = tx.Commit(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	l.log.InfoContext(ctx, "msgx: flights archived", "archived", len(done), "tombstoned", tombstoned, "before_day", day)
-	return len(done), tombstoned, nil
+	return len(done), tombstoned, last, nil
 }
 
 // blocked reports whether s must wait for its family (see historyBatch):

@@ -19,11 +19,18 @@ import (
 // tombstone still owed, master/shared cascades) is the caller's. Two round
 // trips (the FLIDs, then Load). ctx governs both.
 func HistoryCandidates(ctx context.Context, q Querier, dayBefore string, quietBefore time.Time, limit int) ([]*flight.State, error) {
+	return HistoryCandidatesAfter(ctx, q, dayBefore, quietBefore, "", limit)
+}
+
+// HistoryCandidatesAfter is HistoryCandidates for the candidates whose FLID
+// sorts after after: a caller pages with the last FLID of the previous page,
+// so candidates it had to leave in place never hide the ones behind them.
+func HistoryCandidatesAfter(ctx context.Context, q Querier, dayBefore string, quietBefore time.Time, after string, limit int) ([]*flight.State, error) {
 	op := fmt.Sprintf("history candidates before day %s", dayBefore)
 	if limit <= 0 {
 		return nil, fmt.Errorf("flightstore: %s: limit %d must be positive", op, limit)
 	}
-	rows, err := q.Query(ctx, stmts.historyCandidates, dayBefore, quietBefore, limit)
+	rows, err := q.Query(ctx, stmts.historyCandidates, dayBefore, quietBefore, limit, after)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -55,6 +55,10 @@ func TestHistoryCandidates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []*flight.State{saved["A"], saved["B"]}, got)
 
+	got, err = flightstore.HistoryCandidatesAfter(b.ctx, b.pool, "20260301", base.Add(time.Microsecond), "B", 2)
+	require.NoError(t, err)
+	require.Equal(t, []*flight.State{deleted}, got, "the next page starts after the last FLID of the previous one")
+
 	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base, 10) // not quiet long enough
 	require.NoError(t, err)
 	require.Empty(t, got)

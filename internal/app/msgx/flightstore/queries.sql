@@ -197,9 +197,10 @@ SELECT flid FROM flight_schd WHERE flid > $1 ORDER BY flid LIMIT $2;
 -- Flight history (seed 000 §9.3, §12.5, D1)
 
 -- name: HistoryCandidates
--- OPERATION_DAY < $1 (NULL never qualifies) and quiet since $2, any STATE.
+-- OPERATION_DAY < $1 (NULL never qualifies) and quiet since $2, any STATE,
+-- FLID after $4 ('' = from the start), by FLID.
 SELECT flid FROM flight_schd
-WHERE operation_day < $1 AND updated_at < $2
+WHERE operation_day < $1 AND updated_at < $2 AND flid > $4
 ORDER BY flid
 LIMIT $3;
 
