@@ -89,6 +89,10 @@ func drain(ctx context.Context, bin string, args []string, settled func() (bool,
 		return err
 	}
 	deadline := time.After(3 * time.Minute)
+	// The child must have been up long enough to install its signal handler
+	// before it gets SIGTERM, even when everything was already settled by the
+	// children before it (a SIGTERM during start-up kills it uncleanly).
+	upSince := time.Now()
 	for {
 		ok, err := settled()
 		if err != nil {
@@ -96,7 +100,7 @@ func drain(ctx context.Context, bin string, args []string, settled func() (bool,
 			<-c.done
 			return err
 		}
-		if ok {
+		if ok && time.Since(upSince) >= time.Second {
 			break
 		}
 		select {
