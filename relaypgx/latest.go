@@ -40,28 +40,11 @@ var latestQueries = sqlfile.MustParse("relaypgx: latest.sql", latestSQL,
 
 var _ relaydriver.LatestExecutor = (*executor)(nil)
 
-// checkLatestUpsert validates one latest state to write.
-func checkLatestUpsert(p *relaydriver.LatestUpsertParams) error {
-	switch {
-	case p == nil:
-		return errors.New("params is nil")
-	case p.Target == "":
-		return errors.New("Target is empty")
-	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
-		return fmt.Errorf("Type %q is neither UPSERT nor TOMBSTONE", p.Type)
-	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
-		return errors.New("a TOMBSTONE has no payload")
-	case p.Now.IsZero():
-		return errors.New("Now is required")
-	}
-	return nil
-}
-
 // LatestUpsert writes the key's state only forward, in one statement that also
 // notifies started dispatchers of the target at commit.
 func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
 	const op = "latest upsert"
-	if err := checkLatestUpsert(params); err != nil {
+	if err := relaydriver.CheckLatestUpsert(params); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
 	}
 	h, err := headersJSON(params.Headers)
@@ -83,29 +66,12 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 // latestKey is one (target, key) of a LatestUpsertMany call.
 type latestKey struct{ target, key string }
 
-// checkLatestUpsertMany validates every state of a LatestUpsertMany call and
-// that no (target, key) appears twice.
-func checkLatestUpsertMany(params []*relaydriver.LatestUpsertParams) error {
-	seen := make(map[latestKey]int, len(params))
-	for i, p := range params {
-		if err := checkLatestUpsert(p); err != nil {
-			return fmt.Errorf("state %d: %w", i, err)
-		}
-		k := latestKey{p.Target, p.Key}
-		if j, dup := seen[k]; dup {
-			return fmt.Errorf("states %d and %d both write %s/%s: one call writes a key at most once", j, i, p.Target, p.Key)
-		}
-		seen[k] = i
-	}
-	return nil
-}
-
 // LatestUpsertMany writes several keys' states only forward in one statement
 // (LatestUpsertMany in latest.sql), which also notifies started dispatchers
 // of each target written at commit.
 func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.LatestUpsertParams) ([]*relaydriver.LatestUpserted, error) {
 	op := fmt.Sprintf("latest upsert of %d states", len(params))
-	if err := checkLatestUpsertMany(params); err != nil {
+	if err := relaydriver.CheckLatestUpsertMany(params); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	out := make([]*relaydriver.LatestUpserted, len(params))

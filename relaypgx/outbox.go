@@ -18,25 +18,6 @@ import (
 
 // The transactional outbox (seed 000 §8.1, §8.3; docs/outbox.md).
 
-// checkAppend validates one event to append.
-func checkAppend(i int, p *relaydriver.OutboxAppendParams) error {
-	switch {
-	case p == nil:
-		return fmt.Errorf("params[%d] is nil", i)
-	case p.EventID == "":
-		return fmt.Errorf("params[%d].EventID is empty", i)
-	case p.Target == "":
-		return fmt.Errorf("params[%d].Target is empty", i)
-	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
-		return fmt.Errorf("params[%d].Type %q is neither UPSERT nor TOMBSTONE", i, p.Type)
-	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
-		return fmt.Errorf("params[%d]: a TOMBSTONE has no payload", i)
-	case p.Now.IsZero():
-		return fmt.Errorf("params[%d].Now is required", i)
-	}
-	return nil
-}
-
 // headersJSON encodes headers as JSON text ("{}" when empty).
 func headersJSON(h map[string]string) (string, error) {
 	if len(h) == 0 {
@@ -64,10 +45,8 @@ func appendOrder(params []*relaydriver.OutboxAppendParams) []int {
 // allocates the seq, then the insert), sent as one pgx batch: one round trip.
 func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
 	const op = "outbox append"
-	for i, p := range params {
-		if err := checkAppend(i, p); err != nil {
-			return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
-		}
+	if err := relaydriver.CheckOutboxAppend(params); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
 	}
 	if len(params) == 0 {
 		return nil, nil

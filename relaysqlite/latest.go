@@ -39,23 +39,6 @@ var latestQueries = sqlfile.MustParse("relaysqlite/latest.sql", latestSQL,
 
 var _ relaydriver.LatestExecutor = (*executor)(nil)
 
-// checkLatestUpsert validates one latest state to write.
-func checkLatestUpsert(p *relaydriver.LatestUpsertParams) error {
-	switch {
-	case p == nil:
-		return errors.New("params is nil")
-	case p.Target == "":
-		return errors.New("Target is empty")
-	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
-		return fmt.Errorf("Type %q is neither UPSERT nor TOMBSTONE", p.Type)
-	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
-		return errors.New("a TOMBSTONE has no payload")
-	case p.Now.IsZero():
-		return errors.New("Now is required")
-	}
-	return nil
-}
-
 // rawRunner is where raw SQL of one atomic unit runs: the caller's
 // transaction or one of the writer's own.
 type rawRunner interface {
@@ -68,7 +51,7 @@ type rawRunner interface {
 // refused write leaves a gap in the generations, which is harmless.
 func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
 	const op = "latest upsert"
-	if err := checkLatestUpsert(params); err != nil {
+	if err := relaydriver.CheckLatestUpsert(params); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
 	}
 	var res *relaydriver.LatestUpserted
@@ -83,25 +66,13 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 	return res, nil
 }
 
-// latestKey is one (target, key) of a LatestUpsertMany call.
-type latestKey struct{ target, key string }
-
 // LatestUpsertMany is LatestUpsert for each state in input order, in the
 // caller's transaction or in one IMMEDIATE transaction of its own: with one
 // writer and no round trips a loop costs what one statement would.
 func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.LatestUpsertParams) ([]*relaydriver.LatestUpserted, error) {
 	op := fmt.Sprintf("latest upsert of %d states", len(params))
-	seen := make(map[latestKey]int, len(params))
-	for i, p := range params {
-		if err := checkLatestUpsert(p); err != nil {
-			return nil, fmt.Errorf("relaysqlite: %s: state %d: %s", op, i, err)
-		}
-		k := latestKey{p.Target, p.Key}
-		if j, dup := seen[k]; dup {
-			return nil, fmt.Errorf("relaysqlite: %s: states %d and %d both write %s/%s: one call writes a key at most once",
-				op, j, i, p.Target, p.Key)
-		}
-		seen[k] = i
+	if err := relaydriver.CheckLatestUpsertMany(params); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	out := make([]*relaydriver.LatestUpserted, len(params))
 	if len(params) == 0 {

@@ -22,33 +22,13 @@ import (
 // caller could commit.
 const outboxAppendSavepoint = "relay_outbox_append"
 
-func checkAppend(i int, p *relaydriver.OutboxAppendParams) error {
-	switch {
-	case p == nil:
-		return fmt.Errorf("params[%d] is nil", i)
-	case p.EventID == "":
-		return fmt.Errorf("params[%d].EventID is empty", i)
-	case p.Target == "":
-		return fmt.Errorf("params[%d].Target is empty", i)
-	case p.Type != relaydriver.OutboxUpsert && p.Type != relaydriver.OutboxTombstone:
-		return fmt.Errorf("params[%d].Type %q is neither UPSERT nor TOMBSTONE", i, p.Type)
-	case p.Type == relaydriver.OutboxTombstone && p.Payload != nil:
-		return fmt.Errorf("params[%d]: a TOMBSTONE has no payload", i)
-	case p.Now.IsZero():
-		return fmt.Errorf("params[%d].Now is required", i)
-	}
-	return nil
-}
-
 // OutboxAppend allocates each event's seq from its key row and inserts it, in
 // (target, key) order, all or nothing: in the caller's transaction under a
 // savepoint, otherwise in an IMMEDIATE transaction of its own.
 func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
 	const op = "outbox append"
-	for i, p := range params {
-		if err := checkAppend(i, p); err != nil {
-			return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
-		}
+	if err := relaydriver.CheckOutboxAppend(params); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
 	}
 	if len(params) == 0 {
 		return nil, nil

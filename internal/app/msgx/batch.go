@@ -72,17 +72,29 @@ func (p *Processor) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.De
 			continue
 		}
 		if b.snap == nil {
-			if err := b.load(ctx, ds[i:]); err != nil {
+			if err := b.load(ctx, batchableMessages(ds[i:])); err != nil {
 				return failAt(0, infra(err))
 			}
 		}
-		out[i] = b.decide(ctx, d, m)
+		out[i] = b.decide(ctx, &call{p: p, tx: tx, ptx: ptx, msg: m, id: d.Message.ID, identity: d.Decoded.Identity,
+			now: p.clock.Now()})
 		if !out[i].Commits() {
 			return failAt(i+1, out[i])
 		}
 	}
 	if err := b.flush(ctx); err != nil {
-		return failAt(0, infra(err))
+		return failAt(0, storeFailure(err))
+	}
+	return out
+}
+
+// batchableMessages returns the decoded messages of ds that batchable accepts.
+func batchableMessages(ds []*relay.Delivery) []*sisxml.Message {
+	var out []*sisxml.Message
+	for _, d := range ds {
+		if m, ok := decodedMessage(d); ok && batchable(m) {
+			out = append(out, m)
+		}
 	}
 	return out
 }
@@ -107,16 +119,15 @@ type batchRun struct {
 	logs  []*flightstore.SnapLogEntry
 }
 
-// load takes PIPELINE_LOCK and loads, in one round trip, what every batchable
-// message of rest needs: the flights they name or point to, the current
-// masters of those and all their children.
-func (b *batchRun) load(ctx context.Context, rest []*relay.Delivery) error {
+// load takes PIPELINE_LOCK and loads, in one round trip, what every message
+// of msgs needs: the flights they name or point to (MAIDs they carry), the
+// current masters of those and all their children — the snapshot
+// flight.Decide needs (Involved + children).
+func (b *batchRun) load(ctx context.Context, msgs []*sisxml.Message) error {
 	set := map[string]struct{}{}
-	for _, d := range rest {
-		if m, ok := decodedMessage(d); ok && batchable(m) {
-			for _, f := range flight.Involved(m, nil) {
-				set[f] = struct{}{}
-			}
+	for _, m := range msgs {
+		for _, f := range flight.Involved(m, nil) {
+			set[f] = struct{}{}
 		}
 	}
 	snap, err := flightstore.LoadWith(ctx, b.ptx, slices.Sorted(maps.Keys(set)),
@@ -128,10 +139,10 @@ func (b *batchRun) load(ctx context.Context, rest []*relay.Delivery) error {
 	return nil
 }
 
-// decide runs the pure decision for one message against the snapshot and
+// decide runs the pure decision for c's message against the snapshot and
 // records its effects for the next flush.
-func (b *batchRun) decide(ctx context.Context, d *relay.Delivery, m *sisxml.Message) relay.Result {
-	c := &call{p: b.p, tx: b.tx, ptx: b.ptx, msg: m, id: d.Message.ID, identity: d.Decoded.Identity, now: b.p.clock.Now()}
+func (b *batchRun) decide(ctx context.Context, c *call) relay.Result {
+	m := c.msg
 	fm := flight.Msg{ID: c.id, Kind: m.Meta.Kind(), Now: c.now}
 	ch, err := flight.Decide(b.snap, m, fm, b.p.cfg.Flight)
 	var perr *flight.ProtocolError

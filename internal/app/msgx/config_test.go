@@ -3,8 +3,6 @@ package msgx_test
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -187,13 +185,10 @@ func TestConfigSetErrors(t *testing.T) {
 }
 
 // TestSettingsDocListsEveryKey checks that docs/msgx/settings.md names every
-// PARAM key. Skipped only while the page does not exist.
+// PARAM key.
 func TestSettingsDocListsEveryKey(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../../../docs/msgx/settings.md")
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("docs/msgx/settings.md does not exist yet")
-	}
 	require.NoError(t, err)
 	def := msgx.Defaults()
 	keys, _, _ := paramTable(t, &def)

@@ -139,25 +139,11 @@ func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, t
 		flids[i] = s.FLID
 		isCand[s.FLID] = true
 	}
-	// Current families: the candidates, their masters and all their children.
-	family, err := flightstore.Load(ctx, ptx, flids, true)
+	// Current families, in one round trip: the candidates, their masters and
+	// all their children.
+	family, err := flightstore.LoadWith(ctx, ptx, flids, flightstore.LoadOpts{Masters: true, Children: true})
 	if err != nil {
 		return 0, 0, "", err
-	}
-	var masters []string
-	for _, s := range cands {
-		if s.MAID != "" && !isCand[s.MAID] {
-			masters = append(masters, s.MAID)
-		}
-	}
-	if len(masters) > 0 {
-		ms, err := flightstore.Load(ctx, ptx, masters, false)
-		if err != nil {
-			return 0, 0, "", err
-		}
-		for k, v := range ms {
-			family[k] = v
-		}
 	}
 	// Families leave whole: drop every blocked candidate, then whatever that
 	// blocks in turn (a child of a master that now stays), until nothing changes.

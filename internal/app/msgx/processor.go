@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/relaytype"
@@ -152,34 +150,18 @@ func (c *call) flights(ctx context.Context) relay.Result {
 		}
 		req = r
 	}
-	// One round trip: PIPELINE_LOCK, then the flights the message names or
-	// points to (MAIDs it carries), their current masters, and every child of
-	// all of them — the snapshot flight.Decide needs (Involved + children).
-	snap, err := flightstore.LoadWith(ctx, c.ptx, flight.Involved(c.msg, nil),
-		flightstore.LoadOpts{LockPipeline: true, Masters: true, Children: true})
-	if err != nil {
+	// The same path as HandleBatch, for a batch of one: one snapshot read,
+	// the pure decision, one write.
+	b := &batchRun{p: c.p, tx: c.tx, ptx: c.ptx}
+	if err := b.load(ctx, []*sisxml.Message{c.msg}); err != nil {
 		return infra(err)
 	}
-	fm := flight.Msg{ID: c.id, Kind: c.msg.Meta.Kind(), Now: c.now}
-	ch, err := flight.Decide(snap, c.msg, fm, c.p.cfg.Flight)
-	var perr *flight.ProtocolError
-	if errors.As(err, &perr) {
-		c.traceRejected(ctx, perr)
-		return relay.Dead(relaytype.ClassProtocol, err)
+	res := b.decide(ctx, c)
+	if !res.Commits() {
+		return res
 	}
-	if err != nil {
-		return relay.Retry(relaytype.ClassInternal, err)
-	}
-	if err := flightstore.Save(ctx, c.ptx, ch.Saved); err != nil {
-		if errors.Is(err, flightstore.ErrStaleVersion) || errors.Is(err, flightstore.ErrOperationDayChanged) {
-			// The store's guard caught a decision breaking INV-12/INV-13: a bug,
-			// not an outage. Retried as INTERNAL until EXHAUSTED, never forever.
-			return relay.Retry(relaytype.ClassInternal, err)
-		}
-		return infra(err)
-	}
-	if err := c.emit(ctx, snap, ch, fm); err != nil {
-		return infra(err)
+	if err := b.flush(ctx); err != nil {
+		return storeFailure(err)
 	}
 	if req != nil {
 		// seed 000 §7.2: the request completes only with the data it asked for,
@@ -188,30 +170,15 @@ func (c *call) flights(ctx context.Context) relay.Result {
 			return infra(err)
 		}
 	}
-	if c.msg.Kind == sisxml.KindSchd {
-		if err := flightstore.AppendSnapLog(ctx, c.ptx, c.snapEntry(len(ch.Saved), "SUCCEEDED")); err != nil {
-			return infra(err)
-		}
-	}
-	if len(ch.Saved) == 0 && ch.Skipped != "" {
-		return relay.Skip(ch.Skipped)
-	}
-	return relay.Succeeded()
+	return res
 }
 
-// emit appends a change notice per changed flight to KAFKA:msg and writes
-// its full state (or a tombstone) as KAFKA:schd's latest state, in the
-// business transaction (seed 000 §8, §12.4).
-func (c *call) emit(ctx context.Context, snap map[string]*flight.State, ch *flight.Change, fm flight.Msg) error {
-	if len(ch.Saved) == 0 {
-		return nil
+// storeFailure classifies a failed flight write: the store's guard catching a
+// decision that breaks INV-12/INV-13 is a bug, not an outage — retried as
+// INTERNAL until EXHAUSTED, never forever; anything else is INFRA.
+func storeFailure(err error) relay.Result {
+	if errors.Is(err, flightstore.ErrStaleVersion) || errors.Is(err, flightstore.ErrOperationDayChanged) {
+		return relay.Retry(relaytype.ClassInternal, err)
 	}
-	merged := maps.Clone(snap)
-	for _, s := range ch.Saved {
-		merged[s.FLID] = s
-	}
-	if err := relay.EnqueueEventsTx(ctx, c.tx, c.notices(ch, fm)...); err != nil {
-		return err
-	}
-	return upsertLatest(ctx, c.tx, c.p.cfg, ch.Saved, merged)
+	return infra(err)
 }

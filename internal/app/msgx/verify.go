@@ -227,11 +227,6 @@ func verifySchdTopic(ctx context.Context, brokers []string, topic string, flight
 	return nil
 }
 
-// latestPendingSQL counts undelivered latest-state rows of a target. The
-// engine's driver has no latest-state statistics call yet, so msgx reads the
-// engine table directly here, read-only.
-const latestPendingSQL = "SELECT count(*) FROM relay_latest WHERE target = $1 AND state = 'PENDING'"
-
 // Settled reports whether a run has finished everything owed for the first
 // rows mailbox rows: at least that many rows exist, every one has its
 // processing mark, and no change notice or latest state is left to deliver.
@@ -248,9 +243,9 @@ func Settled(ctx context.Context, store *relaypgx.Driver, mailbox *sql.DB, rows 
 	if err != nil {
 		return false, err
 	}
-	var latest int
-	if err := store.Pool().QueryRow(ctx, latestPendingSQL, TargetSchd).Scan(&latest); err != nil {
-		return false, fmt.Errorf("msgx: count pending latest states: %w", err)
+	latest, err := store.GetExecutor().LatestStats(ctx, TargetSchd)
+	if err != nil {
+		return false, err
 	}
-	return st.Pending == 0 && latest == 0, nil
+	return st.Pending == 0 && latest.Pending == 0, nil
 }
