@@ -54,7 +54,8 @@
 //     succeeded, skipped, dead, retry or exhausted (a final failure counts as
 //     retry and then exhausted).
 //
-// The gauges are refreshed from the store at the end of every Work round. The
+// The gauges are refreshed from the store at the end of a Work round, at most
+// once a second on Config.Clock (the aggregate reads the whole pipeline). The
 // outbox Dispatcher exports relay_outbox_events_total{target,outcome} and
 // relay_outbox_pending{target}; the AckWriter exports
 // relay_ack_total{pipeline,outcome}, relay_ack_abandoned_total{pipeline,reason}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,8 +11,8 @@ import (
 )
 
 // metrics holds the collectors documented under "Metrics" in the package doc.
-// The gauges are refreshed from MessageStats at the end of every Work round
-// (each idle round of a started engine).
+// The gauges are refreshed from MessageStats at the end of a Work round (each
+// idle round of a started engine), at most once per metricsRefreshInterval.
 type metrics struct {
 	backlog   prometheus.Gauge
 	oldest    prometheus.Gauge
@@ -65,12 +66,25 @@ func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
 	return m, nil
 }
 
-// refreshMetrics reads the pipeline's aggregate and sets the gauges. A failure
-// is logged (not returned): metrics must not stop processing.
+// metricsRefreshInterval is the least time between two refreshes of the
+// gauges. The aggregate behind them reads every row of the pipeline, so it
+// must not run after each of the many short rounds a busy pipeline makes (at
+// a few hundred rounds per second it would cost more than the work itself);
+// a Prometheus scrape is rarely more frequent than this anyway.
+const metricsRefreshInterval = time.Second
+
+// refreshMetrics reads the pipeline's aggregate and sets the gauges, at most
+// once per metricsRefreshInterval of the engine's clock. A failure is logged
+// (not returned): metrics must not stop processing. Caller holds workMu.
 func (e *Engine) refreshMetrics(ctx context.Context) {
 	if e.metrics == nil {
 		return
 	}
+	now := e.cfg.Clock.Now()
+	if !e.lastMetrics.IsZero() && now.Sub(e.lastMetrics) < metricsRefreshInterval {
+		return
+	}
+	e.lastMetrics = now
 	st, err := e.Stats(ctx)
 	if err != nil {
 		e.log.WarnContext(ctx, "relay: refresh metrics", "pipeline", e.cfg.Pipeline, "error", err)

@@ -114,6 +114,7 @@ type batchRun struct {
 	tx    relay.Tx
 	ptx   pgx.Tx
 	snap  map[string]*flight.State // current state of every loaded flight, as of the last decision
+	base  map[string]*flight.State // what the store holds for those flights in this transaction
 	dirty map[string]*flight.State // flights changed since the last flush, final states
 	evs   []*relay.OutboxEvent     // KAFKA:msg notices since the last flush, in order
 	logs  []*flightstore.SnapLogEntry
@@ -131,11 +132,11 @@ func (b *batchRun) load(ctx context.Context, msgs []*sisxml.Message) error {
 		}
 	}
 	snap, err := flightstore.LoadWith(ctx, b.ptx, slices.Sorted(maps.Keys(set)),
-		flightstore.LoadOpts{LockPipeline: true, Masters: true, Children: true})
+		flightstore.LoadOpts{LockPipeline: true, Masters: true, Children: true, Cache: b.p.cache})
 	if err != nil {
 		return err
 	}
-	b.snap = snap
+	b.snap, b.base = snap, maps.Clone(snap)
 	return nil
 }
 
@@ -171,8 +172,9 @@ func (b *batchRun) decide(ctx context.Context, c *call) relay.Result {
 }
 
 // flush writes what the decisions since the last flush produced: the final
-// state of each changed flight (one Save), every notice (one append), each
-// changed flight's latest state and the schedule traces.
+// state of each changed flight (one save, rewriting only the collections that
+// differ from what the store holds), every notice (one append), each changed
+// flight's latest state and the schedule traces.
 func (b *batchRun) flush(ctx context.Context) error {
 	if len(b.dirty) == 0 && len(b.logs) == 0 {
 		return nil
@@ -181,8 +183,11 @@ func (b *batchRun) flush(ctx context.Context) error {
 	for _, k := range slices.Sorted(maps.Keys(b.dirty)) {
 		states = append(states, b.dirty[k])
 	}
-	if err := flightstore.Save(ctx, b.ptx, states); err != nil {
+	if err := flightstore.SaveWith(ctx, b.ptx, states, flightstore.SaveOpts{Base: b.base, Cache: b.p.cache}); err != nil {
 		return err
+	}
+	for _, s := range states {
+		b.base[s.FLID] = s
 	}
 	if err := relay.EnqueueEventsTx(ctx, b.tx, b.evs...); err != nil {
 		return err

@@ -27,6 +27,7 @@ type Config struct {
 	PollInterval       time.Duration // msgx.pipeline.poll-interval
 	CutoverWatermark   string        // msgx.pipeline.cutover-watermark ("" = no seeding)
 	FIFOBatch          int           // msgx.pipeline.fifo-batch
+	StateCacheFlights  int           // msgx.pipeline.state-cache-flights (0 = off)
 	MaxAttempts        int           // msgx.pipeline.max-attempts
 	Backoff            []time.Duration
 	HandlerTimeout     time.Duration // msgx.pipeline.handler-timeout
@@ -72,6 +73,7 @@ func Defaults() Config {
 		MaxCommitDelay:      30 * time.Second,
 		PollInterval:        time.Second,
 		FIFOBatch:           32,
+		StateCacheFlights:   20000,
 		MaxAttempts:         5,
 		Backoff:             relay.DoublingBackoff(time.Second, 4),
 		HandlerTimeout:      30 * time.Second,
@@ -186,6 +188,7 @@ var params = []param{
 	durParam("msgx.pipeline.poll-interval", "idle poll interval of intake, pump, write-back and dispatchers", func(c *Config) *time.Duration { return &c.PollInterval }),
 	strParam("msgx.pipeline.cutover-watermark", "explicit cutover seeding: min, zero, max or a mailbox id; empty = none; refused on an instance with a watermark or messages (§4.3)", func(c *Config) *string { return &c.CutoverWatermark }),
 	intParam("msgx.pipeline.fifo-batch", "contiguous FIFO heads one PostgreSQL transaction may carry (order and per-message outcome unchanged)", func(c *Config) *int { return &c.FIFOBatch }),
+	intParam("msgx.pipeline.state-cache-flights", "flight states the pump keeps in memory between messages, each checked against its FLIGHT_SCHD row version (STATE_VERSION and xmin) before use, so unchanged flights are not read again; 0 = off", func(c *Config) *int { return &c.StateCacheFlights }),
 	intParam("msgx.pipeline.max-attempts", "attempt limit before DEAD(EXHAUSTED) (§3)", func(c *Config) *int { return &c.MaxAttempts }),
 	{key: "msgx.pipeline.backoff", doc: "retry schedule, exactly max-attempts−1 comma-separated durations (§9.1 start-up check)",
 		get: func(c *Config) string {
@@ -279,6 +282,8 @@ func (c *Config) Validate() error {
 		return bad("msgx.pipeline.cutover-watermark", "%q: want min, zero, max, a mailbox id ≥ 0, or empty", c.CutoverWatermark)
 	case c.FIFOBatch < 1 || c.FIFOBatch > relay.FIFOBatchMax:
 		return bad("msgx.pipeline.fifo-batch", "%d outside [1, %d]", c.FIFOBatch, relay.FIFOBatchMax)
+	case c.StateCacheFlights < 0:
+		return bad("msgx.pipeline.state-cache-flights", "%d < 0", c.StateCacheFlights)
 	case c.MaxAttempts < 1:
 		return bad("msgx.pipeline.max-attempts", "%d < 1", c.MaxAttempts)
 	case len(c.Backoff) != c.MaxAttempts-1:

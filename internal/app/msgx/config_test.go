@@ -58,6 +58,7 @@ func nonDefault(t *testing.T) msgx.Config {
 	c.PollInterval = 250 * time.Millisecond
 	c.CutoverWatermark = "min"
 	c.FIFOBatch = 8
+	c.StateCacheFlights = 0
 	c.MaxAttempts = 3
 	c.Backoff = []time.Duration{1500 * time.Millisecond, 3 * time.Second}
 	c.HandlerTimeout = 12 * time.Second
@@ -124,6 +125,7 @@ func TestConfigValidateNamesBadKey(t *testing.T) {
 		{"msgx.pipeline.cutover-watermark", `""`, ""},
 		{"msgx.pipeline.fifo-batch", "0", ""},
 		{"msgx.pipeline.fifo-batch", "1000000", ""},
+		{"msgx.pipeline.state-cache-flights", "-1", ""},
 		{"msgx.pipeline.max-attempts", "0", ""},
 		{"msgx.pipeline.max-attempts", "3", "msgx.pipeline.backoff"}, // 4 levels for 3 attempts
 		{"msgx.pipeline.backoff", "1s,2s", ""},

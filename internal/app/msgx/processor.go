@@ -42,6 +42,9 @@ type Processor struct {
 	traceDB flightstore.Querier
 	clock   relaytype.Clock
 	log     *slog.Logger
+	// cache serves the pipeline's flight loads (nil: every load reads the
+	// store); see flightstore.Cache.
+	cache *flightstore.Cache
 }
 
 // ProcessorDeps are a Processor's collaborators.
@@ -57,7 +60,11 @@ type ProcessorDeps struct {
 
 // NewProcessor returns a processor for cfg, which must be valid.
 func NewProcessor(cfg Config, deps ProcessorDeps) *Processor {
-	return &Processor{cfg: cfg, clock: deps.Clock, traceDB: deps.TraceDB, log: cmp.Or(deps.Logger, slog.Default())}
+	p := &Processor{cfg: cfg, clock: deps.Clock, traceDB: deps.TraceDB, log: cmp.Or(deps.Logger, slog.Default())}
+	if cfg.StateCacheFlights > 0 {
+		p.cache = flightstore.NewCache(cfg.StateCacheFlights)
+	}
+	return p
 }
 
 var (

@@ -100,14 +100,35 @@ SELECT d.route_kind, d.flid, d.ordinal, d.source_seq, d.airport, d.sched_arr, d.
 FROM flight_route_point d WHERE d.flid = ANY ((SELECT flids FROM t)::text[])
 ORDER BY 2, 1, 3;
 
+-- name: SchdKeys
+-- The flights SchdLoad would select (same parameters, same set), each with
+-- its STATE_VERSION and xmin — the row version a Cache checks its entry
+-- against — instead of the row. A Cache-backed LoadWith reads this first and
+-- then only the flights whose cached entry is missing or stale.
+WITH p AS MATERIALIZED (
+    SELECT $1::text[] AS flids, $2::boolean AS children, $3::boolean AS masters
+), x AS (
+    SELECT f.flid FROM p, unnest(p.flids) AS f (flid)
+    UNION
+    SELECT s.maid FROM flight_schd s
+    WHERE (SELECT masters FROM p) AND s.flid = ANY ((SELECT flids FROM p)::text[]) AND s.maid IS NOT NULL
+)
+SELECT s.flid, s.state_version, s.xmin::text::bigint FROM flight_schd s WHERE s.flid = ANY (ARRAY(SELECT flid FROM x))
+UNION
+SELECT s.flid, s.state_version, s.xmin::text::bigint FROM flight_schd s
+WHERE (SELECT children FROM p) AND s.maid = ANY (ARRAY(SELECT flid FROM x));
+
 -- name: SchdSave
--- INV-14: delete every detail row of the flights $1, and upsert their
--- FLIGHT_SCHD rows from the parallel arrays (the whole row comes from the
--- state). Each sub-statement touches its own table, so their order does not
--- matter; DetailsInsert then inserts the full collections. The guard trigger
--- refuses an OPERATION_DAY change and a STATE_VERSION that moves back, which
--- fails the whole statement, deletes included. As in SchdLoad, the parameters
--- are read through a materialized CTE so that the plan does not depend on the
+-- INV-14: delete the detail rows of the collections to be rewritten — the
+-- pairs ($24[i], $25[i]) of collection name (the tab values of DetailsLoad)
+-- and FLID — and upsert the FLIGHT_SCHD rows of the flights $1 from the
+-- parallel arrays (the whole row comes from the state). Each sub-statement
+-- touches its own table, so their order does not matter; DetailsInsert then
+-- inserts those collections in full. The guard trigger refuses an
+-- OPERATION_DAY change and a STATE_VERSION that moves back, which fails the
+-- whole statement, deletes included. Each upserted row is returned with its
+-- xmin, the row version a Cache checks. As in SchdLoad, the parameters are
+-- read through a materialized CTE so that the plan does not depend on the
 -- arrays' lengths and PostgreSQL keeps a generic plan.
 WITH a AS MATERIALIZED (
     SELECT $1::text[] AS flid, $2::text[] AS state, $3::bigint[] AS state_version, $4::text[] AS operation_day,
@@ -116,19 +137,23 @@ WITH a AS MATERIALIZED (
            $12::timestamptz[] AS sodt, $13::timestamptz[] AS eodt, $14::timestamptz[] AS aodt,
            $15::text[] AS acty, $16::text[] AS acrg, $17::text[] AS term,
            $18::text[] AS stat, $19::text[] AS abst, $20::text[] AS abrs,
-           $21::text[] AS maid, $22::text[] AS csop, $23::text[] AS csft
+           $21::text[] AS maid, $22::text[] AS csop, $23::text[] AS csft,
+           $24::text[] AS del_tab, $25::text[] AS del_flid
+), d AS MATERIALIZED (
+    SELECT u.tab, u.flid FROM a, unnest(a.del_tab, a.del_flid) AS u (tab, flid)
 ),
-gate AS (DELETE FROM flight_gate WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-ckic AS (DELETE FROM flight_ckic WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-belt AS (DELETE FROM flight_belt WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-stnd AS (DELETE FROM flight_stnd WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-chut AS (DELETE FROM flight_chut WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-brdg AS (DELETE FROM flight_brdg WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-chok AS (DELETE FROM flight_chok WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-dely AS (DELETE FROM flight_dely WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-srvt AS (DELETE FROM flight_srvt WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-vipf AS (DELETE FROM flight_vipf WHERE flid = ANY ((SELECT flid FROM a)::text[])),
-rout AS (DELETE FROM flight_route_point WHERE flid = ANY ((SELECT flid FROM a)::text[]))
+gate AS (DELETE FROM flight_gate WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'GATE'))),
+ckic AS (DELETE FROM flight_ckic WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CKIC'))),
+belt AS (DELETE FROM flight_belt WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'BELT'))),
+stnd AS (DELETE FROM flight_stnd WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'STND'))),
+chut AS (DELETE FROM flight_chut WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CHUT'))),
+brdg AS (DELETE FROM flight_brdg WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'BRDG'))),
+chok AS (DELETE FROM flight_chok WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CHOK'))),
+dely AS (DELETE FROM flight_dely WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'DELY'))),
+srvt AS (DELETE FROM flight_srvt WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'SRVT'))),
+vipf AS (DELETE FROM flight_vipf WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'VIPF'))),
+rout AS (DELETE FROM flight_route_point WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'ROUT')) AND route_kind = 'ROUT'),
+erut AS (DELETE FROM flight_route_point WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'ERUT')) AND route_kind = 'ERUT')
 INSERT INTO flight_schd (flid, state, state_version, operation_day, last_msg_id, created_at, updated_at,
                          flno, awcd, adid, flty, sodt, eodt, aodt, acty, acrg, term,
                          stat, abst, abrs, maid, csop, csft)
@@ -142,7 +167,8 @@ ON CONFLICT (flid) DO UPDATE SET
     sodt = excluded.sodt, eodt = excluded.eodt, aodt = excluded.aodt,
     acty = excluded.acty, acrg = excluded.acrg, term = excluded.term,
     stat = excluded.stat, abst = excluded.abst, abrs = excluded.abrs,
-    maid = excluded.maid, csop = excluded.csop, csft = excluded.csft;
+    maid = excluded.maid, csop = excluded.csop, csft = excluded.csft
+RETURNING flid, xmin::text::bigint;
 
 -- name: DetailsInsert
 -- Every detail row of a Save in one statement, from three sets of parallel

@@ -3,6 +3,7 @@ package flightstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,13 @@ type LoadOpts struct {
 	// Children also loads every flight whose MAID is one of the flights
 	// selected so far (flids, and their masters with Masters), any STATE.
 	Children bool
+	// Cache, with LockPipeline, serves the flights whose row has not changed
+	// since the cache recorded them: the first round trip then reads only the
+	// row versions of the selected flights (with the lock), and a second one,
+	// only when some are missing or stale, loads just those (and records
+	// them). Without LockPipeline it is not used: the two reads would not see
+	// one state of the flights.
+	Cache *Cache
 }
 
 // LoadWith is Load with options: the pipeline lock and a wider set of flights
@@ -62,6 +70,9 @@ func LoadWith(ctx context.Context, q Querier, flids []string, opts LoadOpts) (ma
 			return out, LockPipeline(ctx, q)
 		}
 		return out, nil
+	}
+	if opts.Cache != nil && opts.LockPipeline {
+		return loadCached(ctx, q, flids, opts, out)
 	}
 	b := &pgx.Batch{}
 	if opts.LockPipeline {
@@ -89,6 +100,70 @@ func LoadWith(ctx context.Context, q Querier, flids []string, opts LoadOpts) (ma
 	}
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// loadCached is LoadWith through opts.Cache (LockPipeline set): the lock and
+// the selected flights' row versions in one round trip, then the flights the
+// cache cannot serve in a second.
+func loadCached(ctx context.Context, q Querier, flids []string, opts LoadOpts, out map[string]*flight.State) (map[string]*flight.State, error) {
+	op := flidOp("load", flids)
+	b := &pgx.Batch{}
+	b.Queue(stmts.pipelineLock)
+	b.Queue(stmts.schdKeys, flids, opts.Children, opts.Masters)
+	br := q.SendBatch(ctx, b)
+	type key struct{ version, xmin int64 }
+	keys := make(map[string]key, len(flids))
+	err := func() error {
+		if _, err := br.Exec(); err != nil {
+			return mapErr("lock pipeline", err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return mapErr(op+": row versions", err)
+		}
+		var (
+			flid string
+			k    key
+		)
+		_, err = pgx.ForEachRow(rows, []any{&flid, &k.version, &k.xmin}, func() error {
+			keys[flid] = k
+			return nil
+		})
+		return mapErr(op+": row versions", err)
+	}()
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = mapErr(op, cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range flids {
+		if _, ok := keys[f]; !ok {
+			opts.Cache.forget(f) // gone from the store
+		}
+	}
+	var missing []string
+	for f, k := range keys {
+		if s, ok := opts.Cache.get(f, k.version, k.xmin); ok {
+			out[f] = s
+		} else {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	loaded, err := LoadWith(ctx, q, missing, LoadOpts{})
+	if err != nil {
+		return nil, err
+	}
+	for f, s := range loaded {
+		out[f] = s
+		if k := keys[f]; k.version == s.Version {
+			opts.Cache.put(s, k.xmin)
+		}
 	}
 	return out, nil
 }
@@ -199,7 +274,8 @@ func readDetails(br pgx.BatchResults, out map[string]*flight.State) error {
 // Save writes each state as the whole truth of its flight: it upserts the
 // FLIGHT_SCHD row (every column from the state) and rewrites every detail
 // collection delete-then-insert (INV-14), ORDINAL 1..n in slice order. A
-// collection that is empty in the state leaves no rows.
+// collection that is empty in the state leaves no rows. It is SaveWith with
+// no options.
 //
 // One round trip for the whole slice: a batch of two statements whatever the
 // number of flights and collections — the detail deletes with the FLIGHT_SCHD
@@ -213,6 +289,29 @@ func readDetails(br pgx.BatchResults, out map[string]*flight.State) error {
 // twice in states is an error before any I/O. CreatedAt and UpdatedAt must be
 // set (NOT NULL). ctx governs the round trip.
 func Save(ctx context.Context, q Querier, states []*flight.State) error {
+	return SaveWith(ctx, q, states, SaveOpts{})
+}
+
+// SaveOpts are the optional settings of SaveWith. The zero value is Save.
+type SaveOpts struct {
+	// Base holds, by FLID, exactly what the store holds for flights of states
+	// at the time of the save — the states as loaded in this transaction under
+	// PIPELINE_LOCK, or as last saved by it. A detail collection equal in the
+	// base and in the state (flight.Changed) is then left as it is instead of
+	// being deleted and inserted again: the stored result is the same as
+	// Save's, with a fraction of the writes, since a message usually changes
+	// one collection of a flight. A flight missing from Base has every
+	// collection rewritten. A base that differs from the stored rows would
+	// leave those rows behind, so pass only what was read or written here.
+	Base map[string]*flight.State
+	// Cache, when set, records each saved state under its new row version
+	// (see Cache).
+	Cache *Cache
+}
+
+// SaveWith is Save with options: only the changed collections rewritten, and
+// the saved states recorded in a Cache.
+func SaveWith(ctx context.Context, q Querier, states []*flight.State, opts SaveOpts) error {
 	if len(states) == 0 {
 		return nil
 	}
@@ -233,51 +332,97 @@ func Save(ctx context.Context, q Querier, states []*flight.State) error {
 	}
 
 	var (
-		schd  schdCols
-		res   resourceCols
-		nums  numberCols
-		route routeCols
+		schd          schdCols
+		delTab, delID []string
+		res           resourceCols
+		nums          numberCols
+		route         routeCols
 	)
 	for _, s := range states {
 		schd.add(s)
-		for k, items := range s.Resources {
-			res.add(flight.ResourceKind(k).String(), s.FLID, items)
+		rewrite := rewritten(opts.Base[s.FLID], s)
+		for _, tab := range rewrite {
+			delTab, delID = append(delTab, tab), append(delID, s.FLID)
 		}
-		nums.addDelays(s.FLID, s.Delays)
+		want := func(tab string) bool { return slices.Contains(rewrite, tab) }
+		for k, items := range s.Resources {
+			if tab := flight.ResourceKind(k).String(); want(tab) {
+				res.add(tab, s.FLID, items)
+			}
+		}
+		if want(tabDelay) {
+			nums.addDelays(s.FLID, s.Delays)
+		}
 		for k, items := range s.Services {
-			nums.addServices(flight.ServiceKind(k).String(), s.FLID, items)
+			if tab := flight.ServiceKind(k).String(); want(tab) {
+				nums.addServices(tab, s.FLID, items)
+			}
 		}
 		for k, items := range s.Routes {
-			route.add(flight.RouteKind(k).String(), s.FLID, items)
+			if tab := flight.RouteKind(k).String(); want(tab) {
+				route.add(tab, s.FLID, items)
+			}
 		}
 	}
 
+	op := flidOp("save", flids)
 	b := &pgx.Batch{}
-	labels := []string{"FLIGHT_SCHD"}
-	b.Queue(stmts.schdSave, schd.args()...)
-	if len(res.flid)+len(nums.flid)+len(route.flid) > 0 {
+	b.Queue(stmts.schdSave, append(schd.args(), delTab, delID)...)
+	details := len(res.flid)+len(nums.flid)+len(route.flid) > 0
+	if details {
 		args := append(append(res.args(), nums.args()...), route.args()...)
 		b.Queue(stmts.detailsInsert, args...)
-		labels = append(labels, "details")
 	}
-	return execBatch(ctx, q, b, flidOp("save", flids), labels)
-}
-
-// execBatch sends b and reads every result, returning the first failure
-// labelled with its statement.
-func execBatch(ctx context.Context, q Querier, b *pgx.Batch, op string, labels []string) error {
 	br := q.SendBatch(ctx, b)
-	var err error
-	for _, l := range labels {
+	xmins, err := readXmins(br)
+	if err != nil {
+		err = mapErr(op+": FLIGHT_SCHD", err)
+	} else if details {
 		if _, e := br.Exec(); e != nil {
-			err = mapErr(op+": "+l, e)
-			break
+			err = mapErr(op+": details", e)
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = mapErr(op, cerr)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if opts.Cache != nil {
+		for _, s := range states {
+			opts.Cache.put(s, xmins[s.FLID])
+		}
+	}
+	return nil
+}
+
+// rewritten returns the detail collections of next that a save over base must
+// rewrite: every collection without a base, else those flight.Changed names.
+func rewritten(base, next *flight.State) []string {
+	if base == nil {
+		return detailTabs
+	}
+	return slices.DeleteFunc(flight.Changed(base, next), func(name string) bool {
+		return !slices.Contains(detailTabs, name)
+	})
+}
+
+// readXmins reads the (FLID, xmin) rows SchdSave returns.
+func readXmins(br pgx.BatchResults) (map[string]int64, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var (
+		flid string
+		xmin int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&flid, &xmin}, func() error {
+		out[flid] = xmin
+		return nil
+	})
+	return out, err
 }
 
 // LoadAll returns every flight, FLID ascending, reading LoadAllPageSize

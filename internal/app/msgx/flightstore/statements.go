@@ -16,7 +16,7 @@ var queriesSQL string
 type statements struct {
 	pipelineLock string
 
-	schdLoad, detailsLoad, schdSave, detailsInsert, schdPage string
+	schdLoad, detailsLoad, schdKeys, schdSave, detailsInsert, schdPage string
 
 	historyCandidates, historyArchiveDelete, historyPurge string
 
@@ -33,7 +33,7 @@ var stmts = parseStatements()
 func parseStatements() *statements {
 	q := sqlfile.MustParse("flightstore/queries.sql", queriesSQL,
 		"PipelineLock",
-		"SchdLoad", "DetailsLoad", "SchdSave", "DetailsInsert", "SchdPage",
+		"SchdLoad", "DetailsLoad", "SchdKeys", "SchdSave", "DetailsInsert", "SchdPage",
 		"HistoryCandidates", "HistoryArchiveDelete", "HistoryPurge",
 		"RefUpsert", "RefLoad",
 		"RequestLock", "RequestExpireOpen", "RequestInsert", "RequestMarkSent", "RequestFindOpen",
@@ -43,6 +43,7 @@ func parseStatements() *statements {
 		pipelineLock:         q["PipelineLock"],
 		schdLoad:             q["SchdLoad"],
 		detailsLoad:          q["DetailsLoad"],
+		schdKeys:             q["SchdKeys"],
 		schdSave:             q["SchdSave"],
 		detailsInsert:        q["DetailsInsert"],
 		schdPage:             q["SchdPage"],
@@ -81,6 +82,9 @@ func parseStatements() *statements {
 	}
 	return s
 }
+
+// detailTabs are the names of every detail collection (collectionTabs).
+var detailTabs = collectionTabs()
 
 // collectionTabs returns the name of every detail collection of flight.State:
 // the resource, service and route kinds and DELY.
