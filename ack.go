@@ -213,8 +213,10 @@ func (w *AckWriter) Notify() { w.lc.notify() }
 // Work runs acknowledgement rounds until nothing is due now and returns how
 // many rows reached an outcome (written, already marked, missing row or
 // transient). Each round scans one batch (AckScan: seed 000 §6.1 predicate and
-// fair order), calls the source for each row and records the outcomes, all
-// inside the LifecycleGate; the rows acknowledged in a batch are recorded with
+// fair order), writes its marks — in one source transaction when the source is
+// a relaysource.BatchAcknowledger (a failed batch is a transient failure of
+// each of its rows), else row by row — and records the outcomes, all inside
+// the LifecycleGate; the rows acknowledged in a batch are recorded with
 // one AckDone. A store error ends the call; rows not yet recorded are tried
 // again later (the source write is idempotent). Tests call Work directly and
 // move a relayclock.Fake between calls.
@@ -253,11 +255,22 @@ func (w *AckWriter) round(ctx context.Context) (int, error) {
 		}
 		var acked []int64
 		var rowErr error
-		for _, m := range batch {
+		outcomes, batchErr := w.acknowledgeBatch(ctx, batch)
+		for i, m := range batch {
 			if ctx.Err() != nil {
 				break
 			}
-			ok, err := w.one(ctx, ex, m)
+			var ok bool
+			var err error
+			if outcomes != nil || batchErr != nil {
+				var o relaysource.AckOutcome
+				if outcomes != nil {
+					o = outcomes[i]
+				}
+				ok, err = w.record(ctx, ex, m, o, batchErr)
+			} else {
+				ok, err = w.one(ctx, ex, m)
+			}
 			if err != nil {
 				rowErr = err
 				break
@@ -279,12 +292,42 @@ func (w *AckWriter) round(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// one acknowledges message m in the source and records a missing row or a
-// transient failure. It reports whether m is acknowledged (the caller records
-// it with the batch's AckDone). A returned error is a store error.
+// acknowledgeBatch writes the marks of batch in one call when the source is a
+// relaysource.BatchAcknowledger, returning one outcome per message or the
+// error that stands for all of them; otherwise (or for an empty batch) it
+// returns nil, nil and the caller acknowledges message by message.
+func (w *AckWriter) acknowledgeBatch(ctx context.Context, batch []*relaytype.Message) ([]relaysource.AckOutcome, error) {
+	ba, ok := w.src.(relaysource.BatchAcknowledger)
+	if !ok || len(batch) == 0 {
+		return nil, nil
+	}
+	now := w.cfg.Clock.Now()
+	items := make([]relaysource.AckItem, len(batch))
+	for i, m := range batch {
+		items[i] = relaysource.AckItem{ID: m.ID, Mark: w.cfg.MarkFor(m.State), At: now}
+	}
+	out, err := ba.AcknowledgeBatch(ctx, items)
+	if err == nil && len(out) != len(batch) {
+		err = fmt.Errorf("the source answered %d outcomes for %d rows", len(out), len(batch))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// one acknowledges message m in the source on its own and records the
+// outcome (record).
 func (w *AckWriter) one(ctx context.Context, ex relaydriver.Executor, m *relaytype.Message) (bool, error) {
-	mark := w.cfg.MarkFor(m.State)
-	outcome, srcErr := w.src.Acknowledge(ctx, m.ID, mark, w.cfg.Clock.Now())
+	outcome, srcErr := w.src.Acknowledge(ctx, m.ID, w.cfg.MarkFor(m.State), w.cfg.Clock.Now())
+	return w.record(ctx, ex, m, outcome, srcErr)
+}
+
+// record handles what the source observed for message m — outcome, or the
+// failure srcErr — recording a missing row or a transient failure. It reports
+// whether m is acknowledged (the caller records it with the batch's AckDone).
+// A returned error is a store error.
+func (w *AckWriter) record(ctx context.Context, ex relaydriver.Executor, m *relaytype.Message, outcome relaysource.AckOutcome, srcErr error) (bool, error) {
 	if srcErr == nil {
 		faultpoint.Hit(faultpoint.AckAfterWrite)
 		switch outcome {

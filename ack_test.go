@@ -231,6 +231,64 @@ func TestAckOutcomes(t *testing.T) {
 	})
 }
 
+// batchAckSource is an ackSource that is also a relaysource.BatchAcknowledger:
+// a batch fails whole when one of its ids is failing, and is otherwise written
+// by the real source in one transaction.
+type batchAckSource struct {
+	*ackSource
+	batches int
+}
+
+func (s *batchAckSource) AcknowledgeBatch(ctx context.Context, items []relaysource.AckItem) ([]relaysource.AckOutcome, error) {
+	s.mu.Lock()
+	s.batches++
+	fail := false
+	for _, it := range items {
+		fail = fail || s.failing[it.ID]
+	}
+	s.mu.Unlock()
+	if fail {
+		return nil, errSourceDown
+	}
+	return s.inner.(relaysource.BatchAcknowledger).AcknowledgeBatch(ctx, items)
+}
+
+// With a BatchAcknowledger the writer acknowledges a scanned batch in one
+// source call and records each row's outcome exactly as row by row; a failed
+// batch is a transient failure of each of its rows, retried after backoff.
+func TestAckBatchSource(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		var cfg relay.AckConfig
+		e := newAckEnv(t, s, nil, "", results{2: relay.Skip("ignored:X")}, func(c *relay.AckConfig) { cfg = *c })
+		src := &batchAckSource{ackSource: e.src}
+		e.reg = prometheus.NewRegistry()
+		cfg.Registerer = e.reg
+		var err error
+		e.writer, err = relay.NewAckWriter(e.d, src, cfg)
+		require.NoError(t, err)
+
+		checkThreeOutcomes(t, e)
+		require.Equal(t, 1, src.batches, "one source call for the scanned batch")
+		require.Empty(t, e.src.takeCalls(), "no row-by-row call")
+
+		e.mail(time.Time{}, 4, 5)
+		e.src.setFailing(5, true)
+		require.Equal(t, 2, e.ack())
+		for _, id := range []int64{4, 5} {
+			require.Equal(t, "<NULL>", e.flag(id), "a failed batch writes nothing")
+			require.Equal(t, 1, e.get(id).AckAttempts, "row %d", id)
+		}
+		require.Equal(t, 2.0, e.outcomes("transient"))
+		e.src.setFailing(5, false)
+		e.clock.Advance(time.Hour / 2)
+		require.Equal(t, 2, e.ack())
+		require.Equal(t, "SUCCEEDED", e.flag(4))
+		require.Equal(t, "SUCCEEDED", e.flag(5))
+		require.Equal(t, 3, src.batches)
+	})
+}
+
 // A transient failure only backs off before R, however many attempts
 // (MaxAttemptsAlert only alerts); from EnqueuedAt+R it is abandoned with
 // TRANSIENT_DEADLINE. RECEIVED_AT, years in the past, does not matter.

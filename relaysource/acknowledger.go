@@ -49,3 +49,22 @@ func (o AckOutcome) String() string {
 		return fmt.Sprintf("AckOutcome(%d)", int(o))
 	}
 }
+
+// AckItem is one acknowledgement of a batch: mark (and at) for row ID.
+type AckItem struct {
+	ID   int64
+	Mark string
+	At   time.Time
+}
+
+// BatchAcknowledger is an Acknowledger that can also write many marks in one
+// transaction of the source — one commit (one log flush) for the batch instead
+// of one per row, which is what limits a write-back that trails a fast pump.
+type BatchAcknowledger interface {
+	Acknowledger
+	// AcknowledgeBatch acknowledges every item exactly as Acknowledge would,
+	// in one transaction: all the marks it writes are committed together or
+	// not at all. It returns one outcome per item, in order. An error stands
+	// for every item and is transient, as for Acknowledge.
+	AcknowledgeBatch(ctx context.Context, items []AckItem) ([]AckOutcome, error)
+}
