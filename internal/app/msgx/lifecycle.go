@@ -96,7 +96,8 @@ func purgeAll(ctx context.Context, f func(context.Context) (int, error)) (int, e
 
 // historyBatch archives then deletes one batch of finished flights (seed 000
 // §9.3, §12.5, D1) in one transaction under PIPELINE_LOCK: candidates are
-// flights of an operating day more than FlightKeepDays old and unchanged for
+// flights of an operating day more than FlightKeepDays old — or, without an
+// operating day, created more than FlightKeepDays ago — and unchanged for
 // FlightQuiet. A flight never FDEL'd first gets its deletion events (a
 // KAFKA:msg DELETE notice and a KAFKA:schd tombstone) in the same transaction.
 // Master and shared flights leave together: a master whose active children
@@ -123,7 +124,8 @@ func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, t
 	if err = flightstore.LockPipeline(ctx, ptx); err != nil {
 		return 0, 0, "", err
 	}
-	cands, err := flightstore.HistoryCandidatesAfter(ctx, ptx, day, now.Add(-l.cfg.FlightQuiet), after, historyBatch)
+	cut := flightstore.HistoryCutoff{Day: day, Undated: now.AddDate(0, 0, -l.cfg.FlightKeepDays), Quiet: now.Add(-l.cfg.FlightQuiet)}
+	cands, err := flightstore.HistoryCandidatesAfter(ctx, ptx, cut, after, historyBatch)
 	if len(cands) == historyBatch {
 		last = cands[len(cands)-1].FLID
 	}

@@ -54,7 +54,8 @@ func (b *bundle) lifecycleEvents(t *testing.T) []string {
 // KAFKA:schd tombstone in the same transaction, one already DELETED gets none;
 // master and shared flights leave only together (a master with a child that
 // is not a candidate waits, and so do its candidate children); a failing
-// history write deletes nothing and emits nothing; SCHD_SNAP_LOG, closed
+// history write deletes nothing and emits nothing; a flight without an
+// operating day leaves once created flight-keep-days ago; SCHD_SNAP_LOG, closed
 // requests and the flight history are purged by their retentions.
 func TestLifecycle(t *testing.T) {
 	b := setup(t)
@@ -75,6 +76,7 @@ func TestLifecycle(t *testing.T) {
 			plan("M4", "CA6", old), shared("S4a", "MU4", old, "M4"))),
 		b.put(t, schd("DNLD", "6003", dttm, "", shared("C1", "MU1", future, "M1"), shared("S4b", "MU5", future, "M4"))),
 		b.put(t, fdel("6004", dttm, "A2")),
+		b.put(t, flopBase("6005", dttm, "U1", "CA7")), // creates U1 without SODT: no OPERATION_DAY
 	}
 	for _, id := range ids {
 		m := b.terminal(t, id)
@@ -85,10 +87,11 @@ func TestLifecycle(t *testing.T) {
 	// A1 has details: they must go with it.
 	_, err := b.store.Pool().Exec(b.ctx, "INSERT INTO flight_gate (flid, ordinal, code) VALUES ('A1', 1, 'B12')")
 	require.NoError(t, err)
-	all := []string{"A1", "A2", "M1", "C1", "M2", "S2", "M3", "C3", "M4", "S4a", "S4b", "F1"}
+	all := []string{"A1", "A2", "M1", "C1", "M2", "S2", "M3", "C3", "M4", "S4a", "S4b", "F1", "U1"}
 	before := b.flights(t, all...)
 	require.Len(t, before, len(all))
 	require.Equal(t, flight.Deleted, before["A2"].Status)
+	require.Empty(t, before["U1"].OperationDay)
 
 	// Retention material: a closed request 40 days old, a fresh closed one,
 	// and two open ones; an old trace about an old day, one about a day to come.
@@ -140,7 +143,8 @@ func TestLifecycle(t *testing.T) {
 	// M1 waits for its child C1 (not a candidate); S2 for its master M2; M4 for
 	// S4b, so S4a — a candidate — waits with M4 (its leaving alone would change
 	// M4's MAFL without a new M4 version, seed 000 §11.4).
-	for _, flid := range []string{"M1", "C1", "M2", "S2", "M4", "S4a", "S4b", "F1"} {
+	// U1 has no operating day and was created less than flight-keep-days ago.
+	for _, flid := range []string{"M1", "C1", "M2", "S2", "M4", "S4a", "S4b", "F1", "U1"} {
 		require.Contains(t, left, flid)
 		require.Equal(t, before[flid].Version, left[flid].Version, flid)
 	}
@@ -217,9 +221,11 @@ func TestLifecycle(t *testing.T) {
 	clock.Advance(b.cfg.HistoryRetention + time.Hour)
 	res, err = lc.Pass(b.ctx)
 	require.NoError(t, err)
-	require.Equal(t, msgx.LifecycleResult{Archived: 8, Tombstoned: 8, SnapLogPurged: 4, RequestsPurged: 1, HistoryPurged: 4}, res)
+	require.Equal(t, msgx.LifecycleResult{Archived: 9, Tombstoned: 9, SnapLogPurged: 4, RequestsPurged: 1, HistoryPurged: 4}, res)
 	require.Empty(t, b.flights(t, all...))
-	require.Equal(t, 8, b.count(t, "SELECT count(*) FROM flight_schd_hst"))
+	require.Equal(t, 9, b.count(t, "SELECT count(*) FROM flight_schd_hst"))
+	require.Equal(t, latestRow{EventType: "TOMBSTONE", Version: before["U1"].Version + 1}, b.latest(t, "U1"),
+		"a flight without an operating day leaves once created flight-keep-days ago")
 	require.Zero(t, b.count(t, "SELECT count(*) FROM flight_schd_hst WHERE flid = ANY($1)", []string{"A1", "A2", "M3", "C3"}))
 	require.Zero(t, b.count(t, "SELECT count(*) FROM schd_snap_log"))
 	for id, kept := range map[int64]bool{oldOpen.ID: true, newClosed.ID: false, newOpen.ID: true} {

@@ -11,26 +11,38 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 )
 
+// HistoryCutoff says which flights are old enough to leave the current state
+// (seed 000 §9.3, §12.5).
+type HistoryCutoff struct {
+	// Day: a flight whose OPERATION_DAY (YYYYMMDD) is before Day qualifies.
+	Day string
+	// Undated: a flight without an OPERATION_DAY (a FLOP can create one
+	// without SODT, and OPERATION_DAY is derived only from SODT) qualifies
+	// when it was created before Undated; the zero time keeps such flights.
+	Undated time.Time
+	// Quiet: in either case only when it has not changed since (UPDATED_AT <
+	// Quiet).
+	Quiet time.Time
+}
+
 // HistoryCandidates returns, FLID ascending and at most limit (> 0), the full
-// states of the flights whose OPERATION_DAY is before dayBefore (YYYYMMDD) and
-// that have not changed since quietBefore (UPDATED_AT < quietBefore), in any
-// STATE (seed 000 §9.3, §12.5). A flight whose OPERATION_DAY is NULL is never
-// a candidate. Deciding whether a candidate is final (terminal evidence, a
-// tombstone still owed, master/shared cascades) is the caller's. Two round
-// trips (the FLIDs, then Load). ctx governs both.
-func HistoryCandidates(ctx context.Context, q Querier, dayBefore string, quietBefore time.Time, limit int) ([]*flight.State, error) {
-	return HistoryCandidatesAfter(ctx, q, dayBefore, quietBefore, "", limit)
+// states of the flights cut qualifies, in any STATE. Deciding whether a
+// candidate is final (terminal evidence, a tombstone still owed,
+// master/shared cascades) is the caller's. Two round trips (the FLIDs, then
+// Load). ctx governs both.
+func HistoryCandidates(ctx context.Context, q Querier, cut HistoryCutoff, limit int) ([]*flight.State, error) {
+	return HistoryCandidatesAfter(ctx, q, cut, "", limit)
 }
 
 // HistoryCandidatesAfter is HistoryCandidates for the candidates whose FLID
 // sorts after after: a caller pages with the last FLID of the previous page,
 // so candidates it had to leave in place never hide the ones behind them.
-func HistoryCandidatesAfter(ctx context.Context, q Querier, dayBefore string, quietBefore time.Time, after string, limit int) ([]*flight.State, error) {
-	op := fmt.Sprintf("history candidates before day %s", dayBefore)
+func HistoryCandidatesAfter(ctx context.Context, q Querier, cut HistoryCutoff, after string, limit int) ([]*flight.State, error) {
+	op := fmt.Sprintf("history candidates before day %s", cut.Day)
 	if limit <= 0 {
 		return nil, fmt.Errorf("flightstore: %s: limit %d must be positive", op, limit)
 	}
-	rows, err := q.Query(ctx, stmts.historyCandidates, dayBefore, quietBefore, limit, after)
+	rows, err := q.Query(ctx, stmts.historyCandidates, cut.Day, ts(cut.Quiet), limit, after, ts(cut.Undated))
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

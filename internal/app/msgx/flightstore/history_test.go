@@ -37,8 +37,9 @@ func docsOf(t *testing.T, states []*flight.State) map[string][]byte {
 	return docs
 }
 
-// Candidates: OPERATION_DAY before the day (never NULL), quiet since the
-// time, any STATE, FLID order, at most limit; full states.
+// Candidates: OPERATION_DAY before the day (without one: created before
+// Undated), quiet since the time, any STATE, FLID order, at most limit; full
+// states.
 func TestHistoryCandidates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -47,24 +48,39 @@ func TestHistoryCandidates(t *testing.T) {
 	deleted.Status, deleted.Version = flight.Deleted, 2
 	require.NoError(t, flightstore.Save(b.ctx, b.pool, []*flight.State{deleted}))
 
-	got, err := flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base.Add(time.Microsecond), 10)
+	got, err := flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Microsecond)}, 10)
 	require.NoError(t, err)
 	require.Equal(t, []*flight.State{saved["A"], saved["B"], deleted}, got)
 
-	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base.Add(time.Microsecond), 2)
+	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Microsecond)}, 2)
 	require.NoError(t, err)
 	require.Equal(t, []*flight.State{saved["A"], saved["B"]}, got)
 
-	got, err = flightstore.HistoryCandidatesAfter(b.ctx, b.pool, "20260301", base.Add(time.Microsecond), "B", 2)
+	got, err = flightstore.HistoryCandidatesAfter(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Microsecond)}, "B", 2)
 	require.NoError(t, err)
 	require.Equal(t, []*flight.State{deleted}, got, "the next page starts after the last FLID of the previous one")
 
-	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base, 10) // not quiet long enough
+	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base}, 10) // not quiet long enough
 	require.NoError(t, err)
 	require.Empty(t, got)
 
-	_, err = flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base, 0)
+	_, err = flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base}, 0)
 	require.Error(t, err)
+
+	// A flight without an OPERATION_DAY (N, created at base) qualifies once it
+	// was created before Undated, and only when quiet.
+	cut := flightstore.HistoryCutoff{Day: "20260301", Undated: base, Quiet: base.Add(time.Microsecond)}
+	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, cut, 10)
+	require.NoError(t, err)
+	require.Equal(t, []*flight.State{saved["A"], saved["B"], deleted}, got, "created at Undated: not before it")
+	cut.Undated = base.Add(time.Microsecond)
+	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, cut, 10)
+	require.NoError(t, err)
+	require.Equal(t, []*flight.State{saved["A"], saved["B"], deleted, saved["N"]}, got)
+	cut.Quiet = base
+	got, err = flightstore.HistoryCandidates(b.ctx, b.pool, cut, 10)
+	require.NoError(t, err)
+	require.Empty(t, got, "not quiet long enough")
 }
 
 // ArchiveAndDelete archives and deletes (details cascading) the flights whose
@@ -73,7 +89,7 @@ func TestArchiveAndDeleteSkipsMovedVersion(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	historyFlights(t, b, map[string]string{"A": "20260227", "B": "20260227", "C": "20260227"})
-	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base.Add(time.Second), 10)
+	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Second)}, 10)
 	require.NoError(t, err)
 	require.Len(t, cands, 3)
 
@@ -132,7 +148,7 @@ func TestArchiveAndDeleteFailureDeletesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	saved := historyFlights(t, b, map[string]string{"A": "20260227", "B": "20260227"})
-	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base.Add(time.Second), 10)
+	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Second)}, 10)
 	require.NoError(t, err)
 	docs := docsOf(t, cands)
 	docs["B"] = []byte(`{"flid": "B", truncated`) // the history insert of B fails
@@ -168,7 +184,7 @@ func TestPurgeHistory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	historyFlights(t, b, map[string]string{"A": "20260227", "B": "20260227", "C": "20260227"})
-	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, "20260301", base.Add(time.Second), 10)
+	cands, err := flightstore.HistoryCandidates(b.ctx, b.pool, flightstore.HistoryCutoff{Day: "20260301", Quiet: base.Add(time.Second)}, 10)
 	require.NoError(t, err)
 	for i, s := range cands {
 		b.inTx(t, func(tx pgx.Tx) {

@@ -223,10 +223,10 @@ SELECT flid FROM flight_schd WHERE flid > $1 ORDER BY flid LIMIT $2;
 -- Flight history (seed 000 §9.3, §12.5, D1)
 
 -- name: HistoryCandidates
--- OPERATION_DAY < $1 (NULL never qualifies) and quiet since $2, any STATE,
--- FLID after $4 ('' = from the start), by FLID.
+-- OPERATION_DAY < $1, or no OPERATION_DAY and created before $5 (NULL: never),
+-- and quiet since $2, any STATE, FLID after $4 ('' = from the start), by FLID.
 SELECT flid FROM flight_schd
-WHERE operation_day < $1 AND updated_at < $2 AND flid > $4
+WHERE (operation_day < $1 OR (operation_day IS NULL AND created_at < $5)) AND updated_at < $2 AND flid > $4
 ORDER BY flid
 LIMIT $3;
 
