@@ -59,12 +59,12 @@ func Dead(class relaytype.ErrorClass, err error) Result {
 	return Result{kind: resultDead, class: class, err: err}
 }
 
-// String describes the result for logs and test failures.
 // Commits reports whether r is Succeeded or Skip: the results with which
 // the handler's writes commit (a BatchHandler's batch goes on only while its
 // results commit).
 func (r Result) Commits() bool { return r.kind == resultSucceeded || r.kind == resultSkip }
 
+// String describes the result for logs and test failures.
 func (r Result) String() string {
 	switch r.kind {
 	case resultSucceeded:

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/relaytype"
@@ -45,6 +46,15 @@ type Processor struct {
 	// cache serves the pipeline's flight loads (nil: every load reads the
 	// store); see flightstore.Cache.
 	cache *flightstore.Cache
+	// sends finds the REQT of a request still PENDING (nil: such a request
+	// is not matched).
+	sends SendLookup
+}
+
+// SendLookup finds the outbound mailbox row of a request's REQT: its id and
+// CREATETIME, or found false when it is not there. *Requester implements it.
+type SendLookup interface {
+	FindSent(ctx context.Context, q *flightstore.Request) (id int64, at time.Time, found bool, err error)
 }
 
 // ProcessorDeps are a Processor's collaborators.
@@ -56,11 +66,17 @@ type ProcessorDeps struct {
 	// TraceDB, when set, receives the SCHD_SNAP_LOG rows of rejected packages
 	// outside the rolled-back transaction (seed 000 §7.1).
 	TraceDB flightstore.Querier
+	// Sends, when set, lets a response that echoes a request still PENDING —
+	// its REQT written to COUTMSGS, the SENT mark lost to a crash or not yet
+	// written — find that row and record the send before it is matched
+	// (seed 000 §7.2 compensation). Without it such a response is SKIPPED
+	// resp-guard:not-sent.
+	Sends SendLookup
 }
 
 // NewProcessor returns a processor for cfg, which must be valid.
 func NewProcessor(cfg Config, deps ProcessorDeps) *Processor {
-	p := &Processor{cfg: cfg, clock: deps.Clock, traceDB: deps.TraceDB, log: cmp.Or(deps.Logger, slog.Default())}
+	p := &Processor{cfg: cfg, clock: deps.Clock, traceDB: deps.TraceDB, sends: deps.Sends, log: cmp.Or(deps.Logger, slog.Default())}
 	if cfg.StateCacheFlights > 0 {
 		p.cache = flightstore.NewCache(cfg.StateCacheFlights)
 	}
@@ -155,6 +171,10 @@ func (c *call) flights(ctx context.Context) relay.Result {
 			// than its send time — the plan is not updated.
 			return relay.Skip("resp-guard:" + reason)
 		}
+		if perr := c.foreignDay(r); perr != nil {
+			c.traceRejected(ctx, perr)
+			return relay.Dead(relaytype.ClassProtocol, perr)
+		}
 		req = r
 	}
 	// The same path as HandleBatch, for a batch of one: one snapshot read,
@@ -178,6 +198,24 @@ func (c *call) flights(ctx context.Context) relay.Result {
 		}
 	}
 	return res
+}
+
+// foreignDay checks a SCHD-RESP against the operating day its request asked
+// for: a record whose SODT falls on another operating day makes the package
+// a protocol error (nothing written, the request stays open), as a REFD-RESP
+// of another reference type is. Records without SODT keep their flight's day
+// and are checked by the package validation.
+func (c *call) foreignDay(r *flightstore.Request) *flight.ProtocolError {
+	for _, f := range c.msg.Schd.Flights {
+		if f.SODT.Presence != sisxml.Set {
+			continue
+		}
+		if day := c.p.cfg.Flight.OperationDay(f.SODT.Value); day != r.Scope {
+			return &flight.ProtocolError{FLID: f.FLID,
+				Reason: fmt.Sprintf("SCHD-RESP to request %d for operating day %s carries a flight of day %s", r.ID, r.Scope, day)}
+		}
+	}
+	return nil
 }
 
 // storeFailure classifies a failed flight write: the store's guard catching a

@@ -33,14 +33,41 @@ func (c *call) matchRequest(ctx context.Context, typ string, rqsq sisxml.Field[s
 	if err != nil {
 		return nil, "", err
 	}
-	if r.State != "SENT" {
-		return nil, "not-sent", nil
+	if r.State == flightstore.RequestStatePending {
+		if ok, err := c.recordSend(ctx, r); err != nil || !ok {
+			return nil, "not-sent", err
+		}
 	}
 	sent := wallClock(c.msg.Meta.DTTM, c.p.cfg.Flight.MessageLocation())
 	if sent.Add(c.p.cfg.ClockSkew).Before(r.SentAt) {
 		return nil, "older-than-request", nil
 	}
 	return r, "", nil
+}
+
+// recordSend handles a response that echoes a request still PENDING. The echo
+// shows the AODB received the REQT, so the requester wrote it to COUTMSGS and
+// has not recorded that yet (a crash between the two, or the answer beat the
+// mark). Seed 000 §7.2 wants a request SENT only with its outbound row: the
+// row is looked up by SEQN, as the requester's own compensation does, and r
+// is marked SENT with its id and CREATETIME in this transaction; the guard
+// then applies as for any SENT request. It reports false when the mailbox
+// has no such row (the echo is not ours to trust) or there is no lookup.
+func (c *call) recordSend(ctx context.Context, r *flightstore.Request) (bool, error) {
+	if c.p.sends == nil {
+		return false, nil
+	}
+	outID, at, found, err := c.p.sends.FindSent(ctx, r)
+	if err != nil || !found {
+		return false, err
+	}
+	if err := flightstore.RequestMarkSent(ctx, c.ptx, r.ID, outID, at); err != nil {
+		return false, err
+	}
+	c.p.log.InfoContext(ctx, "msgx: response to a request not yet marked sent; send recorded from COUTMSGS",
+		"request_id", r.ID, "coutmsgs_id", outID, "msg_id", c.id)
+	r.State, r.OutboxID, r.SentAt = flightstore.RequestStateSent, outID, at
+	return true, nil
 }
 
 // wallClock reads a zone-less SIS wall clock (held in time.UTC) as a time in loc.

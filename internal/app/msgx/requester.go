@@ -111,18 +111,20 @@ func (r *Requester) Pass(ctx context.Context) (sent, expired int, err error) {
 // send writes q's REQT to COUTMSGS and marks it SENT. A crash between the two
 // leaves a PENDING request whose message is already in the mailbox: the next
 // send finds that row by its SEQN and only marks it, instead of sending it
-// twice (seed 000 §7.2: compensate, never resend unconditionally).
+// twice (seed 000 §7.2: compensate, never resend unconditionally). When the
+// answer was processed first — the pump recorded the send from the mailbox
+// row and closed the request — there is nothing left to mark.
 func (r *Requester) send(ctx context.Context, q *flightstore.Request) error {
 	now := r.clock.Now()
 	body, err := r.encode(q, now)
 	if err != nil {
 		return err
 	}
-	var outID int64
-	err = r.mailbox.QueryRowContext(ctx, mailboxQueries["OutboxFind"], q.CreatedAt.UTC().Add(-time.Minute),
-		"%<SEQN>"+q.SEQN+"</SEQN>%").Scan(&outID)
+	outID, _, found, err := r.FindSent(ctx, q)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	case !found:
 		res, err := r.mailbox.ExecContext(ctx, mailboxQueries["OutboxInsert"], string(body), now.UTC())
 		if err != nil {
 			return fmt.Errorf("msgx: request %d: write COUTMSGS: %w", q.ID, err)
@@ -130,15 +132,33 @@ func (r *Requester) send(ctx context.Context, q *flightstore.Request) error {
 		if outID, err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("msgx: request %d: COUTMSGS id: %w", q.ID, err)
 		}
-	case err != nil:
-		return fmt.Errorf("msgx: request %d: look up COUTMSGS: %w", q.ID, err)
 	default:
 		r.log.InfoContext(ctx, "msgx: request already in COUTMSGS, marking it sent", "request_id", q.ID, "coutmsgs_id", outID)
 	}
-	if err := flightstore.RequestMarkSent(ctx, r.pool, q.ID, outID, now); err != nil {
+	err = flightstore.RequestMarkSent(ctx, r.pool, q.ID, outID, now)
+	if errors.Is(err, flightstore.ErrNoRequest) {
+		r.log.InfoContext(ctx, "msgx: request no longer pending (answered or expired meanwhile)", "request_id", q.ID, "coutmsgs_id", outID)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("msgx: request %d: mark sent: %w", q.ID, err)
 	}
 	return nil
+}
+
+// FindSent looks up the COUTMSGS row of q's REQT — written at or after the
+// request was registered, carrying its SEQN — and returns its id and
+// CREATETIME (written from the requester's clock, in UTC).
+func (r *Requester) FindSent(ctx context.Context, q *flightstore.Request) (id int64, at time.Time, found bool, err error) {
+	err = r.mailbox.QueryRowContext(ctx, mailboxQueries["OutboxFind"], q.CreatedAt.UTC().Add(-time.Minute),
+		"%<SEQN>"+q.SEQN+"</SEQN>%").Scan(&id, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, time.Time{}, false, nil
+	case err != nil:
+		return 0, time.Time{}, false, fmt.Errorf("msgx: request %d: look up COUTMSGS: %w", q.ID, err)
+	}
+	return id, at, true, nil
 }
 
 // isDay reports whether s is a calendar date YYYYMMDD (the REQT encoder

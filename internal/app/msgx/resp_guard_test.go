@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/relayclock"
@@ -128,4 +129,85 @@ type reqInfo struct {
 	id   int64
 	seqn string
 	day  string
+}
+
+// handleOne decodes m as message id and runs p.Handle on it in its own store
+// transaction, committing when the result commits — the pump's work for one
+// head, without a running service (whose request sender would race the test).
+func (b *bundle) handleOne(t *testing.T, p *msgx.Processor, id int64, m *sisxml.Message) relay.Result {
+	t.Helper()
+	msg := &relaytype.Message{ID: id, Payload: encode(t, m)}
+	dec, err := p.Decode(b.ctx, msg)
+	require.NoError(t, err)
+	tx, err := b.store.Begin(b.ctx)
+	require.NoError(t, err)
+	res := p.Handle(b.ctx, tx, &relay.Delivery{Message: msg, Decoded: dec})
+	if res.Commits() {
+		require.NoError(t, tx.Commit(b.ctx))
+	} else {
+		require.NoError(t, tx.Rollback(b.ctx))
+	}
+	return res
+}
+
+// TestRespToPendingRequest: a SCHD-RESP echoing a request still PENDING whose
+// REQT is in COUTMSGS (the requester crashed before marking it SENT) records
+// the send from that row — its id and CREATETIME — and is then matched like
+// any other (seed 000 §7.2 compensation); the requester later neither marks
+// nor sends it again. A request whose REQT is not in the mailbox is not
+// matched (resp-guard:not-sent). A SCHD-RESP carrying a flight of another
+// operating day than the one requested is DEAD(PROTOCOL) and writes nothing.
+func TestRespToPendingRequest(t *testing.T) {
+	b := setup(t)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	clock := relayclock.NewFake(t0)
+	rq := msgx.NewRequester(b.cfg, b.store.Pool(), b.mailbox, clock, quiet())
+	p := msgx.NewProcessor(b.cfg, msgx.ProcessorDeps{Clock: clock, Logger: quiet(), TraceDB: b.store.Pool(), Sends: rq})
+
+	written, err := rq.Register(b.ctx, msgx.RequestSchd, "20261201")
+	require.NoError(t, err)
+	sentAt := t0.Add(1500 * time.Millisecond)
+	res, err := b.mailbox.ExecContext(b.ctx, "INSERT INTO COUTMSGS (MSGCONTENT, CREATETIME) VALUES (?, ?)",
+		"<MSG><META><SEQN>"+written.SEQN+"</SEQN><TYPE>REQT</TYPE></META></MSG>", sentAt)
+	require.NoError(t, err)
+	outID, err := res.LastInsertId()
+	require.NoError(t, err)
+	unwritten, err := rq.Register(b.ctx, msgx.RequestSchd, "20261202")
+	require.NoError(t, err)
+
+	sodt := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	after := sisWall(b.cfg, t0.Add(time.Minute))
+	r := b.handleOne(t, p, 1, schd("RESP", "3001", after, written.SEQN, plan("P1", "CA201", sodt)))
+	require.Equal(t, relay.Succeeded().String(), r.String())
+	row, ok := b.request(t, written.ID)
+	require.True(t, ok)
+	require.Equal(t, "DONE", row.State)
+	require.NotNil(t, row.OutboxID)
+	require.Equal(t, outID, *row.OutboxID, "the send is the mailbox row's")
+	require.True(t, sentAt.Equal(*row.SentAt), "SENT_AT is the row's CREATETIME: %v", row.SentAt)
+	require.Len(t, b.flights(t, "P1"), 1)
+
+	r = b.handleOne(t, p, 2, schd("RESP", "3002", after, unwritten.SEQN, plan("P2", "CA202", sodt.AddDate(0, 0, 1))))
+	require.Equal(t, relay.Skip("resp-guard:not-sent").String(), r.String())
+	row, ok = b.request(t, unwritten.ID)
+	require.True(t, ok)
+	require.Equal(t, "PENDING", row.State)
+	require.Empty(t, b.flights(t, "P2"))
+
+	// The requester sends only the unwritten request; the answered one keeps its row.
+	sent, _, err := rq.Pass(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, sent)
+	require.Equal(t, 2, b.mailboxCount(t, "COUTMSGS"))
+
+	// Now SENT for 20261202: an answer carrying a flight of 20261203 is refused whole.
+	r = b.handleOne(t, p, 3, schd("RESP", "3003", sisWall(b.cfg, t0.Add(2*time.Minute)), unwritten.SEQN,
+		plan("P3", "CA203", sodt.AddDate(0, 0, 1)), plan("P4", "CA204", sodt.AddDate(0, 0, 2))))
+	require.False(t, r.Commits())
+	require.Contains(t, r.String(), "PROTOCOL")
+	require.Contains(t, r.String(), "carries a flight of day 20261203")
+	row, ok = b.request(t, unwritten.ID)
+	require.True(t, ok)
+	require.Equal(t, "SENT", row.State, "a refused answer closes nothing")
+	require.Empty(t, b.flights(t, "P3", "P4"))
 }

@@ -111,7 +111,8 @@ func New(o Options) (*Service, error) {
 		Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
-	s.processor = NewProcessor(cfg, ProcessorDeps{Clock: o.Clock, Logger: o.Logger, TraceDB: o.Store.Pool()})
+	s.requester = NewRequester(cfg, o.Store.Pool(), o.Mailbox, o.Clock, o.Logger)
+	s.processor = NewProcessor(cfg, ProcessorDeps{Clock: o.Clock, Logger: o.Logger, TraceDB: o.Store.Pool(), Sends: s.requester})
 	if s.engine, err = relay.New(o.Store, relay.Config{Pipeline: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
 		MaxAttempts: cfg.MaxAttempts, Backoff: cfg.Backoff, IgnoreRules: cfg.IgnoreRules, AckIntent: true,
 		Watermarked: true, FIFOBatch: cfg.FIFOBatch, PollInterval: cfg.PollInterval, HandlerTimeout: cfg.HandlerTimeout,
@@ -144,7 +145,6 @@ func New(o Options) (*Service, error) {
 		Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
-	s.requester = NewRequester(cfg, o.Store.Pool(), o.Mailbox, o.Clock, o.Logger)
 	s.lifecycle = NewLifecycle(cfg, o.Store, o.Store.Pool(), o.Clock, o.Logger)
 	return s, nil
 }
