@@ -78,17 +78,22 @@ const (
 	HandlerTimeoutDefault = 30 * time.Second
 	// FIFOBatchDefault is the default number of FIFO heads per transaction.
 	FIFOBatchDefault = 1
-	// FIFOBatchMax caps FIFOBatch: when a batch falls back to savepoints (its
-	// set-based completion was refused) each message is a savepoint, and
-	// PostgreSQL caches at most 64 subtransactions per transaction before every
-	// snapshot of the server gets slower.
-	FIFOBatchMax = 64
+	// FIFOBatchMax caps FIFOBatch. A larger batch spreads the per-transaction
+	// costs (reading the heads, binding identities, the commit) over more
+	// messages; the cap bounds the work redone when a batch is rolled back.
+	FIFOBatchMax = 256
+	// SavepointBatchMax is the most messages one savepoint fallback carries:
+	// each is a savepoint, and PostgreSQL caches at most 64 subtransactions
+	// per transaction before every snapshot of the server gets slower. A FIFO
+	// batch longer than this falls back for its first SavepointBatchMax
+	// messages; the others are heads of the next round.
+	SavepointBatchMax = 64
 	// TxBatchDefault is the default number of claimed messages per transaction
 	// in the per-key and unordered modes.
 	TxBatchDefault = 1
-	// TxBatchMax caps TxBatch, for the reason given at FIFOBatchMax: a batch
-	// whose optimistic run fails falls back to a savepoint per message.
-	TxBatchMax = 64
+	// TxBatchMax caps TxBatch at SavepointBatchMax: a batch whose optimistic
+	// run fails falls back to a savepoint per message.
+	TxBatchMax = SavepointBatchMax
 )
 
 // ReplayableClassesDefault is the default replay whitelist. MALFORMED and

@@ -431,3 +431,35 @@ func TestFIFOBatchRealConflict(t *testing.T) {
 		require.Equal(t, []int64{1, 2, 3, 4, 1, 2, 3, 4}, c.get())
 	})
 }
+
+// TestFIFOBatchLongFallbackIsCapped: a FIFO batch longer than
+// SavepointBatchMax whose set-based completion is refused falls back with a
+// savepoint for only its first SavepointBatchMax messages; the rest run as the
+// next heads, and every message is decided once, in order.
+func TestFIFOBatchLongFallbackIsCapped(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		n := relay.SavepointBatchMax + 36
+		b := setupOn(t, f, relay.Config{FIFOBatch: relay.FIFOBatchMax, Handler: projHandler(&c, nil)})
+		b.createProj()
+		var ids, want []int64
+		for id := int64(1); id <= int64(n); id++ {
+			ids = append(ids, id)
+		}
+		b.enqueue(ids...)
+		f.refuseManyInTx.Store(1)
+
+		require.Equal(t, n, b.work())
+		require.Equal(t, ids, b.projRows(), "each effect exactly once")
+		for _, id := range ids {
+			require.Equal(t, relaytype.StateSucceeded, b.state(id))
+		}
+		require.Equal(t, int32(relay.SavepointBatchMax), f.savepoints.Load(), "one savepoint per message of the capped fallback")
+		want = append(want, ids...)                           // the refused optimistic run
+		want = append(want, ids[:relay.SavepointBatchMax]...) // the fallback
+		want = append(want, ids[relay.SavepointBatchMax:]...) // the next heads
+		require.Equal(t, want, c.get())
+	})
+}

@@ -239,10 +239,13 @@ func (e *Engine) ignoredKind(dec *Decoded) bool {
 // does not succeed, the whole transaction is rolled back and batch[:k] runs
 // again the same way in a fresh transaction (shorter again if one of those now
 // fails); after it commits, k's failure — the Result of its one call — is
-// recorded in its own statement. k's handler is not called again. On this rare
-// path the prefix's handlers run twice; that is safe because a handler's
-// effects live only in the engine's transaction (the Handler contract), and
-// the first run's were rolled back.
+// recorded in its own statement. k's handler is not called again — unless the
+// prefix's set-based completion is also refused and the prefix is longer than
+// SavepointBatchMax: the fallback then decides only its first
+// SavepointBatchMax messages, and k is a head again later. On these rare paths
+// handlers run more than once; that is safe because a handler's effects live
+// only in the engine's transaction (the Handler contract), and the earlier
+// runs' were rolled back.
 func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, error) {
 	var failed *fifoPrepared // the message that ended the batch, if any
 	var failedRes Result
@@ -310,6 +313,12 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 			}
 			e.log.Log(ctx, level, "relay: set-based completion refused; batch runs again with savepoints",
 				"pipeline", e.cfg.Pipeline, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
+			if len(batch) > SavepointBatchMax {
+				// The rest are heads of the next round, and so is the message that
+				// ended the optimistic run: its handler will run again (its first
+				// run's effects were rolled back with the batch).
+				batch, failed = batch[:SavepointBatchMax], nil
+			}
 			n, all, err := e.processFIFOBatchSavepoints(ctx, batch)
 			if err != nil || !all || failed == nil {
 				return n, err

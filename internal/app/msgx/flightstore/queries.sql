@@ -129,7 +129,10 @@ WHERE (SELECT children FROM p) AND s.maid = ANY (ARRAY(SELECT flid FROM x));
 -- whole statement, deletes included. Each upserted row is returned with its
 -- xmin, the row version a Cache checks. As in SchdLoad, the parameters are
 -- read through a materialized CTE so that the plan does not depend on the
--- arrays' lengths and PostgreSQL keeps a generic plan.
+-- arrays' lengths and PostgreSQL keeps a generic plan. Each delete joins the
+-- (tab, FLID) pairs to its table, so it probes the primary key per pair
+-- rather than scanning a small table whole (what "flid = ANY (array)" got
+-- on a generic plan).
 WITH a AS MATERIALIZED (
     SELECT $1::text[] AS flid, $2::text[] AS state, $3::bigint[] AS state_version, $4::text[] AS operation_day,
            $5::bigint[] AS last_msg_id, $6::timestamptz[] AS created_at, $7::timestamptz[] AS updated_at,
@@ -142,18 +145,18 @@ WITH a AS MATERIALIZED (
 ), d AS MATERIALIZED (
     SELECT u.tab, u.flid FROM a, unnest(a.del_tab, a.del_flid) AS u (tab, flid)
 ),
-gate AS (DELETE FROM flight_gate WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'GATE'))),
-ckic AS (DELETE FROM flight_ckic WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CKIC'))),
-belt AS (DELETE FROM flight_belt WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'BELT'))),
-stnd AS (DELETE FROM flight_stnd WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'STND'))),
-chut AS (DELETE FROM flight_chut WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CHUT'))),
-brdg AS (DELETE FROM flight_brdg WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'BRDG'))),
-chok AS (DELETE FROM flight_chok WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'CHOK'))),
-dely AS (DELETE FROM flight_dely WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'DELY'))),
-srvt AS (DELETE FROM flight_srvt WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'SRVT'))),
-vipf AS (DELETE FROM flight_vipf WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'VIPF'))),
-rout AS (DELETE FROM flight_route_point WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'ROUT')) AND route_kind = 'ROUT'),
-erut AS (DELETE FROM flight_route_point WHERE flid = ANY (ARRAY(SELECT flid FROM d WHERE tab = 'ERUT')) AND route_kind = 'ERUT')
+gate AS (DELETE FROM flight_gate x USING d WHERE d.tab = 'GATE' AND x.flid = d.flid),
+ckic AS (DELETE FROM flight_ckic x USING d WHERE d.tab = 'CKIC' AND x.flid = d.flid),
+belt AS (DELETE FROM flight_belt x USING d WHERE d.tab = 'BELT' AND x.flid = d.flid),
+stnd AS (DELETE FROM flight_stnd x USING d WHERE d.tab = 'STND' AND x.flid = d.flid),
+chut AS (DELETE FROM flight_chut x USING d WHERE d.tab = 'CHUT' AND x.flid = d.flid),
+brdg AS (DELETE FROM flight_brdg x USING d WHERE d.tab = 'BRDG' AND x.flid = d.flid),
+chok AS (DELETE FROM flight_chok x USING d WHERE d.tab = 'CHOK' AND x.flid = d.flid),
+dely AS (DELETE FROM flight_dely x USING d WHERE d.tab = 'DELY' AND x.flid = d.flid),
+srvt AS (DELETE FROM flight_srvt x USING d WHERE d.tab = 'SRVT' AND x.flid = d.flid),
+vipf AS (DELETE FROM flight_vipf x USING d WHERE d.tab = 'VIPF' AND x.flid = d.flid),
+rout AS (DELETE FROM flight_route_point x USING d WHERE d.tab = 'ROUT' AND x.flid = d.flid AND x.route_kind = 'ROUT'),
+erut AS (DELETE FROM flight_route_point x USING d WHERE d.tab = 'ERUT' AND x.flid = d.flid AND x.route_kind = 'ERUT')
 INSERT INTO flight_schd (flid, state, state_version, operation_day, last_msg_id, created_at, updated_at,
                          flno, awcd, adid, flty, sodt, eodt, aodt, acty, acrg, term,
                          stat, abst, abrs, maid, csop, csft)
