@@ -22,8 +22,10 @@ import (
 
 // Defaults of DispatcherConfig. A zero field takes its default.
 const (
-	// DispatchBatchSizeDefault is how many events one round fetches.
-	DispatchBatchSizeDefault = 500
+	// DispatchBatchSizeDefault is how many events one round fetches (and one
+	// sink call publishes). Measured in docs/outbox.md: the relay rate rises
+	// up to about 2,000 and is flat beyond.
+	DispatchBatchSizeDefault = 2000
 	// DispatchMaxAttemptsDefault is the default delivery attempt limit.
 	DispatchMaxAttemptsDefault = 10
 	// PublishTimeoutDefault bounds one sink Publish call.
@@ -41,7 +43,7 @@ type DispatcherConfig struct {
 	// seed 000 §8.2; see latest.go).
 	Kind DispatchKind
 	// BatchSize is how many events one round fetches and publishes in one sink
-	// call. Default DispatchBatchSizeDefault (500).
+	// call. Default DispatchBatchSizeDefault (2000).
 	BatchSize int
 	// MaxAttempts is the delivery attempt limit: an event whose delivery failed
 	// MaxAttempts times becomes DEAD, kept as the DLQ (seed 000 §8.1). Default
@@ -121,9 +123,10 @@ func (c *DispatcherConfig) validate() error {
 // SENT only what the sink confirmed, and retries the rest with backoff — a
 // failing head pauses only its own key — until DEAD at MaxAttempts (kept as the
 // DLQ). Delivery is at least once in per-key commit order; consumers dedupe by
-// event ID. Run it with Start/Stop, or round by round with Work. Safe for
-// concurrent use; rounds never overlap. Run one dispatcher per Target (per-key
-// order across instances is not coordinated yet).
+// event ID. Run it with Start/Stop, or with Work. Safe for concurrent use;
+// Work calls never overlap (within one, a batch is settled while the next one,
+// of other keys, is fetched and published; see Work). Run one dispatcher per
+// Target (per-key order across instances is not coordinated yet).
 type Dispatcher struct {
 	d       relaydriver.Driver
 	sink    relaysink.Sink
@@ -131,7 +134,8 @@ type Dispatcher struct {
 	log     *slog.Logger
 	metrics *dispatchMetrics
 
-	workMu sync.Mutex // serialises rounds
+	workMu sync.Mutex // serialises Work calls (and the started loop's rounds)
+	cursor string     // the last key served: the next fetch's rotation point; guarded by workMu
 	lc     *lifecycle
 }
 
@@ -224,11 +228,18 @@ func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener) {
 // Work runs dispatch rounds until nothing is ready and returns how many events
 // reached an outcome (sent, retry or dead). Each round fetches a batch — frozen:
 // only what that fetch returned is published and marked; events committed
-// meanwhile wait for the next round — publishes it in one sink call bounded by
-// PublishTimeout, marks every confirmed event SENT in one statement, and for
-// each key not wholly confirmed records one failure on its first unconfirmed
-// event (its later events stay PENDING behind it). A store error ends the call;
-// events not yet marked are delivered again later (at least once).
+// meanwhile wait for a later round — publishes it in one sink call bounded by
+// PublishTimeout, then settles it: marks every confirmed event SENT in one
+// statement, and for each key not wholly confirmed records one failure on its
+// first unconfirmed event (its later events stay PENDING behind it).
+//
+// Rounds of events (DispatchEvents) are pipelined: a batch is settled on a
+// goroutine of its own while the next batch is fetched and published, and the
+// next fetch leaves out every key of a batch not yet settled, so a key is
+// never in two batches at once and its order and failure pause hold exactly as
+// without the pipeline. Work returns after every batch it published is
+// settled. A store error ends the call; events not yet marked are delivered
+// again later (at least once).
 func (x *Dispatcher) Work(ctx context.Context) (int, error) {
 	return x.work(ctx, nil)
 }
@@ -236,15 +247,21 @@ func (x *Dispatcher) Work(ctx context.Context) (int, error) {
 func (x *Dispatcher) work(ctx context.Context, stop <-chan struct{}) (int, error) {
 	x.workMu.Lock()
 	defer x.workMu.Unlock()
-	total := 0
-	var err error
-	for ctx.Err() == nil && !stopping(stop) {
-		var n int
-		n, err = x.round(ctx)
-		total += n
-		if err != nil || n == 0 {
-			break
+	var (
+		total int
+		err   error
+	)
+	if x.cfg.Kind == DispatchLatest {
+		for ctx.Err() == nil && !stopping(stop) {
+			var n int
+			n, err = x.latestRound(ctx)
+			total += n
+			if err != nil || n == 0 {
+				break
+			}
 		}
+	} else {
+		total, err = x.workEvents(ctx, stop)
 	}
 	if ctx.Err() == nil {
 		x.refreshMetrics(ctx)
@@ -255,22 +272,124 @@ func (x *Dispatcher) work(ctx context.Context, stop <-chan struct{}) (int, error
 // errPublishTimeout is the cause of a sink call's ctx when PublishTimeout passed.
 var errPublishTimeout = errors.New("relay: sink publish timed out")
 
-// round dispatches one frozen batch and returns how many events reached an
-// outcome (0: nothing was ready).
-func (x *Dispatcher) round(ctx context.Context) (int, error) {
-	if x.cfg.Kind == DispatchLatest {
-		return x.latestRound(ctx)
+// settled is the outcome of settling one batch.
+type settled struct {
+	keys []string // the batch's keys, in flight until now
+	n    int      // events that reached an outcome
+	err  error
+}
+
+// workEvents runs pipelined rounds of outbox events until nothing is ready
+// (and every published batch is settled), stop is closed or ctx ends.
+//
+// One batch at a time is settled in the background (at most
+// dispatchSettleDepth); the loop fetches and publishes the next batch
+// meanwhile. inflight holds the keys of every batch fetched and not yet
+// settled; the fetch skips them. A key therefore re-enters a batch only after
+// its previous batch's SENT marks and failure records are committed, so the
+// next fetch sees its true head (or its backoff), exactly as in a sequential
+// round.
+func (x *Dispatcher) workEvents(ctx context.Context, stop <-chan struct{}) (int, error) {
+	var (
+		total    int
+		firstErr error
+		inflight = map[string]bool{}
+		done     = make(chan settled, dispatchSettleDepth)
+		running  int // settles started and not yet received
+	)
+	receive := func() {
+		r := <-done
+		running--
+		total += r.n
+		for _, k := range r.keys {
+			delete(inflight, k)
+		}
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
+		}
 	}
-	ex := x.d.GetExecutor()
-	batch, err := ex.OutboxFetch(ctx, &relaydriver.OutboxFetchParams{
-		Target: x.cfg.Target, Limit: x.cfg.BatchSize, Now: x.cfg.Clock.Now(),
+	for firstErr == nil && ctx.Err() == nil && !stopping(stop) {
+		batch, err := x.fetchEvents(ctx, inflight)
+		if err != nil {
+			firstErr = err
+			break
+		}
+		if len(batch) == 0 {
+			if running == 0 {
+				break // nothing ready, nothing in flight
+			}
+			// The keys in flight may have more events: fetch again once
+			// their batch is settled.
+			receive()
+			continue
+		}
+		x.cursor = batch[len(batch)-1].Key
+		keys := batchKeys(batch)
+		for _, k := range keys {
+			inflight[k] = true
+		}
+		errs := x.publishEvents(ctx, batch)
+		faultpoint.Hit(faultpoint.DispatchAfterConfirm)
+		if running == dispatchSettleDepth {
+			receive()
+			if firstErr != nil {
+				// The batch just published is not marked: it stays
+				// PENDING and is delivered again (at least once).
+				break
+			}
+		}
+		running++
+		go func() {
+			n, err := x.settleEvents(ctx, batch, errs)
+			done <- settled{keys: keys, n: n, err: err}
+		}()
+	}
+	for running > 0 {
+		receive()
+	}
+	return total, firstErr
+}
+
+// dispatchSettleDepth is how many batches may be settling (their SENT marks
+// and failure records being written) while the next one is fetched and
+// published. The marks are the largest cost of a round (a new row version and
+// four index entries per event: docs/outbox.md, "Dispatcher throughput"); two
+// settling batches let PostgreSQL write them on two connections at once. A
+// dispatcher thus uses up to three store connections.
+const dispatchSettleDepth = 2
+
+// fetchEvents fetches the next frozen batch: rotation from the last key of
+// the previous batch, leaving out the keys in flight.
+func (x *Dispatcher) fetchEvents(ctx context.Context, inflight map[string]bool) ([]*relaydriver.OutboxRecord, error) {
+	var skip []string
+	for k := range inflight {
+		skip = append(skip, k)
+	}
+	batch, err := x.d.GetExecutor().OutboxFetch(ctx, &relaydriver.OutboxFetchParams{
+		Target: x.cfg.Target, Limit: x.cfg.BatchSize, Now: x.cfg.Clock.Now(), AfterKey: x.cursor, SkipKeys: skip,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("relay: dispatch %q: fetch: %w", x.cfg.Target, err)
+		return nil, fmt.Errorf("relay: dispatch %q: fetch: %w", x.cfg.Target, err)
 	}
-	if len(batch) == 0 {
-		return 0, nil
+	return batch, nil
+}
+
+// batchKeys returns the distinct keys of a batch.
+func batchKeys(batch []*relaydriver.OutboxRecord) []string {
+	seen := make(map[string]bool, len(batch))
+	var keys []string
+	for _, r := range batch {
+		if !seen[r.Key] {
+			seen[r.Key] = true
+			keys = append(keys, r.Key)
+		}
 	}
+	return keys
+}
+
+// publishEvents publishes a batch in one sink call and returns one error per
+// event.
+func (x *Dispatcher) publishEvents(ctx context.Context, batch []*relaydriver.OutboxRecord) []error {
 	events := make([]relaysink.Event, len(batch))
 	for i, r := range batch {
 		events[i] = relaysink.Event{
@@ -278,13 +397,21 @@ func (x *Dispatcher) round(ctx context.Context) (int, error) {
 			Headers: r.Headers, Payload: r.Payload,
 		}
 	}
-	errs := x.publish(ctx, events)
-	faultpoint.Hit(faultpoint.DispatchAfterConfirm)
+	return x.publish(ctx, events)
+}
 
-	// Per key, the confirmed prefix is sent; the first unconfirmed event fails.
-	// A confirmed event after an unconfirmed one of its key breaks the sink
-	// contract; it stays PENDING and goes again after its predecessor (at least
-	// once; consumers dedupe by ID) rather than being marked out of order.
+// settleEvents writes the outcome of a published batch and returns how many
+// events reached an outcome.
+//
+// Per key, the confirmed prefix is sent; the first unconfirmed event fails.
+// A confirmed event after an unconfirmed one of its key breaks the sink
+// contract; it stays PENDING and goes again after its predecessor (at least
+// once; consumers dedupe by ID) rather than being marked out of order.
+//
+// The SENT marks commit asynchronously (OutboxMarkSentParams.Async): a crash
+// may lose the last marks, and their events are delivered again. Failure
+// records (attempts, backoff, DEAD) commit durably.
+func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.OutboxRecord, errs []error) (int, error) {
 	var (
 		sent    []int64
 		failed  []int // indexes into batch
@@ -300,9 +427,10 @@ func (x *Dispatcher) round(ctx context.Context) (int, error) {
 			failed = append(failed, i)
 		}
 	}
+	ex := x.d.GetExecutor()
 	now := x.cfg.Clock.Now()
 	if len(sent) > 0 {
-		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now}); err != nil {
+		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now, Async: true}); err != nil {
 			return 0, fmt.Errorf("relay: dispatch %q: mark %d events sent: %w", x.cfg.Target, len(sent), err)
 		}
 		x.count(outcomeSentLabel, len(sent))

@@ -404,12 +404,19 @@ type OutboxExecutor interface {
 	// applied (on PostgreSQL, as after any failed statement, the caller's
 	// transaction is aborted and must be rolled back).
 	OutboxAppend(ctx context.Context, params []*OutboxAppendParams) ([]OutboxAppended, error)
-	// OutboxFetch returns up to Limit PENDING events of Target in (key, seq)
-	// order. For each key it returns only a contiguous run starting at the key's
-	// smallest PENDING seq (its head), and nothing at all for a key whose head
-	// waits for its backoff (NextAttemptAt > Now): a failing head pauses only its
-	// own key (seed 000 §8.1). When Limit cuts, keys are served fairly (every
-	// ready key's head before any key's second event).
+	// OutboxFetch returns up to Limit PENDING events of Target. For each key it
+	// returns only a contiguous run starting at the key's smallest PENDING seq
+	// (its head), and nothing at all for a key whose head waits for its backoff
+	// (NextAttemptAt > Now) or that is in SkipKeys: a failing head pauses only
+	// its own key (seed 000 §8.1).
+	//
+	// Keys are served in rotation (fairness across calls): first the keys
+	// greater than AfterKey in ascending key order, then, wrapping around, the
+	// keys up to and including AfterKey, each key with as much of its run as
+	// Limit leaves. The result is in that serving order, each key's events
+	// contiguous and in ascending seq, so the last record's key is where the
+	// next call's rotation continues. The work of a call is bounded by the
+	// keys it visits and the events it returns, not by the target's backlog.
 	OutboxFetch(ctx context.Context, params *OutboxFetchParams) ([]*OutboxRecord, error)
 	// OutboxMarkSent sets state SENT and sent_at = Now in one statement, only for
 	// rows still PENDING, and returns how many rows it changed. Call it only after
@@ -488,6 +495,13 @@ type OutboxFetchParams struct {
 	Limit int
 	// Now decides which failed heads have waited out their backoff.
 	Now time.Time
+	// AfterKey is the rotation point: keys greater than AfterKey are served
+	// first, then the rest from the smallest key (see OutboxFetch). "" starts
+	// with the smallest non-empty key (the empty key, if any, comes last).
+	AfterKey string
+	// SkipKeys are keys whose events must not be returned at all: the caller
+	// still has earlier events of them in flight (published, not yet marked).
+	SkipKeys []string
 }
 
 // OutboxMarkSentParams confirms delivered events.
@@ -495,6 +509,13 @@ type OutboxMarkSentParams struct {
 	IDs []int64
 	// Now becomes sent_at.
 	Now time.Time
+	// Async lets the store commit the marks without waiting for them to be
+	// durable (PostgreSQL: synchronous_commit off for this statement's
+	// transaction; ignored inside a caller's transaction and by stores
+	// without the notion). A crash can then lose the latest marks, and their
+	// events are delivered again: at least once, never lost, since a mark is
+	// only ever written after the sink confirmed.
+	Async bool
 }
 
 // OutboxFailParams records a failed delivery.

@@ -22,7 +22,7 @@ var outboxCases = []struct {
 	{"OutboxRollbackConsumesNoSeq", testOutboxRollbackConsumesNoSeq},
 	{"OutboxDuplicateEventID", testOutboxDuplicateEventID},
 	{"OutboxFetchOrderAndContiguity", testOutboxFetchOrder},
-	{"OutboxFetchLimitFair", testOutboxFetchLimitFair},
+	{"OutboxFetchRotation", testOutboxFetchRotation},
 	{"OutboxBackoffPausesOnlyItsKey", testOutboxBackoffPausesKey},
 	{"OutboxMarkSent", testOutboxMarkSent},
 	{"OutboxFailAndDead", testOutboxFailAndDead},
@@ -175,8 +175,9 @@ func testOutboxDuplicateEventID(t *testing.T, b *bundle) {
 	require.Equal(t, []string{"k/1", "k/2", "z/1"}, keySeqs(b.outboxFetch("t", 100)))
 }
 
-// Fetch returns (key, seq) order, only the target's PENDING events, and per
-// key only the contiguous run from its smallest PENDING seq.
+// Fetch (from the first key) returns (key, seq) order, only the target's
+// PENDING events, and per key only the contiguous run from its smallest
+// PENDING seq.
 func testOutboxFetchOrder(t *testing.T, b *bundle) {
 	got := b.outboxAppend(ev(b, "t", "b", ""), ev(b, "t", "a", ""), ev(b, "t", "b", ""), ev(b, "t", "a", ""),
 		ev(b, "t", "a", ""), ev(b, "t", "c", ""), ev(b, "other", "a", ""))
@@ -196,17 +197,32 @@ func testOutboxFetchOrder(t *testing.T, b *bundle) {
 	require.Empty(t, b.outboxFetch("nobody", 100))
 }
 
-// When the limit cuts, every ready key gets its head before any key gets its
-// second event; each key's part is still a prefix of its run.
-func testOutboxFetchLimitFair(t *testing.T, b *bundle) {
+// When the limit cuts, keys are served in rotation from AfterKey: the keys
+// after it in key order, then the keys up to it (wrapping around), each key's
+// part a prefix of its run, in serving order. SkipKeys are never returned.
+func testOutboxFetchRotation(t *testing.T, b *bundle) {
 	var ps []*relaydriver.OutboxAppendParams
 	for range 5 {
 		ps = append(ps, ev(b, "t", "a", ""))
 	}
-	ps = append(ps, ev(b, "t", "b", ""), ev(b, "t", "c", ""), ev(b, "t", "c", ""))
+	ps = append(ps, ev(b, "t", "b", ""), ev(b, "t", "c", ""), ev(b, "t", "c", ""), ev(b, "t", "", ""))
 	b.outboxAppend(ps...)
-	require.Equal(t, []string{"a/1", "b/1", "c/1"}, keySeqs(b.outboxFetch("t", 3)))
-	require.Equal(t, []string{"a/1", "a/2", "b/1", "c/1", "c/2"}, keySeqs(b.outboxFetch("t", 5)))
+	fetch := func(limit int, after string, skip ...string) []string {
+		t.Helper()
+		rs, err := b.ex.OutboxFetch(b.ctx, &relaydriver.OutboxFetchParams{
+			Target: "t", Limit: limit, Now: b.now, AfterKey: after, SkipKeys: skip})
+		require.NoError(t, err)
+		return keySeqs(rs)
+	}
+	require.Equal(t, []string{"a/1", "a/2", "a/3"}, fetch(3, ""))
+	require.Equal(t, []string{"a/1", "a/2", "a/3", "a/4", "a/5", "b/1", "c/1"}, fetch(7, ""))
+	require.Equal(t, []string{"b/1", "c/1", "c/2", "/1", "a/1"}, fetch(5, "a"), "wraps around after the last key")
+	require.Equal(t, []string{"/1", "a/1", "a/2"}, fetch(3, "c"))
+	require.Equal(t, []string{"a/1", "a/2", "a/3", "a/4", "a/5", "b/1", "c/1", "c/2", "/1"}, fetch(100, ""),
+		"the empty key is served last from the start")
+	require.Equal(t, []string{"c/1", "c/2", "/1"}, fetch(100, "b", "a", "b"))
+	require.Equal(t, []string{"b/1"}, fetch(1, "a", "c"))
+	require.Empty(t, fetch(100, "", "a", "b", "c", ""))
 }
 
 // A head waiting for its backoff pauses only its own key; when due, the key's
@@ -259,6 +275,22 @@ func testOutboxMarkSent(t *testing.T, b *bundle) {
 	st, err := b.ex.OutboxStats(b.ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, relaydriver.OutboxStats{Pending: 1, Sent: 1, Dead: 1}, *st)
+
+	// Async marks the same way (only durability may differ); inside a
+	// transaction it follows the transaction.
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	n, err = tx.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[1].ID}, Now: b.now, Async: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.Equal(t, relaydriver.OutboxPending, b.outboxAll("t")["a/2"].State, "rolled back with its transaction")
+	n, err = b.ex.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[0].ID, got[1].ID}, Now: b.now, Async: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	all = b.outboxAll("t")
+	require.Equal(t, relaydriver.OutboxSent, all["a/2"].State)
+	requireTime(t, at(time.Minute), all["a/2"].SentAt, "SentAt")
 }
 
 // Fail counts attempts and sets the next attempt; at MaxAttempts the event is

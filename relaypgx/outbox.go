@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -27,22 +28,9 @@ func headersJSON(h map[string]string) (string, error) {
 	return string(b), err
 }
 
-// appendOrder returns the indexes of params sorted stably by (target, key), the
-// order in which one call takes its key row locks: two calls never wait on each
-// other's keys in opposite orders, and events of one key keep input order.
-func appendOrder(params []*relaydriver.OutboxAppendParams) []int {
-	order := make([]int, len(params))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(params[a].Target, params[b].Target), cmp.Compare(params[a].Key, params[b].Key))
-	})
-	return order
-}
-
-// OutboxAppend appends events with one statement each (a key-row upsert that
-// allocates the seq, then the insert), sent as one pgx batch: one round trip.
+// OutboxAppend appends the events of one call with one statement (key-row
+// upserts that allocate the seqs, then the inserts; see the OutboxAppend
+// query), sent with the targets' NOTIFY as one pgx batch: one round trip.
 func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
 	const op = "outbox append"
 	if err := relaydriver.CheckOutboxAppend(params); err != nil {
@@ -68,29 +56,36 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 		}
 		return out, nil
 	}
-	order := appendOrder(params)
-	b := &pgx.Batch{}
-	for _, i := range order {
-		p := params[i]
+	n := len(params)
+	var (
+		ids, targets, topics = make([]string, n), make([]string, n), make([]string, n)
+		keys, types, headers = make([]string, n), make([]string, n), make([]string, n)
+		payloads             = make([][]byte, n)
+		times                = make([]pgtype.Timestamptz, n)
+		at                   = make(map[string]int, n) // event id → index in params
+	)
+	for i, p := range params {
 		h, err := headersJSON(p.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.EventID, err)
 		}
-		b.Queue(queries[qOutboxAppend], p.Target, p.Key, p.EventID, p.Topic, p.Type, h, p.Payload, ts(p.Now))
+		ids[i], targets[i], topics[i], keys[i], types[i], headers[i] = p.EventID, p.Target, p.Topic, p.Key, p.Type, h
+		payloads[i], times[i] = p.Payload, ts(p.Now)
+		at[p.EventID] = i
 	}
-	targets := appendTargets(params)
-	for _, target := range targets {
+	b := &pgx.Batch{}
+	b.Queue(queries[qOutboxAppend], ids, targets, topics, keys, types, headers, payloads, times)
+	notify := appendTargets(params)
+	for _, target := range notify {
 		b.Queue(queries[qOutboxNotify], target)
 	}
 	res := e.db.SendBatch(ctx, b)
-	out := make([]relaydriver.OutboxAppended, len(params))
-	for _, i := range order {
-		if err := res.QueryRow().Scan(&out[i].ID, &out[i].Seq); err != nil {
-			_ = res.Close()
-			return nil, mapErr(fmt.Sprintf("%s: event %s", op, params[i].EventID), err)
-		}
+	out := make([]relaydriver.OutboxAppended, n)
+	if err := scanAppended(res, at, out); err != nil {
+		_ = res.Close()
+		return nil, mapErr(op, err)
 	}
-	for range targets {
+	for range notify {
 		if _, err := res.Exec(); err != nil {
 			_ = res.Close()
 			return nil, mapErr(op+": notify", err)
@@ -102,16 +97,50 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 	return out, nil
 }
 
-// scanOutbox reads the column list of OutboxFetch and OutboxList.
-func scanOutbox(r pgx.Row) (*relaydriver.OutboxRecord, error) {
+// scanAppended reads the OutboxAppend statement's (event_id, id, seq) rows
+// into out, at each event's index in the call.
+func scanAppended(res pgx.BatchResults, at map[string]int, out []relaydriver.OutboxAppended) error {
+	rows, err := res.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var (
+			id string
+			a  relaydriver.OutboxAppended
+		)
+		if err := rows.Scan(&id, &a.ID, &a.Seq); err != nil {
+			return err
+		}
+		i, ok := at[id]
+		if !ok {
+			return fmt.Errorf("the store returned unknown event id %s", id)
+		}
+		out[i] = a
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if got != len(out) {
+		return fmt.Errorf("the store appended %d of %d events", got, len(out))
+	}
+	return nil
+}
+
+// scanOutbox reads the column list of OutboxFetch and OutboxList, followed by
+// extra destinations for the query's further columns.
+func scanOutbox(r pgx.Row, extra ...any) (*relaydriver.OutboxRecord, error) {
 	var (
 		o                   relaydriver.OutboxRecord
 		headers             string
 		next, created, sent pgtype.Timestamptz
 		updated             pgtype.Timestamptz
 	)
-	err := r.Scan(&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
-		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated)
+	err := r.Scan(append([]any{&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
+		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +173,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, query string, args ...an
 	return out, nil
 }
 
-// OutboxFetch returns the ready runs of each key in (key, seq) order.
+// OutboxFetch returns the ready runs of the keys it serves, in serving order
+// (rotation from AfterKey; see the OutboxFetch query).
 func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
 	op := "outbox fetch " + params.Target
 	if params.Now.IsZero() {
@@ -154,10 +184,47 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, ts(params.Now), limit)
+	skip := params.SkipKeys
+	if skip == nil {
+		skip = []string{}
+	}
+	r, err := e.db.Query(ctx, queries[qOutboxFetch], params.Target, ts(params.Now), params.AfterKey, limit, skip)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer r.Close()
+	type served struct {
+		rec      *relaydriver.OutboxRecord
+		lap, ord int64
+	}
+	var out []served
+	for r.Next() {
+		var s served
+		o, err := scanOutbox(r, &s.lap, &s.ord)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		s.rec = o
+		out = append(out, s)
+	}
+	if err := r.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	// The statement has no ORDER BY (a sort would make it visit every key);
+	// (lap, ord, seq) is the serving order.
+	slices.SortFunc(out, func(a, b served) int {
+		return cmp.Or(cmp.Compare(a.lap, b.lap), cmp.Compare(a.ord, b.ord), cmp.Compare(a.rec.Seq, b.rec.Seq))
+	})
+	recs := make([]*relaydriver.OutboxRecord, len(out))
+	for i, s := range out {
+		recs[i] = s.rec
+	}
+	return recs, nil
 }
 
-// OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
+// OutboxMarkSent sets SENT and sent_at on the rows still PENDING. With Async
+// and outside a caller's transaction, the statement's implicit transaction
+// commits without waiting for the WAL flush (one round trip either way).
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
 	if params.Now.IsZero() {
@@ -166,7 +233,25 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 	if len(params.IDs) == 0 {
 		return 0, nil
 	}
-	tag, err := e.db.Exec(ctx, queries[qOutboxMarkSent], params.IDs, ts(params.Now))
+	if !params.Async || e.inTx {
+		tag, err := e.db.Exec(ctx, queries[qOutboxMarkSent], params.IDs, ts(params.Now))
+		if err != nil {
+			return 0, mapErr(op, err)
+		}
+		return int(tag.RowsAffected()), nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(queries[qSessionAsyncCommit])
+	b.Queue(queries[qOutboxMarkSent], params.IDs, ts(params.Now))
+	br := e.db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return 0, mapErr(op, err)
 	}

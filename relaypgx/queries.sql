@@ -50,8 +50,8 @@ RETURNING id;
 -- name: SessionAsyncCommit
 -- Leads a batch (one implicit transaction): its commit does not wait for the
 -- WAL flush. Only for writes that are safe to lose in a crash and are made
--- durable by the next synchronous commit (see MessageBindIdentity and
--- MessageClaim).
+-- durable by the next synchronous commit (see MessageBindIdentity,
+-- MessageClaim and OutboxMarkSent).
 SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: MessageIdentityOwner
@@ -282,50 +282,111 @@ WHERE pipeline = $1
 ORDER BY id;
 
 -- name: OutboxAppend
--- One event, in the caller's business transaction (docs/outbox.md): the key row
--- upsert allocates the next seq under the key's row lock, held to commit, so
--- same-key writers serialise and seq order is commit order without gaps.
-WITH k AS (
-    INSERT INTO relay_outbox_key (target, key, last_seq) VALUES ($1, $2, 1)
-    ON CONFLICT (target, key) DO UPDATE SET last_seq = relay_outbox_key.last_seq + 1
-    RETURNING last_seq
+-- The events of one call, in the caller's business transaction, in one
+-- statement (docs/outbox.md). The key rows are upserted in (target, key)
+-- order, each advanced by its number of events in the call: the upsert takes
+-- the key's row lock, held to commit, so same-key writers serialise and seq
+-- order is commit order without gaps, and two calls never wait on each
+-- other's keys in opposite orders. A key's events get the seqs after the old
+-- last_seq in input order. Tombstones carry a NULL payload element.
+WITH input AS (
+    SELECT t.event_id, t.target, t.topic, t.key, t.event_type, t.headers, t.payload, t.created_at, t.ord
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[],
+                $8::timestamptz[])
+         WITH ORDINALITY AS t (event_id, target, topic, key, event_type, headers, payload, created_at, ord)
+), counts AS (
+    SELECT target, key, count(*) AS n FROM input GROUP BY target, key
+), k AS (
+    INSERT INTO relay_outbox_key AS rk (target, key, last_seq)
+    SELECT target, key, n FROM counts ORDER BY target, key
+    ON CONFLICT (target, key) DO UPDATE SET last_seq = rk.last_seq + EXCLUDED.last_seq
+    RETURNING rk.target, rk.key, rk.last_seq
 )
 INSERT INTO relay_outbox (event_id, target, topic, key, seq, event_type, headers, payload,
                           state, attempts, created_at, updated_at)
-SELECT $3, $1, $4, $2, k.last_seq, $5, $6, $7, 'PENDING', 0, $8, $8
-FROM k
-RETURNING id, seq;
+SELECT i.event_id, i.target, i.topic, i.key,
+       k.last_seq - c.n + row_number() OVER (PARTITION BY i.target, i.key ORDER BY i.ord),
+       i.event_type, i.headers, i.payload, 'PENDING', 0, i.created_at, i.created_at
+FROM input i
+JOIN counts c ON c.target = i.target AND c.key = i.key
+JOIN k ON k.target = i.target AND k.key = i.key
+ORDER BY i.ord
+RETURNING event_id, id, seq;
 
 -- name: OutboxFetch
--- PENDING events of a target; per key only the contiguous run from its head
--- (seq - row_number is constant along a run), nothing for a key whose head
--- waits for its backoff. The LIMIT serves keys fairly (position in run first);
--- the result is then in (key, seq) order.
-SELECT id, event_id, target, topic, key, seq, event_type, headers, payload, state, attempts,
-       next_attempt_at, last_error, created_at, sent_at, updated_at
-FROM (
-    SELECT r.*
-    FROM (
-        SELECT o.*,
-               row_number() OVER w AS rn,
-               first_value(o.seq) OVER w AS head_seq,
-               first_value(o.next_attempt_at) OVER w AS head_next
+-- PENDING events of a target (docs/outbox.md, "Dispatcher throughput"). The
+-- ready keys are found by a skip scan of the pending index — one probe per key,
+-- each landing on the key's head — in rotation order: lap 1 the keys after $3,
+-- lap 2 (wrapping around) the keys up to $3. Each key whose head is due and
+-- that is not in $5 contributes the contiguous run from its head (seq = head +
+-- position - 1), at most $4 events. The recursive CTEs are evaluated only as
+-- far as the LIMIT pulls, so a call reads the keys it serves and the events it
+-- returns, never the whole backlog. lap and ord give the serving order; the
+-- driver sorts by them (no ORDER BY here: a sort would evaluate every key).
+WITH RECURSIVE lap1 (key, head_seq, head_next, ord) AS (
+    (SELECT o.key, o.seq, o.next_attempt_at, 1
+     FROM relay_outbox o
+     WHERE o.target = $1 AND o.state = 'PENDING' AND o.key > $3
+     ORDER BY o.key, o.seq
+     LIMIT 1)
+  UNION ALL
+    SELECT n.key, n.seq, n.next_attempt_at, k.ord + 1
+    FROM lap1 k
+    CROSS JOIN LATERAL (
+        SELECT o.key, o.seq, o.next_attempt_at
         FROM relay_outbox o
-        WHERE o.target = $1 AND o.state = 'PENDING'
-        WINDOW w AS (PARTITION BY o.key ORDER BY o.seq)
-    ) r
-    WHERE r.seq - r.rn = r.head_seq - 1
-      AND (r.head_next IS NULL OR r.head_next <= $2)
-    ORDER BY r.rn, r.key
-    LIMIT $3
-) b
-ORDER BY key, seq;
+        WHERE o.target = $1 AND o.state = 'PENDING' AND o.key > k.key
+        ORDER BY o.key, o.seq
+        LIMIT 1) n
+), lap2 (key, head_seq, head_next, ord) AS (
+    (SELECT o.key, o.seq, o.next_attempt_at, 1
+     FROM relay_outbox o
+     WHERE o.target = $1 AND o.state = 'PENDING' AND o.key <= $3
+     ORDER BY o.key, o.seq
+     LIMIT 1)
+  UNION ALL
+    SELECT n.key, n.seq, n.next_attempt_at, k.ord + 1
+    FROM lap2 k
+    CROSS JOIN LATERAL (
+        SELECT o.key, o.seq, o.next_attempt_at
+        FROM relay_outbox o
+        WHERE o.target = $1 AND o.state = 'PENDING' AND o.key > k.key AND o.key <= $3
+        ORDER BY o.key, o.seq
+        LIMIT 1) n
+), ready AS (
+    SELECT key, head_seq, head_next, 1 AS lap, ord FROM lap1
+    UNION ALL
+    SELECT key, head_seq, head_next, 2 AS lap, ord FROM lap2
+)
+SELECT e.id, e.event_id, e.target, e.topic, e.key, e.seq, e.event_type, e.headers, e.payload, e.state,
+       e.attempts, e.next_attempt_at, e.last_error, e.created_at, e.sent_at, e.updated_at, r.lap, r.ord
+FROM ready r
+CROSS JOIN LATERAL (
+    SELECT w.*
+    FROM (
+        SELECT p.*, row_number() OVER (ORDER BY p.seq) AS rn
+        FROM (
+            SELECT o.*
+            FROM relay_outbox o
+            WHERE o.target = $1 AND o.state = 'PENDING' AND o.key = r.key
+            ORDER BY o.seq
+            LIMIT $4) p
+    ) w
+    WHERE w.seq = r.head_seq + w.rn - 1
+) e
+WHERE (r.head_next IS NULL OR r.head_next <= $2)
+  AND r.key <> ALL ($5::text[])
+LIMIT $4;
 
 -- name: OutboxMarkSent
--- SENT and sent_at together, only for rows still PENDING (seed 000 §8.1).
+-- SENT and sent_at together, only for rows still PENDING (seed 000 §8.1). The
+-- guard is spelled "not SENT and not DEAD" (the same set, by
+-- relay_outbox_state_check) so that no partial index predicate matches it:
+-- spelled state = 'PENDING' it let the planner AND the id lookup with a scan of
+-- the whole pending index (and its dead entries), once per batch.
 UPDATE relay_outbox
 SET state = 'SENT', sent_at = $2, updated_at = $2, next_attempt_at = NULL
-WHERE id = ANY($1::bigint[]) AND state = 'PENDING';
+WHERE id = ANY($1::bigint[]) AND state NOT IN ('SENT', 'DEAD');
 
 -- name: OutboxFail
 -- One failed delivery: attempts+1 and a backoff, or DEAD at the limit (kept as

@@ -124,7 +124,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, name string, args ...any
 	return out, mapErr(op, rows.Err())
 }
 
-// OutboxFetch returns the ready runs of each key in (key, seq) order.
+// OutboxFetch returns the ready runs of each key in serving order (rotation
+// from AfterKey).
 func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
 	op := "outbox fetch " + params.Target
 	if params.Now.IsZero() {
@@ -134,7 +135,11 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, timeArg(params.Now), limit)
+	skip, err := jsonList(params.SkipKeys)
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, timeArg(params.Now), params.AfterKey, limit, skip)
 }
 
 // OutboxMarkSent sets SENT and sent_at on the rows still PENDING.

@@ -239,27 +239,28 @@ RETURNING id;
 -- name: OutboxFetch
 -- PENDING events of a target; per key only the contiguous run from its head
 -- (seq - row_number is constant along a run), nothing for a key whose head
--- waits for its backoff. The LIMIT serves keys fairly (position in run first);
--- the result is then in (key, seq) order.
+-- waits for its backoff or that is in the JSON array $5. Keys are served in
+-- rotation: those after $3 first (lap 0), then from the smallest key up to $3
+-- (lap 1); the result is in that order, each key's run in seq order. SQLite has
+-- one writer and no skip scan to lean on; the window over the target's PENDING
+-- rows is the simple form of the PostgreSQL statement's semantics.
 SELECT id, event_id, target, topic, "key", seq, event_type, headers, payload, state, attempts,
        next_attempt_at, last_error, created_at, sent_at, updated_at
 FROM (
-    SELECT r.*
-    FROM (
-        SELECT o.*,
-               row_number() OVER w AS rn,
-               first_value(o.seq) OVER w AS head_seq,
-               first_value(o.next_attempt_at) OVER w AS head_next
-        FROM relay_outbox o
-        WHERE o.target = $1 AND o.state = 'PENDING'
-        WINDOW w AS (PARTITION BY o."key" ORDER BY o.seq)
-    ) r
-    WHERE r.seq - r.rn = r.head_seq - 1
-      AND (r.head_next IS NULL OR r.head_next <= $2)
-    ORDER BY r.rn, r."key"
-    LIMIT $3
-) b
-ORDER BY "key", seq;
+    SELECT o.*,
+           row_number() OVER w AS rn,
+           first_value(o.seq) OVER w AS head_seq,
+           first_value(o.next_attempt_at) OVER w AS head_next,
+           CASE WHEN o."key" > $3 THEN 0 ELSE 1 END AS lap
+    FROM relay_outbox o
+    WHERE o.target = $1 AND o.state = 'PENDING'
+      AND o."key" NOT IN (SELECT value FROM json_each($5))
+    WINDOW w AS (PARTITION BY o."key" ORDER BY o.seq)
+) r
+WHERE r.seq - r.rn = r.head_seq - 1
+  AND (r.head_next IS NULL OR r.head_next <= $2)
+ORDER BY r.lap, r."key", r.seq
+LIMIT $4;
 
 -- name: OutboxMarkSent
 -- SENT and sent_at together, only for rows still PENDING (seed 000 §8.1). $1

@@ -71,21 +71,11 @@ func runRelayFIFO(ctx context.Context, base string, n, fifoBatch int) (res resul
 // apply each in the subscriber's transaction until n are acked, then close the
 // subscriber (its last batch commits) and verify.
 func runWatermillFIFO(ctx context.Context, base string, n int) (res result, err error) {
-	dsn, _, drop, err := freshSchema(ctx, base, 4)
+	pool, closePool, err := freshPool(ctx, base, 4, effectDDL, keyDDL)
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, drop()) }()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return res, err
-	}
-	defer pool.Close()
-	for _, q := range []string{effectDDL, keyDDL} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			return res, err
-		}
-	}
+	defer func() { err = errors.Join(err, closePool()) }()
 	if _, err := pool.Exec(ctx, keyFill, 1); err != nil {
 		return res, err
 	}
@@ -109,12 +99,7 @@ func runWatermillFIFO(ctx context.Context, base string, n int) (res result, err 
 	}
 	res.Insert = time.Since(start)
 
-	sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{
-		ConsumerGroup:    "peers",
-		SchemaAdapter:    wsql.DefaultPostgreSQLSchema{},
-		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
-		InitializeSchema: true,
-	}, logger)
+	sub, err := newWatermillSubscriber(pool)
 	if err != nil {
 		return res, err
 	}
@@ -156,6 +141,19 @@ func runWatermillFIFO(ctx context.Context, base string, n int) (res result, err 
 		return res, err
 	}
 	return res, checkKeys(ctx, pool, n, 1)
+}
+
+// newWatermillSubscriber returns a watermill-sql v4 subscriber on pool with
+// the package's defaults (DefaultPostgreSQLSchema: SubscribeBatchSize 100;
+// DefaultPostgreSQLOffsetsAdapter), consumer group "peers", creating its
+// tables when it subscribes.
+func newWatermillSubscriber(pool *pgxpool.Pool) (*wsql.Subscriber, error) {
+	return wsql.NewSubscriber(wsql.BeginnerFromPgx(pool), wsql.SubscriberConfig{
+		ConsumerGroup:    "peers",
+		SchemaAdapter:    wsql.DefaultPostgreSQLSchema{},
+		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
+		InitializeSchema: true,
+	}, watermill.NopLogger{})
 }
 
 // applyWatermill applies one message as the next step of the global sequence

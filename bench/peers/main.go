@@ -12,6 +12,10 @@
 //     drains; sustained throughput and end-to-end latency p50/p99.
 //   - strict FIFO: relay ModeFIFO vs a watermill-sql v4 subscriber on one topic,
 //     global order verified.
+//   - outbox relay: events written in business transactions, relayed to Redis
+//     Streams and to Kafka (in-process kfake); relay's Dispatcher vs
+//     watermill's Forwarder, the broker read back (every event, duplicates,
+//     per-key order).
 //   - pgbench: `pgbench -c 2 -j 2 -T 20` of a one-row insert transaction, the
 //     commit rate of this PostgreSQL as a yardstick.
 //
@@ -70,6 +74,13 @@ type options struct {
 	contSeconds    float64
 	pgbenchSeconds int
 	scenarios      []string
+	outboxN        int
+	outboxPeerN    int
+	outboxKeys     int
+	outboxPerTx    int
+	outboxBatch    int
+	outboxBrokers  []string
+	redisAddr      string
 }
 
 // Scenario names for --scenarios.
@@ -78,10 +89,11 @@ const (
 	scPerKey     = "per-key"
 	scContinuous = "continuous"
 	scFIFO       = "fifo"
+	scOutbox     = "outbox"
 	scPgbench    = "pgbench"
 )
 
-var allScenarios = []string{scUnordered, scPerKey, scContinuous, scFIFO, scPgbench}
+var allScenarios = []string{scUnordered, scPerKey, scContinuous, scFIFO, scOutbox, scPgbench}
 
 func (o *options) has(sc string) bool { return slices.Contains(o.scenarios, sc) }
 
@@ -120,6 +132,13 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	rates := fs.String("rates", "1000,5000", "offered rates (msgs/s) of the continuous scenario")
 	fs.Float64Var(&o.contSeconds, "cont-seconds", 6, "seconds of offered load per continuous run")
 	fs.IntVar(&o.pgbenchSeconds, "pgbench-seconds", 20, "pgbench -T (0: skip the baseline)")
+	fs.IntVar(&o.outboxN, "outbox-n", 100000, "events per relay outbox run")
+	fs.IntVar(&o.outboxPeerN, "outbox-peer-n", 30000, "events per Forwarder outbox run (0: --outbox-n)")
+	fs.IntVar(&o.outboxKeys, "outbox-keys", 1000, "keys of the outbox scenario")
+	fs.IntVar(&o.outboxPerTx, "outbox-per-tx", 50, "events per business transaction of the outbox scenario")
+	fs.IntVar(&o.outboxBatch, "outbox-batch", 0, "relay DispatcherConfig.BatchSize of the outbox scenario (0: the default)")
+	brokers := fs.String("outbox-brokers", "redis,kafka", "outbox destinations: redis (Redis Streams at --redis), kafka (in-process kfake)")
+	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis server of the outbox scenario")
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
 	quick := fs.Bool("quick", false, "CI configuration: small runs, one round, one setting each, no pgbench (correctness, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -129,6 +148,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		o.n, o.perKeyN, o.orientN, o.fifoN, o.rounds, o.warmN, o.keys = 3000, 3000, 1000, 3000, 1, 1000, 100
 		*riverW, *relayS, *perKeyS, *rates = "1000", "4x256x32", "4x64x16", "500"
 		o.contSeconds, o.pgbenchSeconds = 2, 0
+		o.outboxN, o.outboxPeerN, o.outboxKeys, o.outboxPerTx = 3000, 1000, 100, 20
 	}
 	for _, f := range strings.Split(*riverW, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))
@@ -151,6 +171,16 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		}
 		o.rates = append(o.rates, r)
 	}
+	for _, f := range strings.Split(*brokers, ",") {
+		f = strings.TrimSpace(f)
+		if f != brokerRedis && f != brokerKafka {
+			return nil, fmt.Errorf("--outbox-brokers: unknown broker %q (have %s, %s)", f, brokerRedis, brokerKafka)
+		}
+		o.outboxBrokers = append(o.outboxBrokers, f)
+	}
+	if o.outboxPeerN == 0 {
+		o.outboxPeerN = o.outboxN
+	}
 	for _, f := range strings.Split(*scen, ",") {
 		f = strings.TrimSpace(f)
 		if !slices.Contains(allScenarios, f) {
@@ -169,6 +199,8 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--keys %d: want 1..--perkey-n (%d)", o.keys, o.perKeyN)
 	case o.contSeconds <= 0 || o.pgbenchSeconds < 0:
 		return nil, errors.New("--cont-seconds must be > 0 and --pgbench-seconds ≥ 0")
+	case o.outboxKeys < 1 || o.outboxPerTx < 1 || o.outboxBatch < 0 || o.outboxN < o.outboxKeys || o.outboxPeerN < o.outboxKeys:
+		return nil, errors.New("--outbox-keys and --outbox-per-tx must be ≥ 1, --outbox-batch ≥ 0, --outbox-n and --outbox-peer-n ≥ --outbox-keys")
 	}
 	o.warmN = min(o.warmN, o.n)
 	return o, nil
@@ -260,6 +292,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.has(scFIFO) && !b.failed {
 		b.fifo(ctx)
 	}
+	if o.has(scOutbox) && !b.failed {
+		for _, kind := range o.outboxBrokers {
+			b.outbox(ctx, kind)
+		}
+	}
 	if b.failed {
 		return errFailed
 	}
@@ -281,7 +318,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for _, r := range b.summary {
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s |\n", r.scenario, r.relay, r.peer, r.ratio, r.goal)
 	}
-	fmt.Fprintf(out, "\nall runs verified: every job processed exactly once (and in order per key where claimed); wall time %s\n",
+	fmt.Fprintf(out, "\nall runs verified: every job processed exactly once (and in order per key where claimed), every outbox event in the broker; wall time %s\n",
 		time.Since(started).Round(time.Second))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,42 @@ func TestQuick(t *testing.T) {
 	if !strings.Contains(out.String(), "all runs verified") {
 		t.Fatal("run --quick did not reach the summary")
 	}
+	for _, sc := range []string{"outbox relay to Redis Streams", "outbox relay to Kafka"} {
+		if !strings.Contains(out.String(), sc) {
+			t.Fatalf("run --quick did not run %q", sc)
+		}
+	}
+}
+
+// TestStreamCheckCatchesFaults: the outbox read-back reports a lost event, a
+// duplicate and a key's events out of order (and accepts a redelivered older
+// event as a duplicate, not a reordering).
+func TestStreamCheckCatchesFaults(t *testing.T) {
+	s := outboxSpec{n: 6, keys: 2, perTx: 3} // key 0: 0, 2, 4; key 1: 1, 3, 5
+	read := func(js ...int) (outboxResult, error) {
+		c := newStreamCheck(s)
+		for _, j := range js {
+			if err := c.observe([]byte(strconv.Itoa(j))); err != nil {
+				return outboxResult{}, err
+			}
+		}
+		return c.result(outboxResult{})
+	}
+	if r, err := read(0, 1, 2, 3, 4, 5); err != nil || r.Duplicates != 0 || !r.orderHeld() {
+		t.Fatalf("clean stream: %+v, %v", r, err)
+	}
+	if _, err := read(0, 1, 2, 3, 5); err == nil {
+		t.Fatal("a lost event passed")
+	}
+	if r, err := read(0, 1, 2, 0, 2, 3, 4, 5); err != nil || r.Duplicates != 2 || !r.orderHeld() {
+		t.Fatalf("redelivery: %+v, %v", r, err)
+	}
+	if r, err := read(0, 1, 4, 3, 2, 5); err != nil || r.orderHeld() || r.Reordered != 1 {
+		t.Fatalf("key 0 out of order: %+v, %v", r, err)
+	}
+	if _, err := read(0, 1, 2, 3, 4, 5, 6); err == nil {
+		t.Fatal("a foreign record passed")
+	}
 }
 
 func TestParseFlagsAndMedian(t *testing.T) {
@@ -42,7 +79,9 @@ func TestParseFlagsAndMedian(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--relay-settings", "4x100"},
-		{"--scenarios", "outbox"},
+		{"--scenarios", "outbox-relay"},
+		{"--outbox-brokers", "nats"},
+		{"--outbox-keys", "2000", "--outbox-n", "1000"},
 		{"--keys", "200", "--perkey-n", "100"},
 		{"--perkey-settings", "4x0x1"},
 		{"--rates", "0"},

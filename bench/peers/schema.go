@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -45,6 +46,26 @@ func freshSchema(ctx context.Context, base string, poolMaxConns int) (dsn, schem
 	q.Set("pool_max_conns", strconv.Itoa(poolMaxConns))
 	u.RawQuery = q.Encode()
 	return u.String(), schema, drop, nil
+}
+
+// freshPool opens a pool of poolMaxConns on a fresh schema (freshSchema) and
+// runs stmts there; close closes the pool and drops the schema.
+func freshPool(ctx context.Context, base string, poolMaxConns int, stmts ...string) (_ *pgxpool.Pool, close func() error, err error) {
+	dsn, _, drop, err := freshSchema(ctx, base, poolMaxConns)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, nil, errors.Join(err, drop())
+	}
+	close = func() error { pool.Close(); return drop() }
+	for _, q := range stmts {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			return nil, nil, errors.Join(err, close())
+		}
+	}
+	return pool, close, nil
 }
 
 // execSQL runs one statement on a connection of its own to base, bounded by
