@@ -20,12 +20,13 @@ import (
 // the terminal state was written, a store error while recording a failure).
 type faultDriver struct {
 	relaydriver.Driver
-	failCommits      atomic.Int32 // commits to fail (after rolling back)
-	failFails        atomic.Int32 // MessageFail calls to fail
-	refuseManyInTx   atomic.Int32 // in-transaction MessageCompleteMany calls to refuse with ErrConflict
-	completeManyInTx atomic.Int32 // in-transaction MessageCompleteMany calls made
-	completeInTx     atomic.Int32 // in-transaction MessageComplete calls made
-	savepoints       atomic.Int32 // savepoints opened
+	failCommits      atomic.Int32                                   // commits to fail (after rolling back)
+	failFails        atomic.Int32                                   // MessageFail calls to fail
+	refuseManyInTx   atomic.Int32                                   // in-transaction MessageCompleteMany calls to refuse with ErrConflict
+	completeManyInTx atomic.Int32                                   // in-transaction MessageCompleteMany calls made
+	completeInTx     atomic.Int32                                   // in-transaction MessageComplete calls made
+	savepoints       atomic.Int32                                   // savepoints opened
+	onList           func(*relaydriver.MessageListUnfinishedParams) // called before each MessageListUnfinished (nil: nothing)
 }
 
 var errInjected = errors.New("injected fault")
@@ -77,6 +78,13 @@ func (t *faultTx) Commit(ctx context.Context) error {
 type faultExecutor struct {
 	relaydriver.Executor
 	f *faultDriver
+}
+
+func (e *faultExecutor) MessageListUnfinished(ctx context.Context, p *relaydriver.MessageListUnfinishedParams) ([]*relaytype.Message, error) {
+	if e.f.onList != nil {
+		e.f.onList(p)
+	}
+	return e.Executor.MessageListUnfinished(ctx, p)
 }
 
 func (e *faultExecutor) MessageFail(ctx context.Context, p *relaydriver.MessageFailParams) (int, error) {
@@ -461,5 +469,52 @@ func TestFIFOBatchLongFallbackIsCapped(t *testing.T) {
 		want = append(want, ids[:relay.SavepointBatchMax]...) // the fallback
 		want = append(want, ids[relay.SavepointBatchMax:]...) // the next heads
 		require.Equal(t, want, c.get())
+	})
+}
+
+// TestFIFOPrefetchSeesReplay: the heads after a running batch are read in the
+// background, but a message made unfinished again below them meanwhile (a
+// replay landing before that read) is the smallest unfinished id and runs
+// first: the prefetch is dropped and the heads are read afresh.
+func TestFIFOPrefetchSeesReplay(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		var dead atomic.Bool
+		b := setupOn(t, f, relay.Config{FIFOBatch: 4, Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+			c.add(d.Message.ID)
+			if d.Message.ID == 2 && dead.CompareAndSwap(false, true) {
+				return relay.Dead(relaytype.ClassInfra, errors.New("down"))
+			}
+			return relay.Succeeded()
+		})})
+		b.enqueue(1, 2)
+		require.Equal(t, 2, b.work())
+		require.Equal(t, relaytype.StateDead, b.state(2))
+		var ids []int64
+		for id := int64(3); id <= 12; id++ {
+			ids = append(ids, id)
+		}
+		b.enqueue(ids...)
+		// The first listing of a prefetch (it reads two batches' worth) is the
+		// one that runs while the batch 3..6 does: replay 2 just before it.
+		var replayed atomic.Bool
+		f.onList = func(p *relaydriver.MessageListUnfinishedParams) {
+			if p.Limit > 4 && replayed.CompareAndSwap(false, true) {
+				n, err := b.engine.Replay(b.ctx, &relay.ReplayParams{Classes: []relaytype.ErrorClass{relaytype.ClassInfra}, IDs: []int64{2}})
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+			}
+		}
+
+		for b.work() > 0 {
+		}
+		require.True(t, replayed.Load())
+		got := c.get()
+		require.Equal(t, []int64{1, 2, 1, 3, 4, 5, 6, 2, 7}, got[:9], "2 runs right after the batch it was replayed under: %v", got)
+		for _, id := range append(ids, 1, 2) {
+			require.Equal(t, relaytype.StateSucceeded, b.state(id), "message %d", id)
+		}
 	})
 }

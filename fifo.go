@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -16,17 +17,49 @@ import (
 // workFIFO runs the global FIFO pump (seed 000 §5.1) until nothing is ready:
 // only the smallest unfinished id may run, and it runs to a decision before the
 // next one is looked at. Caller holds workMu.
+//
+// While a batch's transaction runs, the heads that follow it are read,
+// decoded and bound in the background (prefetch); they are used only when the
+// batch decides every one of its messages terminally on its first run, which
+// makes them exactly the heads a fresh read would return (the smallest
+// unfinished ids after the batch), and only when no message below them became
+// unfinished meanwhile (a replay; see prefetch). Binding their identities one
+// round early
+// is harmless for the reason prepareFIFOBatch gives: every smaller unfinished
+// id was in the batch and is bound already.
 func (e *Engine) workFIFO(ctx context.Context, stop <-chan struct{}) (int, error) {
 	e.nextDue = time.Time{}
 	n := 0
+	var next *fifoPrefetch
+	defer func() { next.wait() }()
 	for !stopping(stop) && ctx.Err() == nil {
-		heads, err := e.readyHeads(ctx)
+		var (
+			heads []*relaytype.Message
+			batch []fifoPrepared
+			err   error
+		)
+		if next != nil && next.result() {
+			heads, batch, err = next.heads, next.batch, next.err
+			next = nil
+		} else {
+			next = nil
+			heads, err = e.readyHeads(ctx)
+			if err == nil && len(heads) > 1 {
+				batch, err = e.prepareFIFOBatch(ctx, heads)
+			}
+		}
 		if err != nil || len(heads) == 0 {
 			return n, err
 		}
 		var decided int
-		if len(heads) > 1 {
-			decided, err = e.processFIFOBatch(ctx, heads)
+		if len(batch) > 1 {
+			next = e.prefetch(ctx, batch)
+			var clean bool
+			decided, clean, err = e.runFIFOBatch(ctx, batch)
+			if !clean {
+				next.wait()
+				next = nil
+			}
 		} else {
 			var o outcome
 			o, err = e.processOne(ctx, heads[0], "")
@@ -42,22 +75,83 @@ func (e *Engine) workFIFO(ctx context.Context, stop <-chan struct{}) (int, error
 	return n, ctx.Err()
 }
 
+// fifoPrefetch is the heads after a running batch, read and prepared in the
+// background.
+type fifoPrefetch struct {
+	done  chan struct{}
+	stale bool // an unfinished id at or below the batch's last is not the batch's
+	heads []*relaytype.Message
+	batch []fifoPrepared
+	err   error
+}
+
+// prefetch starts reading and preparing the ready heads after batch, which is
+// running. The listing still shows batch's messages as unfinished; any other
+// unfinished id below the batch's last one (a message a replay made
+// unfinished again meanwhile) is the smallest unfinished id, so the prefetch
+// is then stale and the pump reads its heads afresh.
+func (e *Engine) prefetch(ctx context.Context, batch []fifoPrepared) *fifoPrefetch {
+	p := &fifoPrefetch{done: make(chan struct{})}
+	inBatch := make(map[int64]bool, len(batch))
+	for _, b := range batch {
+		inBatch[b.m.ID] = true
+	}
+	after := batch[len(batch)-1].m.ID
+	go func() {
+		defer close(p.done)
+		p.heads, p.err = e.readyHeadsAfter(ctx, after, func(id int64) { p.stale = p.stale || !inBatch[id] })
+		if p.err == nil && !p.stale && len(p.heads) > 1 {
+			p.batch, p.err = e.prepareFIFOBatch(ctx, p.heads)
+		}
+	}()
+	return p
+}
+
+// wait waits for the prefetch to end (nil: nothing to wait for).
+func (p *fifoPrefetch) wait() {
+	if p != nil {
+		<-p.done
+	}
+}
+
+// result waits for the prefetch and reports whether its heads may be used.
+func (p *fifoPrefetch) result() bool {
+	p.wait()
+	return !p.stale
+}
+
 // readyHeads returns the contiguous run of ready heads (at most FIFOBatch, at
 // least one unless nothing is ready). A head is not ready when it is above the
 // watermark (step 2) or a FAILED head is still waiting for its backoff (step
 // 4); an exhausted head (step 3) is returned alone so processOne exhausts it.
 func (e *Engine) readyHeads(ctx context.Context) ([]*relaytype.Message, error) {
+	return e.readyHeadsAfter(ctx, math.MinInt64, nil)
+}
+
+// readyHeadsAfter is readyHeads for the heads with ids above after, for a
+// prefetch while the batch ending at after runs: the listing reads past that
+// batch, whose messages are unfinished until it commits, and passes each
+// unfinished id at or below after to skipped.
+func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(id int64)) ([]*relaytype.Message, error) {
 	ex := e.d.GetExecutor()
+	limit := e.cfg.FIFOBatch
+	if skipped != nil {
+		limit += e.cfg.FIFOBatch
+	}
 	list, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{
-		Pipeline: e.cfg.Pipeline, Limit: e.cfg.FIFOBatch,
+		Pipeline: e.cfg.Pipeline, Limit: limit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("relay: read FIFO head of %q: %w", e.cfg.Pipeline, err)
 	}
+	for len(list) > 0 && list[0].ID <= after {
+		skipped(list[0].ID)
+		list = list[1:]
+	}
 	if len(list) == 0 {
 		return nil, nil // step 1: no head
 	}
-	limit := int64(-1) // no watermark gate
+	wm := int64(-1) // no watermark gate
 	if e.cfg.Watermarked {
 		cur, err := ex.CursorGet(ctx, e.cfg.Pipeline)
 		switch {
@@ -71,19 +165,19 @@ func (e *Engine) readyHeads(ctx context.Context) ([]*relaytype.Message, error) {
 		case err != nil:
 			return nil, fmt.Errorf("relay: read watermark of %q: %w", e.cfg.Pipeline, err)
 		}
-		limit = cur.Watermark
+		wm = cur.Watermark
 	}
 	now := e.cfg.Clock.Now()
 	var out []*relaytype.Message
-	for i, m := range list {
-		if limit >= 0 && m.ID > limit {
+	for i, m := range list[:min(len(list), e.cfg.FIFOBatch)] {
+		if wm >= 0 && m.ID > wm {
 			if i == 0 {
 				// seed 000 §5.1 step 2: taking it would overtake smaller ids not yet
 				// enqueued. WARN once per watermark value.
-				if !e.warnedAny || e.warnedW != limit {
-					e.warnedAny, e.warnedW = true, limit
+				if !e.warnedAny || e.warnedW != wm {
+					e.warnedAny, e.warnedW = true, wm
 					e.log.WarnContext(ctx, "relay: FIFO head above the watermark not taken",
-						"pipeline", e.cfg.Pipeline, "head_id", m.ID, "watermark", limit)
+						"pipeline", e.cfg.Pipeline, "head_id", m.ID, "watermark", wm)
 				}
 			}
 			break
@@ -111,8 +205,8 @@ type fifoPrepared struct {
 	dec *Decoded
 }
 
-// processFIFOBatch runs several contiguous ready heads in one transaction, in
-// id order (Config.FIFOBatch). Decoding, identity binding and ignore rules
+// FIFO batches (Config.FIFOBatch): several contiguous ready heads run in one
+// transaction, in id order. Decoding, identity binding and ignore rules
 // still run outside the transaction, before it opens (prepareFIFOBatch): the
 // batch is the longest prefix of plain heads (a duplicate, an ignored kind or
 // a decode failure ends it, and that message is then handled alone as the
@@ -128,18 +222,7 @@ type fifoPrepared struct {
 // runs again with a savepoint per message (processFIFOBatchSavepoints), which
 // decides it exactly as a message-by-message run would. A failed commit counts
 // one INFRA attempt on the batch's first message (the head that blocks the
-// queue); the others stay as they were. It reports the decisions written.
-func (e *Engine) processFIFOBatch(ctx context.Context, heads []*relaytype.Message) (int, error) {
-	batch, err := e.prepareFIFOBatch(ctx, heads)
-	if err != nil {
-		return 0, err
-	}
-	if len(batch) <= 1 {
-		o, err := e.processOne(ctx, heads[0], "")
-		return boolInt(o.decided()), err
-	}
-	return e.runFIFOBatch(ctx, batch)
-}
+// queue); the others stay as they were.
 
 // prepareFIFOBatch is prepare for a run of heads that are not yet the head: it
 // decodes them, binds their identities and applies the ignore rules, writing
@@ -246,14 +329,14 @@ func (e *Engine) ignoredKind(dec *Decoded) bool {
 // handlers run more than once; that is safe because a handler's effects live
 // only in the engine's transaction (the Handler contract), and the earlier
 // runs' were rolled back.
-func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, error) {
+func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (decided int, clean bool, err error) {
 	var failed *fifoPrepared // the message that ended the batch, if any
 	var failedRes Result
 	for len(batch) > 0 {
 		tx, err := e.d.Begin(ctx)
 		if err != nil {
 			o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("begin: %w", err)))
-			return boolInt(o.decided()), err
+			return boolInt(o.decided()), false, err
 		}
 		results := make([]Result, 0, len(batch))
 		params := make([]*relaydriver.MessageCompleteParams, 0, len(batch))
@@ -321,14 +404,14 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 			}
 			n, all, err := e.processFIFOBatchSavepoints(ctx, batch)
 			if err != nil || !all || failed == nil {
-				return n, err
+				return n, false, err
 			}
 			o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
-			return n + boolInt(o.decided()), err
+			return n + boolInt(o.decided()), false, err
 		}
 		if err := tx.Commit(ctx); err != nil {
 			o, err := e.fail(ctx, attempt{m: batch[0].m}, Retry(relaytype.ClassInfra, fmt.Errorf("commit batch of %d: %w", len(batch), err)))
-			return boolInt(o.decided()), err
+			return boolInt(o.decided()), false, err
 		}
 		faultpoint.Hit(faultpoint.FIFOAfterCommit)
 		for i, p := range batch {
@@ -336,14 +419,14 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (int, e
 		}
 		n := len(batch)
 		if failed == nil {
-			return n, nil
+			return n, true, nil
 		}
 		o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
-		return n + boolInt(o.decided()), err
+		return n + boolInt(o.decided()), false, err
 	}
 	// The batch's first handler failed: nothing to commit before its failure.
 	o, err := e.fail(ctx, attempt{m: failed.m}, failedRes)
-	return boolInt(o.decided()), err
+	return boolInt(o.decided()), false, err
 }
 
 // processFIFOBatchSavepoints runs batch in one transaction with a savepoint per
