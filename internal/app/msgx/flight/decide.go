@@ -382,14 +382,42 @@ func (d *decision) fdel(flid string) {
 // finish adds the masters whose projection changed, drops unchanged
 // flights, stamps versions and builds the notices.
 func (d *decision) finish() *Change {
-	after := maps.Clone(d.snap)
-	if after == nil {
-		after = make(map[string]*State, len(d.next))
+	// Only a master that is edited here, or that an edited flight points to
+	// before or after, can see its MAFL change; projecting just those keeps a
+	// decision linear in the snapshot (a batch's snapshot holds every flight
+	// of its run of messages).
+	masters := make(map[string]bool, 2*len(d.next))
+	for id, s := range d.next {
+		masters[id] = true
+		if old := d.snap[id]; old != nil && old.MAID != "" {
+			masters[old.MAID] = true
+		}
+		if s != nil && s.MAID != "" {
+			masters[s.MAID] = true
+		}
 	}
-	maps.Copy(after, d.next)
-	before, later := projections(d.snap), projections(after)
+	after := func(id string) *State {
+		if s, ok := d.next[id]; ok {
+			return s
+		}
+		return d.snap[id]
+	}
+	before := projectionsOf(masters, func(id string) *State { return d.snap[id] }, maps.Keys(d.snap))
+	later := projectionsOf(masters, after, func(yield func(string) bool) {
+		for id := range d.snap {
+			if !yield(id) {
+				return
+			}
+		}
+		for id := range d.next {
+			if _, seen := d.snap[id]; !seen && !yield(id) {
+				return
+			}
+		}
+	})
 	maflChanged := make(map[string]bool)
-	for id, s := range after {
+	for id := range masters {
+		s := after(id)
 		if s == nil || s.Status != Active || s.MAID != "" {
 			continue
 		}

@@ -1,6 +1,10 @@
 package flight_test
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -836,4 +840,54 @@ func TestChildren(t *testing.T) {
 	require.Equal(t, []flight.MAFLEntry{{"S", "CAS"}, {"c1", "CAc1"}, {"c2", "CAc2"}}, flight.Projection(states["M"], states))
 	states["M"].Status = flight.Deleted
 	require.Nil(t, flight.Projection(states["M"], states), "a DELETED master projects nothing")
+}
+
+// Decide bumps exactly the masters whose MAFL changes, found by comparing every
+// ACTIVE master's Projection over the whole snapshot before and after — over
+// random families of flights and random membership, FLNO and deletion changes.
+func TestDecideMasterProjectionRandom(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	ids := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+	pick := func() string { return ids[r.IntN(len(ids))] }
+	for round := range 500 {
+		snap := map[string]*flight.State{}
+		for _, id := range ids {
+			if r.IntN(5) == 0 {
+				continue // not in the store
+			}
+			var mods []func(*flight.State)
+			if r.IntN(3) == 0 {
+				mods = append(mods, childOf(pick()))
+			}
+			if r.IntN(6) == 0 {
+				mods = append(mods, deleted)
+			}
+			snap[id] = active(id, mods...)
+		}
+		var m *sisxml.Message
+		switch r.IntN(4) {
+		case 0:
+			m = flop("SHAR", sisxml.Flight{FLID: pick(), MAID: sisxml.Val(pick())})
+		case 1:
+			m = flop("SHAR", sisxml.Flight{FLID: pick(), MAID: sisxml.Cleared[string]()})
+		case 2:
+			m = flop("BASE", sisxml.Flight{FLID: pick(), FLNO: sisxml.Val(fmt.Sprintf("MU%d", r.IntN(3)))})
+		default:
+			m = fdel(pick())
+		}
+		ch, err := flight.Decide(snap, m, msgFor(m), flight.Settings{})
+		require.NoError(t, err)
+		after := maps.Clone(snap)
+		for _, s := range ch.Saved {
+			after[s.FLID] = s
+		}
+		for _, id := range ids {
+			changed := !slices.Equal(flight.Projection(snap[id], snap), flight.Projection(after[id], after))
+			isMaster := after[id] != nil && after[id].Status == flight.Active && after[id].MAID == ""
+			_, n := saved(ch, id)
+			bumped := n != nil && slices.Contains(n.Fields, "MAFL")
+			require.Equal(t, changed && isMaster, bumped, "round %d, %s, master %s: snapshot %v", round, m.Meta.Kind(), id, snap)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package flight
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 )
 
@@ -52,18 +53,20 @@ func entries(children []*State) []MAFLEntry {
 
 func byFLID(a, b *State) int { return cmp.Compare(a.FLID, b.FLID) }
 
-// projections returns the MAFL of every ACTIVE master in states, in one pass
-// (a daily plan snapshot can hold thousands of flights).
-func projections(states map[string]*State) map[string][]MAFLEntry {
+// projectionsOf returns the MAFL of each ACTIVE master among masters, in one
+// pass over the flights ids yields (each looked up with get): a master
+// without children, or an id that is not an ACTIVE master (MAID == ""), has
+// none.
+func projectionsOf(masters map[string]bool, get func(id string) *State, ids iter.Seq[string]) map[string][]MAFLEntry {
 	byMaster := make(map[string][]*State)
-	for _, s := range states {
-		if s != nil && s.Status == Active && s.MAID != "" && s.MAID != s.FLID {
+	for id := range ids {
+		if s := get(id); s != nil && s.Status == Active && s.MAID != "" && s.MAID != s.FLID && masters[s.MAID] {
 			byMaster[s.MAID] = append(byMaster[s.MAID], s)
 		}
 	}
-	out := make(map[string][]MAFLEntry)
+	out := make(map[string][]MAFLEntry, len(byMaster))
 	for id, kids := range byMaster {
-		m := states[id]
+		m := get(id)
 		if m == nil || m.Status != Active || m.MAID != "" {
 			continue // dangling MAID, or a master that is not one: no projection
 		}
