@@ -26,7 +26,7 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "bench msgx", "bench msgx [--messages N] [--flights F] [--batch B,…] [--rounds R] [--postgres URL] [--mariadb DSN]")
 	messages := fs.Int("messages", 100000, "approximate backlog size (FLOP updates on top of the daily plan)")
 	flights := fs.Int("flights", 2000, "flights in the daily plan")
-	batches := fs.String("batch", "32", "comma-separated msgx.pipeline.fifo-batch settings to compare")
+	batches := fs.String("batch", "128", "comma-separated msgx.pipeline.fifo-batch settings to compare")
 	rounds := fs.Int("rounds", 1, "rounds per setting (the median is reported)")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL server URL")
 	mariaDSN := fs.String("mariadb", envOr("TEST_MARIADB_DSN", "root@tcp(127.0.0.1:3306)/"), "MariaDB server DSN (a fresh database is created per round)")

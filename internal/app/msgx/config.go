@@ -72,7 +72,7 @@ func Defaults() Config {
 		ClaimBatch:          500,
 		MaxCommitDelay:      30 * time.Second,
 		PollInterval:        time.Second,
-		FIFOBatch:           32,
+		FIFOBatch:           128,
 		StateCacheFlights:   20000,
 		MaxAttempts:         5,
 		Backoff:             relay.DoublingBackoff(time.Second, 4),
