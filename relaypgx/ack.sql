@@ -23,11 +23,18 @@ LIMIT $4;
 
 -- name: AckDone
 -- The source's mark is confirmed: only rows still owing an acknowledgement.
-UPDATE relay_message
+-- Rows are found by primary-key probes and updated by ctid, as in
+-- MessageCompleteMany (a generic plan on an empty table otherwise read every
+-- terminal row of the pipeline through relay_message_archive_idx).
+UPDATE relay_message t
 SET ack_at = $3
-WHERE pipeline = $1 AND id = ANY($2::bigint[])
-  AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-  AND ack_at IS NULL AND ack_abandoned_at IS NULL;
+FROM (SELECT r.tid
+      FROM unnest($2::bigint[]) AS u(id),
+           LATERAL (SELECT x.ctid AS tid FROM relay_message x
+                    WHERE x.pipeline = $1 AND x.id = u.id LIMIT 1) r) v
+WHERE t.ctid = v.tid AND t.pipeline = $1
+  AND t.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+  AND t.ack_at IS NULL AND t.ack_abandoned_at IS NULL;
 
 -- name: AckRetry
 -- One transient failure: attempts+1 and the next try.

@@ -26,3 +26,11 @@ func ArchiveCandidatesForTest(ctx context.Context, tx relaydriver.ExecutorTx, pa
 	x := tx.(*txExecutor)
 	return x.archiveCandidates(ctx, "archive "+params.Pipeline, params, cs)
 }
+
+// QueryForTest returns the SQL of the named engine or acknowledgement query.
+func QueryForTest(name string) string {
+	if q, ok := queries[name]; ok {
+		return q
+	}
+	return ackQueries[name]
+}

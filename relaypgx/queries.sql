@@ -77,19 +77,28 @@ WHERE pipeline = $1 AND id = $2
   AND ($8::text = '' OR lease_owner = $8::text);
 
 -- name: MessageCompleteMany
--- MessageComplete for a batch in one statement, with the same guard per row
--- (spelled as in MessageComplete, so the primary key serves each row); the
--- caller compares the returned rows with its input (all or nothing).
+-- MessageComplete for a batch in one statement, with the same guard per row;
+-- the caller compares the returned rows with its input (all or nothing).
+-- Each input finds its row by a primary-key probe (a LATERAL subquery with
+-- LIMIT 1, which the planner cannot turn into a join) and the update reaches
+-- it by that row's ctid: even a generic plan made while the table was empty
+-- then touches only the batch's rows, where a plain join was planned as a
+-- hash join over a scan of every unfinished row. A row changed by another
+-- transaction since the statement's snapshot no longer has that ctid, so it
+-- drops out (as a failed guard does) and the caller falls back.
 UPDATE relay_message t
-SET state = u.state, error_class = u.error_class, last_error = u.last_error,
-    ack_next_at = CASE WHEN u.ack THEN u.now ELSE NULL END,
-    updated_at = u.now, lease_owner = '', lease_expires_at = NULL
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[],
-            $7::timestamptz[], $8::text[])
-     AS u(pipeline, id, state, error_class, last_error, ack, now, owner)
-WHERE t.pipeline = u.pipeline AND t.id = u.id
+SET state = v.state, error_class = v.error_class, last_error = v.last_error,
+    ack_next_at = CASE WHEN v.ack THEN v.now ELSE NULL END,
+    updated_at = v.now, lease_owner = '', lease_expires_at = NULL
+FROM (SELECT u.*, r.tid
+      FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[],
+                  $7::timestamptz[], $8::text[])
+           AS u(pipeline, id, state, error_class, last_error, ack, now, owner),
+           LATERAL (SELECT x.ctid AS tid FROM relay_message x
+                    WHERE x.pipeline = u.pipeline AND x.id = u.id LIMIT 1) r) v
+WHERE t.ctid = v.tid
   AND t.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
-  AND (u.owner = '' OR t.lease_owner = u.owner)
+  AND (v.owner = '' OR t.lease_owner = v.owner)
 RETURNING t.pipeline, t.id;
 
 -- name: MessageFail
@@ -496,23 +505,30 @@ LISTEN relay_outbox;
 -- idempotent "WHERE identity_key IS NULL", so a message bound concurrently
 -- since the statement's snapshot is left alone (and missing from "done"),
 -- and an identity taken concurrently is a unique violation; the caller falls
--- back to MessageBindIdentity per input on either. The "still unbound" test
--- is written num_nulls(t.identity_key) = 1, which no index can answer, rather
--- than "IS NULL", which the (pipeline, identity_key) index can: a generic
--- plan built on stale statistics (few unbound rows) otherwise drives the
--- update by that index and compares every unbound message of the pipeline
--- with every input — 118 ms per call at a 10,000-message backlog, where the
--- primary-key probe per input takes well under one.
+-- back to MessageBindIdentity per input on either.
+--
+-- Every access is written so that even a generic plan made while the table
+-- was empty (no statistics: all paths cost alike) probes an index per input:
+-- the two lookups are LATERAL subqueries with LIMIT 1 (which the planner
+-- cannot flatten into a join it might hash over the whole pipeline), and the
+-- update joins on (pipeline, id) as join columns, which only the primary key
+-- serves. The "still unbound" test is num_nulls(t.identity_key) = 1 rather
+-- than "IS NULL", which an identity index holding NULLs could answer: a stale
+-- generic plan drove the update that way and compared every unbound message
+-- of the pipeline with every input — 118 ms per call at a 10,000-message
+-- backlog.
 WITH u AS (
     SELECT i.id, i.identity, i.ord
     FROM unnest($2::bigint[], $3::text[]) WITH ORDINALITY AS i(id, identity, ord)
 ), cur AS (
     SELECT u.ord, u.id, u.identity, m.id IS NOT NULL AS found, m.identity_key AS bound, o.id AS owner
     FROM u
-    LEFT JOIN relay_message m ON m.pipeline = $1 AND m.id = u.id
-    LEFT JOIN relay_message o ON o.pipeline = $1 AND o.identity_key = u.identity
+    LEFT JOIN LATERAL (SELECT x.id, x.identity_key FROM relay_message x
+                       WHERE x.pipeline = $1 AND x.id = u.id LIMIT 1) m ON true
+    LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
+                       WHERE x.pipeline = $1 AND x.identity_key = u.identity LIMIT 1) o ON true
 ), free AS (
-    SELECT DISTINCT ON (c.identity) c.id, c.identity
+    SELECT DISTINCT ON (c.identity) $1::text AS pipeline, c.id, c.identity
     FROM cur c
     WHERE c.found AND c.bound IS NULL AND c.owner IS NULL
     ORDER BY c.identity, c.ord
@@ -520,7 +536,7 @@ WITH u AS (
     UPDATE relay_message t
     SET identity_key = f.identity
     FROM free f
-    WHERE t.pipeline = $1 AND t.id = f.id AND num_nulls(t.identity_key) = 1
+    WHERE t.pipeline = f.pipeline AND t.id = f.id AND num_nulls(t.identity_key) = 1
       AND NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.found)
     RETURNING t.id
 )
