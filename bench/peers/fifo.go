@@ -10,9 +10,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Strict FIFO consumption: one queue consumed in global order with
@@ -30,13 +32,17 @@ const fifoTopic = "peers_fifo"
 
 // runRelayFIFO is one FIFO burn-down of relay: enqueue n messages (ids 1..n),
 // then Work until all are processed in order, then verify.
-func runRelayFIFO(ctx context.Context, base string, n, fifoBatch int) (res result, err error) {
+func runRelayFIFO(ctx context.Context, base string, n, fifoBatch int, batched bool) (res result, err error) {
 	st, err := openRelay(ctx, base, 3, 1)
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	cfg := relayConfig(0, relaySetting{Workers: 1, BatchSize: 1, TxBatch: 1}, relayHandler(1, nil))
+	var h relay.Handler = relayHandler(1, nil)
+	if batched {
+		h = fifoBatchHandler{Handler: h}
+	}
+	cfg := relayConfig(0, relaySetting{Workers: 1, BatchSize: 1, TxBatch: 1}, h)
 	cfg.Mode, cfg.FIFOBatch = relay.ModeFIFO, fifoBatch
 	e, err := relay.New(st.d, cfg)
 	if err != nil {
@@ -64,6 +70,48 @@ func runRelayFIFO(ctx context.Context, base string, n, fifoBatch int) (res resul
 	res.Process = time.Since(start)
 	res.N = n
 	return res, verifyRelay(ctx, e, st.d, n, 1)
+}
+
+// fifoBatchHandler is the FIFO scenario's handler as a relay.BatchHandler:
+// the run of heads is applied with the same statement per message, in order,
+// sent as one pgx batch (one round trip for the run instead of one per
+// message). A message applied out of order makes its own result DEAD, which
+// ends the batch (relay then commits the prefix alone). Handler serves the
+// messages relay runs one at a time.
+type fifoBatchHandler struct{ relay.Handler }
+
+func (h fifoBatchHandler) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delivery) []relay.Result {
+	out := make([]relay.Result, len(ds))
+	ptx, ok := tx.Unwrap().(pgx.Tx)
+	if !ok {
+		for i := range out {
+			out[i] = relay.Retry(relaytype.ClassInternal, fmt.Errorf("store transaction is %T, want pgx.Tx", tx.Unwrap()))
+		}
+		return out
+	}
+	b := &pgx.Batch{}
+	for _, d := range ds {
+		b.Queue(orderedStep, d.Message.ID, keyOf(d.Message.ID, 1), prevOf(d.Message.ID, 1))
+	}
+	br := ptx.SendBatch(ctx, b)
+	defer br.Close()
+	for i, d := range ds {
+		tag, err := br.Exec()
+		switch {
+		case err != nil:
+			out[i] = relay.Retry(relaytype.ClassInfra, err)
+		case tag.RowsAffected() != 1:
+			out[i] = relay.Dead(relaytype.ClassInternal, fmt.Errorf("message %d applied out of order", d.Message.ID))
+		default:
+			out[i] = relay.Succeeded()
+			continue
+		}
+		for j := i + 1; j < len(ds); j++ {
+			out[j] = out[i]
+		}
+		break
+	}
+	return out
 }
 
 // runWatermillFIFO is one FIFO burn-down of a watermill-sql subscriber:
