@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaysource"
 )
 
@@ -59,22 +58,14 @@ func testAcknowledgeBatch(t *testing.T, db *sql.DB, d relaysource.Dialect, faili
 
 func TestAcknowledgeBatchSQLite(t *testing.T) {
 	t.Parallel()
-	db := openSQLite(t)
-	exec(t, db, cminmsgsSQLite)
-	exec(t, db, "INSERT INTO CMINMSGS (ID, MSGCONTENT, PROCFLAG, PROCTIME) VALUES "+
-		"(1, 'a', NULL, NULL), (2, 'b', '', NULL), (3, 'c', 'OLD', ?), (4, 'd', NULL, NULL), (5, 'e', NULL, NULL), (6, 'f', NULL, NULL)",
-		time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	db := ackMailbox(t, relaysource.DialectSQLite, 6)
 	exec(t, db, "CREATE TRIGGER refuse_6 BEFORE UPDATE ON CMINMSGS WHEN NEW.ID = 6 BEGIN SELECT RAISE(ABORT, 'row 6 refused'); END")
 	testAcknowledgeBatch(t, db, relaysource.DialectSQLite, relaysource.AckItem{ID: 6, Mark: "SUCCEEDED", At: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)})
 }
 
 func TestAcknowledgeBatchMariaDB(t *testing.T) {
 	t.Parallel()
-	db := testdb.MariaDB(t)
-	exec(t, db, cminmsgsMariaDB)
-	exec(t, db, "INSERT INTO CMINMSGS (MSGCONTENT, RECEIVETIME, PROCFLAG, PROCTIME) VALUES "+
-		"('a', NULL, NULL, NULL), ('b', NULL, '', NULL), ('c', NULL, 'OLD', '2020-01-01 00:00:00'), "+
-		"('d', NULL, NULL, NULL), ('e', NULL, NULL, NULL), ('f', NULL, NULL, NULL)")
+	db := ackMailbox(t, relaysource.DialectMySQL, 6)
 	// PROCFLAG is VARCHAR(16): a longer mark is refused (strict mode).
 	testAcknowledgeBatch(t, db, relaysource.DialectMySQL, relaysource.AckItem{ID: 6, Mark: "A-MARK-LONGER-THAN-16", At: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)})
 }

@@ -3,6 +3,7 @@ package relaysource_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,6 +39,32 @@ func markOf(t *testing.T, db *sql.DB, id int64) (sql.NullString, sql.NullTime) {
 	)
 	require.NoError(t, db.QueryRowContext(context.Background(), "SELECT PROCFLAG, PROCTIME FROM CMINMSGS WHERE ID = ?", id).Scan(&flag, &at))
 	return flag, at
+}
+
+// ackMailbox returns a fresh CMINMSGS of dialect d (SQLite in a temporary
+// file, MariaDB in a fresh database) holding rows 1..n: 1 without a mark, 2
+// with an empty mark, 3 with mark 'OLD' at 2020-01-01, the others without.
+func ackMailbox(t *testing.T, d relaysource.Dialect, n int) *sql.DB {
+	t.Helper()
+	var db *sql.DB
+	if d == relaysource.DialectSQLite {
+		db = openSQLite(t)
+		exec(t, db, cminmsgsSQLite)
+	} else {
+		db = testdb.MariaDB(t)
+		exec(t, db, cminmsgsMariaDB)
+	}
+	for id := 1; id <= n; id++ {
+		var flag, at any
+		switch id {
+		case 2:
+			flag = ""
+		case 3:
+			flag, at = "OLD", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		exec(t, db, "INSERT INTO CMINMSGS (ID, MSGCONTENT, PROCFLAG, PROCTIME) VALUES (?, ?, ?, ?)", id, fmt.Sprint("m", id), flag, at)
+	}
+	return db
 }
 
 // testAcknowledgeOutcomes checks the seed's outcomes (§6.2) on a CMINMSGS
@@ -109,22 +136,12 @@ func testAcknowledgeOutcomes(t *testing.T, db *sql.DB, d relaysource.Dialect) {
 
 func TestAcknowledgeSQLite(t *testing.T) {
 	t.Parallel()
-	db := openSQLite(t)
-	exec(t, db, cminmsgsSQLite)
-	exec(t, db, "INSERT INTO CMINMSGS (ID, MSGCONTENT, PROCFLAG, PROCTIME) VALUES "+
-		"(1, 'a', NULL, NULL), (2, 'b', '', NULL), (3, 'c', 'OLD', ?), (4, 'd', NULL, NULL), (5, 'e', NULL, NULL)",
-		time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
-	testAcknowledgeOutcomes(t, db, relaysource.DialectSQLite)
+	testAcknowledgeOutcomes(t, ackMailbox(t, relaysource.DialectSQLite, 5), relaysource.DialectSQLite)
 }
 
 func TestAcknowledgeMariaDB(t *testing.T) {
 	t.Parallel()
-	db := testdb.MariaDB(t)
-	exec(t, db, cminmsgsMariaDB)
-	exec(t, db, "INSERT INTO CMINMSGS (MSGCONTENT, RECEIVETIME, PROCFLAG, PROCTIME) VALUES "+
-		"('a', NULL, NULL, NULL), ('b', NULL, '', NULL), ('c', NULL, 'OLD', '2020-01-01 00:00:00'), "+
-		"('d', NULL, NULL, NULL), ('e', NULL, NULL, NULL)")
-	testAcknowledgeOutcomes(t, db, relaysource.DialectMySQL)
+	testAcknowledgeOutcomes(t, ackMailbox(t, relaysource.DialectMySQL, 5), relaysource.DialectMySQL)
 }
 
 // Acknowledge is bounded by ReadTimeout: a row locked by another transaction
