@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/relaymigrate"
 )
 
 // The URL PGSchema returns selects the fresh schema through search_path, and
@@ -36,5 +38,12 @@ func TestPGDriverMigrated(t *testing.T) {
 	d := PGDriver(t)
 	versions, err := d.Migrator().AppliedVersions(t.Context(), "engine")
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5}, versions)
+	migs, err := relaymigrate.Load(relaymigrate.EngineLineOf(d))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(migs), 6, "the engine line has at least versions 1..6")
+	var want []int
+	for _, m := range migs {
+		want = append(want, m.Version)
+	}
+	require.Equal(t, want, versions, "every version of the engine line is applied")
 }
