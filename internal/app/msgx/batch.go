@@ -231,7 +231,7 @@ func upsertLatest(ctx context.Context, tx any, cfg Config, saved []*flight.State
 		if s.Status == flight.Deleted {
 			ev.Type = relaysink.Tombstone
 		} else {
-			ev.Payload = flight.Document(s, flight.Children(s, states))
+			ev.Payload = flight.Document(s, flight.Children(s, states), cfg.Flight.MessageLocation())
 		}
 		evs[i] = ev
 	}

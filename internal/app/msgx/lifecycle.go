@@ -168,7 +168,7 @@ func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, t
 			continue
 		}
 		leave = append(leave, s)
-		docs[s.FLID] = flight.Document(s, flight.Children(s, family))
+		docs[s.FLID] = flight.Document(s, flight.Children(s, family), l.cfg.Flight.MessageLocation())
 		if s.Status == flight.Deleted {
 			continue // FDEL already sent its tombstone
 		}

@@ -89,7 +89,7 @@ func Verify(ctx context.Context, cfg Config, store *relaypgx.Driver, mailbox *sq
 	if err := verifyMsgTopic(ctx, brokers, cfg.MsgTopic, byFLID, rep); err != nil {
 		return nil, err
 	}
-	if err := verifySchdTopic(ctx, brokers, cfg.SchdTopic, byFLID, rep); err != nil {
+	if err := verifySchdTopic(ctx, brokers, cfg, byFLID, rep); err != nil {
 		return nil, err
 	}
 	if n := len(rep.Problems); n > maxProblems {
@@ -190,7 +190,8 @@ func verifyMsgTopic(ctx context.Context, brokers []string, topic string, flights
 	return nil
 }
 
-func verifySchdTopic(ctx context.Context, brokers []string, topic string, flights map[string]*flight.State, rep *VerifyReport) error {
+func verifySchdTopic(ctx context.Context, brokers []string, cfg Config, flights map[string]*flight.State, rep *VerifyReport) error {
+	topic := cfg.SchdTopic
 	recs, err := kafkaread.All(ctx, brokers, topic)
 	if err != nil {
 		return fmt.Errorf("msgx verify: read %s: %w", topic, err)
@@ -216,7 +217,7 @@ func verifySchdTopic(ctx context.Context, brokers []string, topic string, flight
 			rep.add("%s: FLID %s last version %d, store has %d", topic, flid, lastVersion[flid], s.Version)
 		case s.Status == flight.Deleted && r.Value != nil:
 			rep.add("%s: FLID %s is DELETED but its last record is not a tombstone", topic, flid)
-		case s.Status != flight.Deleted && !bytes.Equal(r.Value, flight.Document(s, flight.Children(s, flights))):
+		case s.Status != flight.Deleted && !bytes.Equal(r.Value, flight.Document(s, flight.Children(s, flights), cfg.Flight.MessageLocation())):
 			rep.add("%s: FLID %s last record differs from the store's state document", topic, flid)
 		}
 		delete(last, flid)

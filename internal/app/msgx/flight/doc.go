@@ -12,7 +12,7 @@
 //	ch, err := flight.Decide(snap, msg, flight.Msg{ID: id, Kind: msg.Meta.Kind(), Now: now}, settings)
 //	// *ProtocolError: DEAD(PROTOCOL), write nothing; ch.Skipped != "": SKIPPED(reason);
 //	// otherwise save ch.Saved and, per saved flight, KAFKA:msg NoticeDocument
-//	// and KAFKA:schd Document(s, Children(s, states)) (a tombstone for DELETED).
+//	// and KAFKA:schd Document(s, Children(s, states), set.MessageLocation()) (a tombstone for DELETED).
 //
 // Decisions made here beyond the seed's text:
 //

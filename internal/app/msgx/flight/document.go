@@ -15,16 +15,19 @@ import (
 // arrays (empty: []) of items carrying ORDINAL 1..n and SOURCE_SEQ.
 //
 // NULLs (empty strings, zero times, nil ints) are JSON null. Times are
-// RFC 3339 in UTC at second precision; SIS times (SODT, BTIM …) are the
-// zone-less wall clocks as decoded, so their "Z" is nominal and they are in
-// Settings.MessageZone; CREATED_AT and UPDATED_AT are real instants.
+// RFC 3339 at second precision. CREATED_AT and UPDATED_AT are instants, in
+// UTC ("Z"). SIS times (SODT, BTIM …) are the zone-less wall clocks as
+// decoded; zone is the zone they are read in (Settings.MessageLocation), and
+// they are written as that wall clock with the zone's offset at that moment
+// ("2026-03-01T09:30:00+08:00"), so a consumer gets the instant the AODB
+// meant. A nil zone writes them as UTC.
 //
 // A master (MAID == "") carries "MAFL":[{"FLID":…,"FLNO":…}] built from
 // children — normally Children(s, states) — ordered by FLID whatever order
 // they are given in, [] when there are none; a shared flight carries its
 // MAID, CSOP and CSFT and no MAFL key, and children is ignored (§11.4). The
 // same state and children give identical bytes.
-func Document(s *State, children []*State) []byte {
+func Document(s *State, children []*State, zone *time.Location) []byte {
 	doc := stateJSON{
 		FLID:         s.FLID,
 		State:        string(s.Status),
@@ -37,9 +40,9 @@ func Document(s *State, children []*State) []byte {
 		AWCD:         str(s.AWCD),
 		ADID:         str(s.ADID),
 		FLTY:         str(s.FLTY),
-		SODT:         ts(s.SODT),
-		EODT:         ts(s.EODT),
-		AODT:         ts(s.AODT),
+		SODT:         wall(s.SODT, zone),
+		EODT:         wall(s.EODT, zone),
+		AODT:         wall(s.AODT, zone),
 		ACTY:         str(s.ACTY),
 		ACRG:         str(s.ACRG),
 		TERM:         str(s.TERM),
@@ -50,8 +53,8 @@ func Document(s *State, children []*State) []byte {
 		CSOP:         str(s.CSOP),
 		CSFT:         str(s.CSFT),
 		DELY:         items(s.Delays, delayItem),
-		ROUT:         items(s.Routes[ROUT], routeItem),
-		ERUT:         items(s.Routes[ERUT], routeItem),
+		ROUT:         items(s.Routes[ROUT], routeItem(zone)),
+		ERUT:         items(s.Routes[ERUT], routeItem(zone)),
 		SRVT:         items(s.Services[SRVT], serviceItem),
 		VIPF:         items(s.Services[VIPF], serviceItem),
 	}
@@ -66,7 +69,7 @@ func Document(s *State, children []*State) []byte {
 	}
 	res := [NumResourceKinds]*[]resourceJSON{&doc.GATE, &doc.CKIC, &doc.BELT, &doc.STND, &doc.CHUT, &doc.BRDG, &doc.CHOK}
 	for k, dst := range res {
-		*dst = items(s.Resources[k], resourceItem)
+		*dst = items(s.Resources[k], resourceItem(zone))
 	}
 	return marshal(doc)
 }
@@ -180,17 +183,21 @@ type noticeJSON struct {
 	UpdatedAt    *string  `json:"UPDATED_AT"`
 }
 
-func resourceItem(ord int, r Resource) resourceJSON {
-	return resourceJSON{Ordinal: ord, SourceSeq: r.SourceSeq, Code: str(r.Code),
-		BTIM: ts(r.Begin), ETIM: ts(r.End), ABTM: ts(r.ActualBegin), AETM: ts(r.ActualEnd)}
+func resourceItem(zone *time.Location) func(int, Resource) resourceJSON {
+	return func(ord int, r Resource) resourceJSON {
+		return resourceJSON{Ordinal: ord, SourceSeq: r.SourceSeq, Code: str(r.Code),
+			BTIM: wall(r.Begin, zone), ETIM: wall(r.End, zone), ABTM: wall(r.ActualBegin, zone), AETM: wall(r.ActualEnd, zone)}
+	}
 }
 
 func delayItem(ord int, d Delay) delayJSON {
 	return delayJSON{Ordinal: ord, SourceSeq: d.SourceSeq, Code: str(d.Code), DURA: d.Minutes, RMRK: str(d.Remark)}
 }
 
-func routeItem(ord int, p RoutePoint) routeJSON {
-	return routeJSON{Ordinal: ord, SourceSeq: p.SourceSeq, APCD: str(p.Airport), SARR: ts(p.SchedArr), SDEP: ts(p.SchedDep)}
+func routeItem(zone *time.Location) func(int, RoutePoint) routeJSON {
+	return func(ord int, p RoutePoint) routeJSON {
+		return routeJSON{Ordinal: ord, SourceSeq: p.SourceSeq, APCD: str(p.Airport), SARR: wall(p.SchedArr, zone), SDEP: wall(p.SchedDep, zone)}
+	}
 }
 
 func serviceItem(ord int, s Service) serviceJSON {
@@ -213,6 +220,20 @@ func str(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// wall maps a SIS wall clock (its fields, whatever its location) read in
+// zone to RFC 3339 with zone's offset; nil zone is UTC, the zero time (NULL)
+// JSON null.
+func wall(t time.Time, zone *time.Location) *string {
+	if t.IsZero() {
+		return nil
+	}
+	if zone == nil {
+		zone = time.UTC
+	}
+	w := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, zone).Format(time.RFC3339)
+	return &w
 }
 
 // ts maps a time to RFC 3339 UTC, the zero time (NULL) to JSON null.

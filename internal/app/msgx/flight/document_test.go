@@ -2,6 +2,7 @@ package flight_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +40,22 @@ func TestDocument(t *testing.T) {
 		`"ERUT":[{"ORDINAL":1,"SOURCE_SEQ":1,"APCD":"CAN","SARR":null,"SDEP":null}],` +
 		`"SRVT":[],"VIPF":[{"ORDINAL":1,"SOURCE_SEQ":null,"CODE":"VIP","QNTY":1,"RMRK":"a \"b\" <c>"}]}`
 
+	t.Run("SIS times in the message zone", func(t *testing.T) {
+		t.Parallel()
+		// The wall clocks are read in the zone and written with its offset;
+		// CREATED_AT and UPDATED_AT are instants and stay in UTC.
+		got := string(flight.Document(master, []*flight.State{c1, c2}, shanghai))
+		inZone := strings.NewReplacer(`"SODT":"2026-03-01T09:30:00Z"`, `"SODT":"2026-03-01T09:30:00+08:00"`,
+			`"ABTM":"2026-03-01T08:55:00Z"`, `"ABTM":"2026-03-01T08:55:00+08:00"`,
+			`"SDEP":"2026-03-01T09:30:00Z"`, `"SDEP":"2026-03-01T09:30:00+08:00"`).Replace(want)
+		require.NotEqual(t, want, inZone)
+		require.Equal(t, inZone, got)
+		require.Contains(t, got, `"UPDATED_AT":"2026-03-01T01:02:03Z"`)
+	})
+
 	t.Run("master with MAFL", func(t *testing.T) {
 		t.Parallel()
-		got := flight.Document(master, []*flight.State{c1, c2})
+		got := flight.Document(master, []*flight.State{c1, c2}, time.UTC)
 		require.Equal(t, want, string(got))
 		require.True(t, json.Valid(got))
 	})
@@ -49,15 +63,15 @@ func TestDocument(t *testing.T) {
 		t.Parallel()
 		again := master.Clone()
 		again.UpdatedAt = again.UpdatedAt.UTC()
-		require.Equal(t, want, string(flight.Document(again, []*flight.State{c2, c1})))
+		require.Equal(t, want, string(flight.Document(again, []*flight.State{c2, c1}, time.UTC)))
 	})
 	t.Run("master without children has an empty MAFL", func(t *testing.T) {
 		t.Parallel()
-		require.Contains(t, string(flight.Document(&flight.State{FLID: "9", Status: flight.Active, Version: 2}, nil)), `"CSFT":null,"MAFL":[],"GATE":[]`)
+		require.Contains(t, string(flight.Document(&flight.State{FLID: "9", Status: flight.Active, Version: 2}, nil, time.UTC)), `"CSFT":null,"MAFL":[],"GATE":[]`)
 	})
 	t.Run("shared flight has no MAFL, children ignored", func(t *testing.T) {
 		t.Parallel()
-		got := string(flight.Document(c1, []*flight.State{c2}))
+		got := string(flight.Document(c1, []*flight.State{c2}, time.UTC))
 		require.NotContains(t, got, "MAFL")
 		require.Contains(t, got, `"MAID":"100001","CSOP":"MU","CSFT":"MU5678","GATE":[]`)
 		require.Contains(t, got, `"OPERATION_DAY":null,"LAST_MSG_ID":0,"CREATED_AT":null,"UPDATED_AT":null`)
@@ -65,7 +79,7 @@ func TestDocument(t *testing.T) {
 	t.Run("children from Children", func(t *testing.T) {
 		t.Parallel()
 		states := snapOf(master, c1, c2, &flight.State{FLID: "100004", Status: flight.Deleted, MAID: "100001"})
-		require.Equal(t, want, string(flight.Document(master, flight.Children(master, states))))
+		require.Equal(t, want, string(flight.Document(master, flight.Children(master, states), time.UTC)))
 	})
 }
 
