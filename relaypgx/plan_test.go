@@ -52,9 +52,10 @@ func genericPlan(t *testing.T, ctx context.Context, d *relaypgx.Driver, sql stri
 // keeps without autovacuum's ANALYZE. Without statistics every path costs
 // alike, and such plans had the claim join back through the identity index
 // (reading every unbound message per claimed row), the batch completion and
-// the acknowledgement hash over or scan every unfinished or terminal row, and
-// the identity binding hash over the whole pipeline: each fine on an empty
-// table, each slower with every message of backlog.
+// the acknowledgement hash over or scan every unfinished or terminal row, the
+// identity binding hash over the whole pipeline, and the outbox's SENT mark
+// scan the whole outbox: each fine on an empty table, each slower with every
+// row it holds.
 func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -66,6 +67,7 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 		{"MessageClaim", []string{`Index Cond: ((pipeline = ready.pipeline) AND (id = ready.id))`}},
 		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = u.pipeline) AND (id = u.id))`}},
 		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = $1) AND (id = u.id))`}},
+		{"OutboxMarkSent", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
 		{"MessageBindIdentities", []string{`Index Cond: ((pipeline = $1) AND (id = i.id))`,
 			`Index Cond: ((pipeline = $1) AND (identity_key = i.identity))`, `Index Cond: ((pipeline = f.pipeline) AND (id = f.id))`}},
 	} {
@@ -74,6 +76,7 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 			require.Contains(t, plan, w, "%s:\n%s", c.query, plan)
 		}
 		require.NotContains(t, plan, "Seq Scan on relay_message", "%s:\n%s", c.query, plan)
+		require.NotContains(t, plan, "Seq Scan on relay_outbox", "%s:\n%s", c.query, plan)
 		require.NotContains(t, plan, "Hash Join", "%s:\n%s", c.query, plan)
 		require.NotContains(t, plan, "relay_message_identity_key on relay_message t", "%s:\n%s", c.query, plan)
 	}

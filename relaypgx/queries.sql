@@ -392,10 +392,17 @@ LIMIT $4;
 -- guard is spelled "not SENT and not DEAD" (the same set, by
 -- relay_outbox_state_check) so that no partial index predicate matches it:
 -- spelled state = 'PENDING' it let the planner AND the id lookup with a scan of
--- the whole pending index (and its dead entries), once per batch.
-UPDATE relay_outbox
+-- the whole pending index (and its dead entries), once per batch. Each id is
+-- found by a primary-key probe and its row updated by ctid, as in
+-- MessageCompleteMany: a generic plan made while the outbox was empty ran
+-- "id = ANY(...)" as a scan of the whole table, SENT rows of the retention
+-- period included.
+UPDATE relay_outbox o
 SET state = 'SENT', sent_at = $2, updated_at = $2, next_attempt_at = NULL
-WHERE id = ANY($1::bigint[]) AND state NOT IN ('SENT', 'DEAD');
+FROM (SELECT r.tid
+      FROM unnest($1::bigint[]) AS u(id),
+           LATERAL (SELECT x.ctid AS tid FROM relay_outbox x WHERE x.id = u.id LIMIT 1) r) v
+WHERE o.ctid = v.tid AND o.state NOT IN ('SENT', 'DEAD');
 
 -- name: OutboxFail
 -- One failed delivery: attempts+1 and a backoff, or DEAD at the limit (kept as
