@@ -16,27 +16,12 @@ SELECT pg_advisory_xact_lock(hashtextextended(coalesce(current_schema(), '') || 
 -- Flight state: FLIGHT_SCHD and its detail tables (seed 000 §11)
 
 -- name: SchdLoad
--- The flights $1; with $3 also their current masters (MAID); with $2 also
--- every flight whose MAID is one of those (children, any STATE). DetailsLoad
--- selects the same set. The parameters are read through the materialized CTE
--- p so that no plan depends on their values: PostgreSQL then keeps one
--- generic plan per connection instead of planning a custom one every time
--- (the arrays' lengths and the flags would otherwise change the estimates).
--- A false flag gates its scan off at run time.
-WITH p AS MATERIALIZED (
-    SELECT $1::text[] AS flids, $2::boolean AS children, $3::boolean AS masters
-), x AS (
-    SELECT f.flid FROM p, unnest(p.flids) AS f (flid)
-    UNION
-    SELECT s.maid FROM flight_schd s
-    WHERE (SELECT masters FROM p) AND s.flid = ANY ((SELECT flids FROM p)::text[]) AND s.maid IS NOT NULL
-), t AS (
-    SELECT ARRAY(
-        SELECT s.flid FROM flight_schd s WHERE s.flid = ANY (ARRAY(SELECT flid FROM x))
-        UNION
-        SELECT s.flid FROM flight_schd s
-        WHERE (SELECT children FROM p) AND s.maid = ANY (ARRAY(SELECT flid FROM x))
-    ) AS flids
+-- The FLIGHT_SCHD rows of exactly the flights $1 (SchdKeys selects a wider
+-- set: masters and children). The array is read through the materialized CTE
+-- t so that no plan depends on its length: PostgreSQL then keeps one generic
+-- plan per connection instead of planning a custom one every time.
+WITH t AS MATERIALIZED (
+    SELECT $1::text[] AS flids
 )
 SELECT s.flid, s.state, s.state_version, s.operation_day, s.last_msg_id, s.created_at, s.updated_at,
        s.flno, s.awcd, s.adid, s.flty, s.sodt, s.eodt, s.aodt, s.acty, s.acrg, s.term,
@@ -45,25 +30,12 @@ FROM flight_schd s
 WHERE s.flid = ANY ((SELECT flids FROM t)::text[]);
 
 -- name: DetailsLoad
--- Every detail row of the flights SchdLoad selects (same parameters, same
--- set), in one result of a shared shape: tab names the collection (the
--- resource kind, DELY, SRVT, VIPF or the route kind); code is the code or
--- APCD; t1..t4 the times (BTIM, ETIM, ABTM, AETM; SARR, SDEP for routes); n is
--- DURA or QNTY.
-WITH p AS MATERIALIZED (
-    SELECT $1::text[] AS flids, $2::boolean AS children, $3::boolean AS masters
-), x AS (
-    SELECT f.flid FROM p, unnest(p.flids) AS f (flid)
-    UNION
-    SELECT s.maid FROM flight_schd s
-    WHERE (SELECT masters FROM p) AND s.flid = ANY ((SELECT flids FROM p)::text[]) AND s.maid IS NOT NULL
-), t AS (
-    SELECT ARRAY(
-        SELECT s.flid FROM flight_schd s WHERE s.flid = ANY (ARRAY(SELECT flid FROM x))
-        UNION
-        SELECT s.flid FROM flight_schd s
-        WHERE (SELECT children FROM p) AND s.maid = ANY (ARRAY(SELECT flid FROM x))
-    ) AS flids
+-- Every detail row of exactly the flights $1 (as SchdLoad), in one result of
+-- a shared shape: tab names the collection (the resource kind, DELY, SRVT,
+-- VIPF or the route kind); code is the code or APCD; t1..t4 the times (BTIM,
+-- ETIM, ABTM, AETM; SARR, SDEP for routes); n is DURA or QNTY.
+WITH t AS MATERIALIZED (
+    SELECT $1::text[] AS flids
 )
 SELECT 'GATE' AS tab, d.flid, d.ordinal, d.source_seq, d.code, d.begin_at AS t1, d.end_at AS t2,
        d.actual_begin_at AS t3, d.actual_end_at AS t4, NULL::bigint AS n, NULL::text AS remark
@@ -101,10 +73,13 @@ FROM flight_route_point d WHERE d.flid = ANY ((SELECT flids FROM t)::text[])
 ORDER BY 2, 1, 3;
 
 -- name: SchdKeys
--- The flights SchdLoad would select (same parameters, same set), each with
--- its STATE_VERSION and xmin — the row version a Cache checks its entry
--- against — instead of the row. A Cache-backed LoadWith reads this first and
--- then only the flights whose cached entry is missing or stale.
+-- The flights $1; with $3 also their current masters (MAID); with $2 also
+-- every flight whose MAID is one of those (children, any STATE) — each with
+-- its STATE_VERSION and xmin, the row version a Cache checks its entry
+-- against. LoadWith reads this set first when it needs masters or children,
+-- then the rows it still needs with SchdLoad and DetailsLoad. The parameters
+-- go through the materialized CTE p for one generic plan (see SchdLoad); a
+-- false flag gates its scan off at run time.
 WITH p AS MATERIALIZED (
     SELECT $1::text[] AS flids, $2::boolean AS children, $3::boolean AS masters
 ), x AS (

@@ -3,6 +3,7 @@ package flightstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -23,12 +24,13 @@ const LoadAllPageSize = 500
 // STATE. The map is never nil. It is LoadWith with LoadOpts{Children:
 // withChildren}.
 //
-// One round trip: a batch of two statements (FLIGHT_SCHD rows, then every
-// detail row in one result). Under READ COMMITTED each statement reads its own
+// Exactly flids take one round trip, a batch of two statements (FLIGHT_SCHD
+// rows, then every detail row in one result); with children the set is read
+// first (see LoadWith). Under READ COMMITTED each statement reads its own
 // snapshot, so for a consistent read (seed 000 §12.4) call it in the
 // transaction that holds PIPELINE_LOCK — every writer of flights takes it —
 // or in a REPEATABLE READ transaction. A detail row whose FLIGHT_SCHD row the
-// first statement did not see is ignored. ctx governs the round trip.
+// first statement did not see is ignored. ctx governs the round trips.
 func Load(ctx context.Context, q Querier, flids []string, withChildren bool) (map[string]*flight.State, error) {
 	return LoadWith(ctx, q, flids, LoadOpts{Children: withChildren})
 }
@@ -37,15 +39,15 @@ func Load(ctx context.Context, q Querier, flids []string, withChildren bool) (ma
 // exactly the given flights.
 type LoadOpts struct {
 	// LockPipeline takes PIPELINE_LOCK (see LockPipeline) before reading, in
-	// the same round trip: the lock statement leads the batch. q must then be
-	// a transaction.
+	// the same round trip: the lock statement leads the first batch. q must
+	// then be a transaction.
 	LockPipeline bool
 	// Masters also loads the flights the given flights currently point to by
 	// MAID (their masters). A coordinator can then pass the FLIDs a message
 	// names plus the MAIDs it carries and get, with Children, the whole
 	// snapshot flight.Decide needs (flight.Involved's set and the children of
-	// each) in one round trip instead of two; the set may be slightly larger
-	// (the MAIDs of the masters the message names, and their children).
+	// each) in one call, the set read in one statement; it may be slightly
+	// larger (the MAIDs of the masters the message names, and their children).
 	Masters bool
 	// Children also loads every flight whose MAID is one of the flights
 	// selected so far (flids, and their masters with Masters), any STATE.
@@ -59,30 +61,118 @@ type LoadOpts struct {
 	Cache *Cache
 }
 
-// LoadWith is Load with options: the pipeline lock and a wider set of flights
-// in the same single round trip. With no flids it loads nothing (and only
-// takes the lock, if asked).
+// LoadWith is Load with options: the pipeline lock and a wider set of flights.
+// With no flids it loads nothing (and only takes the lock, if asked). Exactly
+// the given flights take one round trip (the lock, if asked, leads the batch);
+// with Masters or Children the set is read first (SchdKeys, with the lock),
+// then its rows — two round trips, or one when a Cache serves every flight.
 func LoadWith(ctx context.Context, q Querier, flids []string, opts LoadOpts) (map[string]*flight.State, error) {
 	out := make(map[string]*flight.State, len(flids))
-	op := flidOp("load", flids)
 	if len(flids) == 0 {
 		if opts.LockPipeline {
 			return out, LockPipeline(ctx, q)
 		}
 		return out, nil
 	}
-	if opts.Cache != nil && opts.LockPipeline {
-		return loadCached(ctx, q, flids, opts, out)
+	cached := opts.Cache != nil && opts.LockPipeline
+	if !cached && !opts.Masters && !opts.Children {
+		return out, loadExact(ctx, q, flids, opts.LockPipeline, out)
 	}
+	keys, err := rowVersions(ctx, q, flids, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !cached {
+		return out, loadExact(ctx, q, slices.Sorted(maps.Keys(keys)), false, out)
+	}
+	for _, f := range flids {
+		if _, ok := keys[f]; !ok {
+			opts.Cache.forget(f) // gone from the store
+		}
+	}
+	var missing []string
+	for f, k := range keys {
+		if s, ok := opts.Cache.get(f, k.version, k.xmin); ok {
+			out[f] = s
+		} else {
+			missing = append(missing, f)
+		}
+	}
+	loaded := make(map[string]*flight.State, len(missing))
+	if err := loadExact(ctx, q, missing, false, loaded); err != nil {
+		return nil, err
+	}
+	for f, s := range loaded {
+		out[f] = s
+		if k := keys[f]; k.version == s.Version {
+			opts.Cache.put(s, k.xmin)
+		}
+	}
+	return out, nil
+}
+
+// rowVersion is a FLIGHT_SCHD row's STATE_VERSION and xmin.
+type rowVersion struct{ version, xmin int64 }
+
+// rowVersions reads the set LoadWith selects for flids and opts (SchdKeys),
+// taking the lock first when opts asks, in one round trip.
+func rowVersions(ctx context.Context, q Querier, flids []string, opts LoadOpts) (map[string]rowVersion, error) {
+	op := flidOp("load", flids)
 	b := &pgx.Batch{}
 	if opts.LockPipeline {
 		b.Queue(stmts.pipelineLock)
 	}
-	b.Queue(stmts.schdLoad, flids, opts.Children, opts.Masters)
-	b.Queue(stmts.detailsLoad, flids, opts.Children, opts.Masters)
+	b.Queue(stmts.schdKeys, flids, opts.Children, opts.Masters)
 	br := q.SendBatch(ctx, b)
+	keys := make(map[string]rowVersion, len(flids))
 	err := func() error {
 		if opts.LockPipeline {
+			if _, err := br.Exec(); err != nil {
+				return mapErr("lock pipeline", err)
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return mapErr(op+": row versions", err)
+		}
+		var (
+			flid string
+			k    rowVersion
+		)
+		_, err = pgx.ForEachRow(rows, []any{&flid, &k.version, &k.xmin}, func() error {
+			keys[flid] = k
+			return nil
+		})
+		return mapErr(op+": row versions", err)
+	}()
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = mapErr(op, cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// loadExact reads the full states of exactly flids into out, in one round
+// trip, taking the lock first when lock is set. No flids: nothing to read.
+func loadExact(ctx context.Context, q Querier, flids []string, lock bool, out map[string]*flight.State) error {
+	if len(flids) == 0 {
+		if lock {
+			return LockPipeline(ctx, q)
+		}
+		return nil
+	}
+	op := flidOp("load", flids)
+	b := &pgx.Batch{}
+	if lock {
+		b.Queue(stmts.pipelineLock)
+	}
+	b.Queue(stmts.schdLoad, flids)
+	b.Queue(stmts.detailsLoad, flids)
+	br := q.SendBatch(ctx, b)
+	err := func() error {
+		if lock {
 			if _, err := br.Exec(); err != nil {
 				return mapErr("lock pipeline", err)
 			}
@@ -98,74 +188,7 @@ func LoadWith(ctx context.Context, q Querier, flids []string, opts LoadOpts) (ma
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = mapErr(op, cerr)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// loadCached is LoadWith through opts.Cache (LockPipeline set): the lock and
-// the selected flights' row versions in one round trip, then the flights the
-// cache cannot serve in a second.
-func loadCached(ctx context.Context, q Querier, flids []string, opts LoadOpts, out map[string]*flight.State) (map[string]*flight.State, error) {
-	op := flidOp("load", flids)
-	b := &pgx.Batch{}
-	b.Queue(stmts.pipelineLock)
-	b.Queue(stmts.schdKeys, flids, opts.Children, opts.Masters)
-	br := q.SendBatch(ctx, b)
-	type key struct{ version, xmin int64 }
-	keys := make(map[string]key, len(flids))
-	err := func() error {
-		if _, err := br.Exec(); err != nil {
-			return mapErr("lock pipeline", err)
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return mapErr(op+": row versions", err)
-		}
-		var (
-			flid string
-			k    key
-		)
-		_, err = pgx.ForEachRow(rows, []any{&flid, &k.version, &k.xmin}, func() error {
-			keys[flid] = k
-			return nil
-		})
-		return mapErr(op+": row versions", err)
-	}()
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = mapErr(op, cerr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range flids {
-		if _, ok := keys[f]; !ok {
-			opts.Cache.forget(f) // gone from the store
-		}
-	}
-	var missing []string
-	for f, k := range keys {
-		if s, ok := opts.Cache.get(f, k.version, k.xmin); ok {
-			out[f] = s
-		} else {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	loaded, err := LoadWith(ctx, q, missing, LoadOpts{})
-	if err != nil {
-		return nil, err
-	}
-	for f, s := range loaded {
-		out[f] = s
-		if k := keys[f]; k.version == s.Version {
-			opts.Cache.put(s, k.xmin)
-		}
-	}
-	return out, nil
+	return err
 }
 
 // readSchd reads the SchdLoad result into out.
