@@ -255,22 +255,13 @@ func (w *AckWriter) round(ctx context.Context) (int, error) {
 		}
 		var acked []int64
 		var rowErr error
-		outcomes, batchErr := w.acknowledgeBatch(ctx, batch)
+		observe := w.acknowledge(ctx, batch)
 		for i, m := range batch {
 			if ctx.Err() != nil {
 				break
 			}
-			var ok bool
-			var err error
-			if outcomes != nil || batchErr != nil {
-				var o relaysource.AckOutcome
-				if outcomes != nil {
-					o = outcomes[i]
-				}
-				ok, err = w.record(ctx, ex, m, o, batchErr)
-			} else {
-				ok, err = w.one(ctx, ex, m)
-			}
+			outcome, srcErr := observe(i)
+			ok, err := w.record(ctx, ex, m, outcome, srcErr)
 			if err != nil {
 				rowErr = err
 				break
@@ -292,14 +283,17 @@ func (w *AckWriter) round(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// acknowledgeBatch writes the marks of batch in one call when the source is a
-// relaysource.BatchAcknowledger, returning one outcome per message or the
-// error that stands for all of them; otherwise (or for an empty batch) it
-// returns nil, nil and the caller acknowledges message by message.
-func (w *AckWriter) acknowledgeBatch(ctx context.Context, batch []*relaytype.Message) ([]relaysource.AckOutcome, error) {
+// acknowledge writes the marks of batch in the source and returns what the
+// source observed for batch[i]: one call for the whole batch when the source
+// is a relaysource.BatchAcknowledger (its error then stands for every row),
+// else one call per row as it is asked for.
+func (w *AckWriter) acknowledge(ctx context.Context, batch []*relaytype.Message) func(i int) (relaysource.AckOutcome, error) {
 	ba, ok := w.src.(relaysource.BatchAcknowledger)
 	if !ok || len(batch) == 0 {
-		return nil, nil
+		return func(i int) (relaysource.AckOutcome, error) {
+			m := batch[i]
+			return w.src.Acknowledge(ctx, m.ID, w.cfg.MarkFor(m.State), w.cfg.Clock.Now())
+		}
 	}
 	now := w.cfg.Clock.Now()
 	items := make([]relaysource.AckItem, len(batch))
@@ -310,17 +304,12 @@ func (w *AckWriter) acknowledgeBatch(ctx context.Context, batch []*relaytype.Mes
 	if err == nil && len(out) != len(batch) {
 		err = fmt.Errorf("the source answered %d outcomes for %d rows", len(out), len(batch))
 	}
-	if err != nil {
-		return nil, err
+	return func(i int) (relaysource.AckOutcome, error) {
+		if err != nil {
+			return 0, err
+		}
+		return out[i], nil
 	}
-	return out, nil
-}
-
-// one acknowledges message m in the source on its own and records the
-// outcome (record).
-func (w *AckWriter) one(ctx context.Context, ex relaydriver.Executor, m *relaytype.Message) (bool, error) {
-	outcome, srcErr := w.src.Acknowledge(ctx, m.ID, w.cfg.MarkFor(m.State), w.cfg.Clock.Now())
-	return w.record(ctx, ex, m, outcome, srcErr)
 }
 
 // record handles what the source observed for message m — outcome, or the

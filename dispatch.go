@@ -136,7 +136,9 @@ type Dispatcher struct {
 
 	workMu sync.Mutex // serialises Work calls (and the started loop's rounds)
 	cursor string     // the last key served: the next fetch's rotation point; guarded by workMu
-	lc     *lifecycle
+	// metricsThrottle spaces the pending gauge's refreshes; guarded by workMu.
+	metricsThrottle refreshThrottle
+	lc              *lifecycle
 }
 
 // NewDispatcher validates cfg (naming the bad field) and returns a dispatcher
@@ -530,9 +532,12 @@ func (x *Dispatcher) count(outcome string, n int) {
 	}
 }
 
-// refreshMetrics sets the pending gauge; a failure is logged, not returned.
+// refreshMetrics sets the pending gauge, at most once per
+// metricsRefreshInterval of the dispatcher's clock (the count reads the whole
+// target, and a busy dispatcher is woken after every commit that appends to
+// it); a failure is logged, not returned. Caller holds workMu.
 func (x *Dispatcher) refreshMetrics(ctx context.Context) {
-	if x.metrics == nil {
+	if x.metrics == nil || !x.metricsThrottle.due(x.cfg.Clock.Now()) {
 		return
 	}
 	stats := x.d.GetExecutor().OutboxStats

@@ -57,7 +57,8 @@
 // The gauges are refreshed from the store at the end of a Work round, at most
 // once a second on Config.Clock (the aggregate reads the whole pipeline). The
 // outbox Dispatcher exports relay_outbox_events_total{target,outcome} and
-// relay_outbox_pending{target}; the AckWriter exports
+// relay_outbox_pending{target} (refreshed the same way, on its Clock); the
+// AckWriter exports
 // relay_ack_total{pipeline,outcome}, relay_ack_abandoned_total{pipeline,reason}
 // and relay_ack_attempts_alerts_total{pipeline}.
 //

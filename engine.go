@@ -43,9 +43,8 @@ type Engine struct {
 	// lastExpiredScan is when a claim last searched for expired leases (zero:
 	// never); claims in between skip that search (see claim).
 	lastExpiredScan time.Time
-	// lastMetrics is when the gauges were last refreshed (zero: never); see
-	// refreshMetrics.
-	lastMetrics time.Time
+	// metricsThrottle spaces the gauges' refreshes (see refreshMetrics).
+	metricsThrottle refreshThrottle
 	// warnedW / warnedNoCursor rate-limit the watermark WARN to once per value.
 	warnedW        int64
 	warnedAny      bool

@@ -66,25 +66,36 @@ func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
 	return m, nil
 }
 
-// metricsRefreshInterval is the least time between two refreshes of the
-// gauges. The aggregate behind them reads every row of the pipeline, so it
-// must not run after each of the many short rounds a busy pipeline makes (at
-// a few hundred rounds per second it would cost more than the work itself);
-// a Prometheus scrape is rarely more frequent than this anyway.
+// metricsRefreshInterval is the least time between two refreshes of a
+// component's gauges. The aggregates behind them read a whole pipeline or
+// target, so they must not run after each of the many short rounds a busy
+// component makes (at a few hundred rounds per second they would cost more
+// than the work itself); a Prometheus scrape is rarely more frequent anyway.
 const metricsRefreshInterval = time.Second
+
+// refreshThrottle lets a gauge refresh through at most once per
+// metricsRefreshInterval of a clock. Its user serialises the calls (both hold
+// their work lock).
+type refreshThrottle struct {
+	last time.Time // zero: never refreshed
+}
+
+// due reports whether a refresh at now may run, and if so records it.
+func (r *refreshThrottle) due(now time.Time) bool {
+	if !r.last.IsZero() && now.Sub(r.last) < metricsRefreshInterval {
+		return false
+	}
+	r.last = now
+	return true
+}
 
 // refreshMetrics reads the pipeline's aggregate and sets the gauges, at most
 // once per metricsRefreshInterval of the engine's clock. A failure is logged
 // (not returned): metrics must not stop processing. Caller holds workMu.
 func (e *Engine) refreshMetrics(ctx context.Context) {
-	if e.metrics == nil {
+	if e.metrics == nil || !e.metricsThrottle.due(e.cfg.Clock.Now()) {
 		return
 	}
-	now := e.cfg.Clock.Now()
-	if !e.lastMetrics.IsZero() && now.Sub(e.lastMetrics) < metricsRefreshInterval {
-		return
-	}
-	e.lastMetrics = now
 	st, err := e.Stats(ctx)
 	if err != nil {
 		e.log.WarnContext(ctx, "relay: refresh metrics", "pipeline", e.cfg.Pipeline, "error", err)

@@ -300,16 +300,8 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 		// crash before that is simply bound again (WHERE identity_key IS
 		// NULL). This takes an fsync off every message's path. The batch is one
 		// round trip and one implicit transaction.
-		b := &pgx.Batch{}
-		b.Queue(queries[qSessionAsyncCommit])
-		b.Queue(queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity)
-		br := e.db.SendBatch(ctx, b)
-		if _, err = br.Exec(); err == nil {
-			err = br.QueryRow().Scan(&id)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
+		err = e.asyncCommit(ctx, queries[qMessageBindIdentity], []any{params.Pipeline, params.ID, params.Identity},
+			func(br pgx.BatchResults) error { return br.QueryRow().Scan(&id) })
 	} else {
 		err = db.QueryRow(ctx, queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity).Scan(&id)
 	}
@@ -520,36 +512,46 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // This takes a WAL flush off every claim, which runs on the claim loop's
 // critical path.
 func (e *executor) claimAsync(ctx context.Context, op, query string, args []any) ([]*relaytype.Message, error) {
-	b := &pgx.Batch{}
-	b.Queue(queries[qSessionAsyncCommit])
-	b.Queue(queries[query], args...)
-	br := e.db.SendBatch(ctx, b)
-	out, err := func() ([]*relaytype.Message, error) {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
+	var out []*relaytype.Message
+	err := e.asyncCommit(ctx, queries[query], args, func(br pgx.BatchResults) error {
 		r, err := br.Query()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer r.Close()
-		var out []*relaytype.Message
 		for r.Next() {
 			m, err := scanMessage(r)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			out = append(out, m)
 		}
-		return out, r.Err()
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		return r.Err()
+	})
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
+}
+
+// asyncCommit runs query as its own implicit transaction that commits
+// without waiting for its WAL flush (synchronous_commit off for that
+// transaction only), in one round trip, and hands its result to read. Only
+// for writes that are safe to lose in a crash: the binding, the claim's lease
+// and the outbox's SENT mark say why each is. Outside a transaction only.
+func (e *executor) asyncCommit(ctx context.Context, query string, args []any, read func(pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	b.Queue(queries[qSessionAsyncCommit])
+	b.Queue(query, args...)
+	br := e.db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = read(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // MessageReplay moves FAILED/DEAD messages of the given classes back to PENDING.

@@ -240,18 +240,11 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 		}
 		return int(tag.RowsAffected()), nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(queries[qSessionAsyncCommit])
-	b.Queue(queries[qOutboxMarkSent], params.IDs, ts(params.Now))
-	br := e.db.SendBatch(ctx, b)
-	_, err := br.Exec()
 	var tag pgconn.CommandTag
-	if err == nil {
+	err := e.asyncCommit(ctx, queries[qOutboxMarkSent], []any{params.IDs, ts(params.Now)}, func(br pgx.BatchResults) (err error) {
 		tag, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		return err
+	})
 	if err != nil {
 		return 0, mapErr(op, err)
 	}

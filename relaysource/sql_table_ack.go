@@ -2,7 +2,7 @@ package relaysource
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -16,41 +16,19 @@ var _ BatchAcknowledger = (*SQLTable)(nil)
 // §6.2). ctx and ReadTimeout bound both statements. Every error is transient
 // for the caller. It requires SQLTableConfig.MarkColumn and a non-empty mark.
 func (s *SQLTable) Acknowledge(ctx context.Context, id int64, mark string, at time.Time) (AckOutcome, error) {
-	if s.queries.mark == "" {
-		return 0, fmt.Errorf("relaysource: acknowledge %s id %d: SQLTableConfig.MarkColumn is not set", s.cfg.Table, id)
-	}
-	if mark == "" {
-		return 0, errors.New("relaysource: acknowledge: the mark is empty (an empty mark reads as \"not marked\")")
+	it := AckItem{ID: id, Mark: mark, At: at}
+	if err := s.checkAck(it); err != nil {
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
 	defer cancel()
-	args := []any{mark}
-	if s.cfg.MarkTimeColumn != "" {
-		args = append(args, at.UTC())
-	}
-	args = append(args, id)
-	res, err := s.db.ExecContext(ctx, s.queries.mark, args...)
+	out, err := s.markRow(ctx, it, func(ctx context.Context, args ...any) (sql.Result, error) {
+		return s.db.ExecContext(ctx, s.queries.mark, args...)
+	}, s.db.QueryRowContext)
 	if err != nil {
 		return 0, fmt.Errorf("relaysource: acknowledge %s id %d: %w", s.cfg.Table, id, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("relaysource: acknowledge %s id %d: rows affected: %w", s.cfg.Table, id, err)
-	}
-	switch {
-	case n == 1:
-		return AckWritten, nil
-	case n > 1:
-		return 0, fmt.Errorf("relaysource: acknowledge %s id %d: %d rows updated (is %s unique?)", s.cfg.Table, id, n, s.cfg.IDColumn)
-	}
-	var exists bool
-	if err := s.db.QueryRowContext(ctx, s.queries.exists, id).Scan(&exists); err != nil {
-		return 0, fmt.Errorf("relaysource: acknowledge %s id %d: existence check: %w", s.cfg.Table, id, err)
-	}
-	if exists {
-		return AckAlreadyMarked, nil
-	}
-	return AckMissingRow, nil
+	return out, nil
 }
 
 // AcknowledgeBatch is Acknowledge for many rows in one transaction: the same
@@ -58,12 +36,9 @@ func (s *SQLTable) Acknowledge(ctx context.Context, id int64, mark string, at ti
 // that changed no row, one commit. ctx and ReadTimeout bound the whole batch.
 // An item with an empty mark fails the batch before anything is written.
 func (s *SQLTable) AcknowledgeBatch(ctx context.Context, items []AckItem) (_ []AckOutcome, err error) {
-	if s.queries.mark == "" {
-		return nil, fmt.Errorf("relaysource: acknowledge %s: SQLTableConfig.MarkColumn is not set", s.cfg.Table)
-	}
 	for _, it := range items {
-		if it.Mark == "" {
-			return nil, fmt.Errorf("relaysource: acknowledge %s id %d: the mark is empty (an empty mark reads as \"not marked\")", s.cfg.Table, it.ID)
+		if err := s.checkAck(it); err != nil {
+			return nil, err
 		}
 	}
 	if len(items) == 0 {
@@ -90,36 +65,57 @@ func (s *SQLTable) AcknowledgeBatch(ctx context.Context, items []AckItem) (_ []A
 	defer mark.Close()
 	out := make([]AckOutcome, len(items))
 	for i, it := range items {
-		args := []any{it.Mark}
-		if s.cfg.MarkTimeColumn != "" {
-			args = append(args, it.At.UTC())
-		}
-		res, err := mark.ExecContext(ctx, append(args, it.ID)...)
-		if err != nil {
+		if out[i], err = s.markRow(ctx, it, mark.ExecContext, tx.QueryRowContext); err != nil {
 			return nil, fail(fmt.Sprintf("id %d", it.ID), err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fail(fmt.Sprintf("id %d: rows affected", it.ID), err)
-		}
-		switch {
-		case n == 1:
-			out[i] = AckWritten
-			continue
-		case n > 1:
-			return nil, fail(fmt.Sprintf("id %d", it.ID), fmt.Errorf("%d rows updated (is %s unique?)", n, s.cfg.IDColumn))
-		}
-		var exists bool
-		if err := tx.QueryRowContext(ctx, s.queries.exists, it.ID).Scan(&exists); err != nil {
-			return nil, fail(fmt.Sprintf("id %d: existence check", it.ID), err)
-		}
-		out[i] = AckMissingRow
-		if exists {
-			out[i] = AckAlreadyMarked
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fail("commit", err)
 	}
 	return out, nil
+}
+
+// checkAck refuses what no acknowledgement can write: a source without a mark
+// column, or an empty mark (which reads as "not marked").
+func (s *SQLTable) checkAck(it AckItem) error {
+	if s.queries.mark == "" {
+		return fmt.Errorf("relaysource: acknowledge %s id %d: SQLTableConfig.MarkColumn is not set", s.cfg.Table, it.ID)
+	}
+	if it.Mark == "" {
+		return fmt.Errorf("relaysource: acknowledge %s id %d: the mark is empty (an empty mark reads as \"not marked\")", s.cfg.Table, it.ID)
+	}
+	return nil
+}
+
+// markRow writes one acknowledgement: exec runs the conditional UPDATE with
+// its arguments; when it changed no row, queryRow runs the existence check.
+// Acknowledge runs them on the pool, AcknowledgeBatch on its transaction.
+func (s *SQLTable) markRow(ctx context.Context, it AckItem,
+	exec func(ctx context.Context, args ...any) (sql.Result, error),
+	queryRow func(ctx context.Context, query string, args ...any) *sql.Row) (AckOutcome, error) {
+	args := []any{it.Mark}
+	if s.cfg.MarkTimeColumn != "" {
+		args = append(args, it.At.UTC())
+	}
+	res, err := exec(ctx, append(args, it.ID)...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("rows affected: %w", err)
+	case n == 1:
+		return AckWritten, nil
+	case n > 1:
+		return 0, fmt.Errorf("%d rows updated (is %s unique?)", n, s.cfg.IDColumn)
+	}
+	var exists bool
+	if err := queryRow(ctx, s.queries.exists, it.ID).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("existence check: %w", err)
+	}
+	if exists {
+		return AckAlreadyMarked, nil
+	}
+	return AckMissingRow, nil
 }
