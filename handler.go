@@ -2,8 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -103,41 +101,16 @@ type HandlerFunc func(ctx context.Context, tx Tx, d *Delivery) Result
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, tx Tx, d *Delivery) Result { return f(ctx, tx, d) }
 
-// ClassError attaches an error class to an error. Decoders return one (via
-// Classify) to say whether a failure is MALFORMED (dead at once) or
-// CODEC_ERROR (retried).
-type ClassError struct {
-	// Class is the error class recorded with the failure.
-	Class relaytype.ErrorClass
-	// Err is the underlying error; its text becomes the message's LastError.
-	Err error
-}
+// ClassError attaches an error class to an error; it is relaytype.ClassError,
+// named here so handlers need only this package.
+type ClassError = relaytype.ClassError
 
-// Error returns "<CLASS>: <err>".
-func (e *ClassError) Error() string {
-	if e.Err == nil {
-		return string(e.Class)
-	}
-	return fmt.Sprintf("%s: %v", e.Class, e.Err)
-}
-
-// Unwrap returns the wrapped error.
-func (e *ClassError) Unwrap() error { return e.Err }
-
-// Classify returns err tagged with class (nil when err is nil).
-func Classify(class relaytype.ErrorClass, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &ClassError{Class: class, Err: err}
-}
+// Classify returns err tagged with class (nil when err is nil). See
+// relaytype.Classify; codecs that must not import the engine call that one.
+func Classify(class relaytype.ErrorClass, err error) error { return relaytype.Classify(class, err) }
 
 // ClassOf returns the class of the first ClassError in err's chain, or def
-// when there is none.
+// when there is none. See relaytype.ClassOf.
 func ClassOf(err error, def relaytype.ErrorClass) relaytype.ErrorClass {
-	var ce *ClassError
-	if errors.As(err, &ce) && ce.Class != relaytype.ClassNone {
-		return ce.Class
-	}
-	return def
+	return relaytype.ClassOf(err, def)
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaypgx"
-	"github.com/relayhq/relay/relaysqlite"
 	"github.com/relayhq/relay/relaytype"
 )
 

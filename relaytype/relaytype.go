@@ -182,3 +182,42 @@ var (
 	// serialization failure, deadlock, timeout).
 	ErrTransient = errors.New("relay: transient failure")
 )
+
+// ClassError attaches an error class to an error. Decoders return one (via
+// Classify) to say whether a failure is MALFORMED (dead at once) or
+// CODEC_ERROR (retried).
+type ClassError struct {
+	// Class is the error class recorded with the failure.
+	Class ErrorClass
+	// Err is the underlying error; its text becomes the message's LastError.
+	Err error
+}
+
+// Error returns "<CLASS>: <err>".
+func (e *ClassError) Error() string {
+	if e.Err == nil {
+		return string(e.Class)
+	}
+	return fmt.Sprintf("%s: %v", e.Class, e.Err)
+}
+
+// Unwrap returns the wrapped error.
+func (e *ClassError) Unwrap() error { return e.Err }
+
+// Classify returns err tagged with class (nil when err is nil).
+func Classify(class ErrorClass, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ClassError{Class: class, Err: err}
+}
+
+// ClassOf returns the class of the first ClassError in err's chain, or def
+// when there is none.
+func ClassOf(err error, def ErrorClass) ErrorClass {
+	var ce *ClassError
+	if errors.As(err, &ce) && ce.Class != ClassNone {
+		return ce.Class
+	}
+	return def
+}

@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/relayhq/relay/relaykafka"
-	"github.com/relayhq/relay/relayredis"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relaykafka"
+	"github.com/relayhq/relay/relaysink/relayredis"
 )
 
 // Brokers of the outbox scenario.

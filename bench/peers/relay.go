@@ -10,8 +10,8 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/cli"
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 

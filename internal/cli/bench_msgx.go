@@ -15,7 +15,7 @@ import (
 
 	"github.com/relayhq/relay/bench"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
 
 // runBenchMsgx drains a simulated msgx backlog from a real MariaDB mailbox

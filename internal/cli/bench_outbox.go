@@ -12,9 +12,9 @@ import (
 
 	"github.com/relayhq/relay/bench"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaykafka"
-	"github.com/relayhq/relay/relayredis"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relaykafka"
+	"github.com/relayhq/relay/relaysink/relayredis"
 )
 
 // runBenchOutbox measures the outbox: events appended in business

@@ -21,8 +21,8 @@ import (
 	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaykafka"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
 // runMsgx dispatches `relay msgx <role>`.

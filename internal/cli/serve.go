@@ -24,8 +24,8 @@ import (
 	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaysource"
 )
 

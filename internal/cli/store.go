@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaypgx"
-	"github.com/relayhq/relay/relaysqlite"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 )
 
 // openStore opens the store a --store flag names:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
 
 // MsgxOptions shape one msgx harness run.

@@ -12,7 +12,7 @@ import (
 	"github.com/relayhq/relay/internal/demo"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaysqlite"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 )
 
 func TestDemoReconciles(t *testing.T) {

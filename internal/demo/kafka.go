@@ -10,8 +10,8 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/kafkaread"
-	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
 // kafkaStage is the demo's outbox stage: an in-process Kafka cluster (kfake:

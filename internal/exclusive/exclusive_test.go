@@ -12,8 +12,8 @@ import (
 	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaysqlite"
 )
 
 func sqliteStore(t *testing.T) *relaysqlite.Driver {

@@ -21,7 +21,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaypgx"
 )
 
 // PGURLDefault is the PostgreSQL URL tests use when TEST_DATABASE_URL is unset:

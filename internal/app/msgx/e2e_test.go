@@ -14,8 +14,8 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaykafka"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaytype"
 )
 

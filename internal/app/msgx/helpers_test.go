@@ -15,7 +15,7 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
-	"github.com/relayhq/relay/relaykafka"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaytype"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/kafkaread"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaypgx"
 )
 
 // bundle is one test's database: a fresh schema with the msgx line applied.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -38,7 +37,7 @@ var ErrTooLarge = errors.New("sisxml: message larger than 1 MiB")
 var ErrEmpty = errors.New("sisxml: raw content missing")
 
 // Decode decodes one raw SIS XML message. It is safe for concurrent use and
-// never panics. Errors carry a class (relay.ClassOf): MALFORMED for input
+// never panics. Errors carry a class (relaytype.ClassOf): MALFORMED for input
 // that is not a valid message (never retried) and CODEC_ERROR for a valid
 // envelope whose body this codec cannot map (retried). An unknown TYPE-STYP is
 // not an error: it decodes to KindUnsupported.
@@ -47,7 +46,7 @@ func Decode(raw []byte) (*Message, error) {
 		return nil, malformed("%w (%d bytes)", ErrTooLarge, len(raw))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, relay.Classify(relaytype.ClassMalformed, ErrEmpty)
+		return nil, relaytype.Classify(relaytype.ClassMalformed, ErrEmpty)
 	}
 	var r rawMsg
 	if err := parse(raw, &r); err != nil {
@@ -132,11 +131,11 @@ func (st *state) fail(err error) {
 }
 
 func malformed(format string, args ...any) error {
-	return relay.Classify(relaytype.ClassMalformed, fmt.Errorf("sisxml: "+format, args...))
+	return relaytype.Classify(relaytype.ClassMalformed, fmt.Errorf("sisxml: "+format, args...))
 }
 
 func codecErr(format string, args ...any) error {
-	return relay.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: "+format, args...))
+	return relaytype.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: "+format, args...))
 }
 
 // charsetError is returned by the CharsetReader for any declared encoding
@@ -163,7 +162,7 @@ func parse(raw []byte, r *rawMsg) error {
 		if err != nil {
 			var ce *charsetError
 			if errors.As(err, &ce) {
-				return relay.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: %w", err))
+				return relaytype.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: %w", err))
 			}
 			if errors.Is(err, io.EOF) {
 				return malformed("no root element")

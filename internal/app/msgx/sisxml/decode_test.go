@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -333,7 +332,7 @@ func TestDecodeErrors(t *testing.T) {
 			m, err := sisxml.Decode([]byte(tc.raw))
 			require.Error(t, err)
 			require.Nil(t, m)
-			require.Equal(t, tc.class, relay.ClassOf(err, relaytype.ClassNone), "%v", err)
+			require.Equal(t, tc.class, relaytype.ClassOf(err, relaytype.ClassNone), "%v", err)
 		})
 	}
 }

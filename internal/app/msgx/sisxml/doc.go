@@ -7,7 +7,7 @@
 // processes no DTD, so no external (or internal) entity is ever expanded; an
 // undefined entity reference is a syntax error (MALFORMED).
 //
-// Errors are classified for the engine with relay.Classify: MALFORMED (the
+// Errors are classified for the engine with relaytype.Classify: MALFORMED (the
 // message itself is invalid — never retried) or CODEC_ERROR (a recognised
 // envelope whose body this codec cannot map — retried, a codec fix can handle
 // it). A kind this codec does not know is not an error: it decodes to

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -33,7 +32,7 @@ func FuzzDecode(f *testing.F) {
 			if m != nil {
 				t.Fatalf("message and error both returned: %v", err)
 			}
-			switch c := relay.ClassOf(err, relaytype.ClassNone); c {
+			switch c := relaytype.ClassOf(err, relaytype.ClassNone); c {
 			case relaytype.ClassMalformed, relaytype.ClassCodec:
 			default:
 				t.Fatalf("error class %q, want MALFORMED or CODEC_ERROR: %v", c, err)

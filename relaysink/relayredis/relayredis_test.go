@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/relayredis"
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relayredis"
+	"github.com/relayhq/relay/relaysink/relaysinktest"
 )
 
 // redisAddr is the real Redis server the tests use: TEST_REDIS_ADDR, default

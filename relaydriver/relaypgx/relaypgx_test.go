@@ -5,7 +5,7 @@ import (
 
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaydrivertest"
+	"github.com/relayhq/relay/relaydriver/relaydrivertest"
 )
 
 func TestConformance(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
 
 // genericPlan returns the EXPLAIN of the generic plan PostgreSQL makes for sql

@@ -1,15 +1,17 @@
-package relaypgx_test
+package relaysqlite_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
+	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -21,7 +23,7 @@ import (
 func TestArchiveGuard(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := testdb.PGDriver(t)
+	d := openArchiveStore(t)
 	ex := d.GetExecutor()
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
@@ -35,7 +37,7 @@ func TestArchiveGuard(t *testing.T) {
 			State: relaytype.StateDead, ErrorClass: relaytype.ClassInfra, LastError: "x", Now: t0}))
 	}
 	// The candidates as a pass would have selected them.
-	cands := []relaypgx.ArchiveCandidateForTest{
+	cands := []relaysqlite.ArchiveCandidateForTest{
 		{ID: 1, State: "DEAD", UpdatedAt: t0},
 		{ID: 2, State: "DEAD", UpdatedAt: t0},
 		{ID: 3, State: "DEAD", UpdatedAt: t0},
@@ -53,7 +55,7 @@ func TestArchiveGuard(t *testing.T) {
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
-	archived, err := relaypgx.ArchiveCandidatesForTest(ctx, tx,
+	archived, err := relaysqlite.ArchiveCandidatesForTest(ctx, tx,
 		&relaydriver.MessageArchiveParams{Pipeline: "p", TerminalBefore: now, Now: now}, cands)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
@@ -77,4 +79,16 @@ func TestArchiveGuard(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int64{2}, hist, "the refused rows left no history copy")
+}
+
+// openArchiveStore opens a migrated store in t.TempDir().
+func openArchiveStore(t *testing.T) relaydriver.Driver {
+	t.Helper()
+	ctx := context.Background()
+	d, err := relaysqlite.Open(ctx, filepath.Join(t.TempDir(), "relay.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	_, err = relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
+	require.NoError(t, err)
+	return d
 }

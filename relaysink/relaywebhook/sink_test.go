@@ -14,8 +14,8 @@ import (
 
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaysinktest"
-	"github.com/relayhq/relay/relaywebhook"
+	"github.com/relayhq/relay/relaysink/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relaywebhook"
 )
 
 // The request carries the payload, the standard headers, the key, the user

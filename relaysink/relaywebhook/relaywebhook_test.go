@@ -16,9 +16,9 @@ import (
 
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relaywebhook"
 	"github.com/relayhq/relay/relaytype"
-	"github.com/relayhq/relay/relaywebhook"
 )
 
 // secret is the receivers' signing secret.

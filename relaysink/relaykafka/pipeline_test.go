@@ -17,7 +17,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaykafka"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaytype"
 )
 

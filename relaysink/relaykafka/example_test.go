@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
 // A dispatcher publishes a batch and re-publishes each key from its first

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/relaywebhook"
+	"github.com/relayhq/relay/relaysink/relaywebhook"
 )
 
 func TestVerifySignature(t *testing.T) {

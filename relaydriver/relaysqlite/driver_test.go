@@ -14,8 +14,8 @@ import (
 
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaysqlite"
 	"github.com/relayhq/relay/relaytype"
 )
 

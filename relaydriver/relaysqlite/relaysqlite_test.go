@@ -8,9 +8,9 @@ import (
 
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaydrivertest"
+	"github.com/relayhq/relay/relaydriver/relaydrivertest"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaysqlite"
 )
 
 // TestConformance runs the store conformance suite on SQLite: every subtest

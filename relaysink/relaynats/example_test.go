@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relayhq/relay/relaynats"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relaynats"
 )
 
 // A sink publishes a batch to JetStream subjects (a stream must cover them)

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/relayhq/relay/internal/kafkaread"
-	"github.com/relayhq/relay/relaykafka"
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relaykafka"
+	"github.com/relayhq/relay/relaysink/relaysinktest"
 )
 
 // partitions per topic: more than one, so keys land on different partitions

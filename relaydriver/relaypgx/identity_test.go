@@ -14,7 +14,7 @@ import (
 
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/relaynats"
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaysinktest"
+	"github.com/relayhq/relay/relaysink/relaynats"
+	"github.com/relayhq/relay/relaysink/relaysinktest"
 )
 
 // natsURL is the real NATS server with JetStream the tests run against:

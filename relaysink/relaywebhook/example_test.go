@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/relaysink"
-	"github.com/relayhq/relay/relaywebhook"
+	"github.com/relayhq/relay/relaysink/relaywebhook"
 )
 
 // A receiver verifies each request's signature before trusting it and

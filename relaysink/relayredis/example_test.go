@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relayhq/relay/relayredis"
 	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysink/relayredis"
 )
 
 // A sink appends each event to the stream named by its topic; Publish returns
