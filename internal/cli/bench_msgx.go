@@ -13,7 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/relayhq/relay/bench"
+	"github.com/relayhq/relay/internal/app/msgx/msgxbench"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -58,7 +58,7 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 		var pump, total, fill []float64
 		rows := 0
 		for r := 0; r < *rounds; r++ {
-			res, err := benchMsgxRound(ctx, env, *pgURL, *mariaDSN, bench.MsgxOptions{Messages: *messages, Flights: *flights,
+			res, err := benchMsgxRound(ctx, env, *pgURL, *mariaDSN, msgxbench.Options{Messages: *messages, Flights: *flights,
 				FIFOBatch: b, Seed: int64(r + 1), Clock: clock, Progress: env.Stderr, Maintain: *maintainEvery})
 			if err != nil {
 				return err
@@ -81,51 +81,51 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o bench.MsgxOptions) (bench.MsgxResult, error) {
+func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o msgxbench.Options) (msgxbench.Result, error) {
 	name := fmt.Sprintf("relay_bench_msgx_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	// PostgreSQL: a fresh schema selected by search_path.
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+name+" CASCADE")
 	u, err := url.Parse(pgURL)
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	q := u.Query()
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	store, err := relaypgx.Open(ctx, u.String())
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer store.Close()
 	// MariaDB: a fresh database.
 	cfg, err := mysql.ParseDSN(mariaDSN)
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	cfg.DBName, cfg.ParseTime, cfg.Loc = "", true, time.UTC
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer admin.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE "+name)
 	cfg.DBName = name
 	mb, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return bench.MsgxResult{}, err
+		return msgxbench.Result{}, err
 	}
 	defer mb.Close()
 	o.Store, o.Mailbox = store, mb
-	return bench.RunMsgx(ctx, o)
+	return msgxbench.Run(ctx, o)
 }

@@ -127,16 +127,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil
 	}
 	chunk := max(len(plan.Rows)/o.Kills, 1)
-	res.Kills, res.FaultKills, err = kills{Binary: o.Binary, Args: args(), Kills: o.Kills,
+	res.Kills, res.FaultKills, err = Kills{Binary: o.Binary, Args: args(), Kills: o.Kills,
 		FaultProbability: o.FaultProbability, MinWait: 250 * time.Millisecond, Spread: 750 * time.Millisecond, Rand: r,
 		Before: func(int) error { return writeNext(chunk) },
 		After: func(i int, wait time.Duration, fault bool) {
 			if o.Out != nil {
 				p, _ := progress(ctx, o.Store, src)
 				fmt.Fprintf(o.Out, "  kill %2d/%d after %-5s %s  written=%d %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
-					killKind(fault), written, p)
+					KillKind(fault), written, p)
 			}
-		}}.run(ctx)
+		}}.Run(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// Last run without faults: drain everything, then stop cleanly.
 	lastID := plan.Rows[len(plan.Rows)-1].ID
-	if err := drain(ctx, o.Binary, args(), func() (bool, error) { return isDrained(ctx, o.Store, src, lastID) },
+	if err := Drain(ctx, o.Binary, args(), func() (bool, error) { return isDrained(ctx, o.Store, src, lastID) },
 		func() string { p, _ := progress(ctx, o.Store, src); return p }); err != nil {
 		return nil, err
 	}

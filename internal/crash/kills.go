@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// kills is one kill loop: Kills children of Binary with Args, each killed by
+// Kills is one kill loop: Kills children of Binary with Args, each killed by
 // SIGKILL after MinWait plus a random part of Spread, or earlier by a named
 // fault point (armed with FaultProbability on every other child).
-type kills struct {
+type Kills struct {
 	Binary           string
 	Args             []string
 	Kills            int
@@ -31,9 +31,9 @@ func faultPoints(p float64) string {
 	return "fifo.after-commit=" + s + ",fifo.mid-batch=" + s + ",dispatch.after-confirm=" + s + ",ack.after-write=" + s
 }
 
-// run executes the loop and reports how many children were killed and how
+// Run executes the loop and reports how many children were killed and how
 // many of those by a fault point. A child that exits on its own is an error.
-func (k kills) run(ctx context.Context) (killed, faultKilled int, err error) {
+func (k Kills) Run(ctx context.Context) (killed, faultKilled int, err error) {
 	for i := 0; i < k.Kills; i++ {
 		if k.Before != nil {
 			if err := k.Before(i); err != nil {
@@ -72,18 +72,18 @@ func (k kills) run(ctx context.Context) (killed, faultKilled int, err error) {
 	return killed, faultKilled, nil
 }
 
-// killKind labels a kill in progress lines.
-func killKind(fault bool) string {
+// KillKind labels a kill in progress lines.
+func KillKind(fault bool) string {
 	if fault {
 		return "(fault point)"
 	}
 	return "(SIGKILL)    "
 }
 
-// drain runs a last child without fault points until settled reports true
+// Drain runs a last child without fault points until settled reports true
 // (polled every 100ms, at most 3 minutes), then stops it with SIGTERM and
 // requires a clean exit within 30s. progress describes the state for an error.
-func drain(ctx context.Context, bin string, args []string, settled func() (bool, error), progress func() string) error {
+func Drain(ctx context.Context, bin string, args []string, settled func() (bool, error), progress func() string) error {
 	c, err := start(bin, args, "", 0)
 	if err != nil {
 		return err

@@ -1,4 +1,8 @@
-package crash
+// Package msgxcrash runs msgx under crashes: a simulated airport day is written into
+// a real MariaDB mailbox while real `relay msgx run` children are killed (SIGKILL
+// and the engine's fault points), then a last child drains and every flight,
+// Kafka record and mailbox mark is checked against the simulator's model.
+package msgxcrash
 
 import (
 	"context"
@@ -13,11 +17,12 @@ import (
 
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/internal/crash"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
 
-// MsgxOptions shape one msgx harness run.
-type MsgxOptions struct {
+// Options shape one msgx harness run.
+type Options struct {
 	// Binary is the relay executable run as `relay msgx run`.
 	Binary string
 	// StoreURL is the child's PostgreSQL store; Store the harness's own
@@ -43,8 +48,8 @@ type MsgxOptions struct {
 	Out io.Writer
 }
 
-// MsgxResult is what a msgx harness run did and found.
-type MsgxResult struct {
+// Result is what a msgx harness run did and found.
+type Result struct {
 	Kills, FaultKills int
 	Written           *simulate.Written
 	Report            *msgx.VerifyReport
@@ -59,8 +64,8 @@ var msgxParams = []string{
 	"msgx.pipeline.cutover-watermark=zero",
 }
 
-// MsgxConfig is the configuration the harness's children run with.
-func MsgxConfig() (msgx.Config, error) {
+// Config is the configuration the harness's children run with.
+func Config() (msgx.Config, error) {
 	cfg := msgx.Defaults()
 	for _, p := range msgxParams {
 		k, v, _ := strings.Cut(p, "=")
@@ -71,13 +76,13 @@ func MsgxConfig() (msgx.Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// RunMsgx writes a simulated AODB day into the mailbox while a real `relay
+// Run writes a simulated AODB day into the mailbox while a real `relay
 // msgx run` child is killed Kills times (random SIGKILLs, and named fault
 // points inside the engine on every other child), then lets a last child
 // drain everything, stops it with SIGTERM, and verifies the flight state,
 // both Kafka topics and every mailbox mark against the simulator's model.
-func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
-	cfg, err := MsgxConfig()
+func Run(ctx context.Context, o Options) (*Result, error) {
+	cfg, err := Config()
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +112,15 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
 		writeDone <- writeResult{w, err}
 	}()
 
-	res := &MsgxResult{}
-	res.Kills, res.FaultKills, err = kills{Binary: o.Binary, Args: args, Kills: o.Kills,
+	res := &Result{}
+	res.Kills, res.FaultKills, err = crash.Kills{Binary: o.Binary, Args: args, Kills: o.Kills,
 		FaultProbability: o.FaultProbability, MinWait: 300 * time.Millisecond, Spread: 900 * time.Millisecond, Rand: r,
 		After: func(i int, wait time.Duration, fault bool) {
 			if o.Out != nil {
 				fmt.Fprintf(o.Out, "  kill %2d/%d after %-6s %s %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
-					killKind(fault), msgxProgress(ctx, o, cfg))
+					crash.KillKind(fault), msgxProgress(ctx, o, cfg))
 			}
-		}}.run(ctx)
+		}}.Run(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +130,7 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
 	}
 	res.Written = wr.w
 
-	if err := drain(ctx, o.Binary, args, func() (bool, error) { return msgx.Settled(ctx, o.Store, o.Mailbox, len(wr.w.Rows)) },
+	if err := crash.Drain(ctx, o.Binary, args, func() (bool, error) { return msgx.Settled(ctx, o.Store, o.Mailbox, len(wr.w.Rows)) },
 		func() string { return msgxProgress(ctx, o, cfg) }); err != nil {
 		return nil, err
 	}
@@ -146,7 +151,7 @@ func RunMsgx(ctx context.Context, o MsgxOptions) (*MsgxResult, error) {
 	return res, nil
 }
 
-func msgxProgress(ctx context.Context, o MsgxOptions, cfg msgx.Config) string {
+func msgxProgress(ctx context.Context, o Options, cfg msgx.Config) string {
 	st, err := o.Store.GetExecutor().MessageStats(ctx, cfg.Pipeline)
 	if err != nil {
 		return err.Error()

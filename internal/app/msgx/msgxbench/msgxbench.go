@@ -1,4 +1,7 @@
-package bench
+// Package msgxbench measures msgx draining a simulated backlog with the full flight
+// writes (relay bench msgx): intake, the strict FIFO pump, the outbox to Kafka
+// (kfake) and the mailbox marks, verified against the simulator's model.
+package msgxbench
 
 import (
 	"context"
@@ -18,8 +21,8 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// MsgxOptions shape one msgx backlog drain.
-type MsgxOptions struct {
+// Options shape one msgx backlog drain.
+type Options struct {
 	// Store is a fresh msgx store (migrated here); Mailbox a fresh, empty
 	// mailbox database.
 	Store   *relaypgx.Driver
@@ -43,8 +46,8 @@ type MsgxOptions struct {
 	Maintain time.Duration
 }
 
-// MsgxResult is one measured drain.
-type MsgxResult struct {
+// Result is one measured drain.
+type Result struct {
 	Rows         int           // committed mailbox rows (the backlog)
 	FillElapsed  time.Duration // writing the backlog into CMINMSGS
 	PumpElapsed  time.Duration // intake + FIFO processing until no message is unfinished
@@ -54,10 +57,10 @@ type MsgxResult struct {
 
 // PumpRate is messages per second through intake and the FIFO pump with the
 // full domain writes.
-func (r MsgxResult) PumpRate() float64 { return float64(r.Rows) / r.PumpElapsed.Seconds() }
+func (r Result) PumpRate() float64 { return float64(r.Rows) / r.PumpElapsed.Seconds() }
 
 // TotalRate is messages per second until everything owed is done.
-func (r MsgxResult) TotalRate() float64 { return float64(r.Rows) / r.TotalElapsed.Seconds() }
+func (r Result) TotalRate() float64 { return float64(r.Rows) / r.TotalElapsed.Seconds() }
 
 // msgxPollInterval is how often RunMsgx checks whether the backlog is done.
 // The check aggregates the whole pipeline (MessageStats), so polling it much
@@ -66,14 +69,14 @@ func (r MsgxResult) TotalRate() float64 { return float64(r.Rows) / r.TotalElapse
 // this interval, which the printed elapsed times include.
 const msgxPollInterval = 250 * time.Millisecond
 
-// RunMsgx writes a simulated operating day of about Messages messages into an
+// Run writes a simulated operating day of about Messages messages into an
 // empty mailbox (no holes: holes cost a fixed ageing wait each, which is not
 // throughput), then starts a msgx Service on it and measures how long the
 // strict FIFO pump takes to process the whole backlog, and how long until
 // every processing mark and every event is out. It verifies the result with
 // msgx.Verify before it reports a figure.
-func RunMsgx(ctx context.Context, o MsgxOptions) (MsgxResult, error) {
-	var res MsgxResult
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
 	if _, err := msgx.Migrate(ctx, o.Store, o.Clock); err != nil {
 		return res, err
 	}

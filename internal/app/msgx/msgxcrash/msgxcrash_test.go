@@ -1,0 +1,45 @@
+package msgxcrash_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/app/msgx/msgxcrash"
+	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/internal/testdb"
+)
+
+// TestMsgxCrashHarness is the msgx acceptance run under crashes: a simulated
+// AODB day is written into a real MariaDB mailbox while a real `relay msgx
+// run` child is killed 20 times (random SIGKILLs and engine fault points);
+// a last child drains, and the flight state, both Kafka topics and every
+// mailbox mark must equal the simulator's model.
+func TestMsgxCrashHarness(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "relay")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
+	require.NoError(t, err, string(out))
+	storeURL := testdb.PGSchema(t)
+	store := testdb.PGDriverAt(t, storeURL)
+	mailbox, dsn := testdb.MariaDBWithDSN(t)
+
+	var log strings.Builder
+	res, err := msgxcrash.Run(context.Background(), msgxcrash.Options{
+		Binary: bin, StoreURL: storeURL, Store: store, MailboxDSN: dsn, Mailbox: mailbox,
+		Kills: 20, Sim: simulate.Options{Flights: 200, Seed: 5, LateBy: 200 * time.Millisecond}, Rate: 60,
+		Seed: 13, FaultProbability: 0.03, Out: &log,
+	})
+	t.Log("\n" + log.String())
+	require.NoError(t, err)
+	require.Equal(t, 20, res.Kills)
+	require.True(t, res.Report.OK(), "%v", res.Report.Problems)
+	fmt.Fprintf(os.Stderr, "msgx crash harness: %d kills (%d at fault points), %d mailbox rows, %d flights verified\n",
+		res.Kills, res.FaultKills, res.Report.MailboxRows, res.Report.Flights)
+}

@@ -1,0 +1,94 @@
+// Package layout states the module's import rules and checks an import graph
+// against them. Its test holds the rules on the real module: the engine never
+// imports an app, drivers and sinks never import the engine, codecs and domain
+// packages import no engine part, apps never import each other. A new rule goes
+// here, beside the others, so a reader finds all of them in one place.
+package layout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Module is the module path every rule is written against.
+const Module = "github.com/relayhq/relay"
+
+// Graph maps a package path (relative to Module, "" for the root package) to
+// the module packages it imports (relative too). Standard-library and
+// third-party imports are left out, except where a rule needs them (see
+// StdlibOnly).
+type Graph map[string][]string
+
+// StdlibOnly lists packages that may import nothing outside the standard
+// library: the leaf types everything else shares.
+var StdlibOnly = []string{"relaytype"}
+
+// Pure lists codec and domain packages: they turn bytes into values and
+// decide, and must not reach the engine, a store or a sink. They may import
+// relaytype (error classes) and each other.
+var Pure = []string{
+	"internal/app/msgx/sisxml",
+	"internal/app/msgx/flight",
+}
+
+// Check returns one line per broken rule, sorted; nil when the graph keeps
+// them all. thirdParty lists, per package, the imports that are neither the
+// standard library nor this module (only StdlibOnly packages are checked
+// against it).
+func Check(g Graph, thirdParty map[string][]string) []string {
+	var bad []string
+	report := func(from, to, rule string) {
+		bad = append(bad, fmt.Sprintf("%s imports %s: %s", show(from), show(to), rule))
+	}
+	for from, imports := range g {
+		fromApp := appOf(from)
+		for _, to := range imports {
+			toApp := appOf(to)
+			switch {
+			case slices.Contains(StdlibOnly, from):
+				report(from, to, "a leaf package imports only the standard library")
+			case under(from, "relaydriver") && (to == "" || toApp != ""):
+				report(from, to, "a store driver never imports the engine or an app")
+			case under(from, "relaysink") && (to == "" || toApp != ""):
+				report(from, to, "a sink never imports the engine or an app")
+			case slices.Contains(Pure, from) && !slices.Contains(Pure, to) && to != "relaytype":
+				report(from, to, "a codec or domain package imports no engine part")
+			case toApp != "" && fromApp == "" && !under(from, "internal/cli") && !under(from, "cmd"):
+				report(from, to, "the engine, its tools and benches never import an app")
+			case toApp != "" && fromApp != "" && toApp != fromApp:
+				report(from, to, "an app never imports another app")
+			case under(to, "internal/cli") && !under(from, "cmd"):
+				report(from, to, "only cmd/relay builds the command tree")
+			}
+		}
+	}
+	for _, p := range StdlibOnly {
+		for _, imp := range thirdParty[p] {
+			report(p, imp, "a leaf package imports only the standard library")
+		}
+	}
+	slices.Sort(bad)
+	return slices.Compact(bad)
+}
+
+// appOf returns the app a package belongs to ("msgx" for
+// internal/app/msgx/flight), or "" outside internal/app.
+func appOf(p string) string {
+	rest, ok := strings.CutPrefix(p, "internal/app/")
+	if !ok {
+		return ""
+	}
+	app, _, _ := strings.Cut(rest, "/")
+	return app
+}
+
+// under reports whether p is dir or below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+func show(p string) string {
+	if p == "" {
+		return Module + " (root)"
+	}
+	return p
+}
