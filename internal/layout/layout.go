@@ -1,8 +1,11 @@
 // Package layout states the module's import rules and checks an import graph
 // against them. Its test holds the rules on the real module: the engine never
 // imports an app, drivers and sinks never import the engine, codecs and domain
-// packages import no engine part, apps never import each other. A new rule goes
-// here, beside the others, so a reader finds all of them in one place.
+// packages import no engine part, apps never import each other, examples
+// use the public API only. A new rule goes
+// here, beside the others, so a reader finds all of them in one place. Only
+// non-test imports count: a test may use internal helpers (test databases,
+// the crash harness).
 package layout
 
 import (
@@ -58,6 +61,8 @@ func Check(g Graph, thirdParty map[string][]string) []string {
 				report(from, to, "the engine, its tools and benches never import an app")
 			case toApp != "" && fromApp != "" && toApp != fromApp:
 				report(from, to, "an app never imports another app")
+			case under(from, "examples") && under(to, "internal"):
+				report(from, to, "an example uses the public API only")
 			case under(to, "internal/cli") && !under(from, "cmd"):
 				report(from, to, "only cmd/relay builds the command tree")
 			}

@@ -95,10 +95,12 @@ func TestCheckReportsEveryRule(t *testing.T) {
 		"internal/crash":              {"internal/cli"},
 		"internal/cli":                {"internal/app/msgx"},
 		"internal/app/msgx/msgxcrash": {"internal/app/msgx", "internal/crash"},
+		"examples/orders":             {"", "relaysink/relayredis", "internal/watermark"},
 	}
 	got := layout.Check(g, map[string][]string{"relaytype": {"github.com/jackc/pgx/v5"}})
 	require.Equal(t, []string{
 		"bench imports internal/app/msgx: the engine, its tools and benches never import an app",
+		"examples/orders imports internal/watermark: an example uses the public API only",
 		"github.com/relayhq/relay (root) imports internal/app/msgx: the engine, its tools and benches never import an app",
 		"internal/app/msgx/flight imports relaydriver: a codec or domain package imports no engine part",
 		"internal/app/msgx/sisxml imports github.com/relayhq/relay (root): a codec or domain package imports no engine part",
