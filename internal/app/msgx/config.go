@@ -183,14 +183,14 @@ func listParam(key, doc string, f func(*Config) *[]string) param {
 // params lists every PARAM key in documentation order.
 var params = []param{
 	strParam("msgx.pipeline.name", "engine pipeline name (queue, watermark cursor and lock names)", func(c *Config) *string { return &c.Pipeline }),
-	intParam("msgx.pipeline.claim-batch", "mailbox rows read per intake round (§4.1 step 2)", func(c *Config) *int { return &c.ClaimBatch }),
-	durParam("msgx.pipeline.max-commit-delay", "how long a hole at W+1 may wait for a late commit before it is released as permanent (§4.1 step 4); must cover the mailbox's id-allocation→visibility bound (§4.2)", func(c *Config) *time.Duration { return &c.MaxCommitDelay }),
+	intParam("msgx.pipeline.claim-batch", "mailbox rows read per intake round", func(c *Config) *int { return &c.ClaimBatch }),
+	durParam("msgx.pipeline.max-commit-delay", "how long a hole at W+1 may wait for a late commit before it is released as permanent; must cover the mailbox's id-allocation→visibility bound, as stated by the mailbox's database owner", func(c *Config) *time.Duration { return &c.MaxCommitDelay }),
 	durParam("msgx.pipeline.poll-interval", "idle poll interval of intake, pump, write-back and dispatchers", func(c *Config) *time.Duration { return &c.PollInterval }),
-	strParam("msgx.pipeline.cutover-watermark", "explicit cutover seeding: min, zero, max or a mailbox id; empty = none; refused on an instance with a watermark or messages (§4.3)", func(c *Config) *string { return &c.CutoverWatermark }),
+	strParam("msgx.pipeline.cutover-watermark", "explicit cutover seeding: min, zero, max or a mailbox id; empty = none; refused on an instance with a watermark or messages", func(c *Config) *string { return &c.CutoverWatermark }),
 	intParam("msgx.pipeline.fifo-batch", "contiguous FIFO heads one PostgreSQL transaction may carry (order and per-message outcome unchanged)", func(c *Config) *int { return &c.FIFOBatch }),
 	intParam("msgx.pipeline.state-cache-flights", "flight states the pump keeps in memory between messages, each checked against its FLIGHT_SCHD row version (STATE_VERSION and xmin) before use, so unchanged flights are not read again; 0 = off", func(c *Config) *int { return &c.StateCacheFlights }),
-	intParam("msgx.pipeline.max-attempts", "attempt limit before DEAD(EXHAUSTED) (§3)", func(c *Config) *int { return &c.MaxAttempts }),
-	{key: "msgx.pipeline.backoff", doc: "retry schedule, exactly max-attempts−1 comma-separated durations (§9.1 start-up check)",
+	intParam("msgx.pipeline.max-attempts", "attempt limit before DEAD(EXHAUSTED)", func(c *Config) *int { return &c.MaxAttempts }),
+	{key: "msgx.pipeline.backoff", doc: "retry schedule, exactly max-attempts−1 comma-separated durations (checked at start-up)",
 		get: func(c *Config) string {
 			s := make([]string, len(c.Backoff))
 			for i, d := range c.Backoff {
@@ -211,7 +211,7 @@ var params = []param{
 			return nil
 		}},
 	durParam("msgx.pipeline.handler-timeout", "bound of one processing attempt; overrun = FAILED(TIMEOUT)", func(c *Config) *time.Duration { return &c.HandlerTimeout }),
-	{key: "msgx.identity.include-day-boundary", doc: "append |YYYYMMDD (day of DTTM) to the identity SNDR|TYPE|STYP|SEQN, for senders whose SEQN restarts daily (§2, C-20/Q11); never change on a live pipeline",
+	{key: "msgx.identity.include-day-boundary", doc: "append |YYYYMMDD (day of DTTM) to the identity SNDR|TYPE|STYP|SEQN, for senders whose SEQN restarts daily; never change on a live pipeline",
 		get: func(c *Config) string { return strconv.FormatBool(c.IncludeDayBoundary) },
 		set: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
@@ -221,31 +221,31 @@ var params = []param{
 			c.IncludeDayBoundary = b
 			return nil
 		}},
-	listParam("msgx.pipeline.ignore-rules", "ignore rules TYPE-STYP or TYPE-*, case-insensitive (§2; baseline LDM/REGN/RSTA/EROR)", func(c *Config) *[]string { return &c.IgnoreRules }),
-	intParam("msgx.pipeline.backfill-batch", "processing marks written back per round (§6.1)", func(c *Config) *int { return &c.BackfillBatch }),
-	intParam("msgx.pipeline.backfill-max-attempts", "transient write-back failures that raise an alert; never abandons (§6.3)", func(c *Config) *int { return &c.BackfillMaxAttempts }),
-	durParam("msgx.pipeline.backfill-deadline", "R: forced-write window and transient-failure deadline of the mark write-back, from ENQUEUED_AT (§6.3); must be ≤ R_keep", func(c *Config) *time.Duration { return &c.BackfillDeadline }),
+	listParam("msgx.pipeline.ignore-rules", "ignore rules TYPE-STYP or TYPE-*, case-insensitive (baseline LDM/REGN/RSTA/EROR)", func(c *Config) *[]string { return &c.IgnoreRules }),
+	intParam("msgx.pipeline.backfill-batch", "processing marks written back per round", func(c *Config) *int { return &c.BackfillBatch }),
+	intParam("msgx.pipeline.backfill-max-attempts", "transient write-back failures that raise an alert; never abandons", func(c *Config) *int { return &c.BackfillMaxAttempts }),
+	durParam("msgx.pipeline.backfill-deadline", "R: forced-write window and transient-failure deadline of the mark write-back, from ENQUEUED_AT; must be ≤ R_keep", func(c *Config) *time.Duration { return &c.BackfillDeadline }),
 	strParam("msgx.kafka.msg-topic", "Kafka topic of change notices (KAFKA:msg, key FLID)", func(c *Config) *string { return &c.MsgTopic }),
 	strParam("msgx.kafka.schd-topic", "compacted Kafka topic of full flight states (KAFKA:schd, key FLID, null = deleted)", func(c *Config) *string { return &c.SchdTopic }),
 	intParam("msgx.msg.batch", "change notices published per dispatcher round", func(c *Config) *int { return &c.MsgBatch }),
-	intParam("msgx.schd.flush-limit", "latest flight states published per dispatcher round (§8.2)", func(c *Config) *int { return &c.SchdFlushLimit }),
-	durParam("msgx.pipeline.event-retention", "how long SENT outbox events are kept, from SENT_AT (§8.3)", func(c *Config) *time.Duration { return &c.EventRetention }),
-	{key: "msgx.flight.absent-field", doc: "what a field a SCHD DNLD/RESP record does not carry means: keep (seed design) or clear (SIS 3.16 note 4) (§12.1, Q13)",
+	intParam("msgx.schd.flush-limit", "latest flight states published per dispatcher round", func(c *Config) *int { return &c.SchdFlushLimit }),
+	durParam("msgx.pipeline.event-retention", "how long SENT outbox events are kept, from SENT_AT", func(c *Config) *time.Duration { return &c.EventRetention }),
+	{key: "msgx.flight.absent-field", doc: "what a field a SCHD DNLD/RESP record does not carry means: keep (the requirements' design) or clear (SIS 3.16 note 4)",
 		get: func(c *Config) string { return string(c.Flight.AbsentField) },
 		set: func(c *Config, v string) error { c.Flight.AbsentField = flight.AbsentRule(v); return nil }},
-	zoneParam("msgx.flight.airport-zone", "IANA zone of the airport; OPERATION_DAY is a date in it (§11.2); empty = Asia/Shanghai", func(c *Config) **time.Location { return &c.Flight.AirportZone }),
+	zoneParam("msgx.flight.airport-zone", "IANA zone of the airport; OPERATION_DAY is a date in it; empty = Asia/Shanghai", func(c *Config) **time.Location { return &c.Flight.AirportZone }),
 	zoneParam("msgx.flight.message-zone", "IANA zone of the SIS wall-clock times (SODT …); empty = the airport zone", func(c *Config) **time.Location { return &c.Flight.MessageZone }),
 	durParam("msgx.flight.day-cut", "local time of day at which an operating day starts (e.g. 4h: 03:59 belongs to the day before)", func(c *Config) *time.Duration { return &c.Flight.DayCut }),
 	strParam("msgx.request.system-code", "our system code: SNDR of REQT messages, the sender of REQ_TRACK's open-request key", func(c *Config) *string { return &c.SystemCode }),
 	strParam("msgx.request.aodb-code", "RCVR of REQT messages", func(c *Config) *string { return &c.AODBCode }),
-	durParam("msgx.request.timeout", "a SENT request not answered within this becomes EXPIRED (§7.2)", func(c *Config) *time.Duration { return &c.RequestTimeout }),
-	durParam("msgx.request.clock-skew", "RESP guard tolerance: a RESP whose DTTM is up to this much older than the request's send time still matches (§7.2, Q5)", func(c *Config) *time.Duration { return &c.ClockSkew }),
-	durParam("msgx.lifecycle.archive-after", "terminal, acknowledged PROC_STATE rows older than this move to history, leaving a dedupe shadow (§9.3)", func(c *Config) *time.Duration { return &c.ArchiveAfter }),
-	durParam("msgx.lifecycle.snap-log-retention", "SCHD_SNAP_LOG retention (§9.3)", func(c *Config) *time.Duration { return &c.SnapLogRetention }),
-	intParam("msgx.lifecycle.flight-keep-days", "flights of operating days older than this many days are history candidates (§12.5)", func(c *Config) *int { return &c.FlightKeepDays }),
-	durParam("msgx.lifecycle.flight-quiet", "…and must also have been unchanged this long (§12.5 quiet period)", func(c *Config) *time.Duration { return &c.FlightQuiet }),
-	durParam("msgx.lifecycle.history-retention", "archived flights are purged after this (G-FLIGHT-HIST-RETENTION)", func(c *Config) *time.Duration { return &c.HistoryRetention }),
-	durParam("msgx.lifecycle.request-retention", "closed REQ_TRACK rows are purged after this (G-REQ-TRACK-RETENTION)", func(c *Config) *time.Duration { return &c.RequestRetention }),
+	durParam("msgx.request.timeout", "a SENT request not answered within this becomes EXPIRED", func(c *Config) *time.Duration { return &c.RequestTimeout }),
+	durParam("msgx.request.clock-skew", "RESP guard tolerance: a RESP whose DTTM is up to this much older than the request's send time still matches", func(c *Config) *time.Duration { return &c.ClockSkew }),
+	durParam("msgx.lifecycle.archive-after", "terminal, acknowledged PROC_STATE rows older than this move to history, leaving a dedupe shadow", func(c *Config) *time.Duration { return &c.ArchiveAfter }),
+	durParam("msgx.lifecycle.snap-log-retention", "SCHD_SNAP_LOG retention", func(c *Config) *time.Duration { return &c.SnapLogRetention }),
+	intParam("msgx.lifecycle.flight-keep-days", "flights of operating days older than this many days are history candidates", func(c *Config) *int { return &c.FlightKeepDays }),
+	durParam("msgx.lifecycle.flight-quiet", "…and must also have been unchanged this long (quiet period)", func(c *Config) *time.Duration { return &c.FlightQuiet }),
+	durParam("msgx.lifecycle.history-retention", "archived flights are purged after this", func(c *Config) *time.Duration { return &c.HistoryRetention }),
+	durParam("msgx.lifecycle.request-retention", "closed REQ_TRACK rows are purged after this", func(c *Config) *time.Duration { return &c.RequestRetention }),
 	durParam("msgx.lifecycle.every", "pause between two lifecycle passes", func(c *Config) *time.Duration { return &c.LifecycleEvery }),
 }
 
