@@ -19,11 +19,11 @@ import (
 	_ "modernc.org/sqlite" // foreign SQLite sources
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/demo"
-	"github.com/relayhq/relay/internal/exclusive"
-	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaysource"
@@ -44,7 +44,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and the admin API (/admin/…) on this address (empty: off)")
 	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
-	lockTTL := fs.Duration("lock-ttl", exclusive.TTLDefault, "lease length on lease-based stores (SQLite)")
+	lockTTL := fs.Duration("lock-ttl", relaylock.TTLDefault, "lease length on lease-based stores (SQLite)")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
 	kafkaBrokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers: the handler appends a change event per applied message to the outbox and a dispatcher delivers them (empty: no outbox stage)")
 	ack := fs.Bool("ack", false, "write processing marks back to the source (columns procflag, proctime) with the acknowledgement write-back")
@@ -94,7 +94,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	intake, err := watermark.New(d, table, watermark.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
+	intake, err := relayintake.New(d, table, relayintake.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	var active atomic.Bool // this instance holds the pipeline lock: admin mutations allowed
 	if *metricsAddr != "" {
-		stopHTTP, err := serveMetrics(*metricsAddr, reg, admin.Handler(admin.Deps{Driver: d, Pipeline: *pipeline,
+		stopHTTP, err := serveMetrics(*metricsAddr, reg, relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: *pipeline,
 			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: active.Load, Clock: clock, Logger: log}))
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		defer stopHTTP()
 	}
 
-	err = exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:" + *pipeline, Owner: *owner, TTL: *lockTTL,
+	err = relaylock.Run(ctx, d, relaylock.Params{Name: "pipeline:" + *pipeline, Owner: *owner, TTL: *lockTTL,
 		Clock: clock, Logger: log}, func(ctx context.Context) error {
 		active.Store(true)
 		defer active.Store(false)

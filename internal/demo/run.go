@@ -15,9 +15,9 @@ import (
 	_ "modernc.org/sqlite" // the source table's driver
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -85,7 +85,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	intake, err := watermark.New(o.Store, table, watermark.Config{
+	intake, err := relayintake.New(o.Store, table, relayintake.Config{
 		Pipeline: o.Pipeline, BatchSize: 1000, MaxCommitDelay: o.MaxCommitDelay,
 		PollInterval: 20 * time.Millisecond, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
 	})
@@ -94,7 +94,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}
 	// seed 000 §4.3: cutover seeding is explicit; the demo starts from zero so
 	// that id 1 onwards follows the hole rules.
-	if _, err := intake.Seed(ctx, watermark.SeedZero); err != nil {
+	if _, err := intake.Seed(ctx, relayintake.SeedZero); err != nil {
 		return nil, err
 	}
 	handler := &Handler{Pipeline: o.Pipeline}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
-	"github.com/relayhq/relay/internal/exclusive"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaysource"
@@ -38,7 +38,7 @@ type Options struct {
 	// Owner names this instance in the pipeline lock and logs.
 	Owner string
 	// LockTTL is the lease of lease-based locks (unused on PostgreSQL, whose
-	// lock is a session advisory lock). Default exclusive.TTLDefault.
+	// lock is a session advisory lock). Default relaylock.TTLDefault.
 	LockTTL time.Duration
 	// Clock is the only source of time. Default relayclock.System{}.
 	Clock relaytype.Clock
@@ -59,7 +59,7 @@ type Service struct {
 	o         Options
 	cfg       Config
 	table     *relaysource.SQLTable
-	intake    *watermark.Intake
+	intake    *relayintake.Intake
 	engine    *relay.Engine
 	ack       *relay.AckWriter
 	dispatch  []*relay.Dispatcher
@@ -100,13 +100,13 @@ func New(o Options) (*Service, error) {
 		o.Clock = relayclock.System{}
 	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
-	o.LockTTL = cmp.Or(o.LockTTL, exclusive.TTLDefault)
+	o.LockTTL = cmp.Or(o.LockTTL, relaylock.TTLDefault)
 	s := &Service{o: o, cfg: cfg}
 	var err error
 	if s.table, err = MailboxTable(o.Mailbox, o.Logger); err != nil {
 		return nil, err
 	}
-	if s.intake, err = watermark.New(o.Store, s.table, watermark.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
+	if s.intake, err = relayintake.New(o.Store, s.table, relayintake.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
 		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
 		Registerer: o.Registerer}); err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func (s *Service) Lifecycle() *Lifecycle { return s.lifecycle }
 // after a clean stop by ctx.
 func (s *Service) Run(ctx context.Context) error {
 	log := s.o.Logger
-	err := exclusive.Run(ctx, s.o.Store, exclusive.Params{Name: "pipeline:" + s.cfg.Pipeline, Owner: s.o.Owner,
+	err := relaylock.Run(ctx, s.o.Store, relaylock.Params{Name: "pipeline:" + s.cfg.Pipeline, Owner: s.o.Owner,
 		TTL: s.o.LockTTL, Clock: s.o.Clock, Logger: log}, s.runActive)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

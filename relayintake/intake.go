@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"context"
@@ -14,21 +14,22 @@ import (
 
 // ErrNotSeeded is returned when the pipeline has no cursor. Seeding is an
 // explicit cutover decision (min, zero, max or an id; see Intake.Seed) and is
-// never made by default (seed 000 §4.3).
-var ErrNotSeeded = errors.New("watermark: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id, seed 000 §4.3)")
+// never made by default.
+var ErrNotSeeded = errors.New("relayintake: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id)")
 
 // ErrCursorMoved is returned when the cursor changed between the start of a
-// round and its save: another intake is running on the same pipeline, which the
-// design forbids (seed 000 §4.5 PRE-5). Nothing of the round is saved.
-var ErrCursorMoved = errors.New("watermark: cursor changed during the round; is another intake running on this pipeline? (seed 000 §4.5)")
+// round and its save: another intake is running on the same pipeline, which
+// must never happen (run the intake under the pipeline lock). Nothing of the
+// round is saved.
+var ErrCursorMoved = errors.New("relayintake: cursor changed during the round; is another intake running on this pipeline?")
 
 // rollbackTimeout bounds the rollback of a failed round, which runs even when
 // the round's ctx was cancelled.
 const rollbackTimeout = 5 * time.Second
 
 // Intake runs the watermark intake of one pipeline over one SequenceSource
-// (seed 000 §4.1). Rounds of one Intake are serialised; it is safe for concurrent
-// use, but a pipeline must have only one active Intake (seed 000 §4.5).
+// (see the package doc for its rules). Rounds of one Intake are serialised; it
+// is safe for concurrent use, but a pipeline must have only one active Intake.
 //
 // Metrics, when Config.Registerer is set, all labelled pipeline:
 // relay_watermark_lag (gauge, source max id − W), relay_watermark (gauge, W),
@@ -48,10 +49,10 @@ type Intake struct {
 // bad field) and registers the metrics; it does no I/O.
 func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) (*Intake, error) {
 	if driver == nil {
-		return nil, errors.New("watermark: New: driver is nil")
+		return nil, errors.New("relayintake: New: driver is nil")
 	}
 	if src == nil {
-		return nil, errors.New("watermark: New: source is nil")
+		return nil, errors.New("relayintake: New: source is nil")
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ type RoundResult struct {
 	// Read is how many rows the source returned (at most Config.BatchSize).
 	Read int
 	// Enqueued is how many of them were inserted as new messages; rows already
-	// present (a re-scan, or the compatibility entry of seed 000 §4.4) are not
+	// present (a re-scan, or a row another writer enqueued above W) are not
 	// counted.
 	Enqueued int
 	// PreviousWatermark is W before the round; Watermark is W after it (never
@@ -87,14 +88,15 @@ type RoundResult struct {
 	ReleasedLast  int64
 	// More reports that another round would make progress at once: the batch was
 	// full and contiguous, or a hole was released (the rows after it are enqueued
-	// by the next round, seed 000 §4.1 step 6).
+	// by the next round).
 	More bool
 	// Lag is the source's max id minus Watermark (0 when caught up), or -1 when the
 	// source's bounds could not be read after the round.
 	Lag int64
 }
 
-// decision is the pure outcome of seed 000 §4.1 steps 3–4 for one batch.
+// decision is the pure outcome of one batch: where W goes and what happens to
+// the hole at W+1.
 type decision struct {
 	watermark int64     // the new W
 	holeSince time.Time // the new holeSince (zero: none)
@@ -106,7 +108,8 @@ type decision struct {
 	firstSeen time.Time
 }
 
-// decide applies seed 000 §4.1 steps 3–4 to a batch read after w. rows must be
+// decide counts the contiguous ids after w and times or releases the hole
+// that ends them, for a batch read after w. rows must be
 // ascending with ids > w. It never returns a watermark below w.
 func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration) decision {
 	// Step 3: count contiguous ids from W+1; stop at the first missing id.
@@ -155,14 +158,14 @@ func checkBatch(rows []relaysource.Row, after int64, limit int) error {
 	return nil
 }
 
-// RunOnce runs one intake round (seed 000 §4.1): read the cursor, read up to
+// RunOnce runs one intake round: read the cursor, read up to
 // BatchSize rows with id > W, advance W over contiguous ids, time or release the
 // hole at W+1, and in one transaction insert every row up to the new W (insert if
 // absent) and save (W, holeSince). ctx governs every call.
 //
 // Without a cursor it returns ErrNotSeeded. When the source cannot be read, or
 // anything fails before the commit, it returns the error and nothing moved: W
-// and holeSince stay as they were (seed 000 §4.1 step 1). A round that changes
+// and holeSince stay as they were. A round that changes
 // nothing writes nothing.
 func (in *Intake) RunOnce(ctx context.Context) (*RoundResult, error) {
 	in.mu.Lock()
@@ -182,7 +185,7 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 		return nil, fmt.Errorf("pipeline %q: %w", p, ErrNotSeeded)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q: read cursor: %w", p, err)
+		return nil, fmt.Errorf("relayintake: pipeline %q: read cursor: %w", p, err)
 	}
 	w := cur.Watermark
 
@@ -190,10 +193,10 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 	// messages": return before anything is written.
 	rows, err := in.src.ReadAfter(ctx, w, in.cfg.BatchSize)
 	if err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
+		return nil, fmt.Errorf("relayintake: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
 	}
 	if err := checkBatch(rows, w, in.cfg.BatchSize); err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q (watermark unchanged): %w", p, err)
+		return nil, fmt.Errorf("relayintake: pipeline %q (watermark unchanged): %w", p, err)
 	}
 
 	now := in.cfg.Clock.Now()
@@ -215,36 +218,36 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 	return res, nil
 }
 
-// save runs seed 000 §4.1 steps 5–6: the inserts, the permanent hole's log rows
+// save writes the round: the inserts, the permanent hole's log rows
 // and the cursor in one transaction. It returns how many messages were new.
 func (in *Intake) save(ctx context.Context, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
 	p := in.cfg.Pipeline
 	tx, err := in.driver.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: begin: %w", p, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: begin: %w", p, err)
 	}
 	inserted, err := in.saveTx(ctx, tx, cur, rows, d, now)
 	if err == nil {
 		if err = tx.Commit(ctx); err == nil {
 			return inserted, nil
 		}
-		err = fmt.Errorf("watermark: pipeline %q: commit: %w", p, err)
+		err = fmt.Errorf("relayintake: pipeline %q: commit: %w", p, err)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
 	if rerr := tx.Rollback(rctx); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("watermark: pipeline %q: rollback: %w", p, rerr))
+		err = errors.Join(err, fmt.Errorf("relayintake: pipeline %q: rollback: %w", p, rerr))
 	}
 	return 0, err
 }
 
 func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
 	p := in.cfg.Pipeline
-	// seed 000 §4.5: the cursor is a single overwritten row; refuse to overwrite a
+	// The cursor is a single overwritten row; refuse to overwrite a
 	// value another writer saved since this round read it (that could move W back).
 	again, err := tx.CursorGet(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: re-read cursor: %w", p, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: re-read cursor: %w", p, err)
 	}
 	if again.Watermark != cur.Watermark {
 		return 0, fmt.Errorf("pipeline %q: watermark %d became %d: %w", p, cur.Watermark, again.Watermark, ErrCursorMoved)
@@ -264,21 +267,21 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 			}
 		}
 		// Step 5: insert if absent. A row already present (a re-scan, or the
-		// compatibility entry of §4.4 that enqueues above W) is neither counted nor
+		// row another writer enqueued above W) is neither counted nor
 		// an error.
 		res, err := tx.MessageInsertMany(ctx, params)
 		if err != nil {
-			return 0, fmt.Errorf("watermark: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
+			return 0, fmt.Errorf("relayintake: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
 		}
 		inserted = res.Inserted
 	}
 	if d.released {
 		// Step 4: a permanent hole is logged durably, in the same transaction that
-		// moves W past it, so no id is passed without a record (DESIGN.md §3).
+		// moves W past it, so no id is passed without a record.
 		for id := d.holeFirst; id <= d.holeLast; id++ {
 			hole := &relaytype.Hole{Pipeline: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
 			if err := tx.HoleInsert(ctx, hole); err != nil {
-				return 0, fmt.Errorf("watermark: pipeline %q: log permanent hole %d: %w", p, id, err)
+				return 0, fmt.Errorf("relayintake: pipeline %q: log permanent hole %d: %w", p, id, err)
 			}
 		}
 	}
@@ -289,7 +292,7 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 		Now:       now,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
 	}
 	return inserted, nil
 }
@@ -346,9 +349,9 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 // progress with a full batch (or released a hole) it starts the next round at
 // once; otherwise it waits PollInterval on the configured clock. A failed round
 // is logged (never with payloads) and retried after PollInterval: an unreadable
-// source only delays intake, it never moves W (seed 000 §4.1 step 1). Run returns
+// source only delays intake, it never moves W. Run returns
 // ErrNotSeeded at once when the pipeline has no cursor: seeding is the operator's
-// decision (seed 000 §4.3).
+// decision.
 func (in *Intake) Run(ctx context.Context) error {
 	for {
 		res, err := in.RunOnce(ctx)
