@@ -49,6 +49,13 @@ type Config struct {
 	// Registerer, when set, receives the intake's metrics (see Intake). nil: no
 	// metrics are registered.
 	Registerer prometheus.Registerer
+	// Notify, when set, is called after every round that committed (new rows,
+	// or a watermark or hole timer that moved), on the round's goroutine, so
+	// that the engine processing the pipeline in this process takes the new
+	// rows at once instead of at its next poll. Set it to the engine's
+	// (*relay.Engine).Notify; relayservice does. It must not block. nil: the
+	// engine finds the rows at its next poll.
+	Notify func()
 }
 
 // withDefaults returns cfg with every zero field defaulted.

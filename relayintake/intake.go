@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -42,7 +43,11 @@ type Intake struct {
 	cfg    Config
 	m      *metrics
 
-	mu sync.Mutex // serialises rounds and seeding
+	mu sync.Mutex // serialises rounds and seeding; guards cur
+	// cur is the cursor as this Intake last read or saved it (nil: unknown, read
+	// it). A round starts from it instead of reading the store, and checks it
+	// once, inside its transaction, before it saves; any failure drops it.
+	cur *relaytype.Cursor
 }
 
 // New returns an Intake for cfg.Pipeline. It validates cfg (the error names the
@@ -112,14 +117,14 @@ type decision struct {
 // that ends them, for a batch read after w. rows must be
 // ascending with ids > w. It never returns a watermark below w.
 func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration) decision {
-	// Step 3: count contiguous ids from W+1; stop at the first missing id.
+	// Count contiguous ids from W+1; stop at the first missing id.
 	n := 0
 	for n < len(rows) && rows[n].ID == w+int64(n)+1 {
 		n++
 	}
 	d := decision{watermark: w + int64(n), enqueue: n}
 	if n == len(rows) {
-		// Step 4 applies only when the batch has rows after a missing id. Without
+		// The hole rule applies only when the batch has rows after a missing id. Without
 		// them no hole is observed, so there is nothing to time.
 		return d
 	}
@@ -134,7 +139,7 @@ func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time,
 	if now.Sub(d.holeSince) >= maxCommitDelay {
 		// Permanent: release only the hole itself. W stops just before the first
 		// row after it, so no existing row is skipped; those rows are enqueued by
-		// the next round (one hole per round, step 6).
+		// the next round (one hole per round).
 		d.released, d.firstSeen = true, d.holeSince
 		d.watermark = rows[n].ID - 1
 		d.holeSince = time.Time{}
@@ -158,10 +163,17 @@ func checkBatch(rows []relaysource.Row, after int64, limit int) error {
 	return nil
 }
 
-// RunOnce runs one intake round: read the cursor, read up to
-// BatchSize rows with id > W, advance W over contiguous ids, time or release the
-// hole at W+1, and in one transaction insert every row up to the new W (insert if
-// absent) and save (W, holeSince). ctx governs every call.
+// RunOnce runs one intake round: take the cursor, read up to BatchSize rows
+// with id > W, advance W over contiguous ids, time or release the hole at W+1,
+// and in one transaction insert every row up to the new W (insert if absent)
+// and save (W, holeSince). After the commit it calls Config.Notify. ctx governs
+// every call.
+//
+// The cursor is read from the store at most once per round: the Intake keeps
+// what it last read or saved, and a round that saves re-reads it inside its
+// transaction to check that nobody else moved it (ErrCursorMoved). A round
+// that changes nothing reads no cursor at all; the first round of an Intake,
+// and the first after a failed one, read it before they start.
 //
 // Without a cursor it returns ErrNotSeeded. When the source cannot be read, or
 // anything fails before the commit, it returns the error and nothing moved: W
@@ -170,15 +182,24 @@ func checkBatch(rows []relaysource.Row, after int64, limit int) error {
 func (in *Intake) RunOnce(ctx context.Context) (*RoundResult, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	res, err := in.round(ctx)
+	res, saved, err := in.round(ctx)
 	if err != nil {
+		in.cur = nil // read it afresh next round
 		in.m.errors.Inc()
 		return nil, err
+	}
+	if saved && in.cfg.Notify != nil {
+		in.cfg.Notify()
 	}
 	return res, nil
 }
 
-func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
+// cursor returns the cursor the round starts from: the cached one, or the
+// store's.
+func (in *Intake) cursor(ctx context.Context) (*relaytype.Cursor, error) {
+	if in.cur != nil {
+		return in.cur, nil
+	}
 	p := in.cfg.Pipeline
 	cur, err := in.driver.GetExecutor().CursorGet(ctx, p)
 	if errors.Is(err, relaytype.ErrNotFound) {
@@ -187,21 +208,32 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relayintake: pipeline %q: read cursor: %w", p, err)
 	}
+	in.cur = cur
+	return cur, nil
+}
+
+// round runs one round; saved reports a committed save.
+func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err error) {
+	p := in.cfg.Pipeline
+	cur, err := in.cursor(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	w := cur.Watermark
 
-	// Step 1–2. An unreadable source is an infrastructure failure, never "no new
+	// An unreadable source is an infrastructure failure, never "no new
 	// messages": return before anything is written.
 	rows, err := in.src.ReadAfter(ctx, w, in.cfg.BatchSize)
 	if err != nil {
-		return nil, fmt.Errorf("relayintake: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
+		return nil, false, fmt.Errorf("relayintake: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
 	}
 	if err := checkBatch(rows, w, in.cfg.BatchSize); err != nil {
-		return nil, fmt.Errorf("relayintake: pipeline %q (watermark unchanged): %w", p, err)
+		return nil, false, fmt.Errorf("relayintake: pipeline %q (watermark unchanged): %w", p, err)
 	}
 
 	now := in.cfg.Clock.Now()
 	d := decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay)
-	res := &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
+	res = &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
 	if d.released {
 		res.ReleasedFirst, res.ReleasedLast = d.holeFirst, d.holeLast
 	} else if d.holeFirst != 0 {
@@ -211,11 +243,14 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 
 	if d.watermark != w || !d.holeSince.Equal(cur.HoleSince) {
 		if res.Enqueued, err = in.save(ctx, cur, rows[:d.enqueue], d, now); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		saved = true
+		in.cur = &relaytype.Cursor{Pipeline: p, Watermark: d.watermark, HoleSince: d.holeSince,
+			SeededAt: cur.SeededAt, SeedMode: cur.SeedMode, UpdatedAt: now}
 	}
 	in.observe(ctx, res, rows, cur.HoleSince, d, now)
-	return res, nil
+	return res, saved, nil
 }
 
 // save writes the round: the inserts, the permanent hole's log rows
@@ -243,8 +278,9 @@ func (in *Intake) save(ctx context.Context, cur *relaytype.Cursor, rows []relays
 
 func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
 	p := in.cfg.Pipeline
-	// The cursor is a single overwritten row; refuse to overwrite a
-	// value another writer saved since this round read it (that could move W back).
+	// The cursor is a single overwritten row; refuse to overwrite a value
+	// another writer saved since this round took it (that could move W back).
+	// This is the round's one read of the cursor when it started from the cache.
 	again, err := tx.CursorGet(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("relayintake: pipeline %q: re-read cursor: %w", p, err)
@@ -255,20 +291,18 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 
 	inserted := 0
 	if len(rows) > 0 {
-		params := make([]*relaydriver.MessageInsertParams, len(rows))
+		eps := make([]*relay.EnqueueParams, len(rows))
 		for i, r := range rows {
-			params[i] = &relaydriver.MessageInsertParams{
-				Pipeline:   p,
-				ID:         r.ID,
-				Key:        r.Key,
-				Payload:    r.Payload,
-				ReceivedAt: r.ReceivedAt,
-				Now:        now,
-			}
+			eps[i] = &relay.EnqueueParams{ID: r.ID, Key: r.Key, Payload: r.Payload, ReceivedAt: r.ReceivedAt}
 		}
-		// Step 5: insert if absent. A row already present (a re-scan, or the
-		// row another writer enqueued above W) is neither counted nor
-		// an error.
+		// The engine's own insert parameters: the intake enqueues exactly as
+		// Engine.EnqueueTx does, with the source's id and received-at.
+		params, err := relay.InsertParams(p, now, eps...)
+		if err != nil {
+			return 0, fmt.Errorf("relayintake: pipeline %q: %w", p, err)
+		}
+		// Insert if absent. A row already present (a re-scan, or a row another
+		// writer enqueued above W) is neither counted nor an error.
 		res, err := tx.MessageInsertMany(ctx, params)
 		if err != nil {
 			return 0, fmt.Errorf("relayintake: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
@@ -276,7 +310,7 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 		inserted = res.Inserted
 	}
 	if d.released {
-		// Step 4: a permanent hole is logged durably, in the same transaction that
+		// A permanent hole is logged durably, in the same transaction that
 		// moves W past it, so no id is passed without a record.
 		for id := d.holeFirst; id <= d.holeLast; id++ {
 			hole := &relaytype.Hole{Pipeline: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
@@ -353,6 +387,9 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 // ErrNotSeeded at once when the pipeline has no cursor: seeding is the operator's
 // decision.
 func (in *Intake) Run(ctx context.Context) error {
+	in.mu.Lock()
+	in.cur = nil // another instance may have run the pipeline since the last round
+	in.mu.Unlock()
 	for {
 		res, err := in.RunOnce(ctx)
 		if ctx.Err() != nil {

@@ -63,6 +63,7 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("relayintake: seed pipeline %q mode %s W=%d: %w", p, mode, w, err)
 	}
+	in.cur = nil // the next round reads what was stored
 	in.m.watermark.Set(float64(w))
 	in.cfg.Logger.InfoContext(ctx, "intake: watermark seeded", "pipeline", p, "mode", recorded, "watermark", w)
 	return w, nil
