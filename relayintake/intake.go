@@ -70,6 +70,15 @@ func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) 
 	return &Intake{driver: driver, src: src, cfg: cfg, m: m}, nil
 }
 
+// SetNotify replaces Config.Notify: fn is called after every round that
+// committed (nil: nobody). relayservice calls it with the engine's Notify.
+// Safe to call at any time; it waits for a round in progress to end.
+func (in *Intake) SetNotify(fn func()) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.cfg.Notify = fn
+}
+
 // RoundResult reports one intake round.
 type RoundResult struct {
 	// Read is how many rows the source returned (at most Config.BatchSize).
