@@ -269,22 +269,36 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, param
 	if len(params) == 0 {
 		return nil, nil
 	}
-	now := e.cfg.Clock.Now()
-	ins := make([]*relaydriver.MessageInsertParams, len(params))
-	for i, p := range params {
-		if p == nil {
-			return nil, fmt.Errorf("relay: enqueue: params[%d] is nil", i)
-		}
-		ins[i] = &relaydriver.MessageInsertParams{
-			Pipeline: e.cfg.Pipeline, ID: p.ID, Key: p.Key, Payload: p.Payload,
-			ReceivedAt: p.ReceivedAt, Now: now,
-		}
+	ins, err := InsertParams(e.cfg.Pipeline, e.cfg.Clock.Now(), params...)
+	if err != nil {
+		return nil, err
 	}
 	res, err := tx.MessageInsertMany(ctx, ins)
 	if err != nil {
 		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
 	}
 	return res.IDs, nil
+}
+
+// InsertParams returns the store's insert parameters for enqueueing params
+// into pipeline with enqueue time now: the one place that turns EnqueueParams
+// into relaydriver.MessageInsertParams. EnqueueTx uses it, and so does a writer
+// that runs its own insert in its own transaction (relayintake saves its
+// cursor in the same transaction) so that it enqueues exactly as the engine
+// does. The insert is "insert if absent": an ID already present is left
+// untouched. A nil element is an error naming its index. It does no I/O.
+func InsertParams(pipeline string, now time.Time, params ...*EnqueueParams) ([]*relaydriver.MessageInsertParams, error) {
+	ins := make([]*relaydriver.MessageInsertParams, len(params))
+	for i, p := range params {
+		if p == nil {
+			return nil, fmt.Errorf("relay: enqueue: params[%d] is nil", i)
+		}
+		ins[i] = &relaydriver.MessageInsertParams{
+			Pipeline: pipeline, ID: p.ID, Key: p.Key, Payload: p.Payload,
+			ReceivedAt: p.ReceivedAt, Now: now,
+		}
+	}
+	return ins, nil
 }
 
 // Notify wakes the started loop if it is idle, so newly committed messages are

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/relayhq/relay/internal/admin"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -68,14 +68,14 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	case "dead", "abandoned":
 		fs.StringVar(&a.classes, "class", "", "only these error classes, comma-separated")
 		fs.Int64Var(&a.after, "after", 0, "list ids after this one (the next_after of the previous page)")
-		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("page size (at most %d)", admin.LimitMax))
+		fs.IntVar(&a.limit, "limit", relayadmin.LimitDefault, fmt.Sprintf("page size (at most %d)", relayadmin.LimitMax))
 		run = func(ctx context.Context) error { return a.messages(ctx, sub) }
 	case "dlq":
 		fs.StringVar(&a.targets, "target", "", "outbox target (default: the instance's targets; required with --store)")
-		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("events per target (at most %d)", admin.LimitMax))
+		fs.IntVar(&a.limit, "limit", relayadmin.LimitDefault, fmt.Sprintf("events per target (at most %d)", relayadmin.LimitMax))
 		run = a.dlq
 	case "holes":
-		fs.IntVar(&a.limit, "limit", admin.LimitDefault, fmt.Sprintf("holes to list (at most %d)", admin.LimitMax))
+		fs.IntVar(&a.limit, "limit", relayadmin.LimitDefault, fmt.Sprintf("holes to list (at most %d)", relayadmin.LimitMax))
 		run = a.holes
 	case "replay":
 		fs.StringVar(&a.classes, "class", "", "error classes to replay, comma-separated (each must be whitelisted)")
@@ -129,11 +129,11 @@ type adminCmd struct {
 }
 
 func (a *adminCmd) stats(ctx context.Context) error {
-	var st admin.Stats
+	var st relayadmin.Stats
 	var err error
 	if a.d != nil {
-		var s *admin.Stats
-		s, err = admin.ReadStats(ctx, a.d, a.pipeline, splitList(a.targets), relayclock.System{}.Now())
+		var s *relayadmin.Stats
+		s, err = relayadmin.ReadStats(ctx, a.d, a.pipeline, splitList(a.targets), relayclock.System{}.Now())
 		if s != nil {
 			st = *s
 		}
@@ -174,14 +174,14 @@ func (a *adminCmd) messages(ctx context.Context, sub string) error {
 	if err != nil {
 		return err
 	}
-	var page admin.MessagePage
+	var page relayadmin.MessagePage
 	if a.d != nil {
-		read := admin.ReadDead
+		read := relayadmin.ReadDead
 		if sub == "abandoned" {
-			read = admin.ReadAbandoned
+			read = relayadmin.ReadAbandoned
 		}
-		var p *admin.MessagePage
-		p, err = read(ctx, a.d, a.pipeline, admin.ListParams{Classes: classes, After: a.after, Limit: a.limit})
+		var p *relayadmin.MessagePage
+		p, err = read(ctx, a.d, a.pipeline, relayadmin.ListParams{Classes: classes, After: a.after, Limit: a.limit})
 		if p != nil {
 			page = *p
 		}
@@ -224,14 +224,14 @@ func (a *adminCmd) messages(ctx context.Context, sub string) error {
 }
 
 func (a *adminCmd) dlq(ctx context.Context) error {
-	var dlq admin.DLQ
+	var dlq relayadmin.DLQ
 	var err error
 	if a.d != nil {
 		if a.targets == "" {
 			return errors.New("admin dlq --store: --target is required (the store does not know the instance's targets)")
 		}
-		var d *admin.DLQ
-		d, err = admin.ReadDLQ(ctx, a.d, splitList(a.targets), a.limit)
+		var d *relayadmin.DLQ
+		d, err = relayadmin.ReadDLQ(ctx, a.d, splitList(a.targets), a.limit)
 		if d != nil {
 			dlq = *d
 		}
@@ -259,11 +259,11 @@ func (a *adminCmd) dlq(ctx context.Context) error {
 }
 
 func (a *adminCmd) holes(ctx context.Context) error {
-	var hs admin.Holes
+	var hs relayadmin.Holes
 	var err error
 	if a.d != nil {
-		var h *admin.Holes
-		h, err = admin.ReadHoles(ctx, a.d, a.pipeline, a.limit, relayclock.System{}.Now())
+		var h *relayadmin.Holes
+		h, err = relayadmin.ReadHoles(ctx, a.d, a.pipeline, a.limit, relayclock.System{}.Now())
 		if h != nil {
 			hs = *h
 		}
@@ -303,8 +303,8 @@ func (a *adminCmd) replay(ctx context.Context) error {
 	if len(classes) == 0 && len(ids) == 0 {
 		return errors.New("admin replay: give --class and/or --ids")
 	}
-	var res admin.ReplayResult
-	err = a.post(ctx, "/admin/replay", &admin.ReplayRequest{Classes: classes, IDs: ids}, &res)
+	var res relayadmin.ReplayResult
+	err = a.post(ctx, "/admin/replay", &relayadmin.ReplayRequest{Classes: classes, IDs: ids}, &res)
 	if err != nil || a.json {
 		return a.printJSON(&res, err)
 	}
@@ -321,8 +321,8 @@ func (a *adminCmd) reopen(ctx context.Context) error {
 	if len(ids) == 0 && a.reason == "" {
 		return errors.New("admin reopen: give --ids or --reason")
 	}
-	var res admin.ReopenResult
-	err = a.post(ctx, "/admin/reopen", &admin.ReopenRequest{IDs: ids, Reason: a.reason}, &res)
+	var res relayadmin.ReopenResult
+	err = a.post(ctx, "/admin/reopen", &relayadmin.ReopenRequest{IDs: ids, Reason: a.reason}, &res)
 	if err != nil || a.json {
 		return a.printJSON(&res, err)
 	}
@@ -378,7 +378,7 @@ func (a *adminCmd) do(req *http.Request, out any) error {
 		return fmt.Errorf("admin API %s: read answer: %w", req.URL.Redacted(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e admin.Error
+		var e relayadmin.Error
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			return fmt.Errorf("admin API %s %s: %s: %s", req.Method, req.URL.Path, resp.Status, e.Error)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/cli"
 	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -62,7 +62,7 @@ func TestAdminAgainstServe(t *testing.T) {
 			&out, &out)
 	}()
 
-	var st admin.Stats
+	var st relayadmin.Stats
 	require.Eventually(t, func() bool {
 		o, err := run(t, "admin", "stats", "--addr", addr, "--json")
 		if err != nil || json.Unmarshal([]byte(o), &st) != nil {

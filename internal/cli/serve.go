@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // foreign MySQL/MariaDB sources
@@ -19,12 +18,13 @@ import (
 	_ "modernc.org/sqlite" // foreign SQLite sources
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/demo"
-	"github.com/relayhq/relay/internal/exclusive"
-	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relayservice"
 	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaysource"
 )
@@ -44,7 +44,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and the admin API (/admin/…) on this address (empty: off)")
 	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
-	lockTTL := fs.Duration("lock-ttl", exclusive.TTLDefault, "lease length on lease-based stores (SQLite)")
+	lockTTL := fs.Duration("lock-ttl", relaylock.TTLDefault, "lease length on lease-based stores (SQLite)")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
 	kafkaBrokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers: the handler appends a change event per applied message to the outbox and a dispatcher delivers them (empty: no outbox stage)")
 	ack := fs.Bool("ack", false, "write processing marks back to the source (columns procflag, proctime) with the acknowledgement write-back")
@@ -94,13 +94,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	intake, err := watermark.New(d, table, watermark.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
+	intake, err := relayintake.New(d, table, relayintake.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
 	handler := &demo.Handler{Pipeline: *pipeline}
-	var dispatcher *relay.Dispatcher
+	var dispatchers []*relay.Dispatcher
 	var targets []string
 	if *kafkaBrokers != "" {
 		handler.Target = "kafka-" + *pipeline
@@ -110,11 +110,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		defer sink.Close(context.WithoutCancel(ctx))
-		dispatcher, err = relay.NewDispatcher(d, sink, relay.DispatcherConfig{Target: handler.Target, BatchSize: 1000,
+		dispatcher, err := relay.NewDispatcher(d, sink, relay.DispatcherConfig{Target: handler.Target, BatchSize: 1000,
 			PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 		if err != nil {
 			return err
 		}
+		dispatchers = append(dispatchers, dispatcher)
 	}
 	engine, err := relay.New(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
 		Handler: handler, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16, AckIntent: *ack,
@@ -130,64 +131,35 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	var active atomic.Bool // this instance holds the pipeline lock: admin mutations allowed
-	if *metricsAddr != "" {
-		stopHTTP, err := serveMetrics(*metricsAddr, reg, admin.Handler(admin.Deps{Driver: d, Pipeline: *pipeline,
-			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: active.Load, Clock: clock, Logger: log}))
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
-	}
-
-	err = exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:" + *pipeline, Owner: *owner, TTL: *lockTTL,
-		Clock: clock, Logger: log}, func(ctx context.Context) error {
-		active.Store(true)
-		defer active.Store(false)
-		if *seed != "" {
+	svc, err := relayservice.New(relayservice.Config{Name: "pipeline:" + *pipeline, Owner: *owner, Driver: d,
+		Intake: intake, Engine: engine, Dispatchers: dispatchers, AckWriter: ackWriter, LockTTL: *lockTTL,
+		Clock: clock, Logger: log, Prepare: func(ctx context.Context) error {
+			if *seed == "" {
+				return nil
+			}
 			w, err := intake.Seed(ctx, *seed)
 			if err != nil {
 				return fmt.Errorf("seed %q: %w", *seed, err)
 			}
 			log.InfoContext(ctx, "watermark seeded", "pipeline", *pipeline, "mode", *seed, "watermark", w)
-		}
-		if err := engine.Start(ctx); err != nil {
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	if *metricsAddr != "" {
+		stopHTTP, err := serveMetrics(*metricsAddr, reg, relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: *pipeline,
+			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log}))
+		if err != nil {
 			return err
 		}
-		var stops []func(context.Context) error
-		if dispatcher != nil {
-			if err := dispatcher.Start(ctx); err != nil {
-				return errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
-			}
-			stops = append(stops, dispatcher.Stop)
-		}
-		if ackWriter != nil {
-			if err := ackWriter.Start(ctx); err != nil {
-				return errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
-			}
-			stops = append(stops, ackWriter.Stop)
-		}
-		intakeErr := intake.Run(ctx)
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		errs := []error{ignoreCanceled(intakeErr), engine.Stop(stopCtx)}
-		for _, stop := range stops {
-			errs = append(errs, stop(stopCtx))
-		}
-		return errors.Join(errs...)
-	})
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		log.Info("stopped")
-		return nil
+		defer stopHTTP()
 	}
-	return err
-}
-
-func ignoreCanceled(err error) error {
-	if errors.Is(err, context.Canceled) {
-		return nil
+	if err := svc.Run(ctx); err != nil {
+		return err
 	}
-	return err
+	log.Info("stopped")
+	return nil
 }
 
 func defaultOwner() string {

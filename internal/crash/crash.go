@@ -27,9 +27,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/demo"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -96,11 +96,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	intake, err := watermark.New(o.Store, table, watermark.Config{Pipeline: pipeline})
+	intake, err := relayintake.New(o.Store, table, relayintake.Config{Pipeline: pipeline})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := intake.Seed(ctx, watermark.SeedZero); err != nil {
+	if _, err := intake.Seed(ctx, relayintake.SeedZero); err != nil {
 		return nil, err
 	}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, demo.EventTopic))

@@ -15,10 +15,11 @@ import (
 	_ "modernc.org/sqlite" // the source table's driver
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relayservice"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -85,7 +86,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	intake, err := watermark.New(o.Store, table, watermark.Config{
+	intake, err := relayintake.New(o.Store, table, relayintake.Config{
 		Pipeline: o.Pipeline, BatchSize: 1000, MaxCommitDelay: o.MaxCommitDelay,
 		PollInterval: 20 * time.Millisecond, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
 	})
@@ -94,7 +95,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}
 	// seed 000 §4.3: cutover seeding is explicit; the demo starts from zero so
 	// that id 1 onwards follows the hole rules.
-	if _, err := intake.Seed(ctx, watermark.SeedZero); err != nil {
+	if _, err := intake.Seed(ctx, relayintake.SeedZero); err != nil {
 		return nil, err
 	}
 	handler := &Handler{Pipeline: o.Pipeline}
@@ -116,6 +117,16 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 
+	var dispatchers []*relay.Dispatcher
+	if kafka != nil {
+		dispatchers = append(dispatchers, kafka.dispatcher)
+	}
+	svc, err := relayservice.New(relayservice.Config{Driver: o.Store, Intake: intake, Engine: engine,
+		Dispatchers: dispatchers, Clock: o.Clock, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+
 	fmt.Fprintf(out, "relay demo: pipeline %s on %s store; %d ids (%d rows, %d late, %d permanent holes); max commit delay %s\n",
 		o.Pipeline, o.Store.Name(), o.Plan.N, len(plan.Rows), countLate(plan), len(plan.PermanentHoles), o.MaxCommitDelay)
 
@@ -123,19 +134,12 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- writeSource(ctx, src, plan, o) }()
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	intakeDone := make(chan error, 1)
-	go func() { intakeDone <- intake.Run(runCtx) }()
-	if err := engine.Start(runCtx); err != nil {
-		stopRun()
-		return nil, err
-	}
-	if kafka != nil {
-		if err := kafka.dispatcher.Start(runCtx); err != nil {
-			stopRun()
-			return nil, errors.Join(err, engine.Stop(context.WithoutCancel(ctx)))
-		}
-	}
+	// The service runs on a context of its own: it must keep running (and then
+	// stop cleanly) even when the run's timeout ends the progress loop.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- svc.Run(runCtx) }()
 
 	lastID := plan.Rows[len(plan.Rows)-1].ID
 	writing := true
@@ -153,8 +157,13 @@ wait:
 		case <-ctx.Done():
 			runErr = fmt.Errorf("demo: did not finish within %s: %w", o.Timeout, ctx.Err())
 			break wait
+		case err := <-runDone:
+			// The pipeline stopped by itself: a part failed.
+			runDone <- err
+			runErr = fmt.Errorf("demo: pipeline stopped before the end: %w", err)
+			break wait
 		}
-		p, err := progress(ctx, o.Store, o.Pipeline, handler.Target)
+		p, err := progress(ctx, svc, o.Store, o.Pipeline)
 		if err != nil {
 			runErr = err
 			break wait
@@ -171,17 +180,11 @@ wait:
 	}
 	elapsed := o.Clock.Now().Sub(start)
 	stopRun()
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelStop()
-	stopErr := engine.Stop(stopCtx)
-	if kafka != nil {
-		stopErr = errors.Join(stopErr, kafka.dispatcher.Stop(stopCtx))
+	if err := <-runDone; err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("demo: pipeline: %w", err))
 	}
-	if err := <-intakeDone; err != nil && !errors.Is(err, context.Canceled) {
-		runErr = errors.Join(runErr, fmt.Errorf("demo: intake: %w", err))
-	}
-	if runErr != nil || stopErr != nil {
-		return nil, errors.Join(runErr, stopErr)
+	if runErr != nil {
+		return nil, runErr
 	}
 
 	rep, err := Reconcile(context.WithoutCancel(ctx), o.Store, src, o.Pipeline, plan)
@@ -394,34 +397,28 @@ type progressLine struct {
 	sent, pending                             int64 // outbox events of the Kafka stage
 }
 
-func progress(ctx context.Context, d relaydriver.Driver, pipeline, target string) (progressLine, error) {
+func progress(ctx context.Context, svc *relayservice.Service, d relaydriver.Driver, pipeline string) (progressLine, error) {
 	var p progressLine
-	ex := d.GetExecutor()
-	cur, err := ex.CursorGet(ctx, pipeline)
-	if err != nil {
-		return p, fmt.Errorf("demo: read cursor: %w", err)
-	}
-	st, err := ex.MessageStats(ctx, pipeline)
+	st, err := svc.Stats(ctx)
 	if err != nil {
 		return p, fmt.Errorf("demo: read stats: %w", err)
 	}
-	holes, err := ex.HoleList(ctx, pipeline)
+	holes, err := d.GetExecutor().HoleList(ctx, pipeline)
 	if err != nil {
 		return p, fmt.Errorf("demo: read holes: %w", err)
 	}
-	p.watermark = cur.Watermark
-	for _, n := range st.Counts {
+	if st.Cursor != nil {
+		p.watermark = st.Cursor.Watermark
+	}
+	for _, n := range st.Messages.Counts {
 		p.enqueued += n
 	}
-	p.backlog = st.Backlog()
+	p.backlog = st.Messages.Backlog()
 	p.done = p.enqueued - p.backlog
 	p.holes = int64(len(holes))
-	if target != "" {
-		ob, err := ex.OutboxStats(ctx, target)
-		if err != nil {
-			return p, fmt.Errorf("demo: read outbox: %w", err)
-		}
-		p.sent, p.pending = ob.Sent, ob.Pending
+	for _, ob := range st.Outbox {
+		p.sent += ob.Sent
+		p.pending += ob.Pending
 	}
 	return p, nil
 }

@@ -7,18 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
-	"github.com/relayhq/relay/internal/exclusive"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relayservice"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -38,7 +38,7 @@ type Options struct {
 	// Owner names this instance in the pipeline lock and logs.
 	Owner string
 	// LockTTL is the lease of lease-based locks (unused on PostgreSQL, whose
-	// lock is a session advisory lock). Default exclusive.TTLDefault.
+	// lock is a session advisory lock). Default relaylock.TTLDefault.
 	LockTTL time.Duration
 	// Clock is the only source of time. Default relayclock.System{}.
 	Clock relaytype.Clock
@@ -53,22 +53,20 @@ type Options struct {
 // Service is a whole msgx instance (seed 000): watermark intake over
 // CMINMSGS, the strict FIFO pump with the Processor, the processing-mark
 // write-back, the KAFKA:msg and KAFKA:schd dispatchers, outbox retention,
-// engine archival, the request sender and the lifecycle job. Run holds the
-// pipeline lock (single active instance, §4.5) while they run.
+// engine archival, the request sender and the lifecycle job. They run as one
+// relayservice.Service, which holds the pipeline lock (single active
+// instance, §4.5) while they run.
 type Service struct {
 	o         Options
 	cfg       Config
 	table     *relaysource.SQLTable
-	intake    *watermark.Intake
+	intake    *relayintake.Intake
 	engine    *relay.Engine
 	ack       *relay.AckWriter
-	dispatch  []*relay.Dispatcher
-	retention *relay.Retention
-	archiver  *relay.Archiver
 	requester *Requester
 	lifecycle *Lifecycle
 	processor *Processor
-	active    atomic.Bool
+	svc       *relayservice.Service
 }
 
 // Migrate brings the msgx store to the current schema: the engine line and
@@ -100,13 +98,13 @@ func New(o Options) (*Service, error) {
 		o.Clock = relayclock.System{}
 	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
-	o.LockTTL = cmp.Or(o.LockTTL, exclusive.TTLDefault)
+	o.LockTTL = cmp.Or(o.LockTTL, relaylock.TTLDefault)
 	s := &Service{o: o, cfg: cfg}
 	var err error
 	if s.table, err = MailboxTable(o.Mailbox, o.Logger); err != nil {
 		return nil, err
 	}
-	if s.intake, err = watermark.New(o.Store, s.table, watermark.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
+	if s.intake, err = relayintake.New(o.Store, s.table, relayintake.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
 		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
 		Registerer: o.Registerer}); err != nil {
 		return nil, err
@@ -124,6 +122,7 @@ func New(o Options) (*Service, error) {
 		PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
+	var dispatchers []*relay.Dispatcher
 	for _, t := range []struct {
 		target string
 		kind   relay.DispatchKind
@@ -134,24 +133,32 @@ func New(o Options) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.dispatch = append(s.dispatch, x)
+		dispatchers = append(dispatchers, x)
 	}
-	if s.retention, err = relay.NewRetention(o.Store, relay.RetentionConfig{Targets: []string{TargetMsg, TargetSchd},
+	retention, err := relay.NewRetention(o.Store, relay.RetentionConfig{Targets: []string{TargetMsg, TargetSchd},
 		SentRetention: cfg.EventRetention, Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger,
-		Registerer: o.Registerer}); err != nil {
+		Registerer: o.Registerer})
+	if err != nil {
 		return nil, err
 	}
-	if s.archiver, err = relay.NewArchiver(o.Store, relay.ArchiverConfig{Pipeline: cfg.Pipeline, After: cfg.ArchiveAfter,
-		Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+	archiver, err := relay.NewArchiver(o.Store, relay.ArchiverConfig{Pipeline: cfg.Pipeline, After: cfg.ArchiveAfter,
+		Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+	if err != nil {
 		return nil, err
 	}
 	s.lifecycle = NewLifecycle(cfg, o.Store, o.Store.Pool(), o.Clock, o.Logger)
+	if s.svc, err = relayservice.New(relayservice.Config{Name: "pipeline:" + cfg.Pipeline, Owner: o.Owner,
+		Driver: o.Store, Intake: s.intake, Engine: s.engine, Dispatchers: dispatchers, AckWriter: s.ack,
+		Retention: retention, Archiver: archiver, Jobs: []func(context.Context) error{s.sendRequests, s.runLifecycle},
+		Prepare: s.seed, LockTTL: o.LockTTL, Clock: o.Clock, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Active reports whether this instance holds the pipeline lock and runs the
 // pipeline: admin mutations (replay, reopen) are allowed only then.
-func (s *Service) Active() bool { return s.active.Load() }
+func (s *Service) Active() bool { return s.svc.Active() }
 
 // Engine returns the FIFO engine (admin API, replay).
 func (s *Service) Engine() *relay.Engine { return s.engine }
@@ -165,86 +172,54 @@ func (s *Service) Requester() *Requester { return s.requester }
 // Lifecycle returns the maintenance job.
 func (s *Service) Lifecycle() *Lifecycle { return s.lifecycle }
 
+// Stats reads the pipeline's progress: messages per state, the watermark and
+// both outbox targets' counts (relayservice.Service.Stats). ctx governs the
+// reads.
+func (s *Service) Stats(ctx context.Context) (*relayservice.Stats, error) { return s.svc.Stats(ctx) }
+
 // Run waits for the pipeline lock, then runs every role until ctx ends or
-// the lock is lost, and stops them within a bounded time. It returns nil
-// after a clean stop by ctx.
-func (s *Service) Run(ctx context.Context) error {
-	log := s.o.Logger
-	err := exclusive.Run(ctx, s.o.Store, exclusive.Params{Name: "pipeline:" + s.cfg.Pipeline, Owner: s.o.Owner,
-		TTL: s.o.LockTTL, Clock: s.o.Clock, Logger: log}, s.runActive)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+// the lock is lost, and stops them within a bounded time
+// (relayservice.Service.Run). It returns nil after a clean stop by ctx and an
+// error wrapping relaylock.ErrLost when the lock was lost. Run may be called
+// once.
+func (s *Service) Run(ctx context.Context) error { return s.svc.Run(ctx) }
+
+// seed makes the configured cutover decision under the pipeline lock, before
+// the intake starts.
+func (s *Service) seed(ctx context.Context) error {
+	if s.cfg.CutoverWatermark == "" {
 		return nil
 	}
-	return err
+	log := s.o.Logger
+	w, err := s.intake.Seed(ctx, s.cfg.CutoverWatermark)
+	switch {
+	case errors.Is(err, relaytype.ErrSeedRefused):
+		// seed 000 §4.3: an instance with a watermark or messages is never
+		// re-seeded; a restart with the same setting simply carries on.
+		log.WarnContext(ctx, "msgx: cutover seeding refused: the pipeline already has a watermark or messages; setting ignored",
+			"mode", s.cfg.CutoverWatermark)
+	case err != nil:
+		return fmt.Errorf("msgx: cutover seeding %q: %w", s.cfg.CutoverWatermark, err)
+	default:
+		log.InfoContext(ctx, "msgx: watermark seeded", "mode", s.cfg.CutoverWatermark, "watermark", w)
+	}
+	return nil
 }
 
-// stopper is a started component.
-type stopper interface{ Stop(context.Context) error }
+// sendRequests is the request sender's job: a pass every poll interval.
+func (s *Service) sendRequests(ctx context.Context) error {
+	runEvery(ctx, s.o.Clock, s.cfg.PollInterval, s.o.Logger, "request sender", func(ctx context.Context) error {
+		_, _, err := s.requester.Pass(ctx)
+		return err
+	})
+	return nil
+}
 
-func (s *Service) runActive(ctx context.Context) error {
-	s.active.Store(true)
-	defer s.active.Store(false)
-	log := s.o.Logger
-	if s.cfg.CutoverWatermark != "" {
-		w, err := s.intake.Seed(ctx, s.cfg.CutoverWatermark)
-		switch {
-		case errors.Is(err, relaytype.ErrSeedRefused):
-			// seed 000 §4.3: an instance with a watermark or messages is never
-			// re-seeded; a restart with the same setting simply carries on.
-			log.WarnContext(ctx, "msgx: cutover seeding refused: the pipeline already has a watermark or messages; setting ignored",
-				"mode", s.cfg.CutoverWatermark)
-		case err != nil:
-			return fmt.Errorf("msgx: cutover seeding %q: %w", s.cfg.CutoverWatermark, err)
-		default:
-			log.InfoContext(ctx, "msgx: watermark seeded", "mode", s.cfg.CutoverWatermark, "watermark", w)
-		}
-	}
-	var started []stopper
-	stopAll := func() error {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		var errs []error
-		for i := len(started) - 1; i >= 0; i-- {
-			errs = append(errs, started[i].Stop(stopCtx))
-		}
-		return errors.Join(errs...)
-	}
-	type starter interface {
-		stopper
-		Start(context.Context) error
-	}
-	comps := []starter{s.engine, s.ack, s.retention, s.archiver}
-	for _, x := range s.dispatch {
-		comps = append(comps, x)
-	}
-	for _, c := range comps {
-		if err := c.Start(ctx); err != nil {
-			return errors.Join(err, stopAll())
-		}
-		started = append(started, c)
-	}
-	jobCtx, stopJobs := context.WithCancel(ctx)
-	jobsDone := make(chan struct{}, 2)
-	go func() {
-		defer func() { jobsDone <- struct{}{} }()
-		runEvery(jobCtx, s.o.Clock, s.cfg.PollInterval, log, "request sender", func(ctx context.Context) error {
-			_, _, err := s.requester.Pass(ctx)
-			return err
-		})
-	}()
-	go func() {
-		defer func() { jobsDone <- struct{}{} }()
-		runEvery(jobCtx, s.o.Clock, s.cfg.LifecycleEvery, log, "lifecycle", func(ctx context.Context) error {
-			_, err := s.lifecycle.Pass(ctx)
-			return err
-		})
-	}()
-	intakeErr := s.intake.Run(ctx)
-	stopJobs()
-	<-jobsDone
-	<-jobsDone
-	if errors.Is(intakeErr, context.Canceled) {
-		intakeErr = nil
-	}
-	return errors.Join(intakeErr, stopAll())
+// runLifecycle is the maintenance job: a pass every lifecycle interval.
+func (s *Service) runLifecycle(ctx context.Context) error {
+	runEvery(ctx, s.o.Clock, s.cfg.LifecycleEvery, s.o.Logger, "lifecycle", func(ctx context.Context) error {
+		_, err := s.lifecycle.Pass(ctx)
+		return err
+	})
+	return nil
 }

@@ -1,4 +1,4 @@
-package admin
+package relayadmin
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const (
 	MaxIDs = 1000
 )
 
-// Deps is what the handler works with.
+// Deps is what Handler works with. Driver and Pipeline are required.
 type Deps struct {
 	// Driver is the pipeline's store. Required.
 	Driver relaydriver.Driver
@@ -61,7 +61,10 @@ type Deps struct {
 //
 // Answers are JSON; errors are {"error": "…"} with 400 (bad request or a
 // replay refused by the whitelist), 404, 405, 409 (no engine or acknowledgement
-// writer), 503 (instance not active) or 500.
+// writer), 503 (instance not active) or 500. Mount it on a mux as
+// mux.Handle("/admin/", relayadmin.Handler(deps)); it serves only those paths.
+// Each request's ctx governs its store calls. The handler is safe for
+// concurrent use; it does no I/O until a request arrives.
 func Handler(deps Deps) http.Handler {
 	if deps.Clock == nil {
 		deps.Clock = relayclock.System{}

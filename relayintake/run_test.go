@@ -1,4 +1,4 @@
-package watermark_test
+package relayintake_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayintake"
 )
 
 // Run: full batches follow each other at once; otherwise it waits the poll
@@ -17,8 +17,8 @@ import (
 // retried; a hole ages out on the clock; cancel stops it cleanly.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sqliteStore, func(c *watermark.Config) { c.BatchSize = 2 })
-	b.seed(watermark.SeedZero)
+	b := setup(t, sqliteStore, func(c *relayintake.Config) { c.BatchSize = 2 })
+	b.seed(relayintake.SeedZero)
 	b.insert(span(1, 5)...)
 
 	ctx, cancel := context.WithCancel(b.ctx)
@@ -78,7 +78,7 @@ func TestRun(t *testing.T) {
 
 // A randomised history of a mailbox where ids are allocated in order but
 // commit late or never, checked after every round against the invariants of
-// seed 000 §4.1 and DESIGN.md §3: W never decreases; every id up to W is exactly
+// W never decreases; every id up to W is exactly
 // one of a message or a logged permanent hole; no message lies above W; a hole
 // is released only after waiting the max commit delay and never for a row that
 // was visible; in the end every committed row is enqueued.
@@ -88,8 +88,8 @@ func TestRandomHistoryLosesNothing(t *testing.T) {
 		t.Run("", func(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewPCG(seed, 42))
-			b := setup(t, sqliteStore, func(c *watermark.Config) { c.BatchSize = 1 + r.IntN(4) })
-			b.seed(watermark.SeedZero)
+			b := setup(t, sqliteStore, func(c *relayintake.Config) { c.BatchSize = 1 + r.IntN(4) })
+			b.seed(relayintake.SeedZero)
 
 			var (
 				next      int64 = 1

@@ -1,4 +1,4 @@
-package watermark_test
+package relayintake_test
 
 import (
 	"context"
@@ -8,19 +8,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
 )
 
-// seed 000 §4.1 step 3: W advances over contiguous ids and every row up to it
+// W advances over contiguous ids and every row up to it
 // is enqueued with its key, payload and received-at; an idle round writes nothing.
 func TestContiguousAdvance(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 2, 3, 4, 5)
 
 		res := b.round()
@@ -53,12 +53,12 @@ func TestContiguousAdvance(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 2: a round reads at most BatchSize rows; a full batch
+// A round reads at most BatchSize rows; a full batch
 // reports More and the lag counts what is left.
 func TestBatchBound(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sqliteStore, func(c *watermark.Config) { c.BatchSize = 3 })
-	b.seed(watermark.SeedZero)
+	b := setup(t, sqliteStore, func(c *relayintake.Config) { c.BatchSize = 3 })
+	b.seed(relayintake.SeedZero)
 	b.insert(span(1, 7)...)
 
 	res := b.round()
@@ -79,13 +79,13 @@ func TestBatchBound(t *testing.T) {
 	require.Equal(t, span(1, 7), b.messageIDs())
 }
 
-// seed 000 §4.1 step 4: while a hole is younger than the max commit delay, W
+// While a hole is younger than the max commit delay, W
 // stops before it and nothing after it is enqueued.
 func TestYoungHoleBlocks(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 2, 4, 5)
 
 		res := b.round()
@@ -121,13 +121,13 @@ func TestYoungHoleBlocks(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 / §9.2: holeSince is persisted, so a restarted intake keeps the
+// holeSince is persisted, so a restarted intake keeps the
 // timing instead of starting the wait again.
 func TestHoleSinceSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(2, 3)
 		require.Equal(t, int64(1), b.round().HoleAt)
 
@@ -149,13 +149,13 @@ func TestHoleSinceSurvivesRestart(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 4: an aged hole is released, logged and counted; the
+// An aged hole is released, logged and counted; the
 // release skips only the hole itself and never an existing row.
 func TestReleaseSkipsOnlyTheHole(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 2, 5, 6)
 		require.Equal(t, int64(3), b.round().HoleAt)
 
@@ -188,13 +188,13 @@ func TestReleaseSkipsOnlyTheHole(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 6: each round resolves at most one hole, and a second hole
+// Each round resolves at most one hole, and a second hole
 // is timed from its own first observation.
 func TestTwoHolesOnePerRound(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(2, 3, 5, 6) // holes at 1 and 4
 		res := b.round()
 		require.Equal(t, int64(1), res.HoleAt)
@@ -229,13 +229,13 @@ func TestTwoHolesOnePerRound(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1: a new hole after an old one was filled does not inherit the old
+// A new hole after an old one was filled does not inherit the old
 // wait.
 func TestNewHoleAfterFilledHoleTimedAfresh(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 3) // hole at 2
 		res := b.round()
 		require.Equal(t, int64(2), res.HoleAt)
@@ -260,13 +260,13 @@ func TestNewHoleAfterFilledHoleTimedAfresh(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 1: an unreadable source never moves W nor its hole timer,
+// An unreadable source never moves W nor its hole timer,
 // even when the hole would have aged out meanwhile.
 func TestUnreadableSourceNeverMovesW(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 3)
 		b.round()
 		before := b.cursor()
@@ -299,14 +299,14 @@ func TestUnreadableSourceNeverMovesW(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 5, §4.4, §9.2: rows already enqueued (the compatibility
-// entry writes above W) are skipped by insert-if-absent without error, and W
+// Rows already enqueued (another writer
+// enqueued above W) are skipped by insert-if-absent without error, and W
 // still advances over them.
 func TestInsertIfAbsent(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		compat, err := b.store.GetExecutor().MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
 			{Pipeline: pipeline, ID: 2, Payload: []byte("from compat"), Now: t0},
 			{Pipeline: pipeline, ID: 7, Payload: []byte("from compat"), Now: t0},
@@ -331,7 +331,7 @@ func TestInsertIfAbsent(t *testing.T) {
 	})
 }
 
-// seed 000 §4.1 step 5: inserts, hole log and cursor save are one transaction —
+// Inserts, hole log and cursor save are one transaction —
 // any failure inside it leaves no message, no hole and the old cursor.
 func TestOneTransaction(t *testing.T) {
 	t.Parallel()
@@ -339,7 +339,7 @@ func TestOneTransaction(t *testing.T) {
 		b := setup(t, store)
 		fd := &faultDriver{Driver: b.store}
 		in := b.newIntake(fd, b.src)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 2, 3)
 
 		fd.failCursorSave = true
@@ -388,21 +388,21 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// seed 000 §4.3: no cursor means no intake; seeding is never implied.
+// No cursor means no intake; seeding is never implied.
 func TestNotSeeded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sqliteStore)
 	b.insert(1, 2)
 	_, err := b.in.RunOnce(b.ctx)
-	require.ErrorIs(t, err, watermark.ErrNotSeeded)
+	require.ErrorIs(t, err, relayintake.ErrNotSeeded)
 	require.ErrorContains(t, err, pipeline)
-	require.ErrorIs(t, b.in.Run(b.ctx), watermark.ErrNotSeeded, "Run stops: seeding is the operator's decision")
+	require.ErrorIs(t, b.in.Run(b.ctx), relayintake.ErrNotSeeded, "Run stops: seeding is the operator's decision")
 	_, err = b.store.GetExecutor().CursorGet(b.ctx, pipeline)
 	require.ErrorIs(t, err, relaytype.ErrNotFound, "no cursor is created implicitly")
 	require.Empty(t, b.messageIDs())
 }
 
-// seed 000 §4.3: the four cutover modes.
+// The four cutover modes.
 func TestSeedModes(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
@@ -486,7 +486,7 @@ func TestSeedEmptySourceAndRefusals(t *testing.T) {
 // rows) is an error that leaves W unchanged: W never decreases.
 func TestSourceContractViolations(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sqliteStore, func(c *watermark.Config) { c.BatchSize = 3 })
+	b := setup(t, sqliteStore, func(c *relayintake.Config) { c.BatchSize = 3 })
 	b.seed("10")
 	for name, ids := range map[string][]int64{
 		"at or below W": {9, 11},
@@ -509,13 +509,13 @@ func TestSourceContractViolations(t *testing.T) {
 	}
 }
 
-// seed 000 §4.5: when another writer moves the cursor during a round, the round
+// When another writer moves the cursor during a round, the round
 // saves nothing rather than overwrite it (which could move W back).
 func TestCursorMovedDuringRound(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		b.insert(1, 2, 3, 4)
 		other := b.store.GetExecutor()
 		src := &funcSource{readAfter: func(ctx context.Context, after int64, limit int) ([]relaysource.Row, error) {
@@ -525,7 +525,7 @@ func TestCursorMovedDuringRound(t *testing.T) {
 			return rows, err
 		}}
 		_, err := b.newIntake(b.store, src).RunOnce(b.ctx)
-		require.ErrorIs(t, err, watermark.ErrCursorMoved)
+		require.ErrorIs(t, err, relayintake.ErrCursorMoved)
 		require.Equal(t, int64(4), b.cursor().Watermark, "the other writer's W is not overwritten by a smaller one")
 		require.Empty(t, b.messageIDs())
 	})
@@ -535,8 +535,8 @@ func TestCursorMovedDuringRound(t *testing.T) {
 // result.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	b := setup(t, sqliteStore, func(c *watermark.Config) { c.BatchSize = 2 })
-	b.seed(watermark.SeedZero)
+	b := setup(t, sqliteStore, func(c *relayintake.Config) { c.BatchSize = 2 })
+	b.seed(relayintake.SeedZero)
 	b.insert(1, 2, 3, 5)
 
 	res := b.round() // full batch: lag from the source bounds
@@ -563,7 +563,7 @@ func TestMetrics(t *testing.T) {
 	// A second pipeline and a restarted intake share the registry.
 	cfg := b.cfg
 	cfg.Pipeline = "other"
-	_, err := watermark.New(b.store, b.src, cfg)
+	_, err := relayintake.New(b.store, b.src, cfg)
 	require.NoError(t, err)
 	b.newIntake(b.store, b.src)
 	require.Equal(t, 2, seriesCount(t, b, "relay_watermark"))
@@ -580,10 +580,10 @@ func TestMetrics(t *testing.T) {
 
 	// Without a registerer nothing is registered and nothing fails.
 	cfg.Registerer = nil
-	in, err := watermark.New(b.store, b.src, cfg)
+	in, err := relayintake.New(b.store, b.src, cfg)
 	require.NoError(t, err)
 	_, err = in.RunOnce(b.ctx)
-	require.ErrorIs(t, err, watermark.ErrNotSeeded)
+	require.ErrorIs(t, err, relayintake.ErrNotSeeded)
 }
 
 // metricValue reads the bundle pipeline's series of a gauge or counter.
@@ -625,22 +625,22 @@ func seriesCount(t *testing.T, b *bundle, name string) int {
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sqliteStore)
-	for field, mutate := range map[string]func(*watermark.Config){
-		"Pipeline":       func(c *watermark.Config) { c.Pipeline = "" },
-		"BatchSize":      func(c *watermark.Config) { c.BatchSize = -1 },
-		"MaxCommitDelay": func(c *watermark.Config) { c.MaxCommitDelay = -time.Second },
-		"PollInterval":   func(c *watermark.Config) { c.PollInterval = -time.Second },
+	for field, mutate := range map[string]func(*relayintake.Config){
+		"Pipeline":       func(c *relayintake.Config) { c.Pipeline = "" },
+		"BatchSize":      func(c *relayintake.Config) { c.BatchSize = -1 },
+		"MaxCommitDelay": func(c *relayintake.Config) { c.MaxCommitDelay = -time.Second },
+		"PollInterval":   func(c *relayintake.Config) { c.PollInterval = -time.Second },
 	} {
 		cfg := b.cfg
 		mutate(&cfg)
-		_, err := watermark.New(b.store, b.src, cfg)
+		_, err := relayintake.New(b.store, b.src, cfg)
 		require.ErrorContains(t, err, field)
 	}
-	_, err := watermark.New(nil, b.src, b.cfg)
+	_, err := relayintake.New(nil, b.src, b.cfg)
 	require.Error(t, err)
-	_, err = watermark.New(b.store, nil, b.cfg)
+	_, err = relayintake.New(b.store, nil, b.cfg)
 	require.Error(t, err)
 	// Defaults fill every zero field.
-	_, err = must(watermark.New(b.store, b.src, watermark.Config{Pipeline: "p"})).RunOnce(b.ctx)
-	require.True(t, errors.Is(err, watermark.ErrNotSeeded))
+	_, err = must(relayintake.New(b.store, b.src, relayintake.Config{Pipeline: "p"})).RunOnce(b.ctx)
+	require.True(t, errors.Is(err, relayintake.ErrNotSeeded))
 }

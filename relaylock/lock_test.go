@@ -1,4 +1,4 @@
-package exclusive_test
+package relaylock_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
 )
 
@@ -39,7 +39,7 @@ func TestRunWaitsThenTakesOver(t *testing.T) {
 	aRunning := make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
-		aDone <- exclusive.Run(aCtx, d, exclusive.Params{Name: "pipeline:p", Owner: "A", TTL: 30 * time.Second, Clock: clock},
+		aDone <- relaylock.Run(aCtx, d, relaylock.Params{Name: "pipeline:p", Owner: "A", TTL: 30 * time.Second, Clock: clock},
 			func(ctx context.Context) error { close(aRunning); <-ctx.Done(); return nil })
 	}()
 	<-aRunning
@@ -50,7 +50,7 @@ func TestRunWaitsThenTakesOver(t *testing.T) {
 	defer stopB()
 	bDone := make(chan error, 1)
 	go func() {
-		bDone <- exclusive.Run(bCtx, d, exclusive.Params{Name: "pipeline:p", Owner: "B", TTL: 30 * time.Second,
+		bDone <- relaylock.Run(bCtx, d, relaylock.Params{Name: "pipeline:p", Owner: "B", TTL: 30 * time.Second,
 			RetryEvery: time.Second, Clock: clock, OnWaiting: func() { close(waiting) }},
 			func(ctx context.Context) error { close(bRunning); <-ctx.Done(); return nil })
 	}()
@@ -90,7 +90,7 @@ func TestRunStopsWhenLockLost(t *testing.T) {
 	running := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- exclusive.Run(ctx, d, exclusive.Params{Name: "pipeline:p", Owner: "A", TTL: ttl, Clock: clock},
+		done <- relaylock.Run(ctx, d, relaylock.Params{Name: "pipeline:p", Owner: "A", TTL: ttl, Clock: clock},
 			func(ctx context.Context) error { close(running); <-ctx.Done(); return ctx.Err() })
 	}()
 	<-running
@@ -102,5 +102,5 @@ func TestRunStopsWhenLockLost(t *testing.T) {
 	require.Eventually(t, func() bool { return clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	clock.Advance(ttl / 3)
 	err = <-done
-	require.True(t, errors.Is(err, exclusive.ErrLost), "got %v", err)
+	require.True(t, errors.Is(err, relaylock.ErrLost), "got %v", err)
 }

@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -14,21 +15,22 @@ import (
 
 // ErrNotSeeded is returned when the pipeline has no cursor. Seeding is an
 // explicit cutover decision (min, zero, max or an id; see Intake.Seed) and is
-// never made by default (seed 000 §4.3).
-var ErrNotSeeded = errors.New("watermark: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id, seed 000 §4.3)")
+// never made by default.
+var ErrNotSeeded = errors.New("relayintake: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id)")
 
 // ErrCursorMoved is returned when the cursor changed between the start of a
-// round and its save: another intake is running on the same pipeline, which the
-// design forbids (seed 000 §4.5 PRE-5). Nothing of the round is saved.
-var ErrCursorMoved = errors.New("watermark: cursor changed during the round; is another intake running on this pipeline? (seed 000 §4.5)")
+// round and its save: another intake is running on the same pipeline, which
+// must never happen (run the intake under the pipeline lock). Nothing of the
+// round is saved.
+var ErrCursorMoved = errors.New("relayintake: cursor changed during the round; is another intake running on this pipeline?")
 
 // rollbackTimeout bounds the rollback of a failed round, which runs even when
 // the round's ctx was cancelled.
 const rollbackTimeout = 5 * time.Second
 
 // Intake runs the watermark intake of one pipeline over one SequenceSource
-// (seed 000 §4.1). Rounds of one Intake are serialised; it is safe for concurrent
-// use, but a pipeline must have only one active Intake (seed 000 §4.5).
+// (see the package doc for its rules). Rounds of one Intake are serialised; it
+// is safe for concurrent use, but a pipeline must have only one active Intake.
 //
 // Metrics, when Config.Registerer is set, all labelled pipeline:
 // relay_watermark_lag (gauge, source max id − W), relay_watermark (gauge, W),
@@ -41,17 +43,21 @@ type Intake struct {
 	cfg    Config
 	m      *metrics
 
-	mu sync.Mutex // serialises rounds and seeding
+	mu sync.Mutex // serialises rounds and seeding; guards cur
+	// cur is the cursor as this Intake last read or saved it (nil: unknown, read
+	// it). A round starts from it instead of reading the store, and checks it
+	// once, inside its transaction, before it saves; any failure drops it.
+	cur *relaytype.Cursor
 }
 
 // New returns an Intake for cfg.Pipeline. It validates cfg (the error names the
 // bad field) and registers the metrics; it does no I/O.
 func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) (*Intake, error) {
 	if driver == nil {
-		return nil, errors.New("watermark: New: driver is nil")
+		return nil, errors.New("relayintake: New: driver is nil")
 	}
 	if src == nil {
-		return nil, errors.New("watermark: New: source is nil")
+		return nil, errors.New("relayintake: New: source is nil")
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -64,12 +70,21 @@ func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) 
 	return &Intake{driver: driver, src: src, cfg: cfg, m: m}, nil
 }
 
+// SetNotify replaces Config.Notify: fn is called after every round that
+// committed (nil: nobody). relayservice calls it with the engine's Notify.
+// Safe to call at any time; it waits for a round in progress to end.
+func (in *Intake) SetNotify(fn func()) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.cfg.Notify = fn
+}
+
 // RoundResult reports one intake round.
 type RoundResult struct {
 	// Read is how many rows the source returned (at most Config.BatchSize).
 	Read int
 	// Enqueued is how many of them were inserted as new messages; rows already
-	// present (a re-scan, or the compatibility entry of seed 000 §4.4) are not
+	// present (a re-scan, or a row another writer enqueued above W) are not
 	// counted.
 	Enqueued int
 	// PreviousWatermark is W before the round; Watermark is W after it (never
@@ -87,14 +102,15 @@ type RoundResult struct {
 	ReleasedLast  int64
 	// More reports that another round would make progress at once: the batch was
 	// full and contiguous, or a hole was released (the rows after it are enqueued
-	// by the next round, seed 000 §4.1 step 6).
+	// by the next round).
 	More bool
 	// Lag is the source's max id minus Watermark (0 when caught up), or -1 when the
 	// source's bounds could not be read after the round.
 	Lag int64
 }
 
-// decision is the pure outcome of seed 000 §4.1 steps 3–4 for one batch.
+// decision is the pure outcome of one batch: where W goes and what happens to
+// the hole at W+1.
 type decision struct {
 	watermark int64     // the new W
 	holeSince time.Time // the new holeSince (zero: none)
@@ -106,17 +122,18 @@ type decision struct {
 	firstSeen time.Time
 }
 
-// decide applies seed 000 §4.1 steps 3–4 to a batch read after w. rows must be
+// decide counts the contiguous ids after w and times or releases the hole
+// that ends them, for a batch read after w. rows must be
 // ascending with ids > w. It never returns a watermark below w.
 func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration) decision {
-	// Step 3: count contiguous ids from W+1; stop at the first missing id.
+	// Count contiguous ids from W+1; stop at the first missing id.
 	n := 0
 	for n < len(rows) && rows[n].ID == w+int64(n)+1 {
 		n++
 	}
 	d := decision{watermark: w + int64(n), enqueue: n}
 	if n == len(rows) {
-		// Step 4 applies only when the batch has rows after a missing id. Without
+		// The hole rule applies only when the batch has rows after a missing id. Without
 		// them no hole is observed, so there is nothing to time.
 		return d
 	}
@@ -131,7 +148,7 @@ func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time,
 	if now.Sub(d.holeSince) >= maxCommitDelay {
 		// Permanent: release only the hole itself. W stops just before the first
 		// row after it, so no existing row is skipped; those rows are enqueued by
-		// the next round (one hole per round, step 6).
+		// the next round (one hole per round).
 		d.released, d.firstSeen = true, d.holeSince
 		d.watermark = rows[n].ID - 1
 		d.holeSince = time.Time{}
@@ -155,50 +172,77 @@ func checkBatch(rows []relaysource.Row, after int64, limit int) error {
 	return nil
 }
 
-// RunOnce runs one intake round (seed 000 §4.1): read the cursor, read up to
-// BatchSize rows with id > W, advance W over contiguous ids, time or release the
-// hole at W+1, and in one transaction insert every row up to the new W (insert if
-// absent) and save (W, holeSince). ctx governs every call.
+// RunOnce runs one intake round: take the cursor, read up to BatchSize rows
+// with id > W, advance W over contiguous ids, time or release the hole at W+1,
+// and in one transaction insert every row up to the new W (insert if absent)
+// and save (W, holeSince). After the commit it calls Config.Notify. ctx governs
+// every call.
+//
+// The cursor is read from the store at most once per round: the Intake keeps
+// what it last read or saved, and a round that saves re-reads it inside its
+// transaction to check that nobody else moved it (ErrCursorMoved). A round
+// that changes nothing reads no cursor at all; the first round of an Intake,
+// and the first after a failed one, read it before they start.
 //
 // Without a cursor it returns ErrNotSeeded. When the source cannot be read, or
 // anything fails before the commit, it returns the error and nothing moved: W
-// and holeSince stay as they were (seed 000 §4.1 step 1). A round that changes
+// and holeSince stay as they were. A round that changes
 // nothing writes nothing.
 func (in *Intake) RunOnce(ctx context.Context) (*RoundResult, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	res, err := in.round(ctx)
+	res, saved, err := in.round(ctx)
 	if err != nil {
+		in.cur = nil // read it afresh next round
 		in.m.errors.Inc()
 		return nil, err
+	}
+	if saved && in.cfg.Notify != nil {
+		in.cfg.Notify()
 	}
 	return res, nil
 }
 
-func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
+// cursor returns the cursor the round starts from: the cached one, or the
+// store's.
+func (in *Intake) cursor(ctx context.Context) (*relaytype.Cursor, error) {
+	if in.cur != nil {
+		return in.cur, nil
+	}
 	p := in.cfg.Pipeline
 	cur, err := in.driver.GetExecutor().CursorGet(ctx, p)
 	if errors.Is(err, relaytype.ErrNotFound) {
 		return nil, fmt.Errorf("pipeline %q: %w", p, ErrNotSeeded)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q: read cursor: %w", p, err)
+		return nil, fmt.Errorf("relayintake: pipeline %q: read cursor: %w", p, err)
+	}
+	in.cur = cur
+	return cur, nil
+}
+
+// round runs one round; saved reports a committed save.
+func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err error) {
+	p := in.cfg.Pipeline
+	cur, err := in.cursor(ctx)
+	if err != nil {
+		return nil, false, err
 	}
 	w := cur.Watermark
 
-	// Step 1–2. An unreadable source is an infrastructure failure, never "no new
+	// An unreadable source is an infrastructure failure, never "no new
 	// messages": return before anything is written.
 	rows, err := in.src.ReadAfter(ctx, w, in.cfg.BatchSize)
 	if err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
+		return nil, false, fmt.Errorf("relayintake: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
 	}
 	if err := checkBatch(rows, w, in.cfg.BatchSize); err != nil {
-		return nil, fmt.Errorf("watermark: pipeline %q (watermark unchanged): %w", p, err)
+		return nil, false, fmt.Errorf("relayintake: pipeline %q (watermark unchanged): %w", p, err)
 	}
 
 	now := in.cfg.Clock.Now()
 	d := decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay)
-	res := &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
+	res = &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
 	if d.released {
 		res.ReleasedFirst, res.ReleasedLast = d.holeFirst, d.holeLast
 	} else if d.holeFirst != 0 {
@@ -208,43 +252,47 @@ func (in *Intake) round(ctx context.Context) (*RoundResult, error) {
 
 	if d.watermark != w || !d.holeSince.Equal(cur.HoleSince) {
 		if res.Enqueued, err = in.save(ctx, cur, rows[:d.enqueue], d, now); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		saved = true
+		in.cur = &relaytype.Cursor{Pipeline: p, Watermark: d.watermark, HoleSince: d.holeSince,
+			SeededAt: cur.SeededAt, SeedMode: cur.SeedMode, UpdatedAt: now}
 	}
 	in.observe(ctx, res, rows, cur.HoleSince, d, now)
-	return res, nil
+	return res, saved, nil
 }
 
-// save runs seed 000 §4.1 steps 5–6: the inserts, the permanent hole's log rows
+// save writes the round: the inserts, the permanent hole's log rows
 // and the cursor in one transaction. It returns how many messages were new.
 func (in *Intake) save(ctx context.Context, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
 	p := in.cfg.Pipeline
 	tx, err := in.driver.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: begin: %w", p, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: begin: %w", p, err)
 	}
 	inserted, err := in.saveTx(ctx, tx, cur, rows, d, now)
 	if err == nil {
 		if err = tx.Commit(ctx); err == nil {
 			return inserted, nil
 		}
-		err = fmt.Errorf("watermark: pipeline %q: commit: %w", p, err)
+		err = fmt.Errorf("relayintake: pipeline %q: commit: %w", p, err)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
 	if rerr := tx.Rollback(rctx); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("watermark: pipeline %q: rollback: %w", p, rerr))
+		err = errors.Join(err, fmt.Errorf("relayintake: pipeline %q: rollback: %w", p, rerr))
 	}
 	return 0, err
 }
 
 func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
 	p := in.cfg.Pipeline
-	// seed 000 §4.5: the cursor is a single overwritten row; refuse to overwrite a
-	// value another writer saved since this round read it (that could move W back).
+	// The cursor is a single overwritten row; refuse to overwrite a value
+	// another writer saved since this round took it (that could move W back).
+	// This is the round's one read of the cursor when it started from the cache.
 	again, err := tx.CursorGet(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: re-read cursor: %w", p, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: re-read cursor: %w", p, err)
 	}
 	if again.Watermark != cur.Watermark {
 		return 0, fmt.Errorf("pipeline %q: watermark %d became %d: %w", p, cur.Watermark, again.Watermark, ErrCursorMoved)
@@ -252,33 +300,31 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 
 	inserted := 0
 	if len(rows) > 0 {
-		params := make([]*relaydriver.MessageInsertParams, len(rows))
+		eps := make([]*relay.EnqueueParams, len(rows))
 		for i, r := range rows {
-			params[i] = &relaydriver.MessageInsertParams{
-				Pipeline:   p,
-				ID:         r.ID,
-				Key:        r.Key,
-				Payload:    r.Payload,
-				ReceivedAt: r.ReceivedAt,
-				Now:        now,
-			}
+			eps[i] = &relay.EnqueueParams{ID: r.ID, Key: r.Key, Payload: r.Payload, ReceivedAt: r.ReceivedAt}
 		}
-		// Step 5: insert if absent. A row already present (a re-scan, or the
-		// compatibility entry of §4.4 that enqueues above W) is neither counted nor
-		// an error.
+		// The engine's own insert parameters: the intake enqueues exactly as
+		// Engine.EnqueueTx does, with the source's id and received-at.
+		params, err := relay.InsertParams(p, now, eps...)
+		if err != nil {
+			return 0, fmt.Errorf("relayintake: pipeline %q: %w", p, err)
+		}
+		// Insert if absent. A row already present (a re-scan, or a row another
+		// writer enqueued above W) is neither counted nor an error.
 		res, err := tx.MessageInsertMany(ctx, params)
 		if err != nil {
-			return 0, fmt.Errorf("watermark: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
+			return 0, fmt.Errorf("relayintake: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
 		}
 		inserted = res.Inserted
 	}
 	if d.released {
-		// Step 4: a permanent hole is logged durably, in the same transaction that
-		// moves W past it, so no id is passed without a record (DESIGN.md §3).
+		// A permanent hole is logged durably, in the same transaction that
+		// moves W past it, so no id is passed without a record.
 		for id := d.holeFirst; id <= d.holeLast; id++ {
 			hole := &relaytype.Hole{Pipeline: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
 			if err := tx.HoleInsert(ctx, hole); err != nil {
-				return 0, fmt.Errorf("watermark: pipeline %q: log permanent hole %d: %w", p, id, err)
+				return 0, fmt.Errorf("relayintake: pipeline %q: log permanent hole %d: %w", p, id, err)
 			}
 		}
 	}
@@ -289,7 +335,7 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 		Now:       now,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("watermark: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
+		return 0, fmt.Errorf("relayintake: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
 	}
 	return inserted, nil
 }
@@ -346,10 +392,13 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 // progress with a full batch (or released a hole) it starts the next round at
 // once; otherwise it waits PollInterval on the configured clock. A failed round
 // is logged (never with payloads) and retried after PollInterval: an unreadable
-// source only delays intake, it never moves W (seed 000 §4.1 step 1). Run returns
+// source only delays intake, it never moves W. Run returns
 // ErrNotSeeded at once when the pipeline has no cursor: seeding is the operator's
-// decision (seed 000 §4.3).
+// decision.
 func (in *Intake) Run(ctx context.Context) error {
+	in.mu.Lock()
+	in.cur = nil // another instance may have run the pipeline since the last round
+	in.mu.Unlock()
 	for {
 		res, err := in.RunOnce(ctx)
 		if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package exclusive_test
+package relaylock_test
 
 import (
 	"bytes"
@@ -105,7 +105,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestSecondInstanceWaits runs two real `relay serve` processes on one
-// PostgreSQL store and pipeline (seed 000 §4.5 PRE-5 made a guarantee): the
+// PostgreSQL store and pipeline: the
 // second waits for the pipeline lock while the first runs, never takes a
 // message or moves the watermark, and takes over within moments when the first
 // is killed with SIGKILL in the middle of a stream of rows. Every row is then

@@ -1,4 +1,4 @@
-package watermark_test
+package relayintake_test
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/internal/watermark"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
@@ -89,12 +89,12 @@ type bundle struct {
 	clock   *relayclock.Fake
 	reg     *prometheus.Registry
 	logs    *syncBuffer
-	cfg     watermark.Config
-	in      *watermark.Intake
+	cfg     relayintake.Config
+	in      *relayintake.Intake
 }
 
 // setup builds a bundle; mutate adjusts the Config before New.
-func setup(t *testing.T, store storeFactory, mutate ...func(*watermark.Config)) *bundle {
+func setup(t *testing.T, store storeFactory, mutate ...func(*relayintake.Config)) *bundle {
 	t.Helper()
 	b := &bundle{t: t, ctx: context.Background(), store: store(t), clock: relayclock.NewFake(t0),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
@@ -109,7 +109,7 @@ func setup(t *testing.T, store storeFactory, mutate ...func(*watermark.Config)) 
 		KeyColumn: "FLID", PayloadColumn: "CONTENT", ReceivedAtColumn: "RECEIVED_AT",
 	})
 	require.NoError(t, err)
-	b.cfg = watermark.Config{
+	b.cfg = relayintake.Config{
 		Pipeline:       pipeline,
 		MaxCommitDelay: delay,
 		PollInterval:   time.Second,
@@ -125,9 +125,9 @@ func setup(t *testing.T, store storeFactory, mutate ...func(*watermark.Config)) 
 }
 
 // newIntake builds another Intake on the bundle's config (a restart).
-func (b *bundle) newIntake(store relaydriver.Driver, src relaysource.SequenceSource) *watermark.Intake {
+func (b *bundle) newIntake(store relaydriver.Driver, src relaysource.SequenceSource) *relayintake.Intake {
 	b.t.Helper()
-	in, err := watermark.New(store, src, b.cfg)
+	in, err := relayintake.New(store, src, b.cfg)
 	require.NoError(b.t, err)
 	return in
 }
@@ -152,7 +152,7 @@ func (b *bundle) seed(mode string) int64 {
 	return w
 }
 
-func (b *bundle) round() *watermark.RoundResult {
+func (b *bundle) round() *relayintake.RoundResult {
 	b.t.Helper()
 	res, err := b.in.RunOnce(b.ctx)
 	require.NoError(b.t, err)

@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"math/rand/v2"
@@ -18,7 +18,7 @@ func rowsOf(ids ...int64) []relaysource.Row {
 	return out
 }
 
-// decide is seed 000 §4.1 steps 3–4 as a pure function; each case is one rule.
+// decide is the hole rule as a pure function; each case is one rule.
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)

@@ -1,11 +1,14 @@
-// Package exclusive turns the seed's single-active-instance precondition
-// (seed 000 §4.5, PRE-5: the watermark is a single-row overwrite and holes are
-// timed in one place) into a guarantee: a process runs a pipeline's intake and
-// FIFO pump only while it holds the pipeline's store lock. A second instance
+// Package relaylock keeps one instance active per pipeline: a process runs a
+// pipeline's singleton parts (the watermark intake, whose cursor is a single
+// overwritten row with holes timed in one place, and the global FIFO pump)
+// only while it holds the pipeline's lock in the store. A second instance
 // waits for the lock instead of corrupting the watermark, and takes over when
-// the holder stops or dies (PostgreSQL frees the advisory lock with the dead
-// session at once; a SQLite lease expires after its TTL).
-package exclusive
+// the holder stops or dies: PostgreSQL frees its session advisory lock with
+// the dead session at once; a SQLite lease row expires after its TTL.
+//
+// Run is the whole API: it waits for the lock, runs a function while holding
+// it, renews it, and cancels the function when the lock is lost.
+package relaylock
 
 import (
 	"cmp"
@@ -21,39 +24,49 @@ import (
 
 // Defaults of Params.
 const (
-	TTLDefault        = 15 * time.Second
+	// TTLDefault is Params.TTL when zero.
+	TTLDefault = 15 * time.Second
+	// RetryEveryDefault is Params.RetryEvery when zero.
 	RetryEveryDefault = time.Second
 )
 
-// ErrLost is returned (wrapped) by Run when the lock was lost while fn ran.
-var ErrLost = errors.New("exclusive: lock lost; stopped so another instance can take over")
+// ErrLost is returned (wrapped) by Run when the lock was lost while fn ran: a
+// renewal failed, so another instance may already hold it. Test it with
+// errors.Is.
+var ErrLost = errors.New("relaylock: lock lost; stopped so another instance can take over")
 
-// Params configure Run.
+// Params configure Run. Zero values take the documented defaults.
 type Params struct {
 	// Name is the lock name, e.g. "pipeline:<name>". Required.
 	Name string
 	// Owner names this process in lease rows and logs. Required.
 	Owner string
-	// TTL is the lease length on lease-based stores; the lock is renewed every
-	// TTL/3. Default TTLDefault.
+	// TTL is the lease length on lease-based stores (SQLite); the lock is
+	// renewed every TTL/3 on every store. A dead holder's lease blocks the next
+	// instance for up to TTL. Default TTLDefault.
 	TTL time.Duration
 	// RetryEvery is how often a waiting instance tries again. Default RetryEveryDefault.
 	RetryEvery time.Duration
-	// Clock supplies the time for leases and waits. Required.
+	// Clock supplies the time for leases, renewals and waits. Required.
 	Clock relaytype.Clock
 	// Logger receives "waiting"/"acquired"/"lost" records. Default slog.Default().
 	Logger *slog.Logger
-	// OnWaiting, when set, is called once when the lock is first found taken.
+	// OnWaiting, when set, is called once when the lock is first found taken
+	// (on Run's goroutine).
 	OnWaiting func()
 }
 
-// Run waits until it holds the lock, then runs fn with a context that is
-// cancelled if the lock is lost (a failed renewal) or ctx ends, and releases
-// the lock when fn returns. It returns fn's error, or an error wrapping ErrLost
-// when the lock was lost, or ctx's error if ctx ended while waiting.
+// Run waits until it holds the lock named p.Name on store d, then runs fn with
+// a context that is cancelled if the lock is lost (a failed renewal) or ctx
+// ends, and releases the lock when fn returns. A store error while waiting is
+// logged and retried every p.RetryEvery. It returns fn's error, or an error
+// wrapping ErrLost (joined with fn's error unless that is a cancellation) when
+// the lock was lost, or ctx's error if ctx ended while waiting. ctx governs the
+// wait and fn's context; the release runs even after ctx ended, bounded by 5s.
+// Run may be called from several goroutines with different names.
 func Run(ctx context.Context, d relaydriver.Driver, p Params, fn func(ctx context.Context) error) error {
 	if p.Name == "" || p.Owner == "" || p.Clock == nil {
-		return errors.New("exclusive: Params.Name, Owner and Clock are required")
+		return errors.New("relaylock: Params.Name, Owner and Clock are required")
 	}
 	p.TTL = cmp.Or(p.TTL, TTLDefault)
 	p.RetryEvery = cmp.Or(p.RetryEvery, RetryEveryDefault)

@@ -1,4 +1,4 @@
-package watermark_test
+package relayintake_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/internal/watermark"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaysource"
 )
 
@@ -34,7 +34,7 @@ func mariaMailbox(t *testing.T, b *bundle) *sql.DB {
 
 // holdFirstID begins a transaction on its own connection that inserts a row and
 // stays open: it takes id 1 but is invisible to everyone else — the real
-// visibility hole of seed 000 §4.1 (a smaller id commits after larger ones).
+// visibility hole (a smaller id commits after larger ones).
 // Rows 2..5 are then inserted and committed on other connections.
 func holdFirstID(t *testing.T, ctx context.Context, db *sql.DB) *sql.Tx {
 	t.Helper()
@@ -67,7 +67,7 @@ func TestMariaDBVisibilityHoleCommits(t *testing.T) {
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
 		db := mariaMailbox(t, b)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		held := holdFirstID(t, b.ctx, db)
 
 		res := b.round()
@@ -111,7 +111,7 @@ func TestMariaDBVisibilityHoleRollsBack(t *testing.T) {
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
 		db := mariaMailbox(t, b)
-		b.seed(watermark.SeedZero)
+		b.seed(relayintake.SeedZero)
 		held := holdFirstID(t, b.ctx, db)
 
 		require.Equal(t, int64(1), b.round().HoleAt)

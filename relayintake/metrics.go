@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +28,7 @@ const (
 func newMetrics(reg prometheus.Registerer, pipeline string) (*metrics, error) {
 	lag, err := metric.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricLag,
-		Help: "Source max id minus the intake watermark W, updated each round (seed 000 §4.1: must be observed).",
+		Help: "Source max id minus the intake watermark W, updated each round.",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer, pipeline string) (*metrics, error) {
 	}
 	holes, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricHoles,
-		Help: "Source ids released as permanent holes after the max commit delay (seed 000 §4.1 step 4).",
+		Help: "Source ids released as permanent holes after the max commit delay.",
 	}, []string{"pipeline"}))
 	if err != nil {
 		return nil, err

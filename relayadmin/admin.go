@@ -1,15 +1,18 @@
-// Package admin is relay's operator surface over HTTP (docs/operations.md):
-// JSON endpoints that show a pipeline's backlog, DEAD messages, the outbox DLQ,
-// the intake cursor and holes, and that replay messages and reopen abandoned
-// acknowledgements. `relay serve` mounts Handler on its --metrics-addr, and
-// `relay admin` is a thin client of it.
+// Package relayadmin is relay's operator surface over HTTP: JSON endpoints that
+// show a pipeline's backlog, DEAD messages, the outbox DLQ, the intake cursor
+// and holes, and that replay messages and reopen abandoned acknowledgements.
+// Handler returns it as an http.Handler an app mounts on its own mux under
+// /admin/ (`relay serve` mounts it next to /metrics; `relay admin` is a thin
+// client of it). The request and answer types are exported so a client can
+// decode them.
 //
 // Reads go to the store directly (the Read* functions, also used by the CLI's
 // offline mode). Mutations go through the running instance — Engine.Replay
 // and AckWriter.Reopen — so they run inside its lifecycle gate and never
-// interleave with acknowledgement write-back (seed 000 §5.3, §9.1). Responses
-// never carry payloads.
-package admin
+// interleave with acknowledgement write-back: a replay resets the
+// acknowledgement facts a concurrent write-back batch might be marking.
+// Responses never carry payloads.
+package relayadmin
 
 import (
 	"context"
@@ -54,7 +57,7 @@ type Stats struct {
 	Outbox []OutboxTargetStats `json:"outbox"`
 }
 
-// Cursor is the intake watermark (seed 000 §4).
+// Cursor is the intake watermark (see package relayintake).
 type Cursor struct {
 	// Watermark is W: every source id in (start, W] is a message or a logged hole.
 	Watermark int64 `json:"watermark"`
@@ -62,7 +65,7 @@ type Cursor struct {
 	HoleSince *time.Time `json:"hole_since"`
 	// HoleAgeSeconds is how long that hole has waited on the clock (0: none).
 	HoleAgeSeconds float64 `json:"hole_age_seconds"`
-	// Seeded reports an explicit cutover seeding (§4.3); SeededAt and SeedMode
+	// Seeded reports an explicit cutover seeding; SeededAt and SeedMode
 	// record it.
 	Seeded    bool       `json:"seeded"`
 	SeededAt  *time.Time `json:"seeded_at"`
@@ -174,7 +177,7 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targe
 	ex := d.GetExecutor()
 	st, err := ex.MessageStats(ctx, pipeline)
 	if err != nil {
-		return nil, fmt.Errorf("admin: stats of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: stats of %q: %w", pipeline, err)
 	}
 	out := &Stats{Pipeline: pipeline, Now: now, Counts: st.Counts, Backlog: st.Backlog(), MaxID: st.MaxID,
 		Outbox: []OutboxTargetStats{}}
@@ -190,13 +193,13 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targe
 	}
 	holes, err := ex.HoleList(ctx, pipeline)
 	if err != nil {
-		return nil, fmt.Errorf("admin: holes of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: holes of %q: %w", pipeline, err)
 	}
 	out.PermanentHoles = len(holes)
 	for _, target := range targets {
 		os, err := ex.OutboxStats(ctx, target)
 		if err != nil {
-			return nil, fmt.Errorf("admin: outbox stats of %q: %w", target, err)
+			return nil, fmt.Errorf("relayadmin: outbox stats of %q: %w", target, err)
 		}
 		out.Outbox = append(out.Outbox, OutboxTargetStats{Target: target, Pending: os.Pending, Sent: os.Sent, Dead: os.Dead})
 	}
@@ -210,7 +213,7 @@ func readCursor(ctx context.Context, ex relaydriver.Executor, pipeline string, n
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("admin: cursor of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: cursor of %q: %w", pipeline, err)
 	}
 	out := &Cursor{Watermark: c.Watermark, Seeded: !c.SeededAt.IsZero(), SeedMode: c.SeedMode,
 		HoleSince: timePtr(c.HoleSince), SeededAt: timePtr(c.SeededAt), UpdatedAt: timePtr(c.UpdatedAt)}
@@ -248,11 +251,11 @@ func readMessages(ctx context.Context, d relaydriver.Driver, p *relaydriver.Mess
 		p.Limit = LimitDefault
 	}
 	if p.Limit > LimitMax {
-		return nil, fmt.Errorf("admin: limit %d above %d", p.Limit, LimitMax)
+		return nil, fmt.Errorf("relayadmin: limit %d above %d", p.Limit, LimitMax)
 	}
 	ms, err := d.GetExecutor().MessageList(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("admin: list messages of %q: %w", p.Pipeline, err)
+		return nil, fmt.Errorf("relayadmin: list messages of %q: %w", p.Pipeline, err)
 	}
 	out := &MessagePage{Items: make([]Message, 0, len(ms))}
 	for _, m := range ms {
@@ -273,14 +276,14 @@ func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit 
 		limit = LimitDefault
 	}
 	if limit > LimitMax {
-		return nil, fmt.Errorf("admin: limit %d above %d", limit, LimitMax)
+		return nil, fmt.Errorf("relayadmin: limit %d above %d", limit, LimitMax)
 	}
 	out := &DLQ{Items: []OutboxEvent{}}
 	for _, target := range targets {
 		rs, err := d.GetExecutor().OutboxList(ctx, &relaydriver.OutboxListParams{Target: target,
 			State: relaydriver.OutboxDead, Limit: limit})
 		if err != nil {
-			return nil, fmt.Errorf("admin: DLQ of %q: %w", target, err)
+			return nil, fmt.Errorf("relayadmin: DLQ of %q: %w", target, err)
 		}
 		for _, r := range rs {
 			out.Items = append(out.Items, OutboxEvent{ID: r.ID, EventID: r.EventID, Target: r.Target, Topic: r.Topic,
@@ -298,7 +301,7 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit
 		limit = LimitDefault
 	}
 	if limit > LimitMax {
-		return nil, fmt.Errorf("admin: limit %d above %d", limit, LimitMax)
+		return nil, fmt.Errorf("relayadmin: limit %d above %d", limit, LimitMax)
 	}
 	ex := d.GetExecutor()
 	c, err := readCursor(ctx, ex, pipeline, now)
@@ -307,7 +310,7 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit
 	}
 	hs, err := ex.HoleList(ctx, pipeline)
 	if err != nil {
-		return nil, fmt.Errorf("admin: holes of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: holes of %q: %w", pipeline, err)
 	}
 	out := &Holes{Cursor: c, Total: len(hs), Items: []Hole{}}
 	for _, h := range hs[:min(len(hs), limit)] {
@@ -326,7 +329,7 @@ func classesOf(ctx context.Context, d relaydriver.Driver, pipeline string, ids [
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("admin: read message %d: %w", id, err)
+			return nil, fmt.Errorf("relayadmin: read message %d: %w", id, err)
 		}
 		if (m.State == relaytype.StateFailed || m.State == relaytype.StateDead) && !slices.Contains(out, m.ErrorClass) {
 			out = append(out, m.ErrorClass)

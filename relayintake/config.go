@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"cmp"
@@ -14,13 +14,13 @@ import (
 )
 
 const (
-	// BatchSizeDefault is Config.BatchSize when zero (PARAM:msgx.pipeline.claim-batch).
+	// BatchSizeDefault is Config.BatchSize when zero.
 	BatchSizeDefault = 500
-	// MaxCommitDelayDefault is Config.MaxCommitDelay when zero. The seed does not
-	// fix this value: the upper bound from id allocation to transaction visibility
+	// MaxCommitDelayDefault is Config.MaxCommitDelay when zero. It is a
+	// placeholder, not a derived value: the upper bound from id allocation to transaction visibility
 	// must be stated by the source database's owner and must not be derived from
-	// message contents such as the SIS Expiry (seed 000 §4.2). 60s is a placeholder
-	// until that bound is given.
+	// message contents (an expiry field, say). Set Config.MaxCommitDelay to that
+	// bound.
 	MaxCommitDelayDefault = 60 * time.Second
 	// PollIntervalDefault is Config.PollInterval when zero.
 	PollIntervalDefault = time.Second
@@ -31,18 +31,17 @@ type Config struct {
 	// Pipeline names the queue the rows are enqueued into and the cursor row.
 	// Required.
 	Pipeline string
-	// BatchSize is the most rows one round reads (PARAM:msgx.pipeline.claim-batch,
-	// seed 000 §4.1 step 2). Default BatchSizeDefault.
+	// BatchSize is the most rows one round reads. Default BatchSizeDefault.
 	BatchSize int
 	// MaxCommitDelay is how long a hole at W+1 may wait for its row to become
-	// visible before it is released as permanent (PARAM:msgx.pipeline.max-commit-delay,
-	// seed 000 §4.1 step 4). Default MaxCommitDelayDefault; see its comment: the
-	// real value must come from the source database's owner (seed 000 §4.2).
+	// visible before it is released as permanent. Default MaxCommitDelayDefault;
+	// see its comment: the real value must come from the source database's owner.
+	// Every permanent hole stalls intake for this long.
 	MaxCommitDelay time.Duration
 	// PollInterval is how long Run waits between rounds that made no immediate
 	// progress, and after a failed round. Default PollIntervalDefault.
 	PollInterval time.Duration
-	// Clock is the only source of time (seed 000 §5.1). Default relayclock.System{}.
+	// Clock is the only source of time (hole ages, polls). Default relayclock.System{}.
 	Clock relaytype.Clock
 	// Logger receives structured logs; payloads are never logged. Default
 	// slog.Default().
@@ -50,6 +49,13 @@ type Config struct {
 	// Registerer, when set, receives the intake's metrics (see Intake). nil: no
 	// metrics are registered.
 	Registerer prometheus.Registerer
+	// Notify, when set, is called after every round that committed (new rows,
+	// or a watermark or hole timer that moved), on the round's goroutine, so
+	// that the engine processing the pipeline in this process takes the new
+	// rows at once instead of at its next poll. Set it to the engine's
+	// (*relay.Engine).Notify; relayservice does. It must not block. nil: the
+	// engine finds the rows at its next poll.
+	Notify func()
 }
 
 // withDefaults returns cfg with every zero field defaulted.
@@ -70,13 +76,13 @@ func (c Config) withDefaults() Config {
 func (c *Config) validate() error {
 	switch {
 	case c.Pipeline == "":
-		return errors.New("watermark: Config.Pipeline is required")
+		return errors.New("relayintake: Config.Pipeline is required")
 	case c.BatchSize < 0:
-		return fmt.Errorf("watermark: Config.BatchSize %d is negative", c.BatchSize)
+		return fmt.Errorf("relayintake: Config.BatchSize %d is negative", c.BatchSize)
 	case c.MaxCommitDelay < 0:
-		return fmt.Errorf("watermark: Config.MaxCommitDelay %v is negative", c.MaxCommitDelay)
+		return fmt.Errorf("relayintake: Config.MaxCommitDelay %v is negative", c.MaxCommitDelay)
 	case c.PollInterval < 0:
-		return fmt.Errorf("watermark: Config.PollInterval %v is negative", c.PollInterval)
+		return fmt.Errorf("relayintake: Config.PollInterval %v is negative", c.PollInterval)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package watermark
+package relayintake
 
 import (
 	"context"
@@ -8,8 +8,7 @@ import (
 	"github.com/relayhq/relay/relaydriver"
 )
 
-// Cutover seeding modes (seed 000 §4.3, PARAM:msgx.pipeline.cutover-watermark).
-// A decimal id is the fourth mode.
+// Cutover seeding modes for Intake.Seed. A decimal id is the fourth mode.
 const (
 	// SeedMin reads everything present: W = MIN(id) − 1 (0 for an empty source).
 	SeedMin = "min"
@@ -21,7 +20,7 @@ const (
 	seedID = "id"
 )
 
-// Seed stores the pipeline's first watermark (seed 000 §4.3). Seeding is the
+// Seed stores the pipeline's first watermark. Seeding is the
 // operator's cutover decision, never a default: mode is "min", "zero", "max" or a
 // decimal id ≥ 0 (W = that id). The watermark, the mode and SeededAt are stored
 // in one statement (CursorSeed), which refuses with relaytype.ErrSeedRefused when
@@ -40,7 +39,7 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	case SeedMin, SeedMax:
 		lo, hi, ok, err := in.src.Bounds(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("watermark: seed pipeline %q mode %s: read source bounds: %w", p, mode, err)
+			return 0, fmt.Errorf("relayintake: seed pipeline %q mode %s: read source bounds: %w", p, mode, err)
 		}
 		if ok && mode == SeedMin {
 			w = lo - 1
@@ -50,7 +49,7 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	default:
 		id, err := strconv.ParseInt(mode, 10, 64)
 		if err != nil || id < 0 {
-			return 0, fmt.Errorf("watermark: seed pipeline %q: mode %q is not min, zero, max or a decimal id ≥ 0", p, mode)
+			return 0, fmt.Errorf("relayintake: seed pipeline %q: mode %q is not min, zero, max or a decimal id ≥ 0", p, mode)
 		}
 		w, recorded = id, seedID
 	}
@@ -62,8 +61,9 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 		Now:       in.cfg.Clock.Now(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("watermark: seed pipeline %q mode %s W=%d: %w", p, mode, w, err)
+		return 0, fmt.Errorf("relayintake: seed pipeline %q mode %s W=%d: %w", p, mode, w, err)
 	}
+	in.cur = nil // the next round reads what was stored
 	in.m.watermark.Set(float64(w))
 	in.cfg.Logger.InfoContext(ctx, "intake: watermark seeded", "pipeline", p, "mode", recorded, "watermark", w)
 	return w, nil

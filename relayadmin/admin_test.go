@@ -1,4 +1,4 @@
-package admin_test
+package relayadmin_test
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay"
-	"github.com/relayhq/relay/internal/admin"
 	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
@@ -147,12 +147,12 @@ func newFixture(t *testing.T, d relaydriver.Driver) *fixture {
 }
 
 func (f *fixture) server(t *testing.T, withAck bool) *httptest.Server {
-	deps := admin.Deps{Driver: f.d, Pipeline: pipeline, Engine: f.engine, OutboxTargets: []string{target},
+	deps := relayadmin.Deps{Driver: f.d, Pipeline: pipeline, Engine: f.engine, OutboxTargets: []string{target},
 		Clock: f.clock, Logger: slog.New(slog.DiscardHandler)}
 	if withAck {
 		deps.Ack = f.ack
 	}
-	srv := httptest.NewServer(admin.Handler(deps))
+	srv := httptest.NewServer(relayadmin.Handler(deps))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -176,7 +176,7 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string, out any
 	return resp.StatusCode, string(raw)
 }
 
-func deadIDs(p *admin.MessagePage) []int64 {
+func deadIDs(p *relayadmin.MessagePage) []int64 {
 	out := []int64{}
 	for _, m := range p.Items {
 		out = append(out, m.ID)
@@ -198,7 +198,7 @@ func TestStats(t *testing.T) {
 			FirstSeenAt: t0, ReleasedAt: t0.Add(time.Minute)}))
 		srv := f.server(t, true)
 
-		var st admin.Stats
+		var st relayadmin.Stats
 		code, raw := call(t, srv, http.MethodGet, "/admin/stats", "", &st)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, map[relaytype.State]int64{relaytype.StateSucceeded: 2, relaytype.StateDead: 5,
@@ -214,16 +214,16 @@ func TestStats(t *testing.T) {
 		require.True(t, holeSince.Equal(*st.Cursor.HoleSince))
 		require.InDelta(t, 60, st.Cursor.HoleAgeSeconds, 0.001)
 		require.Equal(t, 1, st.PermanentHoles)
-		require.Equal(t, []admin.OutboxTargetStats{{Target: target, Dead: 2}}, st.Outbox)
+		require.Equal(t, []relayadmin.OutboxTargetStats{{Target: target, Dead: 2}}, st.Outbox)
 
-		var hs admin.Holes
+		var hs relayadmin.Holes
 		code, raw = call(t, srv, http.MethodGet, "/admin/holes", "", &hs)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, 1, hs.Total)
 		require.Equal(t, int64(9), hs.Items[0].ID)
 		require.Equal(t, int64(8), hs.Cursor.Watermark)
 
-		var dlq admin.DLQ
+		var dlq relayadmin.DLQ
 		code, raw = call(t, srv, http.MethodGet, "/admin/dlq", "", &dlq)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Len(t, dlq.Items, 2)
@@ -253,7 +253,7 @@ func TestDeadListFilteredAndPaginated(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, d relaydriver.Driver) {
 		srv := newFixture(t, d).server(t, true)
-		var page admin.MessagePage
+		var page relayadmin.MessagePage
 		code, raw := call(t, srv, http.MethodGet, "/admin/dead", "", &page)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, []int64{2, 3, 4, 5, 6}, deadIDs(&page))
@@ -310,7 +310,7 @@ func TestReplay(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code, "by id, the message's own class is checked: %s", raw)
 		require.Equal(t, relaytype.StateDead, state(2))
 
-		var res admin.ReplayResult
+		var res relayadmin.ReplayResult
 		code, raw = call(t, srv, http.MethodPost, "/admin/replay", `{"ids":[4]}`, &res)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, 1, res.Replayed)
@@ -336,7 +336,7 @@ func TestReplay(t *testing.T) {
 		code, _ = call(t, srv, http.MethodPost, "/admin/replay", `{"ids":[`+strings.Repeat("1,", 40000)+`1]}`, nil)
 		require.Equal(t, http.StatusRequestEntityTooLarge, code)
 
-		srv2 := httptest.NewServer(admin.Handler(admin.Deps{Driver: d, Pipeline: pipeline, Engine: f.engine,
+		srv2 := httptest.NewServer(relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: pipeline, Engine: f.engine,
 			Active: func() bool { return false }, Logger: slog.New(slog.DiscardHandler)}))
 		defer srv2.Close()
 		code, raw = call(t, srv2, http.MethodPost, "/admin/replay", `{"classes":["INFRA"]}`, nil)
@@ -355,13 +355,13 @@ func TestReopen(t *testing.T) {
 		require.Contains(t, raw, "no acknowledgement writer")
 
 		srv := f.server(t, true)
-		var page admin.MessagePage
+		var page relayadmin.MessagePage
 		code, raw = call(t, srv, http.MethodGet, "/admin/abandoned", "", &page)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7}, deadIDs(&page))
 		require.Equal(t, relaydriver.AckReasonMissingRow, page.Items[0].AckReason)
 
-		var res admin.ReopenResult
+		var res relayadmin.ReopenResult
 		code, raw = call(t, srv, http.MethodPost, "/admin/reopen", `{"ids":[1,2]}`, &res)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, 2, res.Reopened)
@@ -390,7 +390,7 @@ func TestReopen(t *testing.T) {
 func TestReadWithoutCursor(t *testing.T) {
 	t.Parallel()
 	d := stores["sqlite"](t)
-	st, err := admin.ReadStats(context.Background(), d, "empty", nil, t0)
+	st, err := relayadmin.ReadStats(context.Background(), d, "empty", nil, t0)
 	require.NoError(t, err)
 	require.Nil(t, st.Cursor)
 	require.Zero(t, st.Backlog)
