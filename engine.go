@@ -107,6 +107,9 @@ func newInstanceID() string {
 // Pipeline returns the pipeline the engine processes.
 func (e *Engine) Pipeline() string { return e.cfg.Pipeline }
 
+// Mode returns the engine's ordering mode.
+func (e *Engine) Mode() Mode { return e.cfg.Mode }
+
 // InstanceID returns the lease owner name of this engine.
 func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
 

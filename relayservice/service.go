@@ -67,6 +67,13 @@ type Config struct {
 	// runs, such as cutover seeding (relayintake.Intake.Seed). Its error stops
 	// Run.
 	Prepare func(ctx context.Context) error
+	// Shared runs the parts without the pipeline lock, so several instances run
+	// the pipeline at once: for per-key and unordered engines, whose claims
+	// are leased message by message, fed by producers rather than an Intake.
+	// New refuses Shared with an Intake or a ModeFIFO engine, which need one
+	// active instance. Dispatchers keep their own per-target lock either way
+	// (one delivers, the others stand by). Default false.
+	Shared bool
 	// LockTTL is the lease length of lease-based locks (SQLite); see
 	// relaylock.Params.TTL. Default relaylock.TTLDefault.
 	LockTTL time.Duration
@@ -100,6 +107,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("relayservice: Config.Driver is required")
 	case cfg.Engine == nil:
 		return nil, errors.New("relayservice: Config.Engine is required")
+	case cfg.Shared && cfg.Intake != nil:
+		return nil, errors.New("relayservice: Config.Shared with an Intake: the intake's watermark needs one active instance")
+	case cfg.Shared && cfg.Engine.Mode() == relay.ModeFIFO:
+		return nil, errors.New("relayservice: Config.Shared with a ModeFIFO engine: global order needs one active instance")
 	case cfg.LockTTL < 0:
 		return nil, fmt.Errorf("relayservice: Config.LockTTL %v is negative", cfg.LockTTL)
 	case cfg.LockRetryEvery < 0:
@@ -138,11 +149,11 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Engine() *relay.Engine { return s.cfg.Engine }
 
 // Active reports whether this instance holds the pipeline lock and runs the
-// parts now. Mutations that must run in the active instance's lifecycle gate
+// parts now (with Config.Shared: whether it runs the parts now). Mutations that must run in the active instance's lifecycle gate
 // (replay, reopen; see relayadmin.Deps.Active) are allowed only then.
 func (s *Service) Active() bool { return s.active.Load() }
 
-// Run waits for the pipeline lock, then starts the parts (see the package doc
+// Run waits for the pipeline lock (not with Config.Shared), then starts the parts (see the package doc
 // for the order) and keeps them running until ctx ends, the lock is lost or a
 // part fails; then it stops them in reverse order within Config.StopTimeout
 // and releases the lock.
@@ -156,6 +167,13 @@ func (s *Service) Active() bool { return s.active.Load() }
 func (s *Service) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("relayservice: Run called twice (the parts start at most once)")
+	}
+	if s.cfg.Shared {
+		err := s.runActive(ctx)
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil
+		}
+		return err
 	}
 	err := relaylock.Run(ctx, s.cfg.Driver, relaylock.Params{Name: s.cfg.Name, Owner: s.cfg.Owner,
 		TTL: s.cfg.LockTTL, RetryEvery: s.cfg.LockRetryEvery, Clock: s.cfg.Clock, Logger: s.cfg.Logger}, s.runActive)

@@ -226,3 +226,60 @@ func TestLockLost(t *testing.T) {
 }
 
 func bytesContain(b *syncBuffer, s string) bool { return bytes.Contains([]byte(b.String()), []byte(s)) }
+
+// Shared Services run at once on one store: both are active and both
+// process messages of a per-key pipeline; New refuses Shared where one active
+// instance is needed (an intake, a FIFO engine).
+func TestSharedRunsSeveralInstances(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.PGSchema(t)
+	var mu sync.Mutex
+	by := map[string]int{}
+	newSvc := func(name string) (*relayservice.Service, *relay.Engine) {
+		store := testdb.PGDriverAt(t, dsn)
+		e, err := relay.New(store, relay.Config{Pipeline: pipeline, Mode: relay.ModePerKey, InstanceID: name,
+			PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+			Handler: relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result {
+				mu.Lock()
+				defer mu.Unlock()
+				by[name]++
+				return relay.Succeeded()
+			})})
+		require.NoError(t, err)
+		svc, err := relayservice.New(relayservice.Config{Driver: store, Engine: e, Shared: true,
+			Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		return svc, e
+	}
+	a, ea := newSvc("a")
+	b, _ := newSvc("b")
+	ctx, cancel := context.WithCancel(context.Background())
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Run(ctx) }()
+	go func() { doneB <- b.Run(ctx) }()
+	require.Eventually(t, func() bool { return a.Active() && b.Active() }, 20*time.Second, 5*time.Millisecond)
+	params := make([]*relay.EnqueueParams, 400)
+	for i := range params {
+		params[i] = &relay.EnqueueParams{Key: fmt.Sprintf("k%d", i%40)}
+	}
+	_, err := ea.Enqueue(ctx, params...)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := a.Stats(ctx)
+		require.NoError(t, err)
+		return st.Messages.Counts[relaytype.StateSucceeded] == 400
+	}, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-doneA)
+	require.NoError(t, <-doneB)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 400, by["a"]+by["b"])
+
+	w := newWorld(t)
+	fifo := w.instance("fifo")
+	_, err = relayservice.New(relayservice.Config{Driver: fifo.store, Engine: fifo.engine, Shared: true})
+	require.ErrorContains(t, err, "ModeFIFO")
+	_, err = relayservice.New(relayservice.Config{Driver: fifo.store, Engine: ea, Intake: fifo.intake, Shared: true})
+	require.ErrorContains(t, err, "Intake")
+}
