@@ -35,6 +35,13 @@
 // A message enqueued with an identity is bound from the start, so its own
 // Decoder's identity is never bound over it.
 //
+// # Producer-only engines
+//
+// Config.Handler may be nil: such an engine enqueues (Enqueue, EnqueueTx),
+// replays and reports Stats, for a process that only produces messages that
+// other processes handle; its Start and Work return an error wrapping
+// ErrNoHandler.
+//
 // Ordering modes:
 //
 //   - ModeFIFO: strict global order; a FAILED head waiting for its backoff

@@ -114,13 +114,28 @@ func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
 // write-back). Never nil.
 func (e *Engine) Gate() *LifecycleGate { return e.gate }
 
+// ErrNoHandler is wrapped by the error of Start and Work on an engine whose
+// Config.Handler is nil: such an engine only enqueues (and replays, and reads
+// stats); it never processes.
+var ErrNoHandler = errors.New("Config.Handler is nil; this engine only enqueues")
+
+// errNoHandler is the error Start (op "Start") and Work return on a
+// producer-only engine.
+func (e *Engine) errNoHandler(op string) error {
+	return fmt.Errorf("relay: %s pipeline %q: %w", op, e.cfg.Pipeline, ErrNoHandler)
+}
+
 // Start checks that the store's engine schema is current — an old schema is
 // refused with an error wrapping relaytype.ErrSchemaOutdated — and starts the
 // processing loop. ctx governs only the check: the loop runs until Stop. An
-// engine starts at most once.
+// engine starts at most once. An engine without a Handler refuses to start
+// with an error wrapping ErrNoHandler, before any I/O.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.cfg.Handler == nil {
+		return e.errNoHandler("Start")
+	}
 	if e.started {
 		return errors.New("relay: Start: engine already started")
 	}
@@ -198,8 +213,12 @@ func (e *Engine) loop(ctx context.Context) {
 // move a relayclock.Fake between calls. ctx governs the whole call (handlers
 // get a child of it). A store error stops the round and is returned; the
 // message concerned stays as it was and is retried by a later round. Work calls
-// are serialised with each other and with the started loop.
+// are serialised with each other and with the started loop. An engine without
+// a Handler returns an error wrapping ErrNoHandler and touches nothing.
 func (e *Engine) Work(ctx context.Context) (int, error) {
+	if e.cfg.Handler == nil {
+		return 0, e.errNoHandler("Work")
+	}
 	return e.work(ctx, nil)
 }
 
@@ -268,7 +287,8 @@ type EnqueueResult struct {
 // and returns one result per param in input order. Enqueued time is
 // Clock.Now(). Params are decided as if enqueued one by one in order: of two
 // params with one Identity the first is inserted and the second is its
-// duplicate. A started engine is woken at once.
+// duplicate. A started engine is woken at once. Enqueue works on an engine
+// without a Handler.
 func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]EnqueueResult, error) {
 	tx, err := e.d.Begin(ctx)
 	if err != nil {
