@@ -156,8 +156,8 @@ type Executor interface {
 	// as present (IDs[i] = ID, not a duplicate, the row untouched) whatever its
 	// identity, as intake's re-reads are. A concurrent writer inserting the same
 	// identity makes the call wait for it (PostgreSQL) and then report the
-	// duplicate, so two transactions never both insert one identity. Each
-	// duplicate costs no row and no id.
+	// duplicate, so two transactions never both insert one identity. A
+	// duplicate takes no row (a store may skip an id it allocated for it).
 	MessageInsertMany(ctx context.Context, params []*MessageInsertParams) (*MessageInsertResult, error)
 	// MessageGet returns one message or relaytype.ErrNotFound.
 	MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error)
