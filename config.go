@@ -118,16 +118,20 @@ func DoublingBackoff(first time.Duration, levels int) []time.Duration {
 	return out
 }
 
-// Config configures an Engine. Pipeline and Handler are required; every other
-// zero field takes the default named in its comment. New copies the Config; later
+// Config configures an Engine. Pipeline is required; every other zero field
+// takes the default named in its comment. New copies the Config; later
 // changes to the caller's value have no effect.
 type Config struct {
 	// Pipeline names the queue this engine processes. Required.
 	Pipeline string
 	// Mode orders processing. Default ModeFIFO.
 	Mode Mode
-	// Handler applies one message. Required. If it also implements Decoder, each
-	// message is decoded before identity binding and ignore rules.
+	// Handler applies one message. If it also implements Decoder, each message
+	// is decoded before identity binding and ignore rules. Nil makes a
+	// producer-only engine: Enqueue, EnqueueTx, Replay, Stats and the other
+	// store operations work, while Start and Work refuse with an error
+	// wrapping ErrNoHandler — another process (or engine) with a Handler
+	// processes the pipeline. Default nil.
 	Handler Handler
 	// MaxAttempts is the attempt limit: a message that failed MaxAttempts times
 	// becomes DEAD(EXHAUSTED) (seed 000 §3). Default MaxAttemptsDefault (5).
@@ -252,8 +256,6 @@ func (c *Config) validate() error {
 	switch {
 	case c.Pipeline == "":
 		return bad("Pipeline", "required")
-	case c.Handler == nil:
-		return bad("Handler", "required")
 	case c.Mode != ModeFIFO && c.Mode != ModePerKey && c.Mode != ModeUnordered:
 		return bad("Mode", "unknown mode %d", int(c.Mode))
 	case c.MaxAttempts < 1:

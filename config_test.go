@@ -53,7 +53,7 @@ func TestConfigValidation(t *testing.T) {
 			c.Backoff = []time.Duration{-time.Second}
 		}, "Backoff"},
 		{"no pipeline", func(c *relay.Config) { c.Pipeline = "" }, "Pipeline"},
-		{"no handler", func(c *relay.Config) { c.Handler = nil }, "Handler"},
+		{"no handler: a producer-only engine", func(c *relay.Config) { c.Handler = nil }, ""},
 		{"negative attempts", func(c *relay.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
 		{"bad mode", func(c *relay.Config) { c.Mode = 9 }, "Mode"},
 		{"ignore rule without subtype", func(c *relay.Config) { c.IgnoreRules = []string{"LDM"} }, "IgnoreRules"},

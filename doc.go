@@ -3,7 +3,8 @@
 // applies each message exactly once in effect.
 //
 // A message is enqueued (Engine.Enqueue, or EnqueueTx in the caller's own
-// transaction) as PENDING. The engine hands it to a Handler inside a store
+// transaction) as PENDING, optionally with a business identity that dedupes
+// it at insert time. The engine hands it to a Handler inside a store
 // transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
 // and the acknowledgement intent commit together, or not at all (seed 000
 // §5.3). A failure is recorded in one statement after the handler's writes were
@@ -18,6 +19,28 @@
 // independent statement, and a second message with the same identity becomes
 // SKIPPED duplicate-of:<id>; a Decoded.Kind matching an ignore rule becomes
 // SKIPPED ignored:<rule> (seed 000 §2, §5.2).
+//
+// # Identity at enqueue
+//
+// A producer that knows a message's business identity passes it as
+// EnqueueParams.Identity, and the duplicate is found at insert time instead:
+// when a message of the pipeline already holds the identity, no message is
+// inserted and the EnqueueResult reports Duplicate with the holder's ID (a
+// duplicate is not an error). Params of one call are decided in input order;
+// on PostgreSQL a concurrent transaction enqueueing the same identity is
+// waited for, so two transactions never both insert it. Both kinds of
+// identity share one namespace per pipeline: an enqueued identity that a
+// Decoder bound earlier is a duplicate, and a Decoder identity that a
+// message was enqueued with makes the later message SKIPPED duplicate-of it.
+// A message enqueued with an identity is bound from the start, so its own
+// Decoder's identity is never bound over it.
+//
+// # Producer-only engines
+//
+// Config.Handler may be nil: such an engine enqueues (Enqueue, EnqueueTx),
+// replays and reports Stats, for a process that only produces messages that
+// other processes handle; its Start and Work return an error wrapping
+// ErrNoHandler.
 //
 // Ordering modes:
 //

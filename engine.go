@@ -117,13 +117,28 @@ func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
 // write-back). Never nil.
 func (e *Engine) Gate() *LifecycleGate { return e.gate }
 
+// ErrNoHandler is wrapped by the error of Start and Work on an engine whose
+// Config.Handler is nil: such an engine only enqueues (and replays, and reads
+// stats); it never processes.
+var ErrNoHandler = errors.New("Config.Handler is nil; this engine only enqueues")
+
+// errNoHandler is the error Start (op "Start") and Work return on a
+// producer-only engine.
+func (e *Engine) errNoHandler(op string) error {
+	return fmt.Errorf("relay: %s pipeline %q: %w", op, e.cfg.Pipeline, ErrNoHandler)
+}
+
 // Start checks that the store's engine schema is current — an old schema is
 // refused with an error wrapping relaytype.ErrSchemaOutdated — and starts the
 // processing loop. ctx governs only the check: the loop runs until Stop. An
-// engine starts at most once.
+// engine starts at most once. An engine without a Handler refuses to start
+// with an error wrapping ErrNoHandler, before any I/O.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.cfg.Handler == nil {
+		return e.errNoHandler("Start")
+	}
 	if e.started {
 		return errors.New("relay: Start: engine already started")
 	}
@@ -201,8 +216,12 @@ func (e *Engine) loop(ctx context.Context) {
 // move a relayclock.Fake between calls. ctx governs the whole call (handlers
 // get a child of it). A store error stops the round and is returned; the
 // message concerned stays as it was and is retried by a later round. Work calls
-// are serialised with each other and with the started loop.
+// are serialised with each other and with the started loop. An engine without
+// a Handler returns an error wrapping ErrNoHandler and touches nothing.
 func (e *Engine) Work(ctx context.Context) (int, error) {
+	if e.cfg.Handler == nil {
+		return 0, e.errNoHandler("Work")
+	}
 	return e.work(ctx, nil)
 }
 
@@ -235,25 +254,50 @@ func stopping(stop <-chan struct{}) bool {
 // EnqueueParams is one message to enqueue.
 type EnqueueParams struct {
 	// ID orders the message; 0 lets the store allocate one. An ID already present
-	// in the pipeline is left untouched ("insert if absent") and returned as is.
+	// in the pipeline is left untouched ("insert if absent") and returned as is,
+	// not as a duplicate, whatever Identity says.
 	ID int64
 	// Key is the ordering key of ModePerKey ("" is a key like any other).
 	Key string
+	// Identity is the message's business identity, checked at insert: when a
+	// message of the pipeline already holds it — enqueued with it, or bound
+	// later from a Decoder's Decoded.Identity, ARCHIVED messages included — no
+	// message is inserted and the result reports a duplicate of that message.
+	// A message enqueued with an Identity is bound to it from the start, so a
+	// Decoder's identity for it is not bound (see Decoded.Identity). Empty: no
+	// identity at enqueue (a Decoder may still bind one while processing).
+	Identity string
 	// Payload is the message body stored with it (may be nil).
 	Payload []byte
 	// ReceivedAt is the source's receive time (zero: unknown, stored NULL).
 	ReceivedAt time.Time
 }
 
+// EnqueueResult is the outcome of one EnqueueParams. A duplicate is not an
+// error: it is this result with Duplicate set.
+type EnqueueResult struct {
+	// ID is the enqueued message: the new one (its allocated id when
+	// EnqueueParams.ID was 0), the one already present with EnqueueParams.ID,
+	// or, for a duplicate, the message that already holds the identity.
+	ID int64
+	// Duplicate reports that no message was inserted because message ID of the
+	// pipeline already holds EnqueueParams.Identity (River's
+	// UniqueSkippedAsDuplicate).
+	Duplicate bool
+}
+
 // Enqueue inserts messages into the engine's pipeline in one store transaction
-// and returns their ids in input order. Enqueued time is Clock.Now(). A started
-// engine is woken at once.
-func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]int64, error) {
+// and returns one result per param in input order. Enqueued time is
+// Clock.Now(). Params are decided as if enqueued one by one in order: of two
+// params with one Identity the first is inserted and the second is its
+// duplicate. A started engine is woken at once. Enqueue works on an engine
+// without a Handler.
+func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]EnqueueResult, error) {
 	tx, err := e.d.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("relay: enqueue: begin: %w", err)
 	}
-	ids, err := e.EnqueueTx(ctx, tx, params...)
+	res, err := e.EnqueueTx(ctx, tx, params...)
 	if err != nil {
 		return nil, errors.Join(err, tx.Rollback(ctx))
 	}
@@ -261,14 +305,19 @@ func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]int64
 		return nil, fmt.Errorf("relay: enqueue: commit: %w", err)
 	}
 	e.Notify()
-	return ids, nil
+	return res, nil
 }
 
 // EnqueueTx inserts messages in the caller's transaction, so they commit (or
-// not) with the caller's own writes. The messages become visible when the
-// caller commits; call Notify after the commit to have a started engine of this
-// process pick them up at once rather than at its next poll.
-func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, params ...*EnqueueParams) ([]int64, error) {
+// not) with the caller's own writes; results are as for Enqueue. The messages
+// become visible when the caller commits; call Notify after the commit to have
+// a started engine of this process pick them up at once rather than at its
+// next poll. On PostgreSQL a param whose Identity another open transaction has
+// just enqueued waits for that transaction: if it commits, the param is its
+// duplicate; if it rolls back, the param is inserted — so two transactions
+// never both enqueue one identity. A duplicate leaves the caller's transaction
+// usable.
+func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, params ...*EnqueueParams) ([]EnqueueResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
@@ -280,7 +329,15 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, param
 	if err != nil {
 		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
 	}
-	return res.IDs, nil
+	if len(res.IDs) != len(params) || len(res.Duplicate) != len(params) {
+		return nil, fmt.Errorf("relay: enqueue into %q: the store answered for %d of %d messages",
+			e.cfg.Pipeline, len(res.IDs), len(params))
+	}
+	out := make([]EnqueueResult, len(params))
+	for i := range out {
+		out[i] = EnqueueResult{ID: res.IDs[i], Duplicate: res.Duplicate[i]}
+	}
+	return out, nil
 }
 
 // InsertParams returns the store's insert parameters for enqueueing params
@@ -297,7 +354,7 @@ func InsertParams(pipeline string, now time.Time, params ...*EnqueueParams) ([]*
 			return nil, fmt.Errorf("relay: enqueue: params[%d] is nil", i)
 		}
 		ins[i] = &relaydriver.MessageInsertParams{
-			Pipeline: pipeline, ID: p.ID, Key: p.Key, Payload: p.Payload,
+			Pipeline: pipeline, ID: p.ID, Key: p.Key, Identity: p.Identity, Payload: p.Payload,
 			ReceivedAt: p.ReceivedAt, Now: now,
 		}
 	}

@@ -47,7 +47,13 @@ func (t handlerTx) Unwrap() any { return t.tx.Unwrap() }
 type Decoded struct {
 	// Identity is the business identity (e.g. SNDR|TYPE|STYP|SEQN, seed 000 §2).
 	// When non-empty it is bound to the message once; a second message with the
-	// same identity is SKIPPED duplicate-of:<first id>. Empty: no dedupe.
+	// same identity is SKIPPED duplicate-of:<first id>. Empty: no dedupe. It is
+	// for messages that carry their identity only in the payload: a message
+	// enqueued with EnqueueParams.Identity is bound already, and this identity
+	// is then not bound (the message keeps the enqueued one, and is never a
+	// duplicate at processing time). Both share one namespace per pipeline: a
+	// decoder's identity held by a message enqueued with it makes a duplicate,
+	// and vice versa.
 	Identity string
 	// Kind is the dispatch key, TYPE-STYP (e.g. "FLOP-ABCD"), that IgnoreRules
 	// match against. Empty: never ignored.

@@ -221,9 +221,9 @@ func testUnorderedTwoInstancesExactlyOnce(t *testing.T, txBatch int) {
 		for i := range ps {
 			ps[i] = &relay.EnqueueParams{}
 		}
-		ids, err := e1.engine.Enqueue(e1.ctx, ps...)
+		enqueued, err := e1.engine.Enqueue(e1.ctx, ps...)
 		require.NoError(t, err)
-		require.Len(t, ids, total)
+		require.Len(t, enqueued, total)
 
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -241,7 +241,8 @@ func testUnorderedTwoInstancesExactlyOnce(t *testing.T, txBatch int) {
 		require.NoError(t, err)
 		require.Equal(t, int64(total), st.Counts[relaytype.StateSucceeded])
 		require.Len(t, e1.projRows(), total)
-		for _, id := range ids {
+		for _, r := range enqueued {
+			id := r.ID
 			n, ok := perID.Load(id)
 			require.True(t, ok, "id %d never processed", id)
 			require.Equal(t, int32(1), n.(*atomic.Int32).Load(), "id %d processed more than once", id)

@@ -145,6 +145,19 @@ type Executor interface {
 	// ("insert if absent", seed 000 §4.1 step 5) and returns how many were new.
 	// A message with ID 0 gets a store-allocated id (returned in the result in
 	// input order). State is PENDING.
+	//
+	// An input with an Identity is inserted already bound to it, unless a
+	// message of its pipeline already holds that identity (bound at insert or
+	// later by MessageBindIdentity, ARCHIVED shadows included): then no row is
+	// inserted and the result reports the input as a duplicate of that message.
+	// The outcome is the one of inserting the inputs one by one in input order:
+	// of two inputs with one identity the first is inserted and the second is
+	// its duplicate; an input whose explicit ID is already present is reported
+	// as present (IDs[i] = ID, not a duplicate, the row untouched) whatever its
+	// identity, as intake's re-reads are. A concurrent writer inserting the same
+	// identity makes the call wait for it (PostgreSQL) and then report the
+	// duplicate, so two transactions never both insert one identity. A
+	// duplicate takes no row (a store may skip an id it allocated for it).
 	MessageInsertMany(ctx context.Context, params []*MessageInsertParams) (*MessageInsertResult, error)
 	// MessageGet returns one message or relaytype.ErrNotFound.
 	MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error)
@@ -231,9 +244,14 @@ type Executor interface {
 
 // MessageInsertParams is one message to insert if absent.
 type MessageInsertParams struct {
-	Pipeline   string
-	ID         int64 // 0: allocate
-	Key        string
+	Pipeline string
+	ID       int64 // 0: allocate
+	Key      string
+	// Identity is the business identity the message is inserted bound to
+	// ("": none, bound later by a decoder if at all). A message of the
+	// pipeline already holding it makes the input a duplicate (see
+	// MessageInsertMany).
+	Identity   string
 	Payload    []byte
 	ReceivedAt time.Time // zero: NULL
 	Now        time.Time // becomes EnqueuedAt and UpdatedAt
@@ -241,10 +259,16 @@ type MessageInsertParams struct {
 
 // MessageInsertResult reports an insert batch.
 type MessageInsertResult struct {
-	// Inserted counts new rows; rows already present are neither counted nor errors.
+	// Inserted counts new rows; rows already present and duplicates are
+	// neither counted nor errors.
 	Inserted int
-	// IDs holds each input's id (allocated ones filled in), in input order.
+	// IDs holds each input's id in input order: the new or already present
+	// message (allocated ids filled in), or for a duplicate the message that
+	// holds its identity.
 	IDs []int64
+	// Duplicate reports, per input in input order, that no row was inserted
+	// because the message IDs[i] already holds the input's Identity.
+	Duplicate []bool
 }
 
 // MessageListUnfinishedParams selects the head of a FIFO queue.

@@ -139,55 +139,212 @@ func (e *executor) queryMessages(ctx context.Context, op, query string, args ...
 	return out, nil
 }
 
-// MessageInsertMany inserts each message unless (pipeline, id) exists. IDs of
-// ID-0 inputs come from relay_message_id_seq; an allocated id that collides
-// with an explicitly inserted one is reallocated.
+// MessageInsertMany inserts each message unless (pipeline, id) exists, or,
+// for an input with an Identity, unless a message of its pipeline holds that
+// identity (a duplicate). IDs of ID-0 inputs come from relay_message_id_seq;
+// an allocated id that collides with an explicitly inserted one is
+// reallocated.
+//
+// A round is one batch (one round trip after the id allocation): the INSERT
+// … ON CONFLICT DO NOTHING, whose arbiters are the primary key and the
+// partial unique identity index (an identity being inserted by a concurrent
+// transaction makes it wait for that transaction's outcome), and, when an
+// input has an identity, the MessageInsertLookup statement. That statement
+// takes a new snapshot (READ COMMITTED), so it sees the row a waited-for
+// transaction committed, and tells for each input whether its id is present
+// and who holds its identity. A round sends only the first input of each
+// explicit (pipeline, id) and of each (pipeline, identity); a later input
+// repeating one of those keys (a follower) is decided in input order from
+// the outcome of the first one and the lookup, as inserting one by one would
+// decide it. Only a follower whose first input does not decide it (that
+// input's explicit id was present, so its identity is still free) and an
+// allocated id taken meanwhile by an explicit insert need another round.
 func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
-	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params))}
+	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params)), Duplicate: make([]bool, len(params))}
 	if len(params) == 0 {
 		return res, nil
 	}
-	var alloc []int // indexes of inputs needing an id
-	for i, p := range params {
-		res.IDs[i] = p.ID
-		if p.ID == 0 {
-			alloc = append(alloc, i)
-		}
-	}
 	todo := make([]int, len(params))
-	for i := range todo {
+	for i, p := range params {
+		if p == nil {
+			return nil, fmt.Errorf("relaypgx: insert messages: params[%d] is nil", i)
+		}
+		res.IDs[i] = p.ID
 		todo[i] = i
 	}
-	// An allocated id can only be refused when someone inserted that id
-	// explicitly; retry those few with fresh ids.
-	for round := 0; ; round++ {
-		if len(alloc) > 0 {
-			if round == 5 {
-				return nil, fmt.Errorf("relaypgx: insert messages: allocated ids keep colliding with existing rows: %w", relaytype.ErrConflict)
+	// retries counts rounds that left an input undecided; every round decides
+	// at least its first input unless that is an allocated id taken meanwhile.
+	for retries := 0; len(todo) > 0; {
+		send, follow := splitRound(params, todo)
+		var alloc, look []int // sent inputs needing an id; inputs to look up
+		for _, i := range send {
+			if params[i].ID == 0 {
+				alloc = append(alloc, i)
 			}
+			if params[i].Identity != "" {
+				look = append(look, i)
+			}
+		}
+		for _, f := range follow {
+			if p := params[f.index]; p.ID != 0 && p.Identity != "" {
+				look = append(look, f.index)
+			}
+		}
+		if len(alloc) > 0 {
 			if err := e.allocateIDs(ctx, res.IDs, alloc); err != nil {
 				return nil, err
 			}
 		}
-		inserted, err := e.insertMessages(ctx, params, res.IDs, todo)
+		inserted, found, err := e.insertMessages(ctx, params, res.IDs, send, look)
 		if err != nil {
 			return nil, err
 		}
-		res.Inserted += len(inserted)
-		var retry []int
-		for _, i := range alloc {
-			key := pipelineID{params[i].Pipeline, res.IDs[i]}
-			if inserted[key] {
-				delete(inserted, key) // one row per allocated id
-				continue
+		outcome := make(map[int]insertOutcome, len(todo))
+		var next []int
+		for _, i := range send {
+			p := params[i]
+			key := pipelineID{p.Pipeline, res.IDs[i]}
+			switch {
+			case inserted[key]:
+				delete(inserted, key) // one row per sent (pipeline, id)
+				res.Inserted++
+				outcome[i] = insertedNew
+			case p.ID != 0 && (p.Identity == "" || found[i].present):
+				// An explicit id already present: left as it was.
+				outcome[i] = insertedPresent
+			case p.Identity != "" && found[i].owner.Valid:
+				res.IDs[i], res.Duplicate[i] = found[i].owner.Int64, true
+				outcome[i] = insertedDuplicate
+			default:
+				// An allocated id taken by an explicit insert, or a conflicting
+				// row the lookup did not see: send it again.
+				if p.ID == 0 {
+					res.IDs[i] = 0
+				}
+				next = append(next, i)
 			}
-			retry = append(retry, i)
 		}
-		if len(retry) == 0 {
-			return res, nil
+		if len(next) > 0 {
+			if retries++; retries > insertRetriesMax {
+				return nil, fmt.Errorf("relaypgx: insert messages: %d inputs still conflict after %d rounds (allocated ids keep colliding with existing rows): %w",
+					len(next), insertRetriesMax, relaytype.ErrConflict)
+			}
 		}
-		alloc, todo = retry, retry
+		for _, f := range follow { // in input order: a follower may follow a follower
+			o := decideFollower(params, res, found, outcome, f)
+			outcome[f.index] = o
+			if o == insertedUndecided {
+				next = append(next, f.index)
+			}
+		}
+		slices.Sort(next) // input order decides the next round's first inputs
+		todo = next
 	}
+	return res, nil
+}
+
+// decideFollower decides follower f of a MessageInsertMany round as
+// inserting one by one would, from the outcomes of the inputs before it and
+// the lookup (found), filling res; insertedUndecided sends it to the next
+// round. No input of the round after f has f's id or identity (those are
+// followers too, not sent), so the lookup's answers about f's own keys are
+// what a one-by-one insert would have found.
+func decideFollower(params []*relaydriver.MessageInsertParams, res *relaydriver.MessageInsertResult, found []insertFound, outcome map[int]insertOutcome, f insertFollower) insertOutcome {
+	p := params[f.index]
+	if p.ID != 0 {
+		idPresent := found[f.index].present
+		if f.sameID >= 0 {
+			switch outcome[f.sameID] {
+			case insertedNew, insertedPresent:
+				idPresent = true
+			case insertedDuplicate:
+				idPresent = false // that input took no row; no other input of the round has the id
+			default:
+				return insertedUndecided
+			}
+		}
+		if idPresent {
+			res.IDs[f.index] = p.ID
+			return insertedPresent
+		}
+		if p.Identity == "" {
+			return insertedUndecided // its id is free: send it next round
+		}
+	}
+	if f.sameIdentity < 0 {
+		// The first input of its identity (a follower by its id): the lookup
+		// found the identity's holder, if any.
+		if found[f.index].owner.Valid {
+			res.IDs[f.index], res.Duplicate[f.index] = found[f.index].owner.Int64, true
+			return insertedDuplicate
+		}
+		return insertedUndecided
+	}
+	switch outcome[f.sameIdentity] {
+	case insertedNew, insertedDuplicate:
+		// Its identity is held now: by its first input, or by the message that
+		// input duplicates.
+		res.IDs[f.index], res.Duplicate[f.index] = res.IDs[f.sameIdentity], true
+		return insertedDuplicate
+	}
+	return insertedUndecided
+}
+
+// insertRetriesMax bounds the rounds of MessageInsertMany that leave inputs
+// undecided.
+const insertRetriesMax = 5
+
+// insertOutcome is what a round of MessageInsertMany decided for an input.
+type insertOutcome int
+
+const (
+	insertedUndecided insertOutcome = iota
+	insertedNew
+	insertedPresent
+	insertedDuplicate
+)
+
+// insertFollower is an input a round of MessageInsertMany does not send
+// because an earlier input of the round has the same explicit (pipeline, id)
+// (sameID: the first such input) or the same (pipeline, identity)
+// (sameIdentity); -1: none.
+type insertFollower struct {
+	index, sameID, sameIdentity int
+}
+
+// splitRound splits the inputs todo (in input order) into those a round
+// sends — inputs whose explicit (pipeline, id) and (pipeline, identity) no
+// earlier input of todo has — and the followers, in input order.
+func splitRound(params []*relaydriver.MessageInsertParams, todo []int) (send []int, follow []insertFollower) {
+	type identityKey struct{ pipeline, identity string }
+	byID := make(map[pipelineID]int)
+	byIdentity := make(map[identityKey]int)
+	for _, i := range todo {
+		p := params[i]
+		f := insertFollower{index: i, sameID: -1, sameIdentity: -1}
+		if p.ID != 0 {
+			k := pipelineID{p.Pipeline, p.ID}
+			if first, ok := byID[k]; ok {
+				f.sameID = first
+			} else {
+				byID[k] = i
+			}
+		}
+		if p.Identity != "" {
+			k := identityKey{p.Pipeline, p.Identity}
+			if first, ok := byIdentity[k]; ok {
+				f.sameIdentity = first
+			} else {
+				byIdentity[k] = i
+			}
+		}
+		if f.sameID >= 0 || f.sameIdentity >= 0 {
+			follow = append(follow, f)
+		} else {
+			send = append(send, i)
+		}
+	}
+	return send, follow
 }
 
 type pipelineID struct {
@@ -214,42 +371,110 @@ func (e *executor) allocateIDs(ctx context.Context, ids []int64, alloc []int) er
 	return nil
 }
 
-// insertMessages inserts the inputs at indexes todo and returns the keys of the
-// rows that were new.
-func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.MessageInsertParams, ids []int64, todo []int) (map[pipelineID]bool, error) {
+// insertFound is what the MessageInsertLookup statement found for one input
+// after the INSERT: whether its (pipeline, id) exists and which message holds
+// its identity.
+type insertFound struct {
+	present bool
+	owner   pgtype.Int8
+}
+
+// insertMessages inserts the inputs at indexes send (each explicit id and
+// each identity at most once) and looks up the inputs at indexes look, in one
+// batch. It returns the keys of the rows that were new and, per input index,
+// what the lookup found (zero for inputs not looked up).
+func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.MessageInsertParams, ids []int64, send, look []int) (map[pipelineID]bool, []insertFound, error) {
 	var (
-		pipelines = make([]string, len(todo))
-		idv       = make([]int64, len(todo))
-		keys      = make([]string, len(todo))
-		payloads  = make([][]byte, len(todo))
-		received  = make([]pgtype.Timestamptz, len(todo))
-		nows      = make([]pgtype.Timestamptz, len(todo))
+		pipelines  = make([]string, len(send))
+		idv        = make([]int64, len(send))
+		keys       = make([]string, len(send))
+		identities = make([]pgtype.Text, len(send))
+		payloads   = make([][]byte, len(send))
+		received   = make([]pgtype.Timestamptz, len(send))
+		nows       = make([]pgtype.Timestamptz, len(send))
 	)
-	for k, i := range todo {
+	for k, i := range send {
 		p := params[i]
 		if p.Now.IsZero() {
-			return nil, fmt.Errorf("relaypgx: insert message %s/%d: Now is required", p.Pipeline, ids[i])
+			return nil, nil, fmt.Errorf("relaypgx: insert message %s/%d: Now is required", p.Pipeline, ids[i])
 		}
 		pipelines[k], idv[k], keys[k], payloads[k] = p.Pipeline, ids[i], p.Key, p.Payload
 		received[k], nows[k] = ts(p.ReceivedAt), ts(p.Now)
+		if p.Identity != "" {
+			identities[k] = pgtype.Text{String: p.Identity, Valid: true}
+		}
 	}
-	r, err := e.db.Query(ctx, queries[qMessageInsertMany], pipelines, idv, keys, payloads, received, nows)
+	b := &pgx.Batch{}
+	b.Queue(queries[qMessageInsertMany], pipelines, idv, keys, payloads, received, nows, identities)
+	if len(look) > 0 {
+		lp, li, lk := make([]string, len(look)), make([]int64, len(look)), make([]string, len(look))
+		for j, i := range look {
+			lp[j], li[j], lk[j] = params[i].Pipeline, ids[i], params[i].Identity
+		}
+		b.Queue(queries[qMessageInsertLookup], lp, li, lk)
+	}
+	br := e.db.SendBatch(ctx, b)
+	inserted, found, err := scanInsertBatch(br, len(params), look)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return nil, mapErr("insert messages", err)
+		return nil, nil, mapErr("insert messages", err)
 	}
-	defer r.Close()
+	return inserted, found, nil
+}
+
+// scanInsertBatch reads the batch of insertMessages: the keys the INSERT
+// returned, then (when queued) the lookup's rows for the input indexes look.
+func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]bool, []insertFound, error) {
+	r, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
 	inserted := map[pipelineID]bool{}
 	for r.Next() {
 		var k pipelineID
 		if err := r.Scan(&k.pipeline, &k.id); err != nil {
-			return nil, mapErr("insert messages", err)
+			r.Close()
+			return nil, nil, err
 		}
 		inserted[k] = true
 	}
+	r.Close()
 	if err := r.Err(); err != nil {
-		return nil, mapErr("insert messages", err)
+		return nil, nil, err
 	}
-	return inserted, nil
+	found := make([]insertFound, n)
+	if len(look) == 0 {
+		return inserted, found, nil
+	}
+	r, err = br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	j := 0
+	for r.Next() {
+		var (
+			ord int64
+			f   insertFound
+		)
+		if err := r.Scan(&ord, &f.present, &f.owner); err != nil {
+			return nil, nil, err
+		}
+		if j >= len(look) || ord != int64(j)+1 {
+			return nil, nil, fmt.Errorf("lookup row %d out of order (want %d of %d)", ord, j+1, len(look))
+		}
+		found[look[j]] = f
+		j++
+	}
+	if err := r.Err(); err != nil {
+		return nil, nil, err
+	}
+	if j != len(look) {
+		return nil, nil, fmt.Errorf("lookup returned %d rows for %d inputs", j, len(look))
+	}
+	return inserted, found, nil
 }
 
 // MessageGet returns one message or relaytype.ErrNotFound.

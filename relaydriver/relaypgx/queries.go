@@ -17,6 +17,7 @@ var queriesSQL string
 const (
 	qMessageAllocateIDs    = "MessageAllocateIDs"
 	qMessageInsertMany     = "MessageInsertMany"
+	qMessageInsertLookup   = "MessageInsertLookup"
 	qMessageGet            = "MessageGet"
 	qMessageIDExists       = "MessageIDExists"
 	qMessageListUnfinished = "MessageListUnfinished"
@@ -71,7 +72,7 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
-	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities)
+	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities, qMessageInsertLookup)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

@@ -7,15 +7,39 @@
 SELECT nextval('relay_message_id_seq') FROM generate_series(1, $1::integer);
 
 -- name: MessageInsertMany
--- Insert if absent (seed 000 §4.1 step 5). Rows are inserted in key order so
--- that concurrent overlapping batches cannot deadlock.
-INSERT INTO relay_message (pipeline, id, key, state, payload, received_at, enqueued_at, updated_at)
-SELECT u.pipeline, u.id, u.key, 'PENDING', u.payload, u.received_at, u.now, u.now
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[], $5::timestamptz[], $6::timestamptz[])
-     AS u(pipeline, id, key, payload, received_at, now)
-ORDER BY u.pipeline, u.id
-ON CONFLICT (pipeline, id) DO NOTHING
+-- Insert if absent (seed 000 §4.1 step 5). $7 is each input's identity (NULL:
+-- none); an input whose identity a message of its pipeline holds is not
+-- inserted (a duplicate). ON CONFLICT has no target, so both the primary key
+-- and the partial unique identity index (migration 006) are arbiters: an input
+-- conflicting with a row of a transaction still in progress waits for it and
+-- is skipped if that transaction commits. Go sends each (pipeline, id) and
+-- each (pipeline, identity) at most once per statement. Rows are inserted in
+-- (pipeline, identity, id) order — id order for rows without an identity, as
+-- intake sends them — so that concurrent batches overlapping on ids, or on
+-- identities, take their conflicts in the same order and cannot deadlock.
+INSERT INTO relay_message (pipeline, id, key, state, payload, received_at, enqueued_at, updated_at, identity_key)
+SELECT u.pipeline, u.id, u.key, 'PENDING', u.payload, u.received_at, u.now, u.now, u.identity
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+     AS u(pipeline, id, key, payload, received_at, now, identity)
+ORDER BY u.pipeline, u.identity NULLS FIRST, u.id
+ON CONFLICT DO NOTHING
 RETURNING pipeline, id;
+
+-- name: MessageInsertLookup
+-- Runs right after MessageInsertMany in the same batch, with a snapshot of its
+-- own: for each input with an identity ($1 pipeline, $2 id, $3 identity; ord
+-- its position) whether its (pipeline, id) exists now and which message holds
+-- its identity — including a row of a concurrent transaction the INSERT waited
+-- for. Both lookups are LATERAL subqueries with LIMIT 1, so even a generic
+-- plan made on an empty table probes the primary key and the identity index
+-- once per input (see MessageBindIdentities).
+SELECT u.ord, m.id IS NOT NULL AS present, o.id AS owner
+FROM unnest($1::text[], $2::bigint[], $3::text[]) WITH ORDINALITY AS u(pipeline, id, identity, ord)
+LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
+                   WHERE x.pipeline = u.pipeline AND x.id = u.id LIMIT 1) m ON true
+LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
+                   WHERE x.pipeline = u.pipeline AND x.identity_key = u.identity LIMIT 1) o ON true
+ORDER BY u.ord;
 
 -- name: MessageGet
 SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,

@@ -120,11 +120,15 @@ func (r sqlRow) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(de
 
 // --- messages --------------------------------------------------------------
 
-// MessageInsertMany inserts each message unless (pipeline, id) exists; ID 0
-// allocates past both the pipeline's counter and its largest id, under the
-// single writer. All inserts of one call commit together.
+// MessageInsertMany inserts each message unless (pipeline, id) exists, or,
+// for an input with an Identity, unless a message of its pipeline holds that
+// identity (a duplicate); ID 0 allocates past both the pipeline's counter and
+// its largest id, under the single writer. Inputs are decided one by one in
+// input order, which is the contract's outcome by construction; an input
+// with an identity is looked up before its id is allocated, so a duplicate
+// takes no id. All inserts of one call commit together.
 func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
-	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params))}
+	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params)), Duplicate: make([]bool, len(params))}
 	for i, p := range params {
 		switch {
 		case p == nil:
@@ -144,13 +148,32 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 		inserted := 0
 		for i, p := range params {
 			id := p.ID
+			var identity sql.NullString
+			if p.Identity != "" {
+				identity = sql.NullString{String: p.Identity, Valid: true}
+				var (
+					present bool
+					owner   sql.NullInt64
+				)
+				if err := q.queryRow(ctx, qMessageInsertLookup, p.Pipeline, id, p.Identity).Scan(&present, &owner); err != nil {
+					return fmt.Errorf("params[%d]: look up id %d and identity: %w", i, id, err)
+				}
+				switch {
+				case present: // an explicit id already present: left as it was
+					res.IDs[i] = id
+					continue
+				case owner.Valid:
+					res.IDs[i], res.Duplicate[i] = owner.Int64, true
+					continue
+				}
+			}
 			if id == 0 {
 				if err := q.queryRow(ctx, qSequenceNext, p.Pipeline).Scan(&id); err != nil {
 					return fmt.Errorf("allocate id: %w", err)
 				}
 			}
 			r, err := q.exec(ctx, qMessageInsert, p.Pipeline, id, p.Key, p.Payload,
-				timeArg(p.ReceivedAt), timeArg(p.Now))
+				timeArg(p.ReceivedAt), timeArg(p.Now), identity)
 			if err != nil {
 				return fmt.Errorf("id %d: %w", id, err)
 			}

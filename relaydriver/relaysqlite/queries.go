@@ -24,6 +24,7 @@ const (
 	qMigrationRecord       = "MigrationRecord"
 	qSequenceNext          = "SequenceNext"
 	qMessageInsert         = "MessageInsert"
+	qMessageInsertLookup   = "MessageInsertLookup"
 	qMessageGet            = "MessageGet"
 	qMessageListUnfinished = "MessageListUnfinished"
 	qMessageBindIdentity   = "MessageBindIdentity"
@@ -60,7 +61,7 @@ const (
 var queryNames = []string{
 	qSavepoint, qRollbackToSavepoint, qReleaseSavepoint, qPragmaJournalMode,
 	qMigrationTableExists, qMigrationBootstrap, qMigrationVersions, qMigrationIsApplied, qMigrationRecord,
-	qSequenceNext, qMessageInsert, qMessageGet, qMessageListUnfinished,
+	qSequenceNext, qMessageInsert, qMessageInsertLookup, qMessageGet, qMessageListUnfinished,
 	qMessageBindIdentity, qMessageIdentityOf, qMessageIdentityOwner, qMessageComplete,
 	qMessageFail, qMessageExhaust, qMessageExistsByID, qMessageClaim, qMessageClaimPerKey,
 	qMessageReplay, qMessageStats, qMessageExists,

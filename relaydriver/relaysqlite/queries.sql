@@ -51,9 +51,19 @@ SET last_id = max(relay_sequence.last_id,
 RETURNING last_id;
 
 -- name: MessageInsert
-INSERT INTO relay_message (pipeline, id, "key", state, payload, received_at, enqueued_at, updated_at)
-VALUES ($1, $2, $3, 'PENDING', $4, $5, $6, $6)
+-- Insert if absent (seed 000 §4.1 step 5). $7 is the identity the message is
+-- inserted bound to (NULL: none); Go looked up first (MessageInsertLookup) that
+-- no message holds it, under the single writer.
+INSERT INTO relay_message (pipeline, id, "key", state, payload, received_at, enqueued_at, updated_at, identity_key)
+VALUES ($1, $2, $3, 'PENDING', $4, $5, $6, $6, $7)
 ON CONFLICT (pipeline, id) DO NOTHING;
+
+-- name: MessageInsertLookup
+-- For an input with an identity, before its insert: whether its explicit id
+-- ($2; 0 for an allocated one) is present and which message holds its
+-- identity $3 (NULL: none).
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1 AND id = $2),
+       (SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $3);
 
 -- name: MessageGet
 SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
