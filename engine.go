@@ -29,6 +29,8 @@ type Engine struct {
 	decoder   Decoder // cfg.Handler as a Decoder, or nil
 	ignore    []ignoreRule
 	deadClass map[relaytype.ErrorClass]bool
+	// leases holds the claimed messages in flight and renews their leases.
+	leases *leaseKeeper
 
 	// wake is signalled (non-blocking) by Enqueue so an idle loop runs at once.
 	wake chan struct{}
@@ -79,6 +81,7 @@ func New(d relaydriver.Driver, cfg Config) (*Engine, error) {
 		deadClass: make(map[relaytype.ErrorClass]bool),
 		wake:      make(chan struct{}, 1),
 	}
+	e.leases = newLeaseKeeper(e)
 	e.decoder, _ = cfg.Handler.(Decoder)
 	for _, r := range cfg.IgnoreRules {
 		rule, _ := parseIgnoreRule(r) // validated above
