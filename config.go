@@ -213,7 +213,16 @@ type Config struct {
 	// own decision. Default TxBatchDefault (1: a transaction per message); at
 	// most TxBatchMax. ModeFIFO batches with FIFOBatch instead.
 	TxBatch int
-	// InstanceID names this engine as a lease owner. Default a random id.
+	// InstanceID names this engine as the owner of its leases (per-key,
+	// unordered). Default a random id (host/pid/random), fresh for every
+	// engine: engines of one process never collide, but a restarted process
+	// cannot recognise its predecessor's leases and waits for them to expire
+	// (LeaseDuration plus a quarter). Set a stable id — one per live engine of
+	// the pipeline, e.g. a pod or host name — and Start releases at once the
+	// leases a dead earlier incarnation left behind. Start enforces "one live
+	// engine per id" with a store lock and refuses a duplicate (see
+	// Engine.Start). ModeFIFO leases nothing: there it only names the engine
+	// in logs.
 	InstanceID string
 	// Clock is the only source of time. Default relayclock.System{}.
 	Clock relaytype.Clock

@@ -3,11 +3,56 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
+	"github.com/relayhq/relay/internal/exclusive"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
 )
+
+// InstanceLockTTL is the lifetime of the instance lock (see Engine.Start) on
+// stores whose locks are leases (SQLite): the holder renews it every third of
+// it, and a restart with the same InstanceID waits up to this long for a dead
+// holder's lease to run out before it refuses to start. PostgreSQL frees a
+// dead holder's lock with its session, at once, so there it bounds only how
+// long Start waits before refusing a live duplicate.
+const InstanceLockTTL = 10 * time.Second
+
+// claimInstance takes the lock of (Pipeline, InstanceID) — refusing when
+// another live engine holds it — and then releases every lease of the
+// pipeline held by InstanceID: with the lock held, those can only be an
+// earlier, dead incarnation's. The lock's owner is this incarnation (host,
+// pid, random), so that a restart can tell itself from its predecessor.
+func (e *Engine) claimInstance(ctx context.Context) (*exclusive.Held, error) {
+	held, err := exclusive.TryHold(ctx, e.d, exclusive.Params{
+		Name:  "relay-instance:" + strconv.Quote(e.cfg.Pipeline) + ":" + strconv.Quote(e.cfg.InstanceID),
+		Owner: newInstanceID(), TTL: InstanceLockTTL, RetryEvery: InstanceLockTTL / 10,
+		Clock: e.cfg.Clock, Logger: e.log,
+	}, InstanceLockTTL)
+	if errors.Is(err, relaytype.ErrLocked) {
+		return nil, fmt.Errorf("relay: Start pipeline %q: InstanceID %q is in use by another live engine "+
+			"(two live engines must not share an InstanceID): %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relay: Start pipeline %q: lock InstanceID %q: %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+	}
+	n, err := e.d.GetExecutor().MessageLeaseRelease(ctx, &relaydriver.MessageLeaseReleaseParams{
+		Pipeline: e.cfg.Pipeline, Owner: e.cfg.InstanceID,
+	})
+	if err != nil {
+		held.Release(ctx)
+		return nil, fmt.Errorf("relay: Start pipeline %q: release the leases of InstanceID %q: %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+	}
+	if n > 0 {
+		e.log.InfoContext(ctx, "relay: released the leases of an earlier incarnation of this instance",
+			"pipeline", e.cfg.Pipeline, "instance_id", e.cfg.InstanceID, "released", n)
+	}
+	return held, nil
+}
 
 // ErrLeaseLost is the cancellation cause (context.Cause) of a handler's ctx
 // when a lease renewal found that the message is no longer leased to this
