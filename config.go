@@ -177,7 +177,9 @@ type Config struct {
 	// independent, and LeaseDuration only needs to exceed the longest stall of
 	// the renewal (it survives two thirds of LeaseDuration). It is also how
 	// long the messages of an instance that died stay claimed by it, unless a
-	// restart with the same stable InstanceID releases them at once.
+	// restart with the same stable InstanceID releases them at once. The
+	// renewal runs outside the handlers' transactions: give a PostgreSQL pool
+	// at least Workers+2 connections (workers, claim, renewal).
 	// Correctness does not rest on it: the terminal write checks the lease
 	// owner inside the business transaction, so when a lease passes to another
 	// instance only one instance's effects can commit (the renewal then tells
