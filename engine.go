@@ -180,8 +180,11 @@ func (e *Engine) Start(ctx context.Context) error {
 // (the current FIFO head, or the claimed batch) to finish. When ctx ends first,
 // Stop cancels the in-flight handlers' ctx and returns ctx.Err() without waiting
 // further; an interrupted attempt leaves its message as it was (claimed rows
-// keep their lease until it expires). Stop on an engine that was never started
-// returns nil; calling it again is harmless.
+// keep their lease until it expires, or until a restart with the same stable
+// InstanceID releases them). The instance lock, if any, is released once the
+// loop has returned. When the loop had already stopped because that lock was
+// lost, Stop returns that cause (wrapping exclusive's ErrLost). Stop on an
+// engine that was never started returns nil; calling it again is harmless.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started {
