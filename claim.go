@@ -16,8 +16,21 @@ import (
 // goroutines process them outside it. Claiming does not wait for a whole batch:
 // when the messages claimed but not yet finished fall to three quarters of
 // BatchSize, the next claim tops them up to BatchSize, so workers are not
-// idled by the slowest message of a batch. Caller holds workMu.
+// idled by the slowest message of a batch. While the round runs, the leases
+// of the messages claimed and not yet finished are renewed (leaseKeeper), so
+// a message waiting for a worker or running a long handler keeps its lease.
+// Caller holds workMu.
 func (e *Engine) workClaim(ctx context.Context, stop <-chan struct{}) (int, error) {
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		e.leases.run(renewCtx)
+	}()
+	defer func() {
+		stopRenew()
+		<-renewDone
+	}()
 	var (
 		mu      sync.Mutex
 		decided int
@@ -34,6 +47,7 @@ func (e *Engine) workClaim(ctx context.Context, stop <-chan struct{}) (int, erro
 		wg.Go(func() {
 			for u := range units {
 				n, err := e.runUnit(ctx, u)
+				e.leases.done(unitIDs(u))
 				mu.Lock()
 				decided += n
 				if err != nil {
@@ -70,6 +84,7 @@ func (e *Engine) workClaim(ctx context.Context, stop <-chan struct{}) (int, erro
 			}
 			dry = len(msgs) == 0
 			outstanding += len(msgs)
+			e.leases.add(messageIDs(msgs))
 			for _, u := range e.units(msgs) {
 				units <- u
 			}
@@ -177,12 +192,17 @@ func (e *Engine) units(msgs []*relaytype.Message) []claimUnit {
 // runUnit processes one unit and reports the decisions written. A serial unit
 // stops at its first message that did not reach a terminal state, so a failing
 // head pauses only its own key; its later messages keep their lease until it
-// expires.
+// expires (they are no longer renewed). A message whose lease a renewal found
+// lost is not started: it belongs to another instance now (a serial unit
+// stops there, since its key's later messages must wait for it).
 func (e *Engine) runUnit(ctx context.Context, u claimUnit) (int, error) {
 	owner := e.cfg.InstanceID
 	if u.serial || len(u.msgs) == 1 {
 		n := 0
 		for _, m := range u.msgs {
+			if e.skipLost(ctx, m) {
+				return n, nil
+			}
 			o, err := e.processOne(ctx, m, owner)
 			n += boolInt(o.decided())
 			if err != nil || (u.serial && !o.terminal()) {
@@ -215,6 +235,9 @@ func (e *Engine) processClaimBatch(ctx context.Context, msgs []*relaytype.Messag
 	var batch []fifoPrepared
 	for _, m := range msgs {
 		a := attempt{m: m, owner: owner}
+		if e.skipLost(ctx, m) {
+			continue
+		}
 		if e.exhausted(m) {
 			o, err := e.exhaust(ctx, a)
 			n += boolInt(o.decided())
@@ -376,3 +399,24 @@ func (e *Engine) failAll(ctx context.Context, batch []fifoPrepared, res Result) 
 	}
 	return n, errors.Join(errs...)
 }
+
+// skipLost reports (and logs) that m's lease was found lost before its
+// attempt started, so the attempt must not start.
+func (e *Engine) skipLost(ctx context.Context, m *relaytype.Message) bool {
+	if !e.leases.isLost(m.ID) {
+		return false
+	}
+	e.log.WarnContext(ctx, "relay: lease lost before processing; message left to its new owner",
+		"pipeline", e.cfg.Pipeline, "message_id", m.ID, "lease_owner", e.cfg.InstanceID)
+	return true
+}
+
+func messageIDs(msgs []*relaytype.Message) []int64 {
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+func unitIDs(u claimUnit) []int64 { return messageIDs(u.msgs) }

@@ -70,8 +70,14 @@ const (
 	BatchSizeDefault = 100
 	// WorkersDefault is the default concurrency of the per-key and unordered modes.
 	WorkersDefault = 4
-	// LeaseDurationDefault is the default lease of a claimed message.
-	LeaseDurationDefault = 30 * time.Second
+	// LeaseDurationDefault is the default lease of a claimed message. Leases
+	// in flight are renewed every LeaseDuration/3 (5s), so a lease survives a
+	// renewal stall — a slow store, a pause of the process — of up to 10s,
+	// while the messages of an instance that died without a stable
+	// InstanceID are claimable again within 15s (plus the quarter lease of
+	// the expired-lease search: under 19s). It matches the pipeline lock's
+	// TTL (relaylock), which makes the same trade.
+	LeaseDurationDefault = 15 * time.Second
 	// PollIntervalDefault is how long an idle engine waits between rounds.
 	PollIntervalDefault = time.Second
 	// HandlerTimeoutDefault bounds one handler call.
@@ -167,12 +173,22 @@ type Config struct {
 	// Workers is how many messages the per-key and unordered modes process at
 	// once. Default WorkersDefault (4). ModeFIFO always uses one goroutine.
 	Workers int
-	// LeaseDuration is how long a claimed message stays leased to this instance
-	// (per-key, unordered); it must be at least HandlerTimeout. Correctness does
-	// not rest on it: the terminal write checks the lease owner inside the
-	// business transaction, so when a lease passes to another instance only one
-	// instance's effects can commit; a short lease only wastes work. Default
-	// LeaseDurationDefault (30s).
+	// LeaseDuration is how long a claim leases a message to this instance
+	// (per-key, unordered) without renewal. While a claimed message is in
+	// flight — waiting for a worker or in its handler — the engine renews its
+	// lease every LeaseDuration/3 of Clock time (one statement for all of
+	// them), so a handler may run longer than LeaseDuration: the two are
+	// independent, and LeaseDuration only needs to exceed the longest stall of
+	// the renewal (it survives two thirds of LeaseDuration). It is also how
+	// long the messages of an instance that died stay claimed by it, unless a
+	// restart with the same stable InstanceID releases them at once. The
+	// renewal runs outside the handlers' transactions: give a PostgreSQL pool
+	// at least Workers+2 connections (workers, claim, renewal).
+	// Correctness does not rest on it: the terminal write checks the lease
+	// owner inside the business transaction, so when a lease passes to another
+	// instance only one instance's effects can commit (the renewal then tells
+	// the engine, which cancels the handler with ErrLeaseLost); a short lease
+	// only wastes work. Default LeaseDurationDefault (15s).
 	LeaseDuration time.Duration
 	// PollInterval is how long a started engine waits on Clock between idle
 	// rounds (a FIFO head due earlier wakes it earlier; Enqueue wakes it at once).
@@ -203,7 +219,16 @@ type Config struct {
 	// own decision. Default TxBatchDefault (1: a transaction per message); at
 	// most TxBatchMax. ModeFIFO batches with FIFOBatch instead.
 	TxBatch int
-	// InstanceID names this engine as a lease owner. Default a random id.
+	// InstanceID names this engine as the owner of its leases (per-key,
+	// unordered). Default a random id (host/pid/random), fresh for every
+	// engine: engines of one process never collide, but a restarted process
+	// cannot recognise its predecessor's leases and waits for them to expire
+	// (LeaseDuration plus a quarter). Set a stable id — one per live engine of
+	// the pipeline, e.g. a pod or host name — and Start releases at once the
+	// leases a dead earlier incarnation left behind. Start enforces "one live
+	// engine per id" with a store lock and refuses a duplicate (see
+	// Engine.Start). ModeFIFO leases nothing: there it only names the engine
+	// in logs.
 	InstanceID string
 	// Clock is the only source of time. Default relayclock.System{}.
 	Clock relaytype.Clock
@@ -277,9 +302,6 @@ func (c *Config) validate() error {
 		return bad("HandlerTimeout", "%s <= 0", c.HandlerTimeout)
 	case c.FIFOBatch < 1 || c.FIFOBatch > FIFOBatchMax:
 		return bad("FIFOBatch", "%d outside [1, %d]", c.FIFOBatch, FIFOBatchMax)
-	case c.Mode != ModeFIFO && c.LeaseDuration < c.HandlerTimeout:
-		return bad("LeaseDuration", "%s is shorter than HandlerTimeout %s: a handler still running would routinely lose its message to another instance",
-			c.LeaseDuration, c.HandlerTimeout)
 	case c.Watermarked && c.Mode != ModeFIFO:
 		return bad("Watermarked", "only ModeFIFO takes heads by watermark")
 	case c.FIFOBatch > 1 && c.Mode != ModeFIFO:

@@ -65,11 +65,12 @@ func TestConfigValidation(t *testing.T) {
 		{"exhausted as dead class", func(c *relay.Config) {
 			c.DeadClasses = []relaytype.ErrorClass{relaytype.ClassExhausted}
 		}, "DeadClasses"},
-		{"lease shorter than handler timeout", func(c *relay.Config) {
+		{"lease shorter than handler timeout (renewed while the handler runs)", func(c *relay.Config) {
 			c.Mode = relay.ModeUnordered
 			c.LeaseDuration = time.Second
-			c.HandlerTimeout = 2 * time.Second
-		}, "LeaseDuration"},
+			c.HandlerTimeout = time.Minute
+		}, ""},
+		{"no lease", func(c *relay.Config) { c.Mode = relay.ModeUnordered; c.LeaseDuration = -time.Second }, "LeaseDuration"},
 		{"claim mode defaults", func(c *relay.Config) { c.Mode = relay.ModePerKey }, ""},
 		{"watermark outside FIFO", func(c *relay.Config) { c.Mode = relay.ModePerKey; c.Watermarked = true }, "Watermarked"},
 		{"FIFO batch above the savepoint cap", func(c *relay.Config) { c.FIFOBatch = relay.FIFOBatchMax + 1 }, "FIFOBatch"},

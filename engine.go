@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -29,6 +30,11 @@ type Engine struct {
 	decoder   Decoder // cfg.Handler as a Decoder, or nil
 	ignore    []ignoreRule
 	deadClass map[relaytype.ErrorClass]bool
+	// leases holds the claimed messages in flight and renews their leases.
+	leases *leaseKeeper
+	// stableID: Config.InstanceID was given (not generated), so a restart
+	// can recognise its earlier incarnation's leases (see Start).
+	stableID bool
 
 	// wake is signalled (non-blocking) by Enqueue so an idle loop runs at once.
 	wake chan struct{}
@@ -56,6 +62,12 @@ type Engine struct {
 	stopCh    chan struct{} // closed by Stop: finish in-flight work, take no more
 	cancelRun context.CancelFunc
 	done      chan struct{} // closed when the loop has returned
+	// instance is the instance lock held from Start until the loop returns
+	// (claim modes with a stable InstanceID; nil otherwise).
+	instance *relaylock.Held
+	// runErr is why the loop ended on its own (the instance lock was lost);
+	// Stop returns it. Written before done is closed.
+	runErr error
 }
 
 // New validates cfg (naming the bad field on error) and returns an engine for
@@ -68,10 +80,12 @@ func New(d relaydriver.Driver, cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.InstanceID == "" {
+	stableID := cfg.InstanceID != ""
+	if !stableID {
 		cfg.InstanceID = newInstanceID()
 	}
 	e := &Engine{
+		stableID:  stableID,
 		d:         d,
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -79,6 +93,7 @@ func New(d relaydriver.Driver, cfg Config) (*Engine, error) {
 		deadClass: make(map[relaytype.ErrorClass]bool),
 		wake:      make(chan struct{}, 1),
 	}
+	e.leases = newLeaseKeeper(e)
 	e.decoder, _ = cfg.Handler.(Decoder)
 	for _, r := range cfg.IgnoreRules {
 		rule, _ := parseIgnoreRule(r) // validated above
@@ -130,9 +145,27 @@ func (e *Engine) errNoHandler(op string) error {
 
 // Start checks that the store's engine schema is current — an old schema is
 // refused with an error wrapping relaytype.ErrSchemaOutdated — and starts the
-// processing loop. ctx governs only the check: the loop runs until Stop. An
-// engine starts at most once. An engine without a Handler refuses to start
-// with an error wrapping ErrNoHandler, before any I/O.
+// processing loop. An engine starts at most once.
+//
+// In ModePerKey and ModeUnordered with a stable Config.InstanceID (one the
+// caller set), Start first takes the store lock of (Pipeline, InstanceID) and
+// then releases every lease of the pipeline held by that InstanceID, so the
+// messages an earlier incarnation left claimed when it died are processed at
+// once instead of after their lease expires. Holding the lock proves that no
+// other live engine uses the InstanceID (a dead one's lock is freed at once on
+// PostgreSQL, with its session; on SQLite its lease row expires within
+// InstanceLockTTL, which Start waits for): if the lock is still held after
+// InstanceLockTTL, Start refuses with an error naming the InstanceID and
+// wrapping relaytype.ErrLocked. The lock is renewed every InstanceLockTTL/3
+// and released when the loop ends; if a renewal fails, the engine stops
+// processing (logged at ERROR; Stop returns the cause), since another
+// incarnation may then start and release its leases. ModeFIFO and generated
+// InstanceIDs take no lock and release nothing.
+//
+// An engine without a Handler refuses to start with an error wrapping
+// ErrNoHandler, before any I/O.
+//
+// ctx governs the check and the lock wait: the loop runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -144,6 +177,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if err := relaymigrate.Check(ctx, e.d, relaymigrate.EngineLineOf(e.d)); err != nil {
 		return fmt.Errorf("relay: Start pipeline %q: %w", e.cfg.Pipeline, err)
+	}
+	if e.cfg.Mode != ModeFIFO && e.stableID {
+		held, err := e.claimInstance(ctx)
+		if err != nil {
+			return err
+		}
+		e.instance = held
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.started = true
@@ -160,8 +200,11 @@ func (e *Engine) Start(ctx context.Context) error {
 // (the current FIFO head, or the claimed batch) to finish. When ctx ends first,
 // Stop cancels the in-flight handlers' ctx and returns ctx.Err() without waiting
 // further; an interrupted attempt leaves its message as it was (claimed rows
-// keep their lease until it expires). Stop on an engine that was never started
-// returns nil; calling it again is harmless.
+// keep their lease until it expires, or until a restart with the same stable
+// InstanceID releases them). The instance lock, if any, is released once the
+// loop has returned. When the loop had already stopped because that lock was
+// lost, Stop returns that cause (wrapping exclusive's ErrLost). Stop on an
+// engine that was never started returns nil; calling it again is harmless.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started {
@@ -177,7 +220,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 		cancel()
-		return nil
+		return e.runErr
 	case <-ctx.Done():
 		cancel()
 		return fmt.Errorf("relay: Stop pipeline %q: %w", e.cfg.Pipeline, ctx.Err())
@@ -185,8 +228,32 @@ func (e *Engine) Stop(ctx context.Context) error {
 }
 
 // loop runs rounds until Stop, sleeping on the clock between idle rounds.
+// With an instance lock it stops when the lock is lost, and releases the lock
+// once the last round has returned.
 func (e *Engine) loop(ctx context.Context) {
 	defer close(e.done)
+	var lost <-chan struct{}
+	if e.instance != nil {
+		defer e.instance.Release(ctx)
+		lost = e.instance.Lost()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-lost:
+			e.runErr = fmt.Errorf("relay: pipeline %q stopped: %w", e.cfg.Pipeline, e.instance.Err())
+			e.log.ErrorContext(ctx, "relay: instance lock lost; engine stopped so that no other incarnation's work overlaps",
+				"pipeline", e.cfg.Pipeline, "instance_id", e.cfg.InstanceID, "error", e.instance.Err())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched // runErr is written before done is closed
+	}()
 	for {
 		_, err := e.work(ctx, e.stopCh)
 		if err != nil && ctx.Err() == nil {

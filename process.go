@@ -162,8 +162,13 @@ func (e *Engine) decode(ctx context.Context, m *relaytype.Message) (dec *Decoded
 
 // callHandler runs the handler under HandlerTimeout (measured on Clock),
 // turning a panic into Retry(INTERNAL), an overrun into Retry(TIMEOUT) and a
-// zero Result into Retry(INTERNAL).
+// zero Result into Retry(INTERNAL). A claimed message's handler ctx is also
+// cancelled, with cause ErrLeaseLost, when a renewal finds its lease lost.
 func (e *Engine) callHandler(ctx context.Context, tx relaydriver.ExecutorTx, d *Delivery) Result {
+	// A claimed message's handler is also cancelled when its lease is lost
+	// (ErrLeaseLost); its decision would be refused anyway.
+	ctx, detach := e.leases.handlerContext(ctx, d.Message.ID)
+	defer detach()
 	res, _ := e.guardHandler(ctx, d.Message.ID, func(hctx context.Context) Result {
 		return e.cfg.Handler.Handle(hctx, handlerTx{tx: tx, clock: e.cfg.Clock}, d)
 	})

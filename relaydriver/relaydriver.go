@@ -214,6 +214,23 @@ type Executor interface {
 	// key) and only for keys with no live lease. Uses FOR UPDATE SKIP LOCKED where
 	// supported, in a short transaction that only takes the lease.
 	MessageClaim(ctx context.Context, params *MessageClaimParams) ([]*relaytype.Message, error)
+	// MessageLeaseRenew extends to LeaseUntil, in one statement, the leases
+	// that Owner still holds on the given unfinished messages, and reports in
+	// Lost the ids that are no longer Owner's: finished, released, leased to
+	// another owner, or unknown. A lease that expired but that nobody took is
+	// still Owner's and is renewed. A row another transaction holds locked
+	// at that moment (PostgreSQL; typically Owner's own terminal write, not
+	// yet committed) is skipped rather than waited for: it is neither renewed
+	// nor reported lost, and the next renewal decides it. An empty IDs is a
+	// no-op.
+	MessageLeaseRenew(ctx context.Context, params *MessageLeaseRenewParams) (*MessageLeaseRenewResult, error)
+	// MessageLeaseRelease clears every lease Owner holds on unfinished
+	// messages of Pipeline, so that they are claimable at once, and returns
+	// how many it cleared. It is only safe for an owner that is known to be
+	// dead (an earlier incarnation of a restarted instance, see
+	// relay.Config.InstanceID): a live owner's terminal writes would then be
+	// refused and its work lost, though never applied twice.
+	MessageLeaseRelease(ctx context.Context, params *MessageLeaseReleaseParams) (int, error)
 	// MessageReplay moves FAILED/DEAD messages whose class is in Classes back to
 	// PENDING, resetting attempts, next attempt, error and acknowledgement facts but
 	// never the identity (seed 000 §9.1). IDs, when set, limits the replay to them.
@@ -363,6 +380,31 @@ type MessageClaimParams struct {
 	// instance's messages does not cost every claim a scan of the leased rows.
 	// Default false: expired leases are claimed like unleased rows.
 	SkipExpired bool
+}
+
+// MessageLeaseRenewParams extends the leases of messages in flight.
+type MessageLeaseRenewParams struct {
+	Pipeline string
+	// Owner is the lease owner whose leases are extended. Required.
+	Owner string
+	// IDs are the messages whose leases are extended.
+	IDs []int64
+	// LeaseUntil is the new expiry of every renewed lease. Required.
+	LeaseUntil time.Time
+}
+
+// MessageLeaseRenewResult reports a renewal.
+type MessageLeaseRenewResult struct {
+	// Lost holds the ids of the input that are no longer leased to Owner
+	// (finished, released, leased to another owner, or unknown), ascending.
+	Lost []int64
+}
+
+// MessageLeaseReleaseParams names the leases to release.
+type MessageLeaseReleaseParams struct {
+	Pipeline string
+	// Owner is the (dead) lease owner whose leases are cleared. Required.
+	Owner string
 }
 
 // MessageReplayParams selects messages to replay.

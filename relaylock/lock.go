@@ -65,49 +65,23 @@ type Params struct {
 // wait and fn's context; the release runs even after ctx ended, bounded by 5s.
 // Run may be called from several goroutines with different names.
 func Run(ctx context.Context, d relaydriver.Driver, p Params, fn func(ctx context.Context) error) error {
-	if p.Name == "" || p.Owner == "" || p.Clock == nil {
-		return errors.New("relaylock: Params.Name, Owner and Clock are required")
+	p, log, err := p.withDefaults()
+	if err != nil {
+		return err
 	}
-	p.TTL = cmp.Or(p.TTL, TTLDefault)
-	p.RetryEvery = cmp.Or(p.RetryEvery, RetryEveryDefault)
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-
-	lock, err := acquire(ctx, d, p, log)
+	lock, err := acquire(ctx, d, p, log, -1)
 	if err != nil {
 		return err
 	}
 	log.InfoContext(ctx, "exclusive lock acquired", "lock", p.Name, "owner", p.Owner)
-	defer func() {
-		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := lock.Release(relCtx); err != nil {
-			log.WarnContext(ctx, "exclusive lock release failed", "lock", p.Name, "err", err)
-		}
-	}()
+	defer release(ctx, lock, p, log)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	renewDone := make(chan struct{})
 	go func() {
 		defer close(renewDone)
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-p.Clock.After(p.TTL / 3):
-			}
-			if err := lock.Renew(runCtx, p.Clock.Now()); err != nil {
-				if runCtx.Err() != nil {
-					return
-				}
-				log.ErrorContext(ctx, "exclusive lock lost", "lock", p.Name, "err", err)
-				cancel(fmt.Errorf("%w: %w", ErrLost, err))
-				return
-			}
-		}
+		keep(runCtx, lock, p, log, func(err error) { cancel(err) })
 	}()
 	fnErr := fn(runCtx)
 	cause := context.Cause(runCtx)
@@ -119,21 +93,141 @@ func Run(ctx context.Context, d relaydriver.Driver, p Params, fn func(ctx contex
 	return fnErr
 }
 
-func acquire(ctx context.Context, d relaydriver.Driver, p Params, log *slog.Logger) (relaydriver.Lock, error) {
-	waiting := false
+// Held is a lock taken by TryHold and kept renewed until Release.
+type Held struct {
+	lock   relaydriver.Lock
+	p      Params
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the renewal loop has returned
+	lost   chan struct{} // closed when a renewal failed
+	err    error         // why it was lost; set before lost is closed
+}
+
+// TryHold takes the lock, waiting at most wait (on p.Clock, from the first
+// refusal) for another holder to let go, and keeps it renewed every TTL/3
+// until Release. On a lease-based store a holder that died frees the lock
+// only when its lease expires, so a wait of TTL tells a dead holder (its
+// lease runs out) from a live one (it keeps renewing). It returns an error
+// wrapping relaytype.ErrLocked when another holder still has the lock after
+// wait, the store's error at once, or ctx's error if ctx ends first; ctx
+// governs only the taking. Lost reports a failed renewal.
+func TryHold(ctx context.Context, d relaydriver.Driver, p Params, wait time.Duration) (*Held, error) {
+	p, log, err := p.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	lock, err := acquire(ctx, d, p, log, max(wait, 0))
+	if err != nil {
+		return nil, err
+	}
+	log.InfoContext(ctx, "exclusive lock acquired", "lock", p.Name, "owner", p.Owner)
+	keepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &Held{lock: lock, p: p, log: log, cancel: cancel, done: make(chan struct{}), lost: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		keep(keepCtx, lock, p, log, func(err error) {
+			h.err = err
+			close(h.lost)
+		})
+	}()
+	return h, nil
+}
+
+// Lost is closed when a renewal failed: the holder must stop writing what the
+// lock protects. Err then says why.
+func (h *Held) Lost() <-chan struct{} { return h.lost }
+
+// Err returns nil while the lock is held, and an error wrapping ErrLost once
+// Lost is closed.
+func (h *Held) Err() error {
+	select {
+	case <-h.lost:
+		return h.err
+	default:
+		return nil
+	}
+}
+
+// Release stops the renewals and gives the lock up; ctx bounds the release.
+// Safe to call more than once.
+func (h *Held) Release(ctx context.Context) {
+	h.cancel()
+	<-h.done
+	release(ctx, h.lock, h.p, h.log)
+}
+
+// withDefaults checks the required fields and fills in the defaults.
+func (p Params) withDefaults() (Params, *slog.Logger, error) {
+	if p.Name == "" || p.Owner == "" || p.Clock == nil {
+		return p, nil, errors.New("relaylock: Params.Name, Owner and Clock are required")
+	}
+	p.TTL = cmp.Or(p.TTL, TTLDefault)
+	p.RetryEvery = cmp.Or(p.RetryEvery, RetryEveryDefault)
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return p, log, nil
+}
+
+// keep renews lock every TTL/3 until ctx ends; on a failed renewal it logs,
+// calls lost with an error wrapping ErrLost and returns.
+func keep(ctx context.Context, lock relaydriver.Lock, p Params, log *slog.Logger, lost func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Clock.After(p.TTL / 3):
+		}
+		if err := lock.Renew(ctx, p.Clock.Now()); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.ErrorContext(ctx, "exclusive lock lost", "lock", p.Name, "err", err)
+			lost(fmt.Errorf("%w: %w", ErrLost, err))
+			return
+		}
+	}
+}
+
+// release gives the lock up, logging a failure (the store frees it anyway:
+// the session dies, or the lease expires).
+func release(ctx context.Context, lock relaydriver.Lock, p Params, log *slog.Logger) {
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := lock.Release(relCtx); err != nil {
+		log.WarnContext(ctx, "exclusive lock release failed", "lock", p.Name, "err", err)
+	}
+}
+
+// acquire takes the lock, retrying every RetryEvery while another holder has
+// it: forever when wait < 0 (a store failure is logged and retried too), else
+// until wait has passed since the first refusal (then an error wrapping
+// relaytype.ErrLocked; a store failure is returned at once).
+func acquire(ctx context.Context, d relaydriver.Driver, p Params, log *slog.Logger, wait time.Duration) (relaydriver.Lock, error) {
+	var refusedAt time.Time // zero: not refused yet
 	for {
 		lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Now: p.Clock.Now()})
 		if err == nil {
 			return lock, nil
 		}
 		if !errors.Is(err, relaytype.ErrLocked) {
+			if wait >= 0 {
+				return nil, fmt.Errorf("relaylock: lock %q: %w", p.Name, err)
+			}
 			// A store failure while waiting is not fatal: log it and try again.
 			log.WarnContext(ctx, "exclusive lock attempt failed", "lock", p.Name, "err", err)
-		} else if !waiting {
-			waiting = true
-			log.InfoContext(ctx, "waiting for exclusive lock held by another instance", "lock", p.Name)
-			if p.OnWaiting != nil {
-				p.OnWaiting()
+		} else {
+			if refusedAt.IsZero() {
+				refusedAt = p.Clock.Now()
+				log.InfoContext(ctx, "waiting for exclusive lock held by another instance", "lock", p.Name)
+				if p.OnWaiting != nil {
+					p.OnWaiting()
+				}
+			}
+			if wait >= 0 && p.Clock.Now().Sub(refusedAt) >= wait {
+				return nil, fmt.Errorf("relaylock: lock %q still held by another instance after %s: %w", p.Name, wait, err)
 			}
 		}
 		select {

@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
 )
 
 func sqliteStore(t *testing.T) *relaysqlite.Driver {
@@ -103,4 +104,59 @@ func TestRunStopsWhenLockLost(t *testing.T) {
 	clock.Advance(ttl / 3)
 	err = <-done
 	require.True(t, errors.Is(err, relaylock.ErrLost), "got %v", err)
+}
+
+// TryHold waits at most its wait for the lock: a dead holder's lease (never
+// renewed) runs out within TTL and the lock is taken; a live holder (Run,
+// renewing) keeps it, and TryHold refuses with ErrLocked.
+func TestTryHoldWaitsOutDeadHolderOnly(t *testing.T) {
+	t.Parallel()
+	d := sqliteStore(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := relayclock.NewFake(start)
+	ctx := context.Background()
+	const ttl = 9 * time.Second
+	p := func(owner string) relaylock.Params {
+		return relaylock.Params{Name: "instance:x", Owner: owner, TTL: ttl, RetryEvery: time.Second, Clock: clock}
+	}
+	// advanceWhile moves the clock a second at a time, once n timers are
+	// parked on it, until fn has returned.
+	advanceWhile := func(n int, fn func() error) error {
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		for {
+			var err error
+			returned := false
+			require.Eventually(t, func() bool {
+				select {
+				case err = <-done:
+					returned = true
+					return true
+				default:
+					return clock.Waiters() >= n
+				}
+			}, 10*time.Second, time.Millisecond)
+			if returned {
+				return err
+			}
+			clock.Advance(time.Second)
+		}
+	}
+
+	_, err := d.TryLock(ctx, &relaydriver.LockParams{Name: "instance:x", Owner: "dead", TTL: ttl, Now: start})
+	require.NoError(t, err)
+	var h *relaylock.Held
+	require.NoError(t, advanceWhile(1, func() (err error) { h, err = relaylock.TryHold(ctx, d, p("B"), ttl); return err }))
+	require.Equal(t, start.Add(ttl), clock.Now(), "taken when the dead holder's lease ran out")
+	require.NoError(t, h.Err())
+
+	// h renews (a timer parked on the clock); C waits a full TTL, then gives up.
+	err = advanceWhile(2, func() error { _, err := relaylock.TryHold(ctx, d, p("C"), ttl); return err })
+	require.ErrorIs(t, err, relaytype.ErrLocked)
+	require.NoError(t, h.Err(), "B kept the lock")
+	h.Release(ctx)
+	h.Release(ctx) // harmless
+	hc, err := relaylock.TryHold(ctx, d, p("C"), 0)
+	require.NoError(t, err, "released: free at once")
+	hc.Release(ctx)
 }

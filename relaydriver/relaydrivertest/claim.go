@@ -2,6 +2,7 @@ package relaydrivertest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,4 +140,81 @@ func testClaimPerKeyLateSmallerID(t *testing.T, b *bundle) {
 
 	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 10, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
 	require.Equal(t, []int64{5}, b.claim("p", true, 10, "w2", time.Hour))
+}
+
+// Lease renewal: one call extends every lease the owner still holds (an
+// expired one nobody took included) and reports the others as lost —
+// finished, leased to another owner, unknown, or of another pipeline.
+func testLeaseRenew(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4, 5)
+	b.insert("q", 1)
+	require.Equal(t, []int64{1, 2, 3}, b.claim("p", false, 3, "w1", time.Minute))
+	require.Equal(t, []int64{4}, b.claim("p", false, 1, "w2", time.Minute))
+	require.Equal(t, []int64{1}, b.claim("q", false, 1, "w1", time.Minute))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 3,
+		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+
+	renew := func(ids ...int64) []int64 {
+		t.Helper()
+		res, err := b.ex.MessageLeaseRenew(b.ctx, &relaydriver.MessageLeaseRenewParams{
+			Pipeline: "p", Owner: "w1", IDs: ids, LeaseUntil: b.now.Add(time.Minute)})
+		require.NoError(t, err)
+		require.True(t, slices.IsSorted(res.Lost), "Lost must be ascending, got %v", res.Lost)
+		return append([]int64{}, res.Lost...)
+	}
+	b.now = at(30 * time.Second)
+	require.Equal(t, []int64{3, 4, 99}, renew(4, 3, 2, 1, 99), "3 finished, 4 is w2's, 99 unknown")
+	requireTime(t, at(90*time.Second), b.get("p", 1).LeaseExpiresAt, "renewed LeaseExpiresAt")
+	requireTime(t, at(90*time.Second), b.get("p", 2).LeaseExpiresAt, "renewed LeaseExpiresAt")
+	require.Equal(t, "w2", b.get("p", 4).LeaseOwner, "another owner's lease is not taken")
+	requireTime(t, at(time.Minute), b.get("p", 4).LeaseExpiresAt, "another owner's lease is not extended")
+	requireTime(t, at(time.Minute), b.get("q", 1).LeaseExpiresAt, "another pipeline is not touched")
+	require.Equal(t, relaytype.StatePending, b.get("p", 1).State, "a renewal only moves the lease")
+
+	// Renewed leases hold off other claimers past the original expiry.
+	b.now = at(80 * time.Second)
+	require.Equal(t, []int64{4, 5}, b.claim("p", false, 10, "w3", time.Minute), "1, 2 renewed; 4 expired")
+
+	// An expired lease that nobody took is still the owner's.
+	b.now = at(100 * time.Second)
+	require.Empty(t, renew(1))
+	requireTime(t, at(160*time.Second), b.get("p", 1).LeaseExpiresAt, "renewed after expiry")
+	require.Equal(t, []int64{2}, b.claim("p", false, 10, "w4", time.Minute), "1 renewed, 2 expired")
+	require.Equal(t, []int64{2}, renew(2), "taken over")
+	require.Empty(t, renew(), "no ids: no-op")
+}
+
+// Lease release: every lease of the owner on unfinished messages of the
+// pipeline is cleared and the messages are claimable at once, before expiry;
+// other owners, pipelines and finished messages are untouched.
+func testLeaseRelease(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4, 5)
+	b.insert("q", 1)
+	require.Equal(t, []int64{1, 2, 3}, b.claim("p", false, 3, "w1", time.Hour))
+	require.Equal(t, []int64{4}, b.claim("p", false, 1, "w2", time.Hour))
+	require.Equal(t, []int64{1}, b.claim("q", false, 1, "w1", time.Hour))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
+		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2,
+		ErrorClass: relaytype.ClassInfra, LeaseOwner: "w1", Now: b.now})
+	require.NoError(t, err)
+	// 2 is FAILED and due at once; lease it to w1 again.
+	require.Equal(t, []int64{2, 5}, b.claim("p", false, 10, "w1", time.Hour))
+
+	n, err := b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Pipeline: "p", Owner: "w1"})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "2, 3 and 5")
+	for _, id := range []int64{2, 3, 5} {
+		m := b.get("p", id)
+		require.Empty(t, m.LeaseOwner, "message %d", id)
+		requireTime(t, time.Time{}, m.LeaseExpiresAt, "released LeaseExpiresAt")
+	}
+	require.Equal(t, "w2", b.get("p", 4).LeaseOwner)
+	require.Equal(t, "w1", b.get("q", 1).LeaseOwner)
+	require.Equal(t, relaytype.StateSucceeded, b.get("p", 1).State)
+	require.Equal(t, []int64{2, 3, 5}, b.claim("p", false, 10, "w3", time.Hour), "claimable before the old expiry")
+
+	n, err = b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Pipeline: "p", Owner: "w1"})
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -60,6 +60,8 @@ var cases = []struct {
 	{"ClaimConcurrentNoDoubleClaim", testClaimConcurrent},
 	{"ClaimPerKeyHeads", testClaimPerKeyHeads},
 	{"ClaimPerKeyLateSmallerID", testClaimPerKeyLateSmallerID},
+	{"LeaseRenew", testLeaseRenew},
+	{"LeaseRelease", testLeaseRelease},
 	{"Replay", testReplay},
 	{"ReplayIDs", testReplayIDs},
 	{"Stats", testStats},

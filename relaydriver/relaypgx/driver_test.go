@@ -250,3 +250,48 @@ func TestAsyncCommitIsScopedToItsBatch(t *testing.T) {
 	require.NoError(t, conn.QueryRow(t.Context(), "SHOW synchronous_commit").Scan(&after))
 	require.Equal(t, "on", after, "the setting ends with the batch's implicit transaction")
 }
+
+// A lease renewal skips a row another transaction holds locked — here the
+// owner's own terminal write, not committed yet — instead of waiting for that
+// transaction: the row is neither renewed nor reported lost, the others are
+// renewed, and once the write commits the next renewal reports it.
+func TestLeaseRenewSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	d := testdb.PGDriver(t)
+	ex := d.GetExecutor()
+	ctx := t.Context()
+	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
+		{Pipeline: "p", ID: 1, Now: t0}, {Pipeline: "p", ID: 2, Now: t0}})
+	require.NoError(t, err)
+	ms, err := ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", Limit: 2, Owner: "w1",
+		LeaseUntil: t0.Add(time.Minute), Now: t0})
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
+		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0}))
+
+	renew := func() []int64 {
+		t.Helper()
+		// Bounded: a renewal that waited for the open transaction would fail here.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := ex.MessageLeaseRenew(rctx, &relaydriver.MessageLeaseRenewParams{Pipeline: "p", Owner: "w1",
+			IDs: []int64{1, 2}, LeaseUntil: t0.Add(2 * time.Minute)})
+		require.NoError(t, err)
+		return res.Lost
+	}
+	require.Empty(t, renew(), "1 is locked (not lost), 2 is renewed")
+	m1, err := ex.MessageGet(ctx, "p", 1)
+	require.NoError(t, err)
+	require.True(t, t0.Add(time.Minute).Equal(m1.LeaseExpiresAt), "the locked row is not renewed: %v", m1.LeaseExpiresAt)
+	m2, err := ex.MessageGet(ctx, "p", 2)
+	require.NoError(t, err)
+	require.True(t, t0.Add(2*time.Minute).Equal(m2.LeaseExpiresAt), "renewed: %v", m2.LeaseExpiresAt)
+
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, []int64{1}, renew(), "finished")
+}

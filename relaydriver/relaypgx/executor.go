@@ -727,6 +727,42 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	return out, nil
 }
 
+// MessageLeaseRenew extends Owner's leases on params.IDs in one statement and
+// returns the ids no longer leased to Owner; rows locked by another
+// transaction are skipped, neither renewed nor lost.
+func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
+	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
+	if params.Owner == "" || params.LeaseUntil.IsZero() {
+		return nil, fmt.Errorf("relaypgx: %s: Owner and LeaseUntil are required", op)
+	}
+	if len(params.IDs) == 0 {
+		return &relaydriver.MessageLeaseRenewResult{}, nil
+	}
+	r, err := e.db.Query(ctx, queries[qMessageLeaseRenew], params.Pipeline, params.IDs, params.Owner, ts(params.LeaseUntil))
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	lost, err := pgx.CollectRows(r, pgx.RowTo[int64])
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return &relaydriver.MessageLeaseRenewResult{Lost: lost}, nil
+}
+
+// MessageLeaseRelease clears every lease Owner holds on unfinished messages
+// of the pipeline.
+func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
+	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
+	if params.Owner == "" {
+		return 0, fmt.Errorf("relaypgx: %s: Owner is required", op)
+	}
+	tag, err := e.db.Exec(ctx, queries[qMessageLeaseRelease], params.Pipeline, params.Owner)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // claimAsync runs a claim outside a transaction as one batch (one round trip,
 // one implicit transaction) whose commit does not wait for its WAL flush. A
 // lease is safe to lose in a crash: the message is then simply unleased and

@@ -68,6 +68,7 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = u.pipeline) AND (id = u.id))`}},
 		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = $1) AND (id = u.id))`}},
 		{"OutboxMarkSent", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
+		{"MessageLeaseRenew", []string{`Index Cond: ((pipeline = $1) AND (id = u.id))`, `Tid Scan on relay_message t`}},
 		{"MessageBindIdentities", []string{`Index Cond: ((pipeline = $1) AND (id = i.id))`,
 			`Index Cond: ((pipeline = $1) AND (identity_key = i.identity))`, `Index Cond: ((pipeline = f.pipeline) AND (id = f.id))`}},
 	} {

@@ -32,6 +32,8 @@ const (
 	qMessageExhaust        = "MessageExhaust"
 	qMessageClaim          = "MessageClaim"
 	qMessageClaimPerKey    = "MessageClaimPerKey"
+	qMessageLeaseRenew     = "MessageLeaseRenew"
+	qMessageLeaseRelease   = "MessageLeaseRelease"
 	qMessageReplay         = "MessageReplay"
 	qMessageStats          = "MessageStats"
 	qMessageExists         = "MessageExists"
@@ -72,7 +74,8 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
-	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities, qMessageInsertLookup)
+	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities, qMessageInsertLookup,
+	qMessageLeaseRenew, qMessageLeaseRelease)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

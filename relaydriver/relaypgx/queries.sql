@@ -260,6 +260,56 @@ RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.err
           t.ack_next_at, t.ack_at, t.ack_attempts, t.ack_abandoned_at, t.ack_abandon_reason,
           t.lease_owner, t.lease_expires_at;
 
+-- name: MessageLeaseRenew
+-- Extends the leases $3 still holds on the messages $2 to $4, in one statement
+-- for every message an instance has in flight, and returns the ids of $2 that
+-- are no longer $3's (finished, released, leased to another owner, unknown).
+-- A row locked by another transaction is skipped (SKIP LOCKED) instead of
+-- waited for: it is usually the owner's own terminal write, not committed yet,
+-- and the renewal of the other messages must not wait for that batch. Such a
+-- row is still $3's in the statement's snapshot, so it is neither renewed nor
+-- reported; the next renewal decides it. The data-modifying CTE runs to
+-- completion although the final SELECT does not read it. Each id is a
+-- primary-key probe (a LATERAL subquery with LIMIT 1, and a correlated scalar
+-- subquery, which the planner cannot turn into a join; "unfinished" spelled
+-- as in MessageComplete) and the update reaches the locked row by its ctid,
+-- as in MessageCompleteMany: a generic plan made on an empty table otherwise
+-- scanned the whole pipeline or hash-joined over every row.
+WITH renewed AS (
+    UPDATE relay_message t
+    SET lease_expires_at = $4
+    FROM unnest($2::bigint[]) AS u(id),
+         LATERAL (SELECT m.ctid AS tid FROM relay_message m
+                  WHERE m.pipeline = $1 AND m.id = u.id
+                    AND m.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
+                    AND m.lease_owner = $3::text
+                  LIMIT 1
+                  FOR UPDATE SKIP LOCKED) r
+    WHERE t.ctid = r.tid
+    RETURNING t.id
+)
+SELECT u.id
+FROM unnest($2::bigint[]) AS u(id)
+WHERE (SELECT m.id FROM relay_message m
+       WHERE m.pipeline = $1 AND m.id = u.id
+         AND m.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
+         AND m.lease_owner = $3::text
+       LIMIT 1) IS NULL
+ORDER BY u.id;
+
+-- name: MessageLeaseRelease
+-- Makes every unfinished message leased to $2 claimable at once (a restarted
+-- instance's own leases, relay.Config.InstanceID). Runs once per engine start;
+-- the WHERE clause matches relay_message_leased_idx (migration 005), which
+-- holds only the rows in flight, so the planner can read those rather than
+-- the backlog.
+UPDATE relay_message
+SET lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1
+  AND state IN ('PENDING', 'FAILED')
+  AND lease_owner <> ''
+  AND lease_owner = $2::text;
+
 -- name: MessageReplay
 -- Back to PENDING; identity_key is never touched (seed 000 §9.1).
 UPDATE relay_message

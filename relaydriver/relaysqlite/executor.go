@@ -460,6 +460,59 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	return out, nil
 }
 
+// MessageLeaseRenew extends Owner's leases on params.IDs in one statement and
+// returns the ids no longer leased to Owner. Under the single writer no row
+// is ever in doubt, so every input is either renewed or lost.
+func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
+	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
+	if params.Owner == "" || params.LeaseUntil.IsZero() {
+		return nil, fmt.Errorf("relaysqlite: %s: Owner and LeaseUntil are required", op)
+	}
+	if len(params.IDs) == 0 {
+		return &relaydriver.MessageLeaseRenewResult{}, nil
+	}
+	ids, err := json.Marshal(params.IDs)
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	rows, err := e.writer().query(ctx, qMessageLeaseRenew, params.Pipeline, params.Owner,
+		timeArg(params.LeaseUntil), string(ids))
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	renewed := make(map[int64]bool, len(params.IDs))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr(op, err)
+		}
+		renewed[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	res := &relaydriver.MessageLeaseRenewResult{}
+	for _, id := range params.IDs {
+		if !renewed[id] {
+			res.Lost = append(res.Lost, id)
+		}
+	}
+	sort.Slice(res.Lost, func(i, j int) bool { return res.Lost[i] < res.Lost[j] })
+	return res, nil
+}
+
+// MessageLeaseRelease clears every lease Owner holds on unfinished messages
+// of the pipeline.
+func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
+	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
+	if params.Owner == "" {
+		return 0, fmt.Errorf("relaysqlite: %s: Owner is required", op)
+	}
+	n, err := e.writer().affected(ctx, qMessageLeaseRelease, params.Pipeline, params.Owner)
+	return int(n), mapErr(op, err)
+}
+
 // MessageReplay moves FAILED/DEAD messages of the given classes (and ids, when
 // IDs is non-empty) back to PENDING, keeping the identity (seed 000 §9.1).
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {

@@ -36,6 +36,8 @@ const (
 	qMessageExistsByID     = "MessageExistsByID"
 	qMessageClaim          = "MessageClaim"
 	qMessageClaimPerKey    = "MessageClaimPerKey"
+	qMessageLeaseRenew     = "MessageLeaseRenew"
+	qMessageLeaseRelease   = "MessageLeaseRelease"
 	qMessageReplay         = "MessageReplay"
 	qMessageStats          = "MessageStats"
 	qMessageExists         = "MessageExists"
@@ -64,6 +66,7 @@ var queryNames = []string{
 	qSequenceNext, qMessageInsert, qMessageInsertLookup, qMessageGet, qMessageListUnfinished,
 	qMessageBindIdentity, qMessageIdentityOf, qMessageIdentityOwner, qMessageComplete,
 	qMessageFail, qMessageExhaust, qMessageExistsByID, qMessageClaim, qMessageClaimPerKey,
+	qMessageLeaseRenew, qMessageLeaseRelease,
 	qMessageReplay, qMessageStats, qMessageExists,
 	qCursorGet, qCursorSave, qCursorSeed, qHoleInsert, qHoleList,
 	qLockAcquire, qLockRenew, qLockRelease,

@@ -166,6 +166,27 @@ RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, la
           ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
           lease_owner, lease_expires_at;
 
+-- name: MessageLeaseRenew
+-- Extends the leases $2 still holds on the messages of the JSON array $4 to
+-- $3 and returns the renewed ids; the single writer makes the statement see
+-- every row settled, so each other input is no longer $2's.
+UPDATE relay_message
+SET lease_expires_at = $3
+WHERE pipeline = $1
+  AND id IN (SELECT value FROM json_each($4))
+  AND state IN ('PENDING', 'FAILED')
+  AND lease_owner = $2
+RETURNING id;
+
+-- name: MessageLeaseRelease
+-- Makes every unfinished message leased to $2 claimable at once (a restarted
+-- instance's own leases, relay.Config.InstanceID).
+UPDATE relay_message
+SET lease_owner = '', lease_expires_at = NULL
+WHERE pipeline = $1
+  AND state IN ('PENDING', 'FAILED')
+  AND lease_owner = $2;
+
 -- name: MessageReplay
 -- Back to PENDING, resetting attempts, next attempt, error, lease and
 -- acknowledgement facts, never the identity (seed 000 §9.1). $3 and $4 are
