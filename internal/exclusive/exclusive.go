@@ -45,12 +45,17 @@ type Params struct {
 	Logger *slog.Logger
 	// OnWaiting, when set, is called once when the lock is first found taken.
 	OnWaiting func()
+	// NoWait makes Run return at once, with an error wrapping
+	// relaytype.ErrLocked (or the store's error), when the lock cannot be
+	// taken on the first attempt, instead of waiting for it.
+	NoWait bool
 }
 
 // Run waits until it holds the lock, then runs fn with a context that is
 // cancelled if the lock is lost (a failed renewal) or ctx ends, and releases
 // the lock when fn returns. It returns fn's error, or an error wrapping ErrLost
-// when the lock was lost, or ctx's error if ctx ended while waiting.
+// when the lock was lost, or ctx's error if ctx ended while waiting (with
+// Params.NoWait: the first attempt's error instead of waiting).
 func Run(ctx context.Context, d relaydriver.Driver, p Params, fn func(ctx context.Context) error) error {
 	if p.Name == "" || p.Owner == "" || p.Clock == nil {
 		return errors.New("exclusive: Params.Name, Owner and Clock are required")
@@ -112,6 +117,9 @@ func acquire(ctx context.Context, d relaydriver.Driver, p Params, log *slog.Logg
 		lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Now: p.Clock.Now()})
 		if err == nil {
 			return lock, nil
+		}
+		if p.NoWait {
+			return nil, fmt.Errorf("exclusive: lock %q: %w", p.Name, err)
 		}
 		if !errors.Is(err, relaytype.ErrLocked) {
 			// A store failure while waiting is not fatal: log it and try again.

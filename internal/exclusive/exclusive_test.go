@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
 )
 
 func sqliteStore(t *testing.T) *relaysqlite.Driver {
@@ -103,4 +104,30 @@ func TestRunStopsWhenLockLost(t *testing.T) {
 	clock.Advance(ttl / 3)
 	err = <-done
 	require.True(t, errors.Is(err, exclusive.ErrLost), "got %v", err)
+}
+
+// With NoWait, a Run that finds the lock taken returns ErrLocked at once and
+// never calls fn; once the lock is free it runs.
+func TestRunNoWait(t *testing.T) {
+	t.Parallel()
+	d := sqliteStore(t)
+	clock := relayclock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	params := func(owner string) exclusive.Params {
+		return exclusive.Params{Name: "outbox:t", Owner: owner, TTL: 30 * time.Second, Clock: clock, NoWait: true}
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- exclusive.Run(ctx, d, params("A"), func(context.Context) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	called := false
+	err := exclusive.Run(ctx, d, params("B"), func(context.Context) error { called = true; return nil })
+	require.ErrorIs(t, err, relaytype.ErrLocked)
+	require.False(t, called)
+	close(release)
+	require.NoError(t, <-aDone)
+	require.NoError(t, exclusive.Run(ctx, d, params("B"), func(context.Context) error { called = true; return nil }))
+	require.True(t, called)
 }
