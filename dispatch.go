@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -56,9 +55,10 @@ type DispatcherConfig struct {
 	// DispatchMaxAttemptsDefault (10).
 	MaxAttempts int
 	// Backoff is the retry schedule: after the n-th failed delivery the event (and
-	// so its key) waits Backoff[n-1]. It must have exactly MaxAttempts-1 levels,
-	// like Config.Backoff (seed 000 §9.1). Default DoublingBackoff(1s,
-	// MaxAttempts-1).
+	// so its key) waits Backoff[n-1]. Like Config.Backoff (seed 000 §9.1) it
+	// has at most MaxAttempts-1 levels (more is refused: a level that can never
+	// fire) and may have fewer, its last level then repeating for the remaining
+	// attempts. Nil or empty: DoublingBackoff(1s, MaxAttempts-1).
 	Backoff []time.Duration
 	// PublishTimeout bounds each sink Publish call on Clock; events not
 	// confirmed by then count as failed. Default PublishTimeoutDefault (10s).
@@ -93,11 +93,7 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	c.Kind = cmp.Or(c.Kind, DispatchEvents)
 	c.BatchSize = cmp.Or(c.BatchSize, DispatchBatchSizeDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DispatchMaxAttemptsDefault)
-	if c.Backoff == nil {
-		c.Backoff = DoublingBackoff(BackoffFirstDefault, c.MaxAttempts-1)
-	} else {
-		c.Backoff = slices.Clone(c.Backoff)
-	}
+	c.Backoff = backoffWithDefaults(c.Backoff, c.MaxAttempts)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Clock == nil {
@@ -135,9 +131,8 @@ func (c *DispatcherConfig) validate() error {
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) != c.MaxAttempts-1:
-		return bad("Backoff", "%d levels for MaxAttempts %d; want exactly MaxAttempts-1 = %d",
-			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case len(c.Backoff) > c.MaxAttempts-1:
+		return bad("Backoff", backoffTooLong, len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
 	case c.PublishTimeout <= 0:
 		return bad("PublishTimeout", "%s <= 0", c.PublishTimeout)
 	case c.PollInterval <= 0:

@@ -300,6 +300,26 @@ func TestDispatcherDeadAfterMaxAttempts(t *testing.T) {
 	})
 }
 
+// The dispatcher's shorter schedule repeats its last level: MaxAttempts 4
+// with [1m] waits 1m after each of the first three failures.
+func TestDispatcherShortBackoffRepeatsLastLevel(t *testing.T) {
+	t.Parallel()
+	b := setupDispatch(t, openSQLite(t, true), relay.DispatcherConfig{MaxAttempts: 4, Backoff: []time.Duration{time.Minute}})
+	b.commit("a")
+	b.sink.setFail(func(relaysink.Event) error { return errors.New("refused") })
+	for i := range 3 {
+		require.Equal(t, 1, b.work())
+		r := b.rows()["a/1"]
+		require.Equal(t, relaydriver.OutboxPending, r.State)
+		require.Equal(t, i+1, r.Attempts)
+		require.True(t, b.clock.Now().Add(time.Minute).Equal(r.NextAttemptAt), "failure %d waits 1m", i+1)
+		require.Zero(t, b.work(), "waiting")
+		b.clock.Advance(time.Minute)
+	}
+	require.Equal(t, 1, b.work())
+	require.Equal(t, relaydriver.OutboxDead, b.rows()["a/1"].State)
+}
+
 // The batch is frozen at fetch: an event committed while Publish runs is not
 // published or marked in that round (it goes in the next one), and nothing is
 // SENT before the sink returned.
@@ -373,15 +393,23 @@ func (h *hangSink) Publish(ctx context.Context, events []relaysink.Event) []erro
 }
 func (*hangSink) Close(context.Context) error { return nil }
 
-// Config is validated like the engine's: the backoff must have MaxAttempts-1
-// levels, Target is required.
+// Config is validated like the engine's: the backoff may not have more than
+// MaxAttempts-1 levels (fewer repeat the last), Target is required.
 func TestDispatcherConfigValidated(t *testing.T) {
 	t.Parallel()
 	d := openSQLite(t, true)
 	_, err := relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{})
 	require.ErrorContains(t, err, "Target")
-	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second}})
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second, time.Second, time.Second}})
 	require.ErrorContains(t, err, "Backoff")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second}})
+	require.NoError(t, err, "a shorter schedule repeats its last level")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{}})
+	require.NoError(t, err, "empty: the default schedule")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", LockTTL: -time.Second})
+	require.ErrorContains(t, err, "LockTTL")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", StandbyInterval: -time.Second})
+	require.ErrorContains(t, err, "StandbyInterval")
 	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t"})
 	require.NoError(t, err)
 }
