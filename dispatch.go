@@ -213,6 +213,9 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 // Target returns the target the dispatcher delivers.
 func (x *Dispatcher) Target() string { return x.cfg.Target }
 
+// errStopping is the cause that ends a standby's wait for the lock on Stop.
+var errStopping = errors.New("relay: dispatcher stopping")
+
 // errDispatcherEnded reports to a waiting Start that the loop ended before it
 // was ready.
 var errDispatcherEnded = errors.New("relay: dispatcher loop ended before it was ready")
@@ -232,7 +235,10 @@ var errDispatcherEnded = errors.New("relay: dispatcher loop ended before it was 
 func (x *Dispatcher) Start(ctx context.Context) error {
 	ready := make(chan error, 1)
 	var once sync.Once
-	report := func(err error) { once.Do(func() { ready <- err }) }
+	report := func(err error) (first bool) {
+		once.Do(func() { ready <- err; first = true })
+		return first
+	}
 	err := x.lc.startRun(ctx, x.d, func(ctx context.Context, stop, wake <-chan struct{}) {
 		defer report(errDispatcherEnded)
 		x.run(ctx, stop, wake, report)
@@ -318,23 +324,40 @@ func (x *Dispatcher) lockParams() exclusive.Params {
 // run is the started loop: standby until it holds the target lock, active
 // (serve) while it does, standby again when the lock is lost, until Stop.
 // report tells Start the first time the loop is ready: active and listening,
-// or standby.
-func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report func(error)) {
+// or standby; it reports whether that report was the first.
+func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report func(error) bool) {
+	// Stop ends a standby's wait for the lock at once; an active dispatcher
+	// still drains its round (serve ignores this cause).
+	waitCtx, cancelWait := context.WithCancelCause(ctx)
+	defer cancelWait(nil)
+	go func() {
+		select {
+		case <-stop:
+			cancelWait(errStopping)
+		case <-waitCtx.Done():
+		}
+	}()
+	inStandby := false // the standby transition is logged once
 	for {
 		p := x.lockParams()
 		p.OnWaiting = func() {
-			x.log.InfoContext(ctx, "relay: dispatcher standby: another dispatcher holds the target",
-				"target", x.cfg.Target, "lock", x.lockName, "owner", x.cfg.Owner)
+			if !inStandby {
+				inStandby = true
+				x.log.InfoContext(ctx, "relay: dispatcher standby: another dispatcher holds the target",
+					"target", x.cfg.Target, "lock", x.lockName, "owner", x.cfg.Owner)
+			}
 			report(nil)
 		}
 		// Run returns only when the lock was lost (ErrLost), on Stop, or when
 		// ctx ended (a Stop whose ctx ended first).
-		err := exclusive.Run(ctx, x.d, p, func(lctx context.Context) error {
-			return x.serve(lctx, stop, wake, report)
+		err := exclusive.Run(waitCtx, x.d, p, func(lctx context.Context) error {
+			inStandby = false
+			return x.serve(ctx, lctx, stop, wake, report)
 		})
 		if stopping(stop) || ctx.Err() != nil {
 			return
 		}
+		inStandby = true
 		x.log.WarnContext(ctx, "relay: dispatcher lost its target lock; standby", "target", x.cfg.Target,
 			"lock", x.lockName, "owner", x.cfg.Owner, "error", err)
 		// Let another dispatcher take the target before trying again.
@@ -354,7 +377,19 @@ func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report
 // PollInterval. When the lock is lost ctx is cancelled: the round in flight
 // stops at once — its sink call is cancelled and nothing more is marked — and
 // serve returns.
-func (x *Dispatcher) serve(ctx context.Context, stop, wake <-chan struct{}, report func(error)) error {
+func (x *Dispatcher) serve(runCtx, lctx context.Context, stop, wake <-chan struct{}, report func(error) bool) error {
+	// lctx also ends on Stop (errStopping, for the standby's wait); the
+	// rounds must then drain rather than be cut off, so they run on a ctx
+	// that ends only when the lock is lost or runCtx ends (a Stop whose ctx
+	// ended first). The lock is not re-proved while the last round drains.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(lctx))
+	defer cancel(nil)
+	defer context.AfterFunc(lctx, func() {
+		if cause := context.Cause(lctx); !errors.Is(cause, errStopping) {
+			cancel(cause)
+		}
+	})()
+	defer context.AfterFunc(runCtx, func() { cancel(context.Cause(runCtx)) })()
 	x.heldMu.Lock()
 	x.held = ctx
 	x.heldMu.Unlock()
@@ -371,7 +406,15 @@ func (x *Dispatcher) serve(ctx context.Context, stop, wake <-chan struct{}, repo
 		go x.listen(ctx, l, listening)
 		select {
 		case err := <-listening:
-			report(err)
+			if report(err) && err != nil {
+				// Start fails and stops the loop: deliver nothing meanwhile.
+				select {
+				case <-stop:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

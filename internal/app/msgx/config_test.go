@@ -128,7 +128,7 @@ func TestConfigValidateNamesBadKey(t *testing.T) {
 		{"msgx.pipeline.state-cache-flights", "-1", ""},
 		{"msgx.pipeline.max-attempts", "0", ""},
 		{"msgx.pipeline.max-attempts", "3", "msgx.pipeline.backoff"}, // 4 levels for 3 attempts
-		{"msgx.pipeline.backoff", "1s,2s,4s,8s,16s", ""}, // 5 levels for 5 attempts: the last never fires
+		{"msgx.pipeline.backoff", "1s,2s,4s,8s,16s", ""},             // 5 levels for 5 attempts: the last never fires
 		{"msgx.pipeline.backoff", "1s,-2s", ""},
 		{"msgx.pipeline.backfill-batch", "0", ""},
 		{"msgx.pipeline.backfill-deadline", "0s", ""},
