@@ -154,7 +154,11 @@ wait:
 			runErr = fmt.Errorf("demo: did not finish within %s: %w", o.Timeout, ctx.Err())
 			break wait
 		}
-		p, err := progress(ctx, o.Store, o.Pipeline, handler.Target)
+		var disp *relay.Dispatcher
+		if kafka != nil {
+			disp = kafka.dispatcher
+		}
+		p, err := progress(ctx, o.Store, o.Pipeline, disp)
 		if err != nil {
 			runErr = err
 			break wait
@@ -394,7 +398,9 @@ type progressLine struct {
 	sent, pending                             int64 // outbox events of the Kafka stage
 }
 
-func progress(ctx context.Context, d relaydriver.Driver, pipeline, target string) (progressLine, error) {
+// progress reads the pipeline's state and, with a dispatcher, its target's
+// outbox counts (Dispatcher.Stats).
+func progress(ctx context.Context, d relaydriver.Driver, pipeline string, disp *relay.Dispatcher) (progressLine, error) {
 	var p progressLine
 	ex := d.GetExecutor()
 	cur, err := ex.CursorGet(ctx, pipeline)
@@ -416,8 +422,8 @@ func progress(ctx context.Context, d relaydriver.Driver, pipeline, target string
 	p.backlog = st.Backlog()
 	p.done = p.enqueued - p.backlog
 	p.holes = int64(len(holes))
-	if target != "" {
-		ob, err := ex.OutboxStats(ctx, target)
+	if disp != nil {
+		ob, err := disp.Stats(ctx)
 		if err != nil {
 			return p, fmt.Errorf("demo: read outbox: %w", err)
 		}
