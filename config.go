@@ -124,6 +124,27 @@ func DoublingBackoff(first time.Duration, levels int) []time.Duration {
 	return out
 }
 
+// backoffWithDefaults returns the effective schedule of a Backoff field: nil
+// or empty is DoublingBackoff(BackoffFirstDefault, maxAttempts-1); a shorter
+// schedule is extended to maxAttempts-1 levels by repeating its last level; a
+// longer one is returned as it is, for validate to refuse. The result is
+// never the caller's slice.
+func backoffWithDefaults(levels []time.Duration, maxAttempts int) []time.Duration {
+	if len(levels) == 0 {
+		return DoublingBackoff(BackoffFirstDefault, maxAttempts-1)
+	}
+	out := slices.Clone(levels)
+	for len(out) < maxAttempts-1 {
+		out = append(out, levels[len(levels)-1])
+	}
+	return out
+}
+
+// backoffTooLong is the validation message of a schedule with more levels
+// than retries, shared by Config and DispatcherConfig.
+const backoffTooLong = "%d levels for MaxAttempts %d: at most MaxAttempts-1 = %d " +
+	"(a level beyond that can never fire; a shorter schedule repeats its last level)"
+
 // Config configures an Engine. Pipeline is required; every other zero field
 // takes the default named in its comment. New copies the Config; later
 // changes to the caller's value have no effect.
@@ -143,9 +164,12 @@ type Config struct {
 	// becomes DEAD(EXHAUSTED) (seed 000 §3). Default MaxAttemptsDefault (5).
 	MaxAttempts int
 	// Backoff is the retry schedule: after the n-th failed attempt the message
-	// waits Backoff[n-1]. It must have exactly MaxAttempts-1 levels — a level that
-	// can never fire, or an attempt with no level, is a configuration error caught
-	// at start-up (seed 000 §9.1). Default DoublingBackoff(1s, MaxAttempts-1).
+	// waits Backoff[n-1]. It has at most MaxAttempts-1 levels — a level that can
+	// never fire is a configuration error caught at start-up (seed 000 §9.1) —
+	// and may have fewer: the last level then repeats for the remaining
+	// attempts, so changing the limit does not mean restating every delay
+	// ([]time.Duration{time.Second, time.Minute} with MaxAttempts 5 waits 1s,
+	// 1m, 1m, 1m). Nil or empty: DoublingBackoff(1s, MaxAttempts-1).
 	Backoff []time.Duration
 	// IgnoreRules lists kinds that are skipped as SKIPPED ignored:<rule> without
 	// calling the handler (seed 000 §2). Each rule is TYPE-STYP or TYPE-* and is
@@ -243,11 +267,7 @@ type Config struct {
 // withDefaults returns a copy of c with every zero field defaulted.
 func (c Config) withDefaults() Config {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
-	if c.Backoff == nil {
-		c.Backoff = DoublingBackoff(BackoffFirstDefault, c.MaxAttempts-1)
-	} else {
-		c.Backoff = slices.Clone(c.Backoff)
-	}
+	c.Backoff = backoffWithDefaults(c.Backoff, c.MaxAttempts)
 	if c.ReplayableClasses == nil {
 		c.ReplayableClasses = ReplayableClassesDefault
 	}
@@ -285,11 +305,10 @@ func (c *Config) validate() error {
 		return bad("Mode", "unknown mode %d", int(c.Mode))
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) != c.MaxAttempts-1:
-		// seed 000 §9.1: a schedule with a level that never fires (or an attempt
-		// without a level) must not pass the start-up check.
-		return bad("Backoff", "%d levels for MaxAttempts %d; want exactly MaxAttempts-1 = %d",
-			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case len(c.Backoff) > c.MaxAttempts-1:
+		// seed 000 §9.1: a schedule with a level that never fires must not
+		// pass the start-up check.
+		return bad("Backoff", backoffTooLong, len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
 	case c.BatchSize < 1:
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.Workers < 1:

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,8 +21,9 @@ func okHandler() relay.Handler {
 type nopDriver struct{ relaydriver.Driver }
 
 // TestConfigValidation: start-up validation names the bad field; a backoff
-// schedule whose level count is not MaxAttempts-1 is rejected (seed 000 §9.1:
-// a level that can never fire must not pass).
+// schedule with more levels than MaxAttempts-1 is rejected (seed 000 §9.1: a
+// level that can never fire must not pass); a shorter one is accepted (its
+// last level repeats).
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	base := func() relay.Config { return relay.Config{Pipeline: "p", Handler: okHandler()} }
@@ -37,16 +39,25 @@ func TestConfigValidation(t *testing.T) {
 			c.Backoff = []time.Duration{time.Second, time.Minute}
 		}, ""},
 		{"one attempt, no levels", func(c *relay.Config) { c.MaxAttempts = 1; c.Backoff = []time.Duration{} }, ""},
+		{"empty schedule takes the default", func(c *relay.Config) { c.MaxAttempts = 5; c.Backoff = []time.Duration{} }, ""},
 		{"a level that never fires", func(c *relay.Config) {
 			c.MaxAttempts = 3
 			c.Backoff = []time.Duration{time.Second, time.Minute, time.Hour}
 		}, "Backoff"},
-		{"an attempt without a level", func(c *relay.Config) {
-			c.MaxAttempts = 5
+		{"one attempt, one level", func(c *relay.Config) {
+			c.MaxAttempts = 1
 			c.Backoff = []time.Duration{time.Second}
 		}, "Backoff"},
-		{"explicit default MaxAttempts with short schedule", func(c *relay.Config) {
+		{"a shorter schedule repeats its last level", func(c *relay.Config) {
+			c.MaxAttempts = 5
+			c.Backoff = []time.Duration{time.Second}
+		}, ""},
+		{"default MaxAttempts with a short schedule", func(c *relay.Config) {
 			c.Backoff = []time.Duration{time.Second, time.Second}
+		}, ""},
+		{"negative level in a short schedule", func(c *relay.Config) {
+			c.MaxAttempts = 5
+			c.Backoff = []time.Duration{time.Second, -time.Second}
 		}, "Backoff"},
 		{"negative level", func(c *relay.Config) {
 			c.MaxAttempts = 2
@@ -90,6 +101,41 @@ func TestConfigValidation(t *testing.T) {
 			require.Contains(t, err.Error(), "Config."+tc.field)
 		})
 	}
+}
+
+// The refusal of a too-long schedule says what is allowed, on Config and
+// DispatcherConfig alike.
+func TestBackoffTooLongMessage(t *testing.T) {
+	t.Parallel()
+	_, err := relay.New(nopDriver{}, relay.Config{Pipeline: "p", Handler: okHandler(), MaxAttempts: 2,
+		Backoff: []time.Duration{time.Second, time.Minute}})
+	require.ErrorContains(t, err, "relay: invalid Config.Backoff: 2 levels for MaxAttempts 2: at most MaxAttempts-1 = 1")
+	_, err = relay.NewDispatcher(nopDriver{}, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 2,
+		Backoff: []time.Duration{time.Second, time.Minute}})
+	require.ErrorContains(t, err, "relay: invalid DispatcherConfig.Backoff: 2 levels for MaxAttempts 2: at most MaxAttempts-1 = 1")
+	require.ErrorContains(t, err, "a shorter schedule repeats its last level")
+}
+
+// A schedule shorter than MaxAttempts-1 repeats its last level: with
+// MaxAttempts 4 and [1s, 1m] a failing message waits 1s, 1m, 1m, and the
+// fourth failure exhausts it.
+func TestShortBackoffRepeatsLastLevel(t *testing.T) {
+	t.Parallel()
+	b := setupOn(t, openSQLite(t, true), relay.Config{MaxAttempts: 4, Backoff: []time.Duration{time.Second, time.Minute},
+		Handler: relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result {
+			return relay.Retry(relaytype.ClassInfra, errors.New("down"))
+		})})
+	b.enqueue(1)
+	for i, wait := range []time.Duration{time.Second, time.Minute, time.Minute} {
+		b.work()
+		m := b.get(1)
+		require.Equal(t, relaytype.StateFailed, m.State, "failure %d", i+1)
+		require.Equal(t, i+1, m.Attempts)
+		require.True(t, b.clock.Now().Add(wait).Equal(m.NextAttemptAt), "failure %d waits %s, got %s", i+1, wait, m.NextAttemptAt.Sub(b.clock.Now()))
+		b.clock.Advance(wait)
+	}
+	b.work()
+	require.Equal(t, relaytype.StateDead, b.state(1), "the fourth failure exhausts it")
 }
 
 func TestDoublingBackoffAndParseMode(t *testing.T) {

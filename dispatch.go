@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -30,6 +32,9 @@ const (
 	DispatchMaxAttemptsDefault = 10
 	// PublishTimeoutDefault bounds one sink Publish call.
 	PublishTimeoutDefault = 10 * time.Second
+	// DispatchStandbyIntervalDefault is how often a standby dispatcher tries
+	// to take its target's lock.
+	DispatchStandbyIntervalDefault = time.Second
 )
 
 // DispatcherConfig configures a Dispatcher. Target is required; every other zero
@@ -50,9 +55,10 @@ type DispatcherConfig struct {
 	// DispatchMaxAttemptsDefault (10).
 	MaxAttempts int
 	// Backoff is the retry schedule: after the n-th failed delivery the event (and
-	// so its key) waits Backoff[n-1]. It must have exactly MaxAttempts-1 levels,
-	// like Config.Backoff (seed 000 §9.1). Default DoublingBackoff(1s,
-	// MaxAttempts-1).
+	// so its key) waits Backoff[n-1]. Like Config.Backoff (seed 000 §9.1) it
+	// has at most MaxAttempts-1 levels (more is refused: a level that can never
+	// fire) and may have fewer, its last level then repeating for the remaining
+	// attempts. Nil or empty: DoublingBackoff(1s, MaxAttempts-1).
 	Backoff []time.Duration
 	// PublishTimeout bounds each sink Publish call on Clock; events not
 	// confirmed by then count as failed. Default PublishTimeoutDefault (10s).
@@ -67,17 +73,27 @@ type DispatcherConfig struct {
 	// Registerer, when set, receives relay_outbox_events_total{target,outcome}
 	// and relay_outbox_pending{target}. Default nil: no metrics.
 	Registerer prometheus.Registerer
+	// Owner names this dispatcher in its target lock (lease rows on SQLite)
+	// and logs. It must differ between dispatchers of one target. Default
+	// "<hostname>:<pid>:<random>", unique per Dispatcher.
+	Owner string
+	// LockTTL is the lease length of the target lock on lease-based stores
+	// (SQLite): a standby takes over a dead holder's target after at most
+	// LockTTL. PostgreSQL frees the lock with the holder's session at once. The
+	// holder proves it still holds the lock every LockTTL/3. Default
+	// relaylock.TTLDefault (15s).
+	LockTTL time.Duration
+	// StandbyInterval is how often, on Clock, a standby tries to take the
+	// target lock, and so bounds how long a target waits after its active
+	// dispatcher stopped or died. Default DispatchStandbyIntervalDefault (1s).
+	StandbyInterval time.Duration
 }
 
 func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	c.Kind = cmp.Or(c.Kind, DispatchEvents)
 	c.BatchSize = cmp.Or(c.BatchSize, DispatchBatchSizeDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DispatchMaxAttemptsDefault)
-	if c.Backoff == nil {
-		c.Backoff = DoublingBackoff(BackoffFirstDefault, c.MaxAttempts-1)
-	} else {
-		c.Backoff = slices.Clone(c.Backoff)
-	}
+	c.Backoff = backoffWithDefaults(c.Backoff, c.MaxAttempts)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Clock == nil {
@@ -86,7 +102,20 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Owner == "" {
+		c.Owner = defaultDispatcherOwner()
+	}
+	c.LockTTL = cmp.Or(c.LockTTL, relaylock.TTLDefault)
+	c.StandbyInterval = cmp.Or(c.StandbyInterval, DispatchStandbyIntervalDefault)
 	return c
+}
+
+// defaultDispatcherOwner is "<hostname>:<pid>:<random>": the random part keeps
+// two dispatchers of one process apart (a SQLite lease lets its own owner take
+// it again).
+func defaultDispatcherOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
 }
 
 func (c *DispatcherConfig) validate() error {
@@ -102,13 +131,16 @@ func (c *DispatcherConfig) validate() error {
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) != c.MaxAttempts-1:
-		return bad("Backoff", "%d levels for MaxAttempts %d; want exactly MaxAttempts-1 = %d",
-			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case len(c.Backoff) > c.MaxAttempts-1:
+		return bad("Backoff", backoffTooLong, len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
 	case c.PublishTimeout <= 0:
 		return bad("PublishTimeout", "%s <= 0", c.PublishTimeout)
 	case c.PollInterval <= 0:
 		return bad("PollInterval", "%s <= 0", c.PollInterval)
+	case c.LockTTL <= 0:
+		return bad("LockTTL", "%s <= 0", c.LockTTL)
+	case c.StandbyInterval <= 0:
+		return bad("StandbyInterval", "%s <= 0", c.StandbyInterval)
 	}
 	for i, d := range c.Backoff {
 		if d < 0 {
@@ -125,20 +157,32 @@ func (c *DispatcherConfig) validate() error {
 // DLQ). Delivery is at least once in per-key commit order; consumers dedupe by
 // event ID. Run it with Start/Stop, or with Work. Safe for concurrent use;
 // Work calls never overlap (within one, a batch is settled while the next one,
-// of other keys, is fetched and published; see Work). Run one dispatcher per
-// Target (per-key order across instances is not coordinated yet).
+// of other keys, is fetched and published; see Work).
+//
+// Several dispatchers of one Target (and Kind) may run, in one process or in
+// many: a dispatcher delivers only while it holds the target's store lock
+// (relaylock; "outbox:<kind>:<target>"), and the others wait as
+// standbys that take over when the holder stops or dies (docs/outbox.md,
+// "Several dispatchers of one target").
 type Dispatcher struct {
-	d       relaydriver.Driver
-	sink    relaysink.Sink
-	cfg     DispatcherConfig
-	log     *slog.Logger
-	metrics *dispatchMetrics
+	d        relaydriver.Driver
+	sink     relaysink.Sink
+	cfg      DispatcherConfig
+	log      *slog.Logger
+	metrics  *dispatchMetrics
+	lockName string
 
 	workMu sync.Mutex // serialises Work calls (and the started loop's rounds)
 	cursor string     // the last key served: the next fetch's rotation point; guarded by workMu
 	// metricsThrottle spaces the pending gauge's refreshes; guarded by workMu.
 	metricsThrottle refreshThrottle
 	lc              *lifecycle
+
+	heldMu sync.Mutex
+	// held is the started loop's lock context while it holds the target lock
+	// (cancelled when the lock is lost or given up); nil otherwise. Work runs
+	// under it instead of taking the lock again.
+	held context.Context
 }
 
 // NewDispatcher validates cfg (naming the bad field) and returns a dispatcher
@@ -154,7 +198,8 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("dispatcher %q", cfg.Target))}
+	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("dispatcher %q", cfg.Target)),
+		lockName: fmt.Sprintf("outbox:%s:%s", cfg.Kind, cfg.Target)}
 	if cfg.Registerer != nil {
 		m, err := newDispatchMetrics(cfg.Registerer, cfg.Target)
 		if err != nil {
@@ -168,47 +213,243 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 // Target returns the target the dispatcher delivers.
 func (x *Dispatcher) Target() string { return x.cfg.Target }
 
+// errStopping is the cause that ends a standby's wait for the lock on Stop.
+var errStopping = errors.New("relay: dispatcher stopping")
+
+// errDispatcherEnded reports to a waiting Start that the loop ended before it
+// was ready.
+var errDispatcherEnded = errors.New("relay: dispatcher loop ended before it was ready")
+
 // Start checks that the store's engine schema is current (an old schema is
 // refused with relaytype.ErrSchemaOutdated) and starts the dispatch loop, which
 // runs until Stop. A dispatcher starts at most once.
+//
+// The loop first tries the target lock. Start returns once the dispatcher is
+// either active — it holds the lock and, on a store with LISTEN/NOTIFY, its
+// listener is established, so an event committed after Start returns wakes it
+// without waiting for PollInterval — or a standby, because another dispatcher
+// holds the lock (that one listens; a standby listens only once it takes
+// over). A LISTEN that fails at this point fails Start. When ctx ends first,
+// Start stops the loop and returns ctx's error. ctx governs only Start itself;
+// the loop runs until Stop.
 func (x *Dispatcher) Start(ctx context.Context) error {
-	// The listener's goroutine lives exactly as long as the loop: it is started
-	// by the first round, on the loop's own ctx.
-	var listenOnce sync.Once
-	err := x.lc.start(ctx, x.d, func(ctx context.Context, stop <-chan struct{}) {
-		if l, ok := x.d.(relaydriver.Listener); ok && x.d.SupportsListenNotify() {
-			listenOnce.Do(func() { go x.listen(ctx, l) })
-		}
-		if _, err := x.work(ctx, stop); err != nil && ctx.Err() == nil {
-			x.log.ErrorContext(ctx, "relay: dispatch round failed", "target", x.cfg.Target, "error", err)
-		}
-	}, func() <-chan time.Time { return x.cfg.Clock.After(x.cfg.PollInterval) })
+	ready := make(chan error, 1)
+	var once sync.Once
+	report := func(err error) (first bool) {
+		once.Do(func() { ready <- err; first = true })
+		return first
+	}
+	err := x.lc.startRun(ctx, x.d, func(ctx context.Context, stop, wake <-chan struct{}) {
+		defer report(errDispatcherEnded)
+		x.run(ctx, stop, wake, report)
+	})
 	if err != nil {
 		return err
 	}
-	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name())
+	select {
+	case err = <-ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("relay: Start dispatcher %q: %w", x.cfg.Target, err), x.lc.stop(ctx))
+	}
+	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name(),
+		"owner", x.cfg.Owner, "active", x.Active())
 	return nil
 }
 
-// Stop asks the loop to take no more batches and waits for the round in flight.
+// Stop asks the loop to take no more batches and waits for the round in
+// flight, then gives the target lock up so that a standby takes over at once.
 // When ctx ends first it cancels the round (the sink call's ctx) and returns
-// ctx.Err(); unconfirmed events stay PENDING and are sent again later. Stop on a
-// dispatcher never started returns nil; calling it again is harmless. Stop does
-// not close the sink.
+// ctx.Err(); unconfirmed events stay PENDING and are sent again later. Stop on
+// a dispatcher never started returns nil; calling it again is harmless. Stop
+// does not close the sink.
 func (x *Dispatcher) Stop(ctx context.Context) error { return x.lc.stop(ctx) }
 
 // Notify wakes an idle started dispatcher so events committed just now are
 // delivered without waiting for PollInterval. It never blocks.
 func (x *Dispatcher) Notify() { x.lc.notify() }
 
+// Active reports whether this dispatcher's started loop holds its target's
+// lock, i.e. delivers; false for a standby, and before Start and after Stop.
+func (x *Dispatcher) Active() bool {
+	x.heldMu.Lock()
+	defer x.heldMu.Unlock()
+	return x.held != nil && x.held.Err() == nil
+}
+
+// DispatcherStats is a dispatcher's progress (Dispatcher.Stats).
+type DispatcherStats struct {
+	// Pending, Sent and Dead count the target's events per state (for Kind
+	// DispatchLatest, its latest-state rows). Pending includes events waiting
+	// for a retry; Sent counts only what retention has not deleted yet.
+	Pending, Sent, Dead int64
+	// OldestPending is the age, on the dispatcher's clock, of the oldest
+	// PENDING event (since it was appended; for latest-state rows, since the
+	// row's last accepted write or failure record). 0 when nothing is
+	// pending.
+	OldestPending time.Duration
+	// Active reports whether this dispatcher holds the target lock and
+	// delivers (see Active).
+	Active bool
+}
+
+// Stats returns the target's counts and oldest pending age, read from the
+// store (one GROUP BY statement over the target's rows; ctx governs it), and
+// whether this dispatcher is active. Any dispatcher of the target — active,
+// standby or never started — reads the same counts.
+func (x *Dispatcher) Stats(ctx context.Context) (DispatcherStats, error) {
+	active := x.Active()
+	stats := x.d.GetExecutor().OutboxStats
+	if x.cfg.Kind == DispatchLatest {
+		stats = x.d.GetExecutor().LatestStats
+	}
+	st, err := stats(ctx, x.cfg.Target)
+	if err != nil {
+		return DispatcherStats{}, fmt.Errorf("relay: dispatcher %q: stats: %w", x.cfg.Target, err)
+	}
+	out := DispatcherStats{Pending: st.Pending, Sent: st.Sent, Dead: st.Dead, Active: active}
+	if !st.OldestPendingAt.IsZero() {
+		out.OldestPending = max(x.cfg.Clock.Now().Sub(st.OldestPendingAt), 0)
+	}
+	return out, nil
+}
+
+func (x *Dispatcher) lockParams() relaylock.Params {
+	return relaylock.Params{Name: x.lockName, Owner: x.cfg.Owner, TTL: x.cfg.LockTTL,
+		RetryEvery: x.cfg.StandbyInterval, Clock: x.cfg.Clock, Logger: x.log}
+}
+
+// run is the started loop: standby until it holds the target lock, active
+// (serve) while it does, standby again when the lock is lost, until Stop.
+// report tells Start the first time the loop is ready: active and listening,
+// or standby; it reports whether that report was the first.
+func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report func(error) bool) {
+	// Stop ends a standby's wait for the lock at once; an active dispatcher
+	// still drains its round (serve ignores this cause).
+	waitCtx, cancelWait := context.WithCancelCause(ctx)
+	defer cancelWait(nil)
+	go func() {
+		select {
+		case <-stop:
+			cancelWait(errStopping)
+		case <-waitCtx.Done():
+		}
+	}()
+	inStandby := false // the standby transition is logged once
+	for {
+		p := x.lockParams()
+		p.OnWaiting = func() {
+			if !inStandby {
+				inStandby = true
+				x.log.InfoContext(ctx, "relay: dispatcher standby: another dispatcher holds the target",
+					"target", x.cfg.Target, "lock", x.lockName, "owner", x.cfg.Owner)
+			}
+			report(nil)
+		}
+		// Run returns only when the lock was lost (ErrLost), on Stop, or when
+		// ctx ended (a Stop whose ctx ended first).
+		err := relaylock.Run(waitCtx, x.d, p, func(lctx context.Context) error {
+			inStandby = false
+			return x.serve(ctx, lctx, stop, wake, report)
+		})
+		if stopping(stop) || ctx.Err() != nil {
+			return
+		}
+		inStandby = true
+		x.log.WarnContext(ctx, "relay: dispatcher lost its target lock; standby", "target", x.cfg.Target,
+			"lock", x.lockName, "owner", x.cfg.Owner, "error", err)
+		// Let another dispatcher take the target before trying again.
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-x.cfg.Clock.After(x.cfg.StandbyInterval):
+		}
+	}
+}
+
+// serve is the active dispatcher, holding the target lock for as long as ctx
+// lives: LISTEN first (so nothing committed from here on waits for a poll),
+// then rounds until Stop, each after a Notify, a notification or
+// PollInterval. When the lock is lost ctx is cancelled: the round in flight
+// stops at once — its sink call is cancelled and nothing more is marked — and
+// serve returns.
+func (x *Dispatcher) serve(runCtx, lctx context.Context, stop, wake <-chan struct{}, report func(error) bool) error {
+	// lctx also ends on Stop (errStopping, for the standby's wait); the
+	// rounds must then drain rather than be cut off, so they run on a ctx
+	// that ends only when the lock is lost or runCtx ends (a Stop whose ctx
+	// ended first). The lock is not re-proved while the last round drains.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(lctx))
+	defer cancel(nil)
+	defer context.AfterFunc(lctx, func() {
+		if cause := context.Cause(lctx); !errors.Is(cause, errStopping) {
+			cancel(cause)
+		}
+	})()
+	defer context.AfterFunc(runCtx, func() { cancel(context.Cause(runCtx)) })()
+	x.heldMu.Lock()
+	x.held = ctx
+	x.heldMu.Unlock()
+	defer func() {
+		x.heldMu.Lock()
+		x.held = nil
+		x.heldMu.Unlock()
+	}()
+	x.log.InfoContext(ctx, "relay: dispatcher active: holds the target", "target", x.cfg.Target,
+		"lock", x.lockName, "owner", x.cfg.Owner)
+
+	if l, ok := x.d.(relaydriver.Listener); ok && x.d.SupportsListenNotify() {
+		listening := make(chan error, 1)
+		go x.listen(ctx, l, listening)
+		select {
+		case err := <-listening:
+			if report(err) && err != nil {
+				// Start fails and stops the loop: deliver nothing meanwhile.
+				select {
+				case <-stop:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		report(nil)
+	}
+	for {
+		if _, err := x.work(ctx, stop); err != nil && ctx.Err() == nil {
+			x.log.ErrorContext(ctx, "relay: dispatch round failed", "target", x.cfg.Target, "error", err)
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-x.cfg.Clock.After(x.cfg.PollInterval):
+		}
+	}
+}
+
 // listen wakes the loop whenever a transaction that appended events for this
 // target commits (LISTEN/NOTIFY on PostgreSQL), so idle-to-delivered latency
-// is milliseconds, not PollInterval. Polling stays on as the fallback: when
-// the listening connection is lost it is re-opened after PollInterval, and
-// events committed meanwhile are found by the next poll.
-func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener) {
+// is milliseconds, not PollInterval. It sends the outcome of its first LISTEN
+// on first (nil once LISTEN is in effect). Polling stays on as the fallback:
+// when the listening connection is lost it is re-opened after PollInterval,
+// and events committed meanwhile are found by the next poll. It runs until
+// ctx ends.
+func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener, first chan<- error) {
 	for ctx.Err() == nil {
 		ch, err := l.ListenOutbox(ctx, x.cfg.Target)
+		if first != nil {
+			first <- err
+			first = nil
+		}
 		if err != nil {
 			x.log.WarnContext(ctx, "relay: outbox listen failed; polling", "target", x.cfg.Target, "error", err)
 		} else {
@@ -242,8 +483,39 @@ func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener) {
 // without the pipeline. Work returns after every batch it published is
 // settled. A store error ends the call; events not yet marked are delivered
 // again later (at least once).
+//
+// Work delivers only under the target lock: on a started dispatcher that is
+// active it runs under the loop's lock; otherwise it takes the lock for the
+// call, and when another dispatcher holds it, Work returns at once with an
+// error wrapping relaytype.ErrLocked and delivers nothing. Losing the lock during the call ends it with an error
+// wrapping relaylock.ErrLost.
 func (x *Dispatcher) Work(ctx context.Context) (int, error) {
-	return x.work(ctx, nil)
+	x.heldMu.Lock()
+	held := x.held
+	x.heldMu.Unlock()
+	if held != nil {
+		wctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(held, func() { cancel(context.Cause(held)) })()
+		n, err := x.work(wctx, nil)
+		if cause := context.Cause(wctx); ctx.Err() == nil && cause != nil {
+			err = errors.Join(err, fmt.Errorf("relay: dispatch %q: %w", x.cfg.Target, cause))
+		}
+		return n, err
+	}
+	p := x.lockParams()
+	p.Owner += "/work" // not the started loop's owner: a SQLite lease lets its owner in again
+	p.NoWait = true
+	var n int
+	err := relaylock.Run(ctx, x.d, p, func(ctx context.Context) error {
+		var err error
+		n, err = x.work(ctx, nil)
+		return err
+	})
+	if errors.Is(err, relaytype.ErrLocked) {
+		return 0, fmt.Errorf("relay: dispatch %q: another dispatcher is active: %w", x.cfg.Target, err)
+	}
+	return n, err
 }
 
 func (x *Dispatcher) work(ctx context.Context, stop <-chan struct{}) (int, error) {
@@ -431,6 +703,12 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 	}
 	ex := x.d.GetExecutor()
 	now := x.cfg.Clock.Now()
+	// A cancelled ctx is a Stop that could not wait or a lost target lock:
+	// another dispatcher may be delivering now, so nothing more is written
+	// (the batch stays PENDING and goes again: at least once).
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("relay: dispatch %q: settle: %w", x.cfg.Target, context.Cause(ctx))
+	}
 	if len(sent) > 0 {
 		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now, Async: true}); err != nil {
 			return 0, fmt.Errorf("relay: dispatch %q: mark %d events sent: %w", x.cfg.Target, len(sent), err)
@@ -439,6 +717,9 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 	}
 	n := len(sent)
 	for _, i := range failed {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("relay: dispatch %q: settle: %w", x.cfg.Target, context.Cause(ctx))
+		}
 		r := batch[i]
 		next := now
 		if r.Attempts < len(x.cfg.Backoff) {

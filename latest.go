@@ -212,6 +212,11 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 		}
 	}
 	now := x.cfg.Clock.Now()
+	// A cancelled ctx is a Stop that could not wait or a lost target lock:
+	// nothing more is written (see settleEvents).
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("relay: dispatch latest %q: settle: %w", x.cfg.Target, context.Cause(ctx))
+	}
 	if len(sent) > 0 {
 		marked, err := ex.LatestMarkSent(ctx, &relaydriver.LatestMarkSentParams{Target: x.cfg.Target, Rows: sent, Now: now})
 		if err != nil {
@@ -225,6 +230,9 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 	}
 	n := len(sent)
 	for _, i := range failed {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("relay: dispatch latest %q: settle: %w", x.cfg.Target, context.Cause(ctx))
+		}
 		r := batch[i]
 		next := now
 		if r.Attempts < len(x.cfg.Backoff) {

@@ -36,6 +36,26 @@ func newLifecycle(what string) *lifecycle {
 // Stop, a Notify or idle(), round again. ctx governs only the schema check;
 // the loop runs until Stop.
 func (l *lifecycle) start(ctx context.Context, d relaydriver.Driver, round func(ctx context.Context, stop <-chan struct{}), idle func() <-chan time.Time) error {
+	return l.startRun(ctx, d, func(ctx context.Context, stop, wake <-chan struct{}) {
+		for {
+			round(ctx, stop)
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-wake:
+			case <-idle():
+			}
+		}
+	})
+}
+
+// startRun is start for a component that runs its own loop: after the same
+// checks it calls run once, on its own goroutine, with a ctx cancelled only
+// when Stop's ctx ends first, the channel Stop closes and the channel Notify
+// signals. run must return soon after stop is closed or ctx ends.
+func (l *lifecycle) startRun(ctx context.Context, d relaydriver.Driver, run func(ctx context.Context, stop, wake <-chan struct{})) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.started {
@@ -51,17 +71,7 @@ func (l *lifecycle) start(ctx context.Context, d relaydriver.Driver, round func(
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)
-		for {
-			round(runCtx, l.stopCh)
-			select {
-			case <-l.stopCh:
-				return
-			case <-runCtx.Done():
-				return
-			case <-l.wake:
-			case <-idle():
-			}
-		}
+		run(runCtx, l.stopCh, l.wake)
 	}()
 	return nil
 }

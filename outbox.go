@@ -32,6 +32,17 @@ type OutboxEvent struct {
 	Payload []byte
 }
 
+// EnqueueEventResult is where EnqueueEventsTx put one event.
+type EnqueueEventResult struct {
+	// ID is the outbox row id the store allocated (relaydriver.OutboxRecord.ID):
+	// unique in the store, with no ordering meaning across keys.
+	ID int64
+	// Seq is the event's position in its (Target, Key) sequence — 1, 2, 3 …
+	// in commit order — delivered as relaysink.Event.Seq. It is final only if
+	// tx commits: a rolled-back transaction consumes no number.
+	Seq int64
+}
+
 // outboxTx is implemented by the handler's Tx: it exposes the engine's
 // transaction and clock to EnqueueEventsTx without widening the Tx interface.
 type outboxTx interface {
@@ -47,10 +58,13 @@ type outboxTx interface {
 // docs/outbox.md). The created-at time is the engine's clock for a handler's
 // Tx and the system clock for a bare ExecutorTx.
 //
+// It returns one result per event, in input order: the row id and the
+// per-key sequence the store assigned (no events: an empty slice).
+//
 // A duplicate event ID fails with relaytype.ErrConflict; the caller must then
 // roll its transaction back (a handler returns Retry or Dead). After the
 // commit, a Dispatcher of this process can be woken with Notify.
-func EnqueueEventsTx(ctx context.Context, tx any, events ...*OutboxEvent) error {
+func EnqueueEventsTx(ctx context.Context, tx any, events ...*OutboxEvent) ([]EnqueueEventResult, error) {
 	var (
 		ex    relaydriver.ExecutorTx
 		clock relaytype.Clock
@@ -62,16 +76,16 @@ func EnqueueEventsTx(ctx context.Context, tx any, events ...*OutboxEvent) error 
 		ex, clock = t, relayclock.System{}
 	}
 	if ex == nil {
-		return fmt.Errorf("relay: EnqueueEventsTx: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", tx)
+		return nil, fmt.Errorf("relay: EnqueueEventsTx: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", tx)
 	}
 	if len(events) == 0 {
-		return nil
+		return []EnqueueEventResult{}, nil
 	}
 	now := clock.Now()
 	params := make([]*relaydriver.OutboxAppendParams, len(events))
 	for i, e := range events {
 		if e == nil {
-			return fmt.Errorf("relay: EnqueueEventsTx: events[%d] is nil", i)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d] is nil", i)
 		}
 		typ := e.Type
 		if typ == "" {
@@ -79,24 +93,32 @@ func EnqueueEventsTx(ctx context.Context, tx any, events ...*OutboxEvent) error 
 		}
 		switch {
 		case e.ID == "":
-			return fmt.Errorf("relay: EnqueueEventsTx: events[%d].ID is empty", i)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].ID is empty", i)
 		case e.Target == "":
-			return fmt.Errorf("relay: EnqueueEventsTx: events[%d].Target is empty", i)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].Target is empty", i)
 		case typ != relaysink.Upsert && typ != relaysink.Tombstone:
-			return fmt.Errorf("relay: EnqueueEventsTx: events[%d].Type %q is neither %s nor %s", i, typ, relaysink.Upsert, relaysink.Tombstone)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].Type %q is neither %s nor %s", i, typ, relaysink.Upsert, relaysink.Tombstone)
 		case typ == relaysink.Tombstone && e.Payload != nil:
-			return fmt.Errorf("relay: EnqueueEventsTx: events[%d]: a %s carries no payload", i, relaysink.Tombstone)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d]: a %s carries no payload", i, relaysink.Tombstone)
 		}
 		params[i] = &relaydriver.OutboxAppendParams{
 			EventID: e.ID, Target: e.Target, Topic: e.Topic, Key: e.Key, Type: string(typ),
 			Headers: e.Headers, Payload: e.Payload, Now: now,
 		}
 	}
-	if _, err := ex.OutboxAppend(ctx, params); err != nil {
+	appended, err := ex.OutboxAppend(ctx, params)
+	if err != nil {
 		if errors.Is(err, relaytype.ErrConflict) {
-			return fmt.Errorf("relay: EnqueueEventsTx: duplicate event id: %w", err)
+			return nil, fmt.Errorf("relay: EnqueueEventsTx: duplicate event id: %w", err)
 		}
-		return fmt.Errorf("relay: EnqueueEventsTx: %w", err)
+		return nil, fmt.Errorf("relay: EnqueueEventsTx: %w", err)
 	}
-	return nil
+	if len(appended) != len(events) {
+		return nil, fmt.Errorf("relay: EnqueueEventsTx of %d events: the store answered for %d", len(events), len(appended))
+	}
+	out := make([]EnqueueEventResult, len(appended))
+	for i, a := range appended {
+		out[i] = EnqueueEventResult{ID: a.ID, Seq: a.Seq}
+	}
+	return out, nil
 }

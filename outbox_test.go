@@ -128,7 +128,8 @@ func (b *dispatchBundle) commit(keys ...string) {
 		evs[i] = &relay.OutboxEvent{ID: "e" + strconv.Itoa(b.n), Target: "kafka:msg", Topic: "msg", Key: k,
 			Headers: map[string]string{"h": "v"}, Payload: []byte(k + strconv.Itoa(b.n))}
 	}
-	require.NoError(b.t, relay.EnqueueEventsTx(b.ctx, tx, evs...))
+	_, err = relay.EnqueueEventsTx(b.ctx, tx, evs...)
+	require.NoError(b.t, err)
 	require.NoError(b.t, tx.Commit(b.ctx))
 }
 
@@ -299,6 +300,26 @@ func TestDispatcherDeadAfterMaxAttempts(t *testing.T) {
 	})
 }
 
+// The dispatcher's shorter schedule repeats its last level: MaxAttempts 4
+// with [1m] waits 1m after each of the first three failures.
+func TestDispatcherShortBackoffRepeatsLastLevel(t *testing.T) {
+	t.Parallel()
+	b := setupDispatch(t, openSQLite(t, true), relay.DispatcherConfig{MaxAttempts: 4, Backoff: []time.Duration{time.Minute}})
+	b.commit("a")
+	b.sink.setFail(func(relaysink.Event) error { return errors.New("refused") })
+	for i := range 3 {
+		require.Equal(t, 1, b.work())
+		r := b.rows()["a/1"]
+		require.Equal(t, relaydriver.OutboxPending, r.State)
+		require.Equal(t, i+1, r.Attempts)
+		require.True(t, b.clock.Now().Add(time.Minute).Equal(r.NextAttemptAt), "failure %d waits 1m", i+1)
+		require.Zero(t, b.work(), "waiting")
+		b.clock.Advance(time.Minute)
+	}
+	require.Equal(t, 1, b.work())
+	require.Equal(t, relaydriver.OutboxDead, b.rows()["a/1"].State)
+}
+
 // The batch is frozen at fetch: an event committed while Publish runs is not
 // published or marked in that round (it goes in the next one), and nothing is
 // SENT before the sink returned.
@@ -372,15 +393,23 @@ func (h *hangSink) Publish(ctx context.Context, events []relaysink.Event) []erro
 }
 func (*hangSink) Close(context.Context) error { return nil }
 
-// Config is validated like the engine's: the backoff must have MaxAttempts-1
-// levels, Target is required.
+// Config is validated like the engine's: the backoff may not have more than
+// MaxAttempts-1 levels (fewer repeat the last), Target is required.
 func TestDispatcherConfigValidated(t *testing.T) {
 	t.Parallel()
 	d := openSQLite(t, true)
 	_, err := relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{})
 	require.ErrorContains(t, err, "Target")
-	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second}})
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second, time.Second, time.Second}})
 	require.ErrorContains(t, err, "Backoff")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{time.Second}})
+	require.NoError(t, err, "a shorter schedule repeats its last level")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 3, Backoff: []time.Duration{}})
+	require.NoError(t, err, "empty: the default schedule")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", LockTTL: -time.Second})
+	require.ErrorContains(t, err, "LockTTL")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", StandbyInterval: -time.Second})
+	require.ErrorContains(t, err, "StandbyInterval")
 	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t"})
 	require.NoError(t, err)
 }
@@ -395,7 +424,7 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 		var mu sync.Mutex
 		b := setup(t, s, relay.Config{Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
 			id := d.Message.ID
-			err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{
+			_, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{
 				ID: "m" + itoa(id) + "-a" + itoa(int64(d.Message.Attempts)), Target: "kafka:msg", Key: "flight", Payload: []byte(itoa(id)),
 			})
 			if err != nil {
@@ -430,9 +459,69 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 		}
 		require.Equal(t, []string{"1:m1-a0:1", "2:m2-a1:2", "3:m3-a0:3"}, got, "no gap: the rolled-back seq was reused")
 
-		require.ErrorContains(t, relay.EnqueueEventsTx(b.ctx, b.d.GetExecutor(), &relay.OutboxEvent{ID: "x", Target: "t"}),
-			"neither the handler's relay.Tx nor a relaydriver.ExecutorTx")
-		require.Error(t, relay.EnqueueEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"}))
+		_, err = relay.EnqueueEventsTx(b.ctx, b.d.GetExecutor(), &relay.OutboxEvent{ID: "x", Target: "t"})
+		require.ErrorContains(t, err, "neither the handler's relay.Tx nor a relaydriver.ExecutorTx")
+		_, err = relay.EnqueueEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
+		require.Error(t, err)
+	})
+}
+
+// EnqueueEventsTx returns, in input order, each event's row id and its
+// per-(target, key) seq: the ids are the rows OutboxList shows, and seqs
+// continue across transactions and per target.
+func TestEnqueueEventsTxResults(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		d := s.open(t, true)
+		ctx := t.Context()
+		appendTx := func(evs ...*relay.OutboxEvent) []relay.EnqueueEventResult {
+			t.Helper()
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			res, err := relay.EnqueueEventsTx(ctx, tx, evs...)
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(ctx))
+			return res
+		}
+		ev := func(id, target, key string) *relay.OutboxEvent {
+			return &relay.OutboxEvent{ID: id, Target: target, Key: key, Payload: []byte(id)}
+		}
+		first := appendTx(ev("a1", "t", "a"), ev("b1", "t", "b"), ev("a2", "t", "a"), ev("u1", "u", "a"))
+		second := appendTx(ev("b2", "t", "b"), ev("a3", "t", "a"))
+		seqs := func(rs []relay.EnqueueEventResult) []int64 {
+			out := []int64{}
+			for _, r := range rs {
+				out = append(out, r.Seq)
+			}
+			return out
+		}
+		require.Equal(t, []int64{1, 1, 2, 1}, seqs(first), "per (target, key), in input order")
+		require.Equal(t, []int64{2, 3}, seqs(second), "continued by the next transaction")
+
+		ids := map[string]int64{}
+		for _, target := range []string{"t", "u"} {
+			rs, err := d.GetExecutor().OutboxList(ctx, &relaydriver.OutboxListParams{Target: target})
+			require.NoError(t, err)
+			for _, r := range rs {
+				ids[r.EventID] = r.ID
+			}
+		}
+		for i, id := range []string{"a1", "b1", "a2", "u1"} {
+			require.Equal(t, ids[id], first[i].ID, "%s: the row id", id)
+		}
+		for i, id := range []string{"b2", "a3"} {
+			require.Equal(t, ids[id], second[i].ID, "%s: the row id", id)
+		}
+
+		tx, err := d.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		res, err := relay.EnqueueEventsTx(ctx, tx)
+		require.NoError(t, err)
+		require.Empty(t, res)
+		require.NotNil(t, res, "no events: an empty slice")
+		_, err = relay.EnqueueEventsTx(ctx, tx, ev("a1", "t", "a"))
+		require.ErrorIs(t, err, relaytype.ErrConflict)
 	})
 }
 
@@ -509,7 +598,7 @@ func TestOutboxConcurrentCommitOrder(t *testing.T) {
 						return err
 					}
 					jitter(r)
-					if err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: id, Target: "t", Key: key, Payload: []byte(strconv.FormatInt(n, 10))}); err != nil {
+					if _, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: id, Target: "t", Key: key, Payload: []byte(strconv.FormatInt(n, 10))}); err != nil {
 						return err
 					}
 					jitter(r)
@@ -643,7 +732,8 @@ func TestDispatcherWakesOnCommit(t *testing.T) {
 
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
-	require.NoError(t, relay.EnqueueEventsTx(b.ctx, tx, &relay.OutboxEvent{ID: "rolled-back", Target: "kafka:msg", Topic: "msg", Key: "a"}))
+	_, err = relay.EnqueueEventsTx(b.ctx, tx, &relay.OutboxEvent{ID: "rolled-back", Target: "kafka:msg", Topic: "msg", Key: "a"})
+	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(b.ctx))
 
 	for i := 2; i <= 4; i++ {

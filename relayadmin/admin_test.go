@@ -67,7 +67,7 @@ func (handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay
 	p := string(d.Message.Payload)
 	switch {
 	case p == "ok":
-		if err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: fmt.Sprintf("ev-%d", d.Message.ID),
+		if _, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: fmt.Sprintf("ev-%d", d.Message.ID),
 			Target: target, Topic: "t", Key: fmt.Sprintf("k%d", d.Message.ID%2), Payload: []byte("secret-body")}); err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
 		}

@@ -635,6 +635,10 @@ type OutboxRecord struct {
 // OutboxStats counts a target's events per state.
 type OutboxStats struct {
 	Pending, Sent, Dead int64
+	// OldestPendingAt is the smallest created_at of the target's PENDING
+	// events (for latest-state rows, the smallest updated_at: each row's last
+	// accepted write or failure record); zero when nothing is PENDING.
+	OldestPendingAt time.Time
 }
 
 // StateCountRows is what ScanOutboxStats reads: pgx.Rows and *sql.Rows both
@@ -645,23 +649,26 @@ type StateCountRows interface {
 	Err() error
 }
 
-// ScanOutboxStats reads (state, count) rows — the result of a drivers'
-// "GROUP BY state" statistics query over outbox or latest-state rows — into
-// OutboxStats. Unknown states are ignored. The caller closes rows and maps
-// the returned error.
-func ScanOutboxStats(rows StateCountRows) (*OutboxStats, error) {
+// ScanOutboxStats reads (state, count, oldest) rows — the result of a
+// drivers' "GROUP BY state" statistics query over outbox or latest-state
+// rows, oldest being the group's smallest time column in the driver's own
+// representation T, which toTime converts — into OutboxStats. Unknown states
+// are ignored. The caller closes rows and maps the returned error.
+func ScanOutboxStats[T any](rows StateCountRows, toTime func(T) time.Time) (*OutboxStats, error) {
 	st := &OutboxStats{}
 	for rows.Next() {
 		var (
-			state string
-			n     int64
+			state  string
+			n      int64
+			oldest T
 		)
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&state, &n, &oldest); err != nil {
 			return nil, err
 		}
 		switch state {
 		case OutboxPending:
 			st.Pending = n
+			st.OldestPendingAt = toTime(oldest)
 		case OutboxSent:
 			st.Sent = n
 		case OutboxDead:

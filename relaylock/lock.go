@@ -54,6 +54,10 @@ type Params struct {
 	// OnWaiting, when set, is called once when the lock is first found taken
 	// (on Run's goroutine).
 	OnWaiting func()
+	// NoWait makes Run return at once, with an error wrapping
+	// relaytype.ErrLocked (or the store's error), when the lock cannot be
+	// taken on the first attempt, instead of waiting for it.
+	NoWait bool
 }
 
 // Run waits until it holds the lock named p.Name on store d, then runs fn with
@@ -211,6 +215,9 @@ func acquire(ctx context.Context, d relaydriver.Driver, p Params, log *slog.Logg
 		lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Now: p.Clock.Now()})
 		if err == nil {
 			return lock, nil
+		}
+		if p.NoWait {
+			return nil, fmt.Errorf("relaylock: lock %q: %w", p.Name, err)
 		}
 		if !errors.Is(err, relaytype.ErrLocked) {
 			if wait >= 0 {

@@ -160,3 +160,29 @@ func TestTryHoldWaitsOutDeadHolderOnly(t *testing.T) {
 	require.NoError(t, err, "released: free at once")
 	hc.Release(ctx)
 }
+
+// With NoWait, a Run that finds the lock taken returns ErrLocked at once and
+// never calls fn; once the lock is free it runs.
+func TestRunNoWait(t *testing.T) {
+	t.Parallel()
+	d := sqliteStore(t)
+	clock := relayclock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	params := func(owner string) relaylock.Params {
+		return relaylock.Params{Name: "outbox:t", Owner: owner, TTL: 30 * time.Second, Clock: clock, NoWait: true}
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- relaylock.Run(ctx, d, params("A"), func(context.Context) error { close(holding); <-release; return nil })
+	}()
+	<-holding
+	called := false
+	err := relaylock.Run(ctx, d, params("B"), func(context.Context) error { called = true; return nil })
+	require.ErrorIs(t, err, relaytype.ErrLocked)
+	require.False(t, called)
+	close(release)
+	require.NoError(t, <-aDone)
+	require.NoError(t, relaylock.Run(ctx, d, params("B"), func(context.Context) error { called = true; return nil }))
+	require.True(t, called)
+}

@@ -217,7 +217,7 @@ func runRelayOutbox(ctx context.Context, base string, br *broker, s outboxSpec, 
 			evs = append(evs, &relay.OutboxEvent{ID: "e" + strconv.Itoa(j), Target: target, Topic: br.topic,
 				Key: s.keyName(j), Payload: []byte(strconv.Itoa(j))})
 		}
-		if err := relay.EnqueueEventsTx(ctx, tx, evs...); err != nil {
+		if _, err := relay.EnqueueEventsTx(ctx, tx, evs...); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

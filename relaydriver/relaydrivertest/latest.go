@@ -233,9 +233,12 @@ func testLatestFetchDueBounded(t *testing.T, b *bundle) {
 	require.Equal(t, []string{"b", "d"}, b.latestFetch("t", 2, b.now), "sent and backing-off rows are skipped")
 	require.Equal(t, []string{"b", "c", "d", "e"}, b.latestFetch("t", 0, at(time.Minute)))
 
+	b.now = at(time.Hour)
+	b.latestUpsert("t", "f", 1, "f")
 	st, err := b.ex.LatestStats(b.ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, &relaydriver.OutboxStats{Pending: 4, Sent: 1}, st)
+	require.Equal(t, [3]int64{5, 1, 0}, [3]int64{st.Pending, st.Sent, st.Dead}, "pending, sent, dead")
+	requireTime(t, t0, st.OldestPendingAt, "OldestPendingAt: the smallest updated_at of a PENDING row")
 }
 
 // latestState is one state for LatestUpsertMany at b.now (payload "" is nil).

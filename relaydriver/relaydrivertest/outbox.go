@@ -274,7 +274,11 @@ func testOutboxMarkSent(t *testing.T, b *bundle) {
 	require.Zero(t, n)
 	st, err := b.ex.OutboxStats(b.ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, relaydriver.OutboxStats{Pending: 1, Sent: 1, Dead: 1}, *st)
+	require.Equal(t, [3]int64{1, 1, 1}, [3]int64{st.Pending, st.Sent, st.Dead}, "pending, sent, dead")
+	requireTime(t, t0, st.OldestPendingAt, "OldestPendingAt: created_at of the PENDING a/2")
+	st, err = b.ex.OutboxStats(b.ctx, "no-such-target")
+	require.NoError(t, err)
+	require.Equal(t, relaydriver.OutboxStats{}, *st, "nothing PENDING: zero counts, zero OldestPendingAt")
 
 	// Async marks the same way (only durability may differ); inside a
 	// transaction it follows the transaction.

@@ -63,7 +63,7 @@ FROM relay_latest
 WHERE target = $1 AND key = $2;
 
 -- name: LatestStats
-SELECT state, count(*) FROM relay_latest WHERE target = $1 GROUP BY state;
+SELECT state, count(*), min(updated_at) FROM relay_latest WHERE target = $1 GROUP BY state;
 
 -- name: LatestUpsertMany
 -- LatestUpsert for several keys in one statement, each key with the same

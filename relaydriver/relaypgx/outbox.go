@@ -316,7 +316,7 @@ func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver
 		return nil, mapErr(op, err)
 	}
 	defer r.Close()
-	st, err := relaydriver.ScanOutboxStats(r)
+	st, err := relaydriver.ScanOutboxStats(r, fromTS)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

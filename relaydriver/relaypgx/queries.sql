@@ -511,7 +511,7 @@ ORDER BY key, seq
 LIMIT $3;
 
 -- name: OutboxStats
-SELECT state, count(*) FROM relay_outbox WHERE target = $1 GROUP BY state;
+SELECT state, count(*), min(created_at) FROM relay_outbox WHERE target = $1 GROUP BY state;
 
 -- name: MigrationTableExists
 SELECT to_regclass('relay_migration') IS NOT NULL;

@@ -62,4 +62,4 @@ FROM relay_latest
 WHERE target = $1 AND "key" = $2;
 
 -- name: LatestStats
-SELECT state, count(*) FROM relay_latest WHERE target = $1 GROUP BY state;
+SELECT state, count(*), min(updated_at) FROM relay_latest WHERE target = $1 GROUP BY state;

@@ -221,7 +221,7 @@ func (e *executor) OutboxStats(ctx context.Context, target string) (*relaydriver
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	st, err := relaydriver.ScanOutboxStats(rows)
+	st, err := relaydriver.ScanOutboxStats(rows, timeOf)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

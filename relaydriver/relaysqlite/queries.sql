@@ -333,4 +333,4 @@ ORDER BY "key", seq
 LIMIT $3;
 
 -- name: OutboxStats
-SELECT state, count(*) FROM relay_outbox WHERE target = $1 GROUP BY state;
+SELECT state, count(*), min(created_at) FROM relay_outbox WHERE target = $1 GROUP BY state;

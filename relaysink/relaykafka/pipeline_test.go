@@ -45,7 +45,7 @@ func TestPipelineToKafka(t *testing.T) {
 		id := del.Message.ID
 		ev := &relay.OutboxEvent{ID: "m-" + strconv.FormatInt(id, 10), Target: "kafka", Topic: topic,
 			Key: string(del.Message.Payload), Payload: []byte(strconv.FormatInt(id, 10))}
-		if err := relay.EnqueueEventsTx(ctx, tx, ev); err != nil {
+		if _, err := relay.EnqueueEventsTx(ctx, tx, ev); err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
 		}
 		if id == 42 && flakyCalls.Add(1) == 1 {

@@ -189,7 +189,7 @@ func (b *batchRun) flush(ctx context.Context) error {
 	for _, s := range states {
 		b.base[s.FLID] = s
 	}
-	if err := relay.EnqueueEventsTx(ctx, b.tx, b.evs...); err != nil {
+	if _, err := relay.EnqueueEventsTx(ctx, b.tx, b.evs...); err != nil {
 		return err
 	}
 	if err := upsertLatest(ctx, b.tx, b.p.cfg, states, b.snap); err != nil {

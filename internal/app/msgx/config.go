@@ -190,7 +190,7 @@ var params = []param{
 	intParam("msgx.pipeline.fifo-batch", "contiguous FIFO heads one PostgreSQL transaction may carry (order and per-message outcome unchanged)", func(c *Config) *int { return &c.FIFOBatch }),
 	intParam("msgx.pipeline.state-cache-flights", "flight states the pump keeps in memory between messages, each checked against its FLIGHT_SCHD row version (STATE_VERSION and xmin) before use, so unchanged flights are not read again; 0 = off", func(c *Config) *int { return &c.StateCacheFlights }),
 	intParam("msgx.pipeline.max-attempts", "attempt limit before DEAD(EXHAUSTED)", func(c *Config) *int { return &c.MaxAttempts }),
-	{key: "msgx.pipeline.backoff", doc: "retry schedule, exactly max-attempts−1 comma-separated durations (checked at start-up)",
+	{key: "msgx.pipeline.backoff", doc: "retry schedule: at most max-attempts−1 comma-separated durations (more is refused at start-up); a shorter schedule repeats its last level for the remaining attempts",
 		get: func(c *Config) string {
 			s := make([]string, len(c.Backoff))
 			for i, d := range c.Backoff {
@@ -286,8 +286,9 @@ func (c *Config) Validate() error {
 		return bad("msgx.pipeline.state-cache-flights", "%d < 0", c.StateCacheFlights)
 	case c.MaxAttempts < 1:
 		return bad("msgx.pipeline.max-attempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) != c.MaxAttempts-1:
-		return bad("msgx.pipeline.backoff", "%d levels for max-attempts %d; want exactly %d", len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case len(c.Backoff) > c.MaxAttempts-1:
+		return bad("msgx.pipeline.backoff", "%d levels for max-attempts %d: at most %d (a level beyond that can never fire; a shorter schedule repeats its last level)",
+			len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
 	case c.BackfillBatch < 1:
 		return bad("msgx.pipeline.backfill-batch", "%d < 1", c.BackfillBatch)
 	case c.BackfillDeadline <= 0:
@@ -308,6 +309,11 @@ func (c *Config) Validate() error {
 		return bad("msgx.lifecycle.flight-keep-days", "%d < 1", c.FlightKeepDays)
 	case c.LifecycleEvery <= 0:
 		return bad("msgx.lifecycle.every", "must be positive")
+	}
+	for i, d := range c.Backoff {
+		if d < 0 {
+			return bad("msgx.pipeline.backoff", "level %d is negative (%s)", i+1, d)
+		}
 	}
 	if err := c.Flight.Validate(); err != nil {
 		return fmt.Errorf("msgx: %w", err)

@@ -128,7 +128,8 @@ func TestConfigValidateNamesBadKey(t *testing.T) {
 		{"msgx.pipeline.state-cache-flights", "-1", ""},
 		{"msgx.pipeline.max-attempts", "0", ""},
 		{"msgx.pipeline.max-attempts", "3", "msgx.pipeline.backoff"}, // 4 levels for 3 attempts
-		{"msgx.pipeline.backoff", "1s,2s", ""},
+		{"msgx.pipeline.backoff", "1s,2s,4s,8s,16s", ""},             // 5 levels for 5 attempts: the last never fires
+		{"msgx.pipeline.backoff", "1s,-2s", ""},
 		{"msgx.pipeline.backfill-batch", "0", ""},
 		{"msgx.pipeline.backfill-deadline", "0s", ""},
 		{"msgx.kafka.msg-topic", "msgx.schd", "msgx.kafka.msg-topic"},
@@ -152,6 +153,12 @@ func TestConfigValidateNamesBadKey(t *testing.T) {
 			named = c.key
 		}
 		require.ErrorContains(t, err, named, "%s=%q", c.key, c.value)
+	}
+	// A shorter schedule is accepted: its last level repeats.
+	for _, set := range [][2]string{{"msgx.pipeline.backoff", "1s,2s"}, {"msgx.pipeline.max-attempts", "10"}} {
+		cfg := msgx.Defaults()
+		require.NoError(t, cfg.Set(set[0], set[1]))
+		require.NoError(t, cfg.Validate(), "%s=%s", set[0], set[1])
 	}
 	for _, mode := range []string{"", "min", "zero", "max", "0", "123456"} {
 		cfg := msgx.Defaults()
