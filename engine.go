@@ -384,7 +384,11 @@ func (e *Engine) Enqueue(ctx context.Context, params ...*EnqueueParams) ([]Enque
 // duplicate; if it rolls back, the param is inserted — so two transactions
 // never both enqueue one identity. A duplicate leaves the caller's transaction
 // usable.
-func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, params ...*EnqueueParams) ([]EnqueueResult, error) {
+func (e *Engine) EnqueueTx(ctx context.Context, tx Tx, params ...*EnqueueParams) ([]EnqueueResult, error) {
+	ex, _, err := resolveTx("EnqueueTx", tx)
+	if err != nil {
+		return nil, err
+	}
 	if len(params) == 0 {
 		return nil, nil
 	}
@@ -392,7 +396,7 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx relaydriver.ExecutorTx, param
 	if err != nil {
 		return nil, err
 	}
-	res, err := tx.MessageInsertMany(ctx, ins)
+	res, err := ex.MessageInsertMany(ctx, ins)
 	if err != nil {
 		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
 	}

@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -13,10 +15,36 @@ import (
 // handler returns Retry or Dead, panics or overruns its timeout (seed 000 §5.3).
 // A Tx is valid only during the Handle call and is not safe for concurrent use;
 // the handler must not commit or roll it back.
+//
+// The same interface names a transaction the caller began, so one
+// signature serves both: EnqueueTx, EnqueueEventsTx and UpsertLatestTx take
+// either the handler's Tx, a driver's Begin result, or the caller's own
+// pgx.Tx / *sql.Tx wrapped by the driver (relaypgx.Driver.WrapTx,
+// relaysqlite.Driver.WrapTx) — a raw pgx.Tx does not compile there. Inside a
+// handler, relaypgx.PgxTx(tx) and relaysqlite.SQLTx(tx) give the driver's own
+// transaction, typed.
 type Tx interface {
 	relaydriver.Querier
 	// Unwrap returns the driver's own transaction (pgx.Tx or *sql.Tx).
 	Unwrap() any
+}
+
+// resolveTx returns the store executor and the clock behind tx for op: a
+// handler's Tx carries the engine's transaction and clock; a transaction the
+// caller began (a driver's Begin, or its own pgx.Tx / *sql.Tx wrapped by the
+// driver's WrapTx) is used with the system clock. Any other implementation of
+// Tx is refused: the engine can write only through its own drivers.
+func resolveTx(op string, tx Tx) (relaydriver.ExecutorTx, relaytype.Clock, error) {
+	switch t := tx.(type) {
+	case outboxTx:
+		ex, clock := t.outboxTx()
+		return ex, clock, nil
+	case relaydriver.ExecutorTx:
+		return t, relayclock.System{}, nil
+	case nil:
+		return nil, nil, fmt.Errorf("relay: %s: nil transaction", op)
+	}
+	return nil, nil, fmt.Errorf("relay: %s: transaction %T is neither a handler's Tx nor a driver's transaction (Begin, or WrapTx of your own)", op, tx)
 }
 
 // handlerTx hides Commit/Rollback and the engine's own queries from handlers.

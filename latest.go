@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/relayhq/relay/internal/faultpoint"
-	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
@@ -51,17 +50,17 @@ type LatestEvent struct {
 
 // UpsertLatestTx writes ev as its key's latest state inside tx, so it commits
 // or rolls back with the caller's own writes (seed 000 §8.2, §5.3). tx is the
-// relay.Tx a Handler receives or a relaydriver.ExecutorTx the caller began, as
-// for EnqueueEventsTx; anything else is an error.
+// relay.Tx a Handler receives or a transaction the caller began, as for
+// EnqueueEventsTx.
 //
 // It reports whether the state was accepted: only when ev.Version ≥ the
 // stored version (only forward), so a late older state never overwrites a
 // newer one. An accepted write takes a new write generation and makes the row
 // PENDING again with its attempts and error cleared — a DEAD row of the key
 // is replaced by the new state (seed 000 §8.3). The updated-at time is the
-// engine's clock for a handler's Tx and the system clock for a bare
-// ExecutorTx.
-func UpsertLatestTx(ctx context.Context, tx any, ev *LatestEvent) (accepted bool, err error) {
+// engine's clock for a handler's Tx and the system clock for a transaction
+// the caller began.
+func UpsertLatestTx(ctx context.Context, tx Tx, ev *LatestEvent) (accepted bool, err error) {
 	ex, params, err := latestParams("UpsertLatestTx", tx, []*LatestEvent{ev})
 	if err != nil {
 		return false, err
@@ -86,7 +85,7 @@ func UpsertLatestTx(ctx context.Context, tx any, ev *LatestEvent) (accepted bool
 // transaction anyway), and a repeated key is an error, before anything is
 // written. After a store error the caller must roll tx back (on PostgreSQL tx
 // is aborted anyway). An empty evs writes nothing and returns an empty slice.
-func UpsertLatestManyTx(ctx context.Context, tx any, evs []*LatestEvent) ([]bool, error) {
+func UpsertLatestManyTx(ctx context.Context, tx Tx, evs []*LatestEvent) ([]bool, error) {
 	ex, params, err := latestParams("UpsertLatestManyTx", tx, evs)
 	if err != nil {
 		return nil, err
@@ -110,19 +109,10 @@ func UpsertLatestManyTx(ctx context.Context, tx any, evs []*LatestEvent) ([]bool
 
 // latestParams resolves tx and validates evs for op, returning the store
 // parameters stamped with tx's clock. A repeated (Target, Key) is an error.
-func latestParams(op string, tx any, evs []*LatestEvent) (relaydriver.ExecutorTx, []*relaydriver.LatestUpsertParams, error) {
-	var (
-		ex    relaydriver.ExecutorTx
-		clock relaytype.Clock
-	)
-	switch t := tx.(type) {
-	case outboxTx:
-		ex, clock = t.outboxTx()
-	case relaydriver.ExecutorTx:
-		ex, clock = t, relayclock.System{}
-	}
-	if ex == nil {
-		return nil, nil, fmt.Errorf("relay: %s: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", op, tx)
+func latestParams(op string, tx Tx, evs []*LatestEvent) (relaydriver.ExecutorTx, []*relaydriver.LatestUpsertParams, error) {
+	ex, clock, err := resolveTx(op, tx)
+	if err != nil {
+		return nil, nil, err
 	}
 	now := clock.Now()
 	params := make([]*relaydriver.LatestUpsertParams, len(evs))

@@ -70,8 +70,8 @@ func TestUpsertLatestTxOnlyForward(t *testing.T) {
 		_, err = b.d.GetExecutor().LatestGet(b.ctx, "kafka:msg", "b")
 		require.ErrorIs(t, err, relaytype.ErrNotFound, "rolled back with its transaction")
 
-		_, err = relay.UpsertLatestTx(b.ctx, b.d.GetExecutor(), &relay.LatestEvent{Target: "kafka:msg", Key: "x"})
-		require.ErrorContains(t, err, "neither the handler's relay.Tx nor a relaydriver.ExecutorTx")
+		_, err = relay.UpsertLatestTx(b.ctx, fakeTx{}, &relay.LatestEvent{Target: "kafka:msg", Key: "x"})
+		require.ErrorContains(t, err, "neither a handler's Tx nor a driver's transaction")
 		tx, err = b.d.Begin(b.ctx)
 		require.NoError(t, err)
 		_, err = relay.UpsertLatestTx(b.ctx, tx, &relay.LatestEvent{Target: "kafka:msg", Key: "x", Type: relaysink.Tombstone, Payload: []byte("p")})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
@@ -53,10 +52,11 @@ type outboxTx interface {
 // back with the caller's own writes — never outside it (seed 000 §8.1, §5.3).
 // tx is either the relay.Tx a Handler receives (the events then commit with the
 // message's terminal state, and a Retry/Dead rolls them back), or a
-// relaydriver.ExecutorTx the caller began; anything else is an error. Events get
-// their per-key sequence in the transaction, under the key's row lock (see
-// docs/outbox.md). The created-at time is the engine's clock for a handler's
-// Tx and the system clock for a bare ExecutorTx.
+// transaction the caller began: a driver's Begin, or its own pgx.Tx / *sql.Tx
+// wrapped by the driver's WrapTx (see Tx). Events get their per-key sequence
+// in the transaction, under the key's row lock (see docs/outbox.md). The
+// created-at time is the engine's clock for a handler's Tx and the system
+// clock for a transaction the caller began.
 //
 // It returns one result per event, in input order: the row id and the
 // per-key sequence the store assigned (no events: an empty slice).
@@ -64,19 +64,10 @@ type outboxTx interface {
 // A duplicate event ID fails with relaytype.ErrConflict; the caller must then
 // roll its transaction back (a handler returns Retry or Dead). After the
 // commit, a Dispatcher of this process can be woken with Notify.
-func EnqueueEventsTx(ctx context.Context, tx any, events ...*OutboxEvent) ([]EnqueueEventResult, error) {
-	var (
-		ex    relaydriver.ExecutorTx
-		clock relaytype.Clock
-	)
-	switch t := tx.(type) {
-	case outboxTx:
-		ex, clock = t.outboxTx()
-	case relaydriver.ExecutorTx:
-		ex, clock = t, relayclock.System{}
-	}
-	if ex == nil {
-		return nil, fmt.Errorf("relay: EnqueueEventsTx: tx %T is neither the handler's relay.Tx nor a relaydriver.ExecutorTx", tx)
+func EnqueueEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]EnqueueEventResult, error) {
+	ex, clock, err := resolveTx("EnqueueEventsTx", tx)
+	if err != nil {
+		return nil, err
 	}
 	if len(events) == 0 {
 		return []EnqueueEventResult{}, nil

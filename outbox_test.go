@@ -459,8 +459,8 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 		}
 		require.Equal(t, []string{"1:m1-a0:1", "2:m2-a1:2", "3:m3-a0:3"}, got, "no gap: the rolled-back seq was reused")
 
-		_, err = relay.EnqueueEventsTx(b.ctx, b.d.GetExecutor(), &relay.OutboxEvent{ID: "x", Target: "t"})
-		require.ErrorContains(t, err, "neither the handler's relay.Tx nor a relaydriver.ExecutorTx")
+		_, err = relay.EnqueueEventsTx(b.ctx, fakeTx{}, &relay.OutboxEvent{ID: "x", Target: "t"})
+		require.ErrorContains(t, err, "neither a handler's Tx nor a driver's transaction")
 		_, err = relay.EnqueueEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
 		require.Error(t, err)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -82,10 +83,10 @@ type fifoBatchHandler struct{ relay.Handler }
 
 func (h fifoBatchHandler) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delivery) []relay.Result {
 	out := make([]relay.Result, len(ds))
-	ptx, ok := tx.Unwrap().(pgx.Tx)
-	if !ok {
+	ptx, err := relaypgx.PgxTx(tx)
+	if err != nil {
 		for i := range out {
-			out[i] = relay.Retry(relaytype.ClassInternal, fmt.Errorf("store transaction is %T, want pgx.Tx", tx.Unwrap()))
+			out[i] = relay.Retry(relaytype.ClassInternal, err)
 		}
 		return out
 	}

@@ -192,3 +192,33 @@ func (t *txExecutor) Rollback(ctx context.Context) error {
 
 // Unwrap returns the pgx.Tx.
 func (t *txExecutor) Unwrap() any { return t.tx }
+
+// WrapTx returns tx — a transaction the caller began on this driver's
+// database (Pool().Begin) — as the engine's transaction type, so the engine's
+// writes join the caller's own: relay's EnqueueTx, EnqueueEventsTx and
+// UpsertLatestTx accept the result, and commit or roll back with tx. The
+// caller still owns tx and ends it; the result is valid while tx is. It takes
+// a pgx.Tx, so passing anything else does not compile.
+func (d *Driver) WrapTx(tx pgx.Tx) relaydriver.ExecutorTx {
+	return &txExecutor{executor: executor{db: tx, inTx: true}, tx: tx}
+}
+
+// ErrNotPgx is wrapped by PgxTx's error when the transaction is not one of
+// this driver's.
+var ErrNotPgx = errors.New("relaypgx: the transaction is not a PostgreSQL (pgx) transaction")
+
+// PgxTx returns the pgx.Tx behind tx: a relay handler's Tx, a transaction
+// from Driver.Begin or one made by WrapTx. A handler uses it for dialect
+// features (batches, COPY, typed scans) inside the engine's transaction; it
+// must not commit or roll it back. A transaction of another driver yields an
+// error wrapping ErrNotPgx.
+func PgxTx(tx interface{ Unwrap() any }) (pgx.Tx, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: nil", ErrNotPgx)
+	}
+	ptx, ok := tx.Unwrap().(pgx.Tx)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", ErrNotPgx, tx.Unwrap())
+	}
+	return ptx, nil
+}

@@ -297,3 +297,38 @@ func (l *lease) Release(ctx context.Context) error {
 	_, err := l.d.write.ExecContext(ctx, query(qLockRelease), l.name, l.owner)
 	return mapErr("release lock "+l.name, err)
 }
+
+// DB returns the driver's single writer connection pool. A caller that wants
+// its own writes and the engine's in one transaction begins it here
+// (DB().BeginTx) and passes WrapTx's result to relay; SQLite has one writer,
+// so such a transaction blocks the engine's writes until it ends.
+func (d *Driver) DB() *sql.DB { return d.write }
+
+// WrapTx returns tx — a transaction the caller began on DB() — as the
+// engine's transaction type, so the engine's writes join the caller's own:
+// relay's EnqueueTx, EnqueueEventsTx and UpsertLatestTx accept the result,
+// and commit or roll back with tx. The caller still owns tx and ends it. It
+// takes a *sql.Tx, so passing anything else does not compile; a transaction
+// of another database fails at its first statement.
+func (d *Driver) WrapTx(tx *sql.Tx) relaydriver.ExecutorTx {
+	return &txExecutor{executor: executor{d: d, tx: tx}}
+}
+
+// ErrNotSQLite is wrapped by SQLTx's error when the transaction is not one of
+// this driver's.
+var ErrNotSQLite = errors.New("relaysqlite: the transaction is not a SQLite (*sql.Tx) transaction")
+
+// SQLTx returns the *sql.Tx behind tx: a relay handler's Tx, a transaction
+// from Driver.Begin or one made by WrapTx. A handler must not commit or roll
+// it back. A transaction of another driver yields an error wrapping
+// ErrNotSQLite.
+func SQLTx(tx interface{ Unwrap() any }) (*sql.Tx, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: nil", ErrNotSQLite)
+	}
+	stx, ok := tx.Unwrap().(*sql.Tx)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", ErrNotSQLite, tx.Unwrap())
+	}
+	return stx, nil
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -53,9 +54,9 @@ func (p *Processor) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.De
 		}
 		return out
 	}
-	ptx, ok := tx.Unwrap().(pgx.Tx)
-	if !ok {
-		return failAt(0, relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx: store transaction is %T, want pgx.Tx", tx.Unwrap())))
+	ptx, err := relaypgx.PgxTx(tx)
+	if err != nil {
+		return failAt(0, relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx runs on PostgreSQL: %w", err)))
 	}
 	b := &batchRun{p: p, tx: tx, ptx: ptx}
 	for i, d := range ds {
@@ -223,7 +224,7 @@ func (c *call) notices(ch *flight.Change, fm flight.Msg) []*relay.OutboxEvent {
 // upsertLatest writes each state as its flight's KAFKA:schd latest state —
 // the full document (a master's with its MAFL from states) or, for a DELETED
 // flight, a tombstone.
-func upsertLatest(ctx context.Context, tx any, cfg Config, saved []*flight.State, states map[string]*flight.State) error {
+func upsertLatest(ctx context.Context, tx relay.Tx, cfg Config, saved []*flight.State, states map[string]*flight.State) error {
 	evs := make([]*relay.LatestEvent, len(saved))
 	for i, s := range saved {
 		ev := &relay.LatestEvent{Target: TargetSchd, Topic: cfg.SchdTopic, Key: s.FLID, Version: s.Version,

@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -120,7 +120,10 @@ func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, t
 			err = errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
 		}
 	}()
-	ptx := tx.Unwrap().(pgx.Tx)
+	ptx, err := relaypgx.PgxTx(tx)
+	if err != nil {
+		return 0, 0, "", err
+	}
 	if err = flightstore.LockPipeline(ctx, ptx); err != nil {
 		return 0, 0, "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/flight"
 	"github.com/relayhq/relay/internal/app/msgx/flightstore"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -113,9 +114,9 @@ func (p *Processor) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) 
 	if !ok {
 		return relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx: decoded value is %T", d.Decoded.Value))
 	}
-	ptx, ok := tx.Unwrap().(pgx.Tx)
-	if !ok {
-		return relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx: store transaction is %T, want pgx.Tx (msgx runs on PostgreSQL)", tx.Unwrap()))
+	ptx, err := relaypgx.PgxTx(tx)
+	if err != nil {
+		return relay.Retry(relaytype.ClassInternal, fmt.Errorf("msgx runs on PostgreSQL: %w", err))
 	}
 	c := &call{p: p, tx: tx, ptx: ptx, msg: m, id: d.Message.ID, identity: d.Decoded.Identity,
 		now: p.clock.Now()}
