@@ -6,11 +6,10 @@
 // transaction) as PENDING, optionally with a business identity that dedupes
 // it at insert time. The engine hands it to a Handler inside a store
 // transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
-// and the acknowledgement intent commit together, or not at all (seed 000
-// §5.3). A failure is recorded in one statement after the handler's writes were
+// and the acknowledgement intent commit together, or not at all. A failure is recorded in one statement after the handler's writes were
 // rolled back: FAILED with attempts+1 and the next attempt time from the backoff
 // schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
-// and DEAD(EXHAUSTED) when the attempt limit is reached (seed 000 §3, §9.1).
+// and DEAD(EXHAUSTED) when the attempt limit is reached.
 //
 //	PENDING / FAILED → SUCCEEDED | SKIPPED | FAILED (backoff) | DEAD
 //
@@ -18,7 +17,7 @@
 // decoded; a non-empty Decoded.Identity is bound once to the message in an
 // independent statement, and a second message with the same identity becomes
 // SKIPPED duplicate-of:<id>; a Decoded.Kind matching an ignore rule becomes
-// SKIPPED ignored:<rule> (seed 000 §2, §5.2).
+// SKIPPED ignored:<rule>.
 //
 // # Identity at enqueue
 //
@@ -45,7 +44,7 @@
 // Ordering modes:
 //
 //   - ModeFIFO: strict global order; a FAILED head waiting for its backoff
-//     blocks everything behind it (seed 000 §5.1). One goroutine.
+//     blocks everything behind it. One goroutine.
 //   - ModePerKey: same key strictly in order, different keys in parallel; a
 //     failing head pauses only its key.
 //   - ModeUnordered: claims with FOR UPDATE SKIP LOCKED under a lease and
@@ -58,11 +57,11 @@
 // # Failures and attempts
 //
 // An attempt is counted in exactly one place, the statement that records the
-// failure (seed 000 §9.1): a commit that fails after the terminal state was
+// failure: a commit that fails after the terminal state was
 // written counts one INFRA attempt, not two. A store error while recording a
 // failure is returned by Work (and logged once by a started engine); the
 // message stays as it was and is retried by a later round. Nothing is made
-// DEAD by age: only the attempt limit exhausts a message (seed 000 §5.1).
+// DEAD by age: only the attempt limit exhausts a message.
 //
 // # Metrics
 //
@@ -88,10 +87,10 @@
 // # Outbox and acknowledgements
 //
 // EnqueueEventsTx appends events to the transactional outbox in the caller's
-// transaction (seed 000 §8.1); a Dispatcher delivers them to a relaysink.Sink at
+// transaction; a Dispatcher delivers them to a relaysink.Sink at
 // least once, in commit order per key (docs/outbox.md). An AckWriter writes the
 // processing marks back to the source for terminal messages that recorded an
-// acknowledgement intent (seed 000 §6, docs/ack.md).
+// acknowledgement intent (docs/ack.md).
 //
 // # Logging
 //

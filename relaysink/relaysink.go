@@ -6,7 +6,7 @@
 // Delivery is at least once: a sink may deliver an event again (the dispatcher
 // retries what was not confirmed), so every event carries a stable ID that
 // consumers dedupe by, and a per-key sequence Seq that lets a consumer check
-// order (seed 000 §8.1).
+// order.
 package relaysink
 
 import "context"

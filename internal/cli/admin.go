@@ -38,8 +38,7 @@ its /admin/ HTTP API. The read-only commands (stats, dead, abandoned, dlq,
 holes) also work offline with --store URL --pipeline P, reading the store
 directly. replay and reopen always need --addr: they must run inside the
 running instance's lifecycle gate so they never interleave with its
-acknowledgement write-back (seed 000 §5.3, §9.1); a direct store write would
-bypass it.
+acknowledgement write-back; a direct store write would bypass it.
 
 run 'relay admin <command> -h' for its flags`
 

@@ -48,7 +48,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
 	kafkaBrokers := fs.String("kafka-brokers", "", "comma-separated Kafka brokers: the handler appends a change event per applied message to the outbox and a dispatcher delivers them (empty: no outbox stage)")
 	ack := fs.Bool("ack", false, "write processing marks back to the source (columns procflag, proctime) with the acknowledgement write-back")
-	ackR := fs.Duration("ack-deadline", time.Hour, "R: the forced-write window and transient-failure deadline of the acknowledgement write-back (seed 000 §6.3)")
+	ackR := fs.Duration("ack-deadline", time.Hour, "R: the forced-write window and transient-failure deadline of the acknowledgement write-back")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

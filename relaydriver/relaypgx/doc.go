@@ -6,7 +6,7 @@
 // migration/engine and every statement lives in the embedded queries.sql.
 //
 // Time is never read from the database clock: every timestamp a statement
-// writes or compares arrives as a parameter (seed 000 §5.1). Timestamps are
+// writes or compares arrives as a parameter. Timestamps are
 // stored as timestamptz and returned in UTC; SQL NULL is the zero time.Time.
 //
 // Errors are mapped at the boundary: pgx.ErrNoRows becomes

@@ -1,7 +1,7 @@
 // Package relaysqlite is relay's embedded store: relaydriver.Driver on SQLite
 // through modernc.org/sqlite (pure Go, no cgo; database/sql driver name
 // "sqlite"). It is the store of the shipsync ship-side client and the
-// zero-setup default of `relay demo` (DESIGN.md §2). It behaves like relaypgx;
+// zero-setup default of `relay demo`. It behaves like relaypgx;
 // relaydrivertest.Exercise holds both to one behaviour.
 //
 // # Connections: one writer, many readers
@@ -40,7 +40,7 @@
 // Every time column is INTEGER Unix microseconds UTC, NULL for the zero
 // time.Time, converted only inside this package, so SQL comparisons are
 // numeric. No statement reads SQLite's clock; every "now" comes from the
-// params (seed 000 §5.1). Times read back are in UTC, truncated to the
+// params. Times read back are in UTC, truncated to the
 // microsecond like PostgreSQL's timestamptz.
 //
 // # Placeholders
