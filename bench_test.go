@@ -28,7 +28,7 @@ func BenchmarkFIFO(b *testing.B) {
 func benchFIFO(b *testing.B, s store, batch int) {
 	ctx := context.Background()
 	d := s.open(b, true)
-	e, err := relay.New(d, relay.Config{
+	e, err := relay.NewEngine(d, relay.Config{
 		Pipeline:  "bench",
 		FIFOBatch: batch,
 		Clock:     relayclock.System{},

@@ -250,7 +250,7 @@ func TestConfigTxBatch(t *testing.T) {
 		{relay.Config{Mode: relay.ModeFIFO, TxBatch: 2}, false},
 	} {
 		c.cfg.Pipeline, c.cfg.Handler = "p", h
-		_, err := relay.New(openSQLite(t, false), c.cfg)
+		_, err := relay.NewEngine(openSQLite(t, false), c.cfg)
 		if c.ok {
 			require.NoError(t, err, "%+v", c.cfg)
 		} else {

@@ -146,7 +146,7 @@ const backoffTooLong = "%d levels for MaxAttempts %d: at most MaxAttempts-1 = %d
 	"(a level beyond that can never fire; a shorter schedule repeats its last level)"
 
 // Config configures an Engine. Pipeline is required; every other zero field
-// takes the default named in its comment. New copies the Config; later
+// takes the default named in its comment. NewEngine copies the Config; later
 // changes to the caller's value have no effect.
 type Config struct {
 	// Pipeline names the queue this engine processes. Required.
@@ -171,10 +171,11 @@ type Config struct {
 	// ([]time.Duration{time.Second, time.Minute} with MaxAttempts 5 waits 1s,
 	// 1m, 1m, 1m). Nil or empty: DoublingBackoff(1s, MaxAttempts-1).
 	Backoff []time.Duration
-	// IgnoreRules lists kinds that are skipped as SKIPPED ignored:<rule> without
-	// calling the handler (seed 000 §2). Each rule is TYPE-STYP or TYPE-* and is
-	// matched case-insensitively against Decoded.Kind. Only decoded messages can be
-	// ignored; their identity is still bound first.
+	// IgnoreRules lists message kinds this pipeline does not process: a decoded
+	// message whose Decoded.Kind matches a rule becomes SKIPPED ignored:<rule>
+	// without calling the handler. A rule is "TYPE-SUBTYPE" (one kind) or
+	// "TYPE-*" (every subtype of TYPE), matched case-insensitively. Only decoded
+	// messages can be ignored; their identity is still bound first.
 	IgnoreRules []string
 	// ReplayableClasses is the replay whitelist: Replay refuses any other class.
 	// Default ReplayableClassesDefault (MALFORMED and PROTOCOL only if listed here).

@@ -91,7 +91,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
 			tc.mut(&cfg)
-			e, err := relay.New(nopDriver{}, cfg)
+			e, err := relay.NewEngine(nopDriver{}, cfg)
 			if tc.field == "" {
 				require.NoError(t, err)
 				require.NotNil(t, e)
@@ -107,7 +107,7 @@ func TestConfigValidation(t *testing.T) {
 // DispatcherConfig alike.
 func TestBackoffTooLongMessage(t *testing.T) {
 	t.Parallel()
-	_, err := relay.New(nopDriver{}, relay.Config{Pipeline: "p", Handler: okHandler(), MaxAttempts: 2,
+	_, err := relay.NewEngine(nopDriver{}, relay.Config{Pipeline: "p", Handler: okHandler(), MaxAttempts: 2,
 		Backoff: []time.Duration{time.Second, time.Minute}})
 	require.ErrorContains(t, err, "relay: invalid Config.Backoff: 2 levels for MaxAttempts 2: at most MaxAttempts-1 = 1")
 	_, err = relay.NewDispatcher(nopDriver{}, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 2,

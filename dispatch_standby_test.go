@@ -135,7 +135,7 @@ func (s *standbyBundle) commit(rounds, keys int) {
 			s.n++
 			evs[k] = &relay.OutboxEvent{ID: "e" + strconv.Itoa(s.n), Target: "t", Key: fmt.Sprintf("k%02d", k), Payload: []byte("x")}
 		}
-		_, err = relay.EnqueueEventsTx(s.ctx, tx, evs...)
+		_, err = relay.AppendEventsTx(s.ctx, tx, evs...)
 		require.NoError(s.t, err)
 		require.NoError(s.t, tx.Commit(s.ctx))
 	}
@@ -458,7 +458,7 @@ func TestDispatcherStartListens(t *testing.T) {
 
 	tx, err := probe.Begin(t.Context())
 	require.NoError(t, err)
-	_, err = relay.EnqueueEventsTx(t.Context(), tx, &relay.OutboxEvent{ID: "e1", Target: "t", Key: "a"})
+	_, err = relay.AppendEventsTx(t.Context(), tx, &relay.OutboxEvent{ID: "e1", Target: "t", Key: "a"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(t.Context()))
 	require.Eventually(t, func() bool { return len(sink.byKey()["a"]) == 1 }, 10*time.Second, time.Millisecond)

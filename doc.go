@@ -86,7 +86,7 @@
 //
 // # Outbox and acknowledgements
 //
-// EnqueueEventsTx appends events to the transactional outbox in the caller's
+// AppendEventsTx appends events to the transactional outbox in the caller's
 // transaction; a Dispatcher delivers them to a relaysink.Sink at
 // least once, in commit order per key (docs/outbox.md). An AckWriter writes the
 // processing marks back to the source for terminal messages that recorded an

@@ -18,7 +18,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// Engine processes one pipeline of a store. Create it with New, run it with
+// Engine processes one pipeline of a store. Create it with NewEngine, run it with
 // Start/Stop (or drive it round by round with Work, as tests do). All methods
 // are safe for concurrent use.
 type Engine struct {
@@ -70,11 +70,11 @@ type Engine struct {
 	runErr error
 }
 
-// New validates cfg (naming the bad field on error) and returns an engine for
+// NewEngine validates cfg (naming the bad field on error) and returns an engine for
 // cfg.Pipeline on store d. It does no I/O; Start checks the schema.
-func New(d relaydriver.Driver, cfg Config) (*Engine, error) {
+func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 	if d == nil {
-		return nil, errors.New("relay: New: nil driver")
+		return nil, errors.New("relay: NewEngine: nil driver")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

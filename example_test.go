@@ -42,7 +42,7 @@ func Example_fifo() {
 
 	clock := relayclock.NewFake(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC))
 	failedOnce := false
-	engine, err := relay.New(store, relay.Config{
+	engine, err := relay.NewEngine(store, relay.Config{
 		Pipeline: "flights",
 		Mode:     relay.ModeFIFO,
 		Clock:    clock,

@@ -17,7 +17,7 @@ import (
 // the handler must not commit or roll it back.
 //
 // The same interface names a transaction the caller began, so one
-// signature serves both: EnqueueTx, EnqueueEventsTx and UpsertLatestTx take
+// signature serves both: EnqueueTx, AppendEventsTx and UpsertLatestTx take
 // either the handler's Tx, a driver's Begin result, or the caller's own
 // pgx.Tx / *sql.Tx wrapped by the driver (relaypgx.Driver.WrapTx,
 // relaysqlite.Driver.WrapTx) — a raw pgx.Tx does not compile there. Inside a
@@ -48,7 +48,7 @@ func resolveTx(op string, tx Tx) (relaydriver.ExecutorTx, relaytype.Clock, error
 }
 
 // handlerTx hides Commit/Rollback and the engine's own queries from handlers.
-// EnqueueEventsTx reaches the executor (and the engine's clock) through
+// AppendEventsTx reaches the executor (and the engine's clock) through
 // outboxTx.
 type handlerTx struct {
 	tx    relaydriver.ExecutorTx
@@ -73,7 +73,9 @@ func (t handlerTx) Unwrap() any { return t.tx.Unwrap() }
 
 // Decoded is what a Decoder made of a message.
 type Decoded struct {
-	// Identity is the business identity (e.g. SNDR|TYPE|STYP|SEQN, seed 000 §2).
+	// Identity is the message's business identity as the sender defines it: a
+	// string that two copies of one message share and two different messages
+	// never do (an event id, or a composite such as sender|type|sequence).
 	// When non-empty it is bound to the message once; a second message with the
 	// same identity is SKIPPED duplicate-of:<first id>. Empty: no dedupe. It is
 	// for messages that carry their identity only in the payload: a message
@@ -83,8 +85,9 @@ type Decoded struct {
 	// decoder's identity held by a message enqueued with it makes a duplicate,
 	// and vice versa.
 	Identity string
-	// Kind is the dispatch key, TYPE-STYP (e.g. "FLOP-ABCD"), that IgnoreRules
-	// match against. Empty: never ignored.
+	// Kind is what sort of message this is, written "TYPE-SUBTYPE" (e.g.
+	// "ORDER-CREATED"; a bare "TYPE" has an empty subtype). Config.IgnoreRules
+	// match against it. Empty: never ignored.
 	Kind string
 	// Value is the decoded body, handed to the Handler in Delivery.Decoded.
 	Value any

@@ -124,7 +124,7 @@ func setupOn(t testing.TB, d relaydriver.Driver, cfg relay.Config) *bundle {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(b.logs)
 	}
-	e, err := relay.New(d, cfg)
+	e, err := relay.NewEngine(d, cfg)
 	require.NoError(t, err)
 	b.engine = e
 	return b

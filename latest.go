@@ -15,7 +15,7 @@ import (
 type DispatchKind string
 
 const (
-	// DispatchEvents delivers the outbox's events (EnqueueEventsTx) in per-key
+	// DispatchEvents delivers the outbox's events (AppendEventsTx) in per-key
 	// commit order (seed 000 §8.1). The default.
 	DispatchEvents DispatchKind = "events"
 	// DispatchLatest delivers the target's latest-state rows (UpsertLatestTx):
@@ -51,7 +51,7 @@ type LatestEvent struct {
 // UpsertLatestTx writes ev as its key's latest state inside tx, so it commits
 // or rolls back with the caller's own writes (seed 000 §8.2, §5.3). tx is the
 // relay.Tx a Handler receives or a transaction the caller began, as for
-// EnqueueEventsTx.
+// AppendEventsTx.
 //
 // It reports whether the state was accepted: only when ev.Version ≥ the
 // stored version (only forward), so a late older state never overwrites a

@@ -31,8 +31,8 @@ type OutboxEvent struct {
 	Payload []byte
 }
 
-// EnqueueEventResult is where EnqueueEventsTx put one event.
-type EnqueueEventResult struct {
+// AppendEventResult is where AppendEventsTx put one event.
+type AppendEventResult struct {
 	// ID is the outbox row id the store allocated (relaydriver.OutboxRecord.ID):
 	// unique in the store, with no ordering meaning across keys.
 	ID int64
@@ -43,12 +43,12 @@ type EnqueueEventResult struct {
 }
 
 // outboxTx is implemented by the handler's Tx: it exposes the engine's
-// transaction and clock to EnqueueEventsTx without widening the Tx interface.
+// transaction and clock to AppendEventsTx without widening the Tx interface.
 type outboxTx interface {
 	outboxTx() (relaydriver.ExecutorTx, relaytype.Clock)
 }
 
-// EnqueueEventsTx appends events to the outbox inside tx, so they commit or roll
+// AppendEventsTx appends events to the outbox inside tx, so they commit or roll
 // back with the caller's own writes — never outside it (seed 000 §8.1, §5.3).
 // tx is either the relay.Tx a Handler receives (the events then commit with the
 // message's terminal state, and a Retry/Dead rolls them back), or a
@@ -64,19 +64,19 @@ type outboxTx interface {
 // A duplicate event ID fails with relaytype.ErrConflict; the caller must then
 // roll its transaction back (a handler returns Retry or Dead). After the
 // commit, a Dispatcher of this process can be woken with Notify.
-func EnqueueEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]EnqueueEventResult, error) {
-	ex, clock, err := resolveTx("EnqueueEventsTx", tx)
+func AppendEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]AppendEventResult, error) {
+	ex, clock, err := resolveTx("AppendEventsTx", tx)
 	if err != nil {
 		return nil, err
 	}
 	if len(events) == 0 {
-		return []EnqueueEventResult{}, nil
+		return []AppendEventResult{}, nil
 	}
 	now := clock.Now()
 	params := make([]*relaydriver.OutboxAppendParams, len(events))
 	for i, e := range events {
 		if e == nil {
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d] is nil", i)
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d] is nil", i)
 		}
 		typ := e.Type
 		if typ == "" {
@@ -84,13 +84,13 @@ func EnqueueEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]Enqu
 		}
 		switch {
 		case e.ID == "":
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].ID is empty", i)
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].ID is empty", i)
 		case e.Target == "":
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].Target is empty", i)
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].Target is empty", i)
 		case typ != relaysink.Upsert && typ != relaysink.Tombstone:
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d].Type %q is neither %s nor %s", i, typ, relaysink.Upsert, relaysink.Tombstone)
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].Type %q is neither %s nor %s", i, typ, relaysink.Upsert, relaysink.Tombstone)
 		case typ == relaysink.Tombstone && e.Payload != nil:
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: events[%d]: a %s carries no payload", i, relaysink.Tombstone)
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d]: a %s carries no payload", i, relaysink.Tombstone)
 		}
 		params[i] = &relaydriver.OutboxAppendParams{
 			EventID: e.ID, Target: e.Target, Topic: e.Topic, Key: e.Key, Type: string(typ),
@@ -100,16 +100,16 @@ func EnqueueEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]Enqu
 	appended, err := ex.OutboxAppend(ctx, params)
 	if err != nil {
 		if errors.Is(err, relaytype.ErrConflict) {
-			return nil, fmt.Errorf("relay: EnqueueEventsTx: duplicate event id: %w", err)
+			return nil, fmt.Errorf("relay: AppendEventsTx: duplicate event id: %w", err)
 		}
-		return nil, fmt.Errorf("relay: EnqueueEventsTx: %w", err)
+		return nil, fmt.Errorf("relay: AppendEventsTx: %w", err)
 	}
 	if len(appended) != len(events) {
-		return nil, fmt.Errorf("relay: EnqueueEventsTx of %d events: the store answered for %d", len(events), len(appended))
+		return nil, fmt.Errorf("relay: AppendEventsTx of %d events: the store answered for %d", len(events), len(appended))
 	}
-	out := make([]EnqueueEventResult, len(appended))
+	out := make([]AppendEventResult, len(appended))
 	for i, a := range appended {
-		out[i] = EnqueueEventResult{ID: a.ID, Seq: a.Seq}
+		out[i] = AppendEventResult{ID: a.ID, Seq: a.Seq}
 	}
 	return out, nil
 }

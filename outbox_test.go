@@ -128,7 +128,7 @@ func (b *dispatchBundle) commit(keys ...string) {
 		evs[i] = &relay.OutboxEvent{ID: "e" + strconv.Itoa(b.n), Target: "kafka:msg", Topic: "msg", Key: k,
 			Headers: map[string]string{"h": "v"}, Payload: []byte(k + strconv.Itoa(b.n))}
 	}
-	_, err = relay.EnqueueEventsTx(b.ctx, tx, evs...)
+	_, err = relay.AppendEventsTx(b.ctx, tx, evs...)
 	require.NoError(b.t, err)
 	require.NoError(b.t, tx.Commit(b.ctx))
 }
@@ -414,7 +414,7 @@ func TestDispatcherConfigValidated(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// EnqueueEventsTx in a handler's Tx commits with the message's terminal state
+// AppendEventsTx in a handler's Tx commits with the message's terminal state
 // and is rolled back with a Retry; the rollback consumes no seq. Anything but
 // a relay.Tx or an ExecutorTx is refused.
 func TestEnqueueEventsTxInHandler(t *testing.T) {
@@ -424,7 +424,7 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 		var mu sync.Mutex
 		b := setup(t, s, relay.Config{Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
 			id := d.Message.ID
-			_, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{
+			_, err := relay.AppendEventsTx(ctx, tx, &relay.OutboxEvent{
 				ID: "m" + itoa(id) + "-a" + itoa(int64(d.Message.Attempts)), Target: "kafka:msg", Key: "flight", Payload: []byte(itoa(id)),
 			})
 			if err != nil {
@@ -459,14 +459,14 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 		}
 		require.Equal(t, []string{"1:m1-a0:1", "2:m2-a1:2", "3:m3-a0:3"}, got, "no gap: the rolled-back seq was reused")
 
-		_, err = relay.EnqueueEventsTx(b.ctx, fakeTx{}, &relay.OutboxEvent{ID: "x", Target: "t"})
+		_, err = relay.AppendEventsTx(b.ctx, fakeTx{}, &relay.OutboxEvent{ID: "x", Target: "t"})
 		require.ErrorContains(t, err, "neither a handler's Tx nor a driver's transaction")
-		_, err = relay.EnqueueEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
+		_, err = relay.AppendEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
 		require.Error(t, err)
 	})
 }
 
-// EnqueueEventsTx returns, in input order, each event's row id and its
+// AppendEventsTx returns, in input order, each event's row id and its
 // per-(target, key) seq: the ids are the rows OutboxList shows, and seqs
 // continue across transactions and per target.
 func TestEnqueueEventsTxResults(t *testing.T) {
@@ -474,11 +474,11 @@ func TestEnqueueEventsTxResults(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store) {
 		d := s.open(t, true)
 		ctx := t.Context()
-		appendTx := func(evs ...*relay.OutboxEvent) []relay.EnqueueEventResult {
+		appendTx := func(evs ...*relay.OutboxEvent) []relay.AppendEventResult {
 			t.Helper()
 			tx, err := d.Begin(ctx)
 			require.NoError(t, err)
-			res, err := relay.EnqueueEventsTx(ctx, tx, evs...)
+			res, err := relay.AppendEventsTx(ctx, tx, evs...)
 			require.NoError(t, err)
 			require.NoError(t, tx.Commit(ctx))
 			return res
@@ -488,7 +488,7 @@ func TestEnqueueEventsTxResults(t *testing.T) {
 		}
 		first := appendTx(ev("a1", "t", "a"), ev("b1", "t", "b"), ev("a2", "t", "a"), ev("u1", "u", "a"))
 		second := appendTx(ev("b2", "t", "b"), ev("a3", "t", "a"))
-		seqs := func(rs []relay.EnqueueEventResult) []int64 {
+		seqs := func(rs []relay.AppendEventResult) []int64 {
 			out := []int64{}
 			for _, r := range rs {
 				out = append(out, r.Seq)
@@ -516,11 +516,11 @@ func TestEnqueueEventsTxResults(t *testing.T) {
 		tx, err := d.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx) //nolint:errcheck
-		res, err := relay.EnqueueEventsTx(ctx, tx)
+		res, err := relay.AppendEventsTx(ctx, tx)
 		require.NoError(t, err)
 		require.Empty(t, res)
 		require.NotNil(t, res, "no events: an empty slice")
-		_, err = relay.EnqueueEventsTx(ctx, tx, ev("a1", "t", "a"))
+		_, err = relay.AppendEventsTx(ctx, tx, ev("a1", "t", "a"))
 		require.ErrorIs(t, err, relaytype.ErrConflict)
 	})
 }
@@ -598,7 +598,7 @@ func TestOutboxConcurrentCommitOrder(t *testing.T) {
 						return err
 					}
 					jitter(r)
-					if _, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: id, Target: "t", Key: key, Payload: []byte(strconv.FormatInt(n, 10))}); err != nil {
+					if _, err := relay.AppendEventsTx(ctx, tx, &relay.OutboxEvent{ID: id, Target: "t", Key: key, Payload: []byte(strconv.FormatInt(n, 10))}); err != nil {
 						return err
 					}
 					jitter(r)
@@ -732,7 +732,7 @@ func TestDispatcherWakesOnCommit(t *testing.T) {
 
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
-	_, err = relay.EnqueueEventsTx(b.ctx, tx, &relay.OutboxEvent{ID: "rolled-back", Target: "kafka:msg", Topic: "msg", Key: "a"})
+	_, err = relay.AppendEventsTx(b.ctx, tx, &relay.OutboxEvent{ID: "rolled-back", Target: "kafka:msg", Topic: "msg", Key: "a"})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(b.ctx))
 

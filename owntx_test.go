@@ -64,7 +64,7 @@ func TestEnqueueInTheCallersOwnTransaction(t *testing.T) {
 			res, err := b.engine.EnqueueTx(ctx, tx.wrapped, &relay.EnqueueParams{Identity: "order-" + id})
 			require.NoError(t, err)
 			require.False(t, res[0].Duplicate)
-			ev, err := relay.EnqueueEventsTx(ctx, tx.wrapped, &relay.OutboxEvent{ID: "ev-" + id, Target: "t", Key: "k"})
+			ev, err := relay.AppendEventsTx(ctx, tx.wrapped, &relay.OutboxEvent{ID: "ev-" + id, Target: "t", Key: "k"})
 			require.NoError(t, err)
 			require.Len(t, ev, 1)
 		}
@@ -137,7 +137,7 @@ func TestTypedTransactionAccess(t *testing.T) {
 
 		_, err = b.engine.EnqueueTx(b.ctx, fakeTx{}, &relay.EnqueueParams{})
 		require.ErrorContains(t, err, "neither a handler's Tx nor a driver's transaction")
-		_, err = relay.EnqueueEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
+		_, err = relay.AppendEventsTx(b.ctx, nil, &relay.OutboxEvent{ID: "x", Target: "t"})
 		require.ErrorContains(t, err, "nil transaction")
 	})
 }

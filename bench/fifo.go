@@ -63,7 +63,7 @@ func RunFIFO(ctx context.Context, d relaydriver.Driver, o FIFOOptions) (FIFOResu
 		}
 		return relay.Succeeded()
 	})
-	e, err := relay.New(d, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Handler: handler,
+	e, err := relay.NewEngine(d, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Handler: handler,
 		FIFOBatch: o.FIFOBatch, Clock: o.Clock})
 	if err != nil {
 		return FIFOResult{}, err

@@ -57,7 +57,7 @@ func RunOutbox(ctx context.Context, d relaydriver.Driver, sink relaysink.Sink, o
 			evs = append(evs, &relay.OutboxEvent{ID: o.Target + "-" + strconv.Itoa(j), Target: o.Target, Topic: o.Topic,
 				Key: "k" + strconv.Itoa(j%o.Keys), Payload: []byte(strconv.Itoa(j))})
 		}
-		if _, err := relay.EnqueueEventsTx(ctx, tx, evs...); err != nil {
+		if _, err := relay.AppendEventsTx(ctx, tx, evs...); err != nil {
 			_ = tx.Rollback(ctx)
 			return res, err
 		}

@@ -67,7 +67,7 @@ func (handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay
 	p := string(d.Message.Payload)
 	switch {
 	case p == "ok":
-		if _, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{ID: fmt.Sprintf("ev-%d", d.Message.ID),
+		if _, err := relay.AppendEventsTx(ctx, tx, &relay.OutboxEvent{ID: fmt.Sprintf("ev-%d", d.Message.ID),
 			Target: target, Topic: "t", Key: fmt.Sprintf("k%d", d.Message.ID%2), Payload: []byte("secret-body")}); err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
 		}
@@ -117,7 +117,7 @@ func newFixture(t *testing.T, d relaydriver.Driver) *fixture {
 	ctx := context.Background()
 	clock := relayclock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
-	e, err := relay.New(d, relay.Config{Pipeline: pipeline, Handler: handler{}, Clock: clock, Logger: log,
+	e, err := relay.NewEngine(d, relay.Config{Pipeline: pipeline, Handler: handler{}, Clock: clock, Logger: log,
 		AckIntent: true})
 	require.NoError(t, err)
 	payloads := []string{"ok", "dead:MALFORMED", "dead:INFRA", "dead:TIMEOUT", "dead:INFRA", "dead:INFRA", "ok", "retry"}

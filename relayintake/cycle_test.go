@@ -131,7 +131,7 @@ func TestIntakeWakesEngine(t *testing.T) {
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
 		done := make(chan int64, 10)
-		e, err := relay.New(b.store, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Watermarked: true,
+		e, err := relay.NewEngine(b.store, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Watermarked: true,
 			PollInterval: time.Hour, Clock: b.clock, Logger: b.cfg.Logger,
 			Handler: relay.HandlerFunc(func(_ context.Context, _ relay.Tx, d *relay.Delivery) relay.Result {
 				done <- d.Message.ID

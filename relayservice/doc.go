@@ -11,7 +11,7 @@
 // stops them in the reverse order — the intake first, so nothing new arrives
 // while the rest drains — within one bounded stop timeout.
 //
-// The parts are built by the caller (relay.New, relay.NewDispatcher,
+// The parts are built by the caller (relay.NewEngine, relay.NewDispatcher,
 // relayintake.New, ...): the Service owns only their running. Everything it
 // needs to wire (the intake waking the engine after a commit) it wires in New.
 package relayservice

@@ -94,7 +94,7 @@ func newTestService(t *testing.T, j *journal, intake *loopPart, jobs []*loopPart
 	t.Cleanup(func() { _ = d.Close() })
 	_, err = relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
 	require.NoError(t, err)
-	e, err := relay.New(d, relay.Config{Pipeline: "order", Logger: slog.New(slog.DiscardHandler),
+	e, err := relay.NewEngine(d, relay.Config{Pipeline: "order", Logger: slog.New(slog.DiscardHandler),
 		Handler: relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result { return relay.Succeeded() })})
 	require.NoError(t, err)
 	cfg := Config{Driver: d, Engine: e, Logger: slog.New(slog.DiscardHandler), StopTimeout: 5 * time.Second}

@@ -113,7 +113,7 @@ func runRelayContinuous(ctx context.Context, base string, n int, rate float64, k
 			lat.observe(m.ID, int64(binary.BigEndian.Uint64(m.Payload)))
 		}
 	})
-	e, err := relay.New(st.d, relayConfig(keys, s, h))
+	e, err := relay.NewEngine(st.d, relayConfig(keys, s, h))
 	if err != nil {
 		return res, err
 	}

@@ -45,7 +45,7 @@ func runRelayFIFO(ctx context.Context, base string, n, fifoBatch int, batched bo
 	}
 	cfg := relayConfig(0, relaySetting{Workers: 1, BatchSize: 1, TxBatch: 1}, h)
 	cfg.Mode, cfg.FIFOBatch = relay.ModeFIFO, fifoBatch
-	e, err := relay.New(st.d, cfg)
+	e, err := relay.NewEngine(st.d, cfg)
 	if err != nil {
 		return res, err
 	}

@@ -24,7 +24,7 @@ import (
 // Outbox relay: events written in business transactions (one business row
 // and PerTx events per transaction, single writer, event j of key j % keys),
 // then relayed to a broker (Redis Streams or Kafka on an in-process kfake
-// cluster). relay appends with EnqueueEventsTx and relays with a Dispatcher and
+// cluster). relay appends with AppendEventsTx and relays with a Dispatcher and
 // its own sink (relayredis, relaykafka); the peer publishes with
 // watermill-sql's publisher on the business transaction, wrapped by the
 // Forwarder's publisher (an envelope on the forwarder topic), and relays with
@@ -217,7 +217,7 @@ func runRelayOutbox(ctx context.Context, base string, br *broker, s outboxSpec, 
 			evs = append(evs, &relay.OutboxEvent{ID: "e" + strconv.Itoa(j), Target: target, Topic: br.topic,
 				Key: s.keyName(j), Payload: []byte(strconv.Itoa(j))})
 		}
-		if _, err := relay.EnqueueEventsTx(ctx, tx, evs...); err != nil {
+		if _, err := relay.AppendEventsTx(ctx, tx, evs...); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)

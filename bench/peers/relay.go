@@ -140,7 +140,7 @@ func runRelayBurn(ctx context.Context, base string, n, keys int, s relaySetting)
 		return res, err
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
-	e, err := relay.New(st.d, relayConfig(keys, s, relayHandler(keys, nil)))
+	e, err := relay.NewEngine(st.d, relayConfig(keys, s, relayHandler(keys, nil)))
 	if err != nil {
 		return res, err
 	}

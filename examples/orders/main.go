@@ -154,7 +154,7 @@ func NewApp(d *relaypgx.Driver, cfg AppConfig) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	engine, err := relay.New(d, relay.Config{
+	engine, err := relay.NewEngine(d, relay.Config{
 		Pipeline:   Pipeline,
 		Mode:       relay.ModePerKey,
 		Handler:    &handler{stream: cfg.Stream},
@@ -206,7 +206,7 @@ func (h *handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) re
 	if err != nil {
 		return relay.Retry(relaytype.ClassInternal, err)
 	}
-	if _, err := relay.EnqueueEventsTx(ctx, tx, &relay.OutboxEvent{
+	if _, err := relay.AppendEventsTx(ctx, tx, &relay.OutboxEvent{
 		ID: "order-event:" + ev.EventID, Target: Target, Topic: h.stream, Key: ev.OrderID, Payload: body,
 	}); err != nil {
 		return relay.Retry(relaytype.ClassInfra, err)

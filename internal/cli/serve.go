@@ -117,7 +117,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 		dispatchers = append(dispatchers, dispatcher)
 	}
-	engine, err := relay.New(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
+	engine, err := relay.NewEngine(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
 		Handler: handler, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16, AckIntent: *ack,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg, InstanceID: *owner})
 	if err != nil {

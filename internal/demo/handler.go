@@ -138,7 +138,7 @@ func (h *Handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) re
 	if h.Target != "" {
 		ev := &relay.OutboxEvent{ID: fmt.Sprintf("%s-%d", h.Pipeline, d.Message.ID), Target: h.Target,
 			Topic: EventTopic, Key: rec.key, Payload: []byte(strconv.FormatInt(rec.value, 10))}
-		if _, err := relay.EnqueueEventsTx(ctx, tx, ev); err != nil {
+		if _, err := relay.AppendEventsTx(ctx, tx, ev); err != nil {
 			return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: append event: %w", err))
 		}
 	}

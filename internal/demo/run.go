@@ -107,7 +107,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		}
 		defer kafka.close(context.WithoutCancel(ctx))
 	}
-	engine, err := relay.New(o.Store, relay.Config{
+	engine, err := relay.NewEngine(o.Store, relay.Config{
 		Pipeline: o.Pipeline, Mode: relay.ModeFIFO, Handler: handler,
 		MaxAttempts: 3, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		IgnoreRules: IgnoreRules, Watermarked: true, PollInterval: 20 * time.Millisecond, FIFOBatch: 16,

@@ -195,7 +195,7 @@ func (t *txExecutor) Unwrap() any { return t.tx }
 
 // WrapTx returns tx — a transaction the caller began on this driver's
 // database (Pool().Begin) — as the engine's transaction type, so the engine's
-// writes join the caller's own: relay's EnqueueTx, EnqueueEventsTx and
+// writes join the caller's own: relay's EnqueueTx, AppendEventsTx and
 // UpsertLatestTx accept the result, and commit or roll back with tx. The
 // caller still owns tx and ends it; the result is valid while tx is. It takes
 // a pgx.Tx, so passing anything else does not compile.

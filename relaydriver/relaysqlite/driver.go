@@ -306,7 +306,7 @@ func (d *Driver) DB() *sql.DB { return d.write }
 
 // WrapTx returns tx — a transaction the caller began on DB() — as the
 // engine's transaction type, so the engine's writes join the caller's own:
-// relay's EnqueueTx, EnqueueEventsTx and UpsertLatestTx accept the result,
+// relay's EnqueueTx, AppendEventsTx and UpsertLatestTx accept the result,
 // and commit or roll back with tx. The caller still owns tx and ends it. It
 // takes a *sql.Tx, so passing anything else does not compile; a transaction
 // of another database fails at its first statement.

@@ -45,7 +45,7 @@ func TestPipelineToKafka(t *testing.T) {
 		id := del.Message.ID
 		ev := &relay.OutboxEvent{ID: "m-" + strconv.FormatInt(id, 10), Target: "kafka", Topic: topic,
 			Key: string(del.Message.Payload), Payload: []byte(strconv.FormatInt(id, 10))}
-		if _, err := relay.EnqueueEventsTx(ctx, tx, ev); err != nil {
+		if _, err := relay.AppendEventsTx(ctx, tx, ev); err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
 		}
 		if id == 42 && flakyCalls.Add(1) == 1 {
@@ -54,7 +54,7 @@ func TestPipelineToKafka(t *testing.T) {
 		}
 		return relay.Succeeded()
 	})
-	engine, err := relay.New(d, relay.Config{Pipeline: "p", Handler: handler, FIFOBatch: 16, Clock: clock,
+	engine, err := relay.NewEngine(d, relay.Config{Pipeline: "p", Handler: handler, FIFOBatch: 16, Clock: clock,
 		MaxAttempts: 3, Backoff: []time.Duration{time.Second, time.Second}})
 	require.NoError(t, err)
 	params := make([]*relay.EnqueueParams, n)

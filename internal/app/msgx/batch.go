@@ -190,7 +190,7 @@ func (b *batchRun) flush(ctx context.Context) error {
 	for _, s := range states {
 		b.base[s.FLID] = s
 	}
-	if _, err := relay.EnqueueEventsTx(ctx, b.tx, b.evs...); err != nil {
+	if _, err := relay.AppendEventsTx(ctx, b.tx, b.evs...); err != nil {
 		return err
 	}
 	if err := upsertLatest(ctx, b.tx, b.p.cfg, states, b.snap); err != nil {

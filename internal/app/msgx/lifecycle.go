@@ -190,7 +190,7 @@ func (l *Lifecycle) historyBatch(ctx context.Context, after string) (archived, t
 	if len(leave) == 0 {
 		return 0, 0, last, tx.Rollback(ctx)
 	}
-	if _, err = relay.EnqueueEventsTx(ctx, tx, events...); err != nil {
+	if _, err = relay.AppendEventsTx(ctx, tx, events...); err != nil {
 		return 0, 0, "", err
 	}
 	done, err := flightstore.ArchiveAndDelete(ctx, ptx, leave, docs, now)

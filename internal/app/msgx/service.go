@@ -111,7 +111,7 @@ func New(o Options) (*Service, error) {
 	}
 	s.requester = NewRequester(cfg, o.Store.Pool(), o.Mailbox, o.Clock, o.Logger)
 	s.processor = NewProcessor(cfg, ProcessorDeps{Clock: o.Clock, Logger: o.Logger, TraceDB: o.Store.Pool(), Sends: s.requester})
-	if s.engine, err = relay.New(o.Store, relay.Config{Pipeline: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
+	if s.engine, err = relay.NewEngine(o.Store, relay.Config{Pipeline: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
 		MaxAttempts: cfg.MaxAttempts, Backoff: cfg.Backoff, IgnoreRules: cfg.IgnoreRules, AckIntent: true,
 		Watermarked: true, FIFOBatch: cfg.FIFOBatch, PollInterval: cfg.PollInterval, HandlerTimeout: cfg.HandlerTimeout,
 		InstanceID: o.Owner, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
