@@ -2,12 +2,31 @@
 // a durable state machine per message, run in one of three ordering modes, that
 // applies each message exactly once in effect.
 //
+// # Start here
+//
+// An app is a Handler plus wiring. Build an Engine with NewEngine (a store
+// driver from relaydriver/relaypgx or relaydriver/relaysqlite, a Pipeline name
+// — the queue's name — a Mode and the Handler); enqueue with Engine.Enqueue
+// or EnqueueTx; inside the handler, write your tables through its Tx and
+// append events with AppendEventsTx; deliver them with a Dispatcher to a sink
+// from relaysink/… ; run the parts with relayservice (which also holds the
+// one-active-instance lock where the mode needs it), and feed a pipeline from
+// a foreign table with relayintake. examples/orders is a whole app on this
+// API alone, with its crash test; docs/architecture.md maps every package and
+// the path of one message through them.
+//
+// Transactions: every function that writes in a transaction takes a Tx — the
+// one a handler receives, a driver's Begin, or the caller's own pgx.Tx /
+// *sql.Tx wrapped by the driver's WrapTx — so a raw driver transaction does
+// not compile there; relaypgx.PgxTx and relaysqlite.SQLTx give a handler its
+// driver's transaction, typed.
+//
 // A message is enqueued (Engine.Enqueue, or EnqueueTx in the caller's own
 // transaction) as PENDING, optionally with a business identity that dedupes
 // it at insert time. The engine hands it to a Handler inside a store
 // transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
-// and the acknowledgement intent commit together, or not at all. A failure is recorded in one statement after the handler's writes were
-// rolled back: FAILED with attempts+1 and the next attempt time from the backoff
+// and the acknowledgement intent commit together, or not at all. A failure is
+// recorded in one statement after the handler's writes were rolled back: FAILED with attempts+1 and the next attempt time from the backoff
 // schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
 // and DEAD(EXHAUSTED) when the attempt limit is reached.
 //
