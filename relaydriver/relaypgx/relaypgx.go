@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,14 +49,29 @@ func New(pool *pgxpool.Pool) *Driver {
 	return d
 }
 
+// PoolMaxConnsDefault is the pool size Open uses when the connection string
+// does not set pool_max_conns: enough for the default Workers (4) plus the
+// claim, lease renewal, listener, dispatcher and lock connections of one
+// process, with room for a second engine.
+const PoolMaxConnsDefault = 16
+
 // Open connects a new pool to url (a pgx connection string, e.g.
 // "postgres://user@host:5432/db?sslmode=disable&search_path=myschema"), pings
 // it, and returns a driver that owns the pool: Close closes it. ctx governs the
 // connection attempt only.
+//
+// Unless url sets pool_max_conns, the pool holds up to PoolMaxConnsDefault
+// connections (pgx's own default, max(4, CPUs), is too small for an engine:
+// every worker's transaction, the claim, the lease renewal, the listener and
+// the instance locks each need one at once, and a renewal that waits for a
+// connection lets leases expire).
 func Open(ctx context.Context, url string) (*Driver, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("relaypgx: parse connection string: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, PoolMaxConnsDefault)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
