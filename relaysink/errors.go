@@ -54,11 +54,15 @@ func (e *PublishError) Error() string {
 // Unwrap returns Err.
 func (e *PublishError) Unwrap() error { return e.Err }
 
-// WrapErrors finishes a Publish result: it replaces every non-nil errs[i]
-// with a *PublishError of sink (the package name, see PublishError.Sink)
-// and events[i]. errs must have one entry per event. An error that already
-// is a *PublishError at its top is left as it is.
-func WrapErrors(sink string, events []Event, errs []error) {
+// FinishResult finishes one Publish result, in place: it applies the
+// per-key prefix rule (EnforceKeyOrder) and then replaces every non-nil
+// errs[i] with a *PublishError of sink (the package name, see
+// PublishError.Sink) and events[i]. errs must have one entry per event. A
+// sink defers it at the top of Publish (errs is filled in place), so that
+// every return path, the early ones included (closed, no connection), ends
+// the same way. Calling it again changes nothing.
+func FinishResult(sink string, events []Event, errs []error) {
+	EnforceKeyOrder(events, errs)
 	for i, err := range errs {
 		if err == nil {
 			continue

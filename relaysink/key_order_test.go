@@ -68,24 +68,27 @@ func TestEventValidate(t *testing.T) {
 	}
 }
 
-// WrapErrors names the sink and the event, never the payload, and keeps the
-// reason reachable by errors.Is and the event by errors.As.
-func TestWrapErrors(t *testing.T) {
+// FinishResult applies the prefix rule and wraps each error in a
+// PublishError that names the sink and the event, never the payload, and
+// keeps the reason reachable by errors.Is and the event by errors.As.
+func TestFinishResult(t *testing.T) {
 	t.Parallel()
 	events := []relaysink.Event{
 		{ID: "e1", Topic: "t", Key: "k", Seq: 1, Type: relaysink.Upsert, Payload: []byte("secret-payload")},
 		{ID: "e2", Topic: "t", Key: "k", Seq: 2, Type: relaysink.Upsert},
 	}
 	errs := []error{relaysink.ErrClosed, nil}
-	relaysink.WrapErrors("relaytest", events, errs)
-	require.NoError(t, errs[1])
+	relaysink.FinishResult("relaytest", events, errs)
 	require.EqualError(t, errs[0], "relaytest: publish t key=k id=e1: sink closed")
+	require.EqualError(t, errs[1], "relaytest: publish t key=k id=e2: an earlier event of the key was not confirmed")
+	require.ErrorIs(t, errs[1], relaysink.ErrEarlierFailed)
 	require.ErrorIs(t, errs[0], relaysink.ErrClosed)
 	var pe *relaysink.PublishError
 	require.ErrorAs(t, errs[0], &pe)
 	require.Equal(t, relaysink.PublishError{Sink: "relaytest", Topic: "t", Key: "k", ID: "e1", Err: relaysink.ErrClosed}, *pe)
 
-	wrapped := errs[0]
-	relaysink.WrapErrors("relaytest", events, errs)
-	require.Same(t, wrapped, errs[0], "not wrapped twice")
+	wrapped := append([]error(nil), errs...)
+	relaysink.FinishResult("relaytest", events, errs)
+	require.Same(t, wrapped[0], errs[0], "not wrapped twice")
+	require.Same(t, wrapped[1], errs[1], "not wrapped twice")
 }
