@@ -59,11 +59,7 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 func newSink(t *testing.T, c *kfake.Cluster, timeout time.Duration) *relaykafka.Sink {
 	sink, err := relaykafka.New(relaykafka.Config{Brokers: c.ListenAddrs(), ProduceTimeout: timeout})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
+	relaysinktest.CloseOnCleanup(t, sink)
 	return sink
 }
 

@@ -84,11 +84,7 @@ func setup(t *testing.T, topics []string, timeout time.Duration, cfg jetstream.S
 func (e *env) newSink(t *testing.T, timeout time.Duration) *relaynats.Sink {
 	sink, err := relaynats.New(relaynats.Config{URL: "nats://" + e.proxy.addr(), Timeout: timeout})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
+	relaysinktest.CloseOnCleanup(t, sink)
 	return sink
 }
 

@@ -101,11 +101,7 @@ func newSink(t *testing.T, px *proxy, timeout time.Duration) *relayredis.Sink {
 		Timeout: timeout,
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
+	relaysinktest.CloseOnCleanup(t, sink)
 	return sink
 }
 

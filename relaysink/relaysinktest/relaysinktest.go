@@ -252,6 +252,18 @@ func RequireResult(t *testing.T, events []relaysink.Event, errs []error) {
 	}
 }
 
+// CloseOnCleanup closes sink in t.Cleanup, within 10 s of its own (the
+// test's context is done by then), and fails the test if Close returns an
+// error. Harnesses and sink tests use it for every sink they build.
+func CloseOnCleanup(t *testing.T, sink relaysink.Sink) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, sink.Close(ctx), "close sink %s", sink.Name())
+	})
+}
+
 // KeySeqs returns "<key>/<seq>" of each message, in order: what a test
 // compares a topic's read-back with.
 func KeySeqs(ds []Delivered) []string {

@@ -42,11 +42,7 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 	newSink := func(t *testing.T, timeout time.Duration) relaysink.Sink {
 		sink, err := relaywebhook.New(relaywebhook.Config{URL: rc.srv.URL + basePath, Secret: secret, RequestTimeout: timeout})
 		require.NoError(t, err)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			require.NoError(t, sink.Close(ctx))
-		})
+		relaysinktest.CloseOnCleanup(t, sink)
 		return sink
 	}
 	return relaysinktest.Backend{
