@@ -9,7 +9,10 @@
 // order.
 package relaysink
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // EventType says whether an event carries a new state or removes it.
 type EventType string
@@ -53,6 +56,23 @@ type Event struct {
 	Payload []byte
 }
 
+// Validate checks ev against the Event contract every sink relies on: a
+// non-empty ID (the consumers' dedupe key), a non-empty Topic and a Type
+// that is Upsert or Tombstone. The error wraps ErrInvalidEvent and names
+// the broken field. Sinks call it before sending and add the checks of
+// their own system (a NATS subject, HTTP header characters).
+func (ev Event) Validate() error {
+	switch {
+	case ev.ID == "":
+		return fmt.Errorf("%w: empty ID", ErrInvalidEvent)
+	case ev.Topic == "":
+		return fmt.Errorf("%w: empty topic", ErrInvalidEvent)
+	case ev.Type != Upsert && ev.Type != Tombstone:
+		return fmt.Errorf("%w: type %q", ErrInvalidEvent, ev.Type)
+	}
+	return nil
+}
+
 // Sink delivers events to one external system. Implementations are safe for
 // concurrent use.
 type Sink interface {
@@ -67,6 +87,11 @@ type Sink interface {
 	// have delivered the event: that is at least once, and consumers dedupe by
 	// ID). ctx bounds the whole call; a sink also bounds every external call by
 	// its own timeout.
+	//
+	// Each error is a *PublishError wrapping the reason; the reasons all sinks
+	// share are ErrClosed, ErrInvalidEvent, ErrEarlierFailed (every later
+	// event of a key after its first unconfirmed one, see EnforceKeyOrder)
+	// and ErrPublishTimeout, tested with errors.Is.
 	Publish(ctx context.Context, events []Event) []error
 	// Close flushes what it can within ctx and releases the sink's connections.
 	// Publish after Close returns errors.

@@ -31,22 +31,6 @@ import (
 // Config.ProduceTimeout is zero.
 const DefaultProduceTimeout = 10 * time.Second
 
-// Errors a Publish result wraps (test with errors.Is).
-var (
-	// ErrClosed: the sink was closed before the event was produced.
-	ErrClosed = errors.New("sink closed")
-	// ErrInvalidEvent: the event breaks the relaysink.Event contract (no ID,
-	// no topic, unknown type) and was not produced.
-	ErrInvalidEvent = errors.New("invalid event")
-	// ErrEarlierFailed: an earlier event of the same topic and key in the
-	// batch was not confirmed, so this one is not confirmed either (it may
-	// still have been written; see Publish).
-	ErrEarlierFailed = errors.New("an earlier event of the key was not confirmed")
-	// ErrProduceTimeout: Config.ProduceTimeout passed before the broker
-	// confirmed the event. The event may still have been written.
-	ErrProduceTimeout = errors.New("produce timeout")
-)
-
 // Config configures a Sink.
 type Config struct {
 	// Brokers are the seed brokers, "host:port"; required.
@@ -113,6 +97,9 @@ func New(cfg Config) (*Sink, error) {
 	return &Sink{cl: cl, timeout: cfg.ProduceTimeout, maxBatch: maxBatch}, nil
 }
 
+// pkg prefixes the sink's errors.
+const pkg = "relaykafka"
+
 // Name returns "kafka".
 func (s *Sink) Name() string { return "kafka" }
 
@@ -128,15 +115,27 @@ type promised struct {
 // Publish produces events and waits for the broker's acknowledgements (see
 // relaysink.Sink). It returns when every record is acknowledged or failed,
 // or when ctx or Config.ProduceTimeout ends; events without an answer by
-// then get the context's error (they may still be written: at least once).
+// then get the context's cause (relaysink.ErrPublishTimeout for
+// ProduceTimeout; they may still be written: at least once).
+//
+// Every error is a *relaysink.PublishError; errors.Is finds the relaysink
+// sentinels in it. Publish does not send a key's later events once it knows
+// an earlier one failed (relaysink.Event.Validate, too large, ctx done), and
+// kgo fails a partition's records in order, so relaysink.EnforceKeyOrder
+// rarely changes the result. It matters where a record fails on its own
+// while a later record of its key was already handed to kgo: one that kgo
+// finds too large though checkSize let it pass, or one whose wait in a full
+// buffer ended on ctx; the broker may then have accepted the later event,
+// which is reported with relaysink.ErrEarlierFailed.
 func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	errs := make([]error, len(events))
 	if len(events) == 0 {
 		return errs
 	}
+	defer relaysink.FinishResult(pkg, events, errs) // in place, on every return
 	if s.closed.Load() {
-		for i, ev := range events {
-			errs[i] = produceErr(ev, ErrClosed)
+		for i := range errs {
+			errs[i] = relaysink.ErrClosed
 		}
 		return errs
 	}
@@ -146,7 +145,7 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	// up on them. (kgo fails a partition's buffered records together, and
 	// never fails idempotent records already sent: those finish in the
 	// background.)
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrProduceTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 
 	// Buffered for every record, so a promise never blocks kgo's promise
@@ -159,7 +158,7 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 		if failed[sk] {
 			// Known before producing: do not send later events of a
 			// failed key at all.
-			errs[i] = produceErr(ev, ErrEarlierFailed)
+			errs[i] = relaysink.ErrEarlierFailed
 			continue
 		}
 		rec, err := record(ev)
@@ -172,7 +171,7 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 			err = context.Cause(ctx)
 		}
 		if err != nil {
-			errs[i] = produceErr(ev, err)
+			errs[i] = err
 			failed[sk] = true
 			continue
 		}
@@ -188,7 +187,7 @@ wait:
 			pending--
 			answered[p.i] = true
 			if p.err != nil {
-				errs[p.i] = produceErr(events[p.i], mapClientErr(p.err))
+				errs[p.i] = mapClientErr(p.err)
 			}
 		case <-ctx.Done():
 			break wait
@@ -196,43 +195,14 @@ wait:
 	}
 	if pending > 0 {
 		cause := context.Cause(ctx)
-		for i, ev := range events {
+		for i := range events {
 			if errs[i] == nil && !answered[i] {
-				errs[i] = produceErr(ev, cause)
+				errs[i] = cause
 			}
 		}
 	}
 
-	enforcePrefix(events, errs)
 	return errs
-}
-
-// enforcePrefix applies the per-key prefix rule to a Publish result: once an
-// event of a key (on a topic) is not confirmed, no later event of that key is
-// reported confirmed.
-//
-// Publish does not send a key's later events once it knows an earlier one
-// failed (invalid, too large, ctx done), and kgo fails a partition's records
-// in order (a failed batch fails everything buffered behind it), so this
-// rarely changes anything. It matters where a record fails on its own while
-// a later record of its key was already handed to kgo: a record that kgo
-// finds too large though checkSize let it pass, or one whose wait in a full
-// buffer ended on ctx. The broker may then have accepted the later event.
-// Reporting it unconfirmed is safe: the dispatcher re-publishes the key from
-// its first unconfirmed event, so the later event is written again after its
-// predecessor; a consumer that dedupes by relay-event-id and checks relay-seq
-// (accepting the next Seq of a key only) sees the key in order.
-func enforcePrefix(events []relaysink.Event, errs []error) {
-	failed := map[streamKey]bool{}
-	for i, ev := range events {
-		sk := streamKey{ev.Topic, ev.Key}
-		switch {
-		case failed[sk] && errs[i] == nil:
-			errs[i] = produceErr(ev, ErrEarlierFailed)
-		case errs[i] != nil:
-			failed[sk] = true
-		}
-	}
 }
 
 // recordOverhead bounds what a one-record batch adds to the record's key,
@@ -258,15 +228,11 @@ func (s *Sink) checkSize(r *kgo.Record) error {
 	return nil
 }
 
-// record builds the Kafka record of ev.
+// record builds the Kafka record of ev, or an error wrapping
+// relaysink.ErrInvalidEvent.
 func record(ev relaysink.Event) (*kgo.Record, error) {
-	switch {
-	case ev.ID == "":
-		return nil, fmt.Errorf("%w: empty ID", ErrInvalidEvent)
-	case ev.Topic == "":
-		return nil, fmt.Errorf("%w: empty topic (event %s)", ErrInvalidEvent, ev.ID)
-	case ev.Type != relaysink.Upsert && ev.Type != relaysink.Tombstone:
-		return nil, fmt.Errorf("%w: type %q (event %s)", ErrInvalidEvent, ev.Type, ev.ID)
+	if err := ev.Validate(); err != nil {
+		return nil, err
 	}
 	headers := make([]kgo.RecordHeader, 0, 3+len(ev.Headers))
 	headers = append(headers,
@@ -297,28 +263,23 @@ func record(ev relaysink.Event) (*kgo.Record, error) {
 	}, nil
 }
 
-// mapClientErr turns kgo's closed-client error into ErrClosed.
+// mapClientErr adds relaysink.ErrClosed to kgo's closed-client error.
 func mapClientErr(err error) error {
 	if errors.Is(err, kgo.ErrClientClosed) {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
+		return fmt.Errorf("%w: %w", relaysink.ErrClosed, err)
 	}
 	return err
 }
 
-// produceErr wraps err with the event's topic and key (never its payload).
-func produceErr(ev relaysink.Event, err error) error {
-	return fmt.Errorf("relaykafka: produce %s key=%s id=%s: %w", ev.Topic, ev.Key, ev.ID, err)
-}
-
 // Close flushes buffered records within ctx (and Config.ProduceTimeout), then
 // closes the client; records still unanswered fail. Later Publish calls fail
-// every event with ErrClosed. Close is idempotent: only the first call
+// every event with relaysink.ErrClosed. Close is idempotent: only the first call
 // flushes and can return an error.
 func (s *Sink) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrProduceTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 	err := s.cl.Flush(ctx)
 	s.cl.Close()

@@ -2,7 +2,6 @@ package relaykafka_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ const partitions = 3
 // TestConformance runs the sink suite against an in-process kfake cluster per
 // case.
 func TestConformance(t *testing.T) {
-	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true},
+	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true, OwnTimeout: true},
 		relaysinktest.Harness{New: newBackend})
 }
 
@@ -41,27 +40,27 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	sink, err := relaykafka.New(relaykafka.Config{
-		Brokers: c.ListenAddrs(),
+	return relaysinktest.Backend{
 		// Longer than the suite's stall deadline, so BoundedTimeout proves
 		// that Publish honours its ctx rather than this timeout.
-		ProduceTimeout: 30 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
-
-	return relaysinktest.Backend{
-		Sink: sink,
+		Sink: newSink(t, c, 30*time.Second),
 		Consume: func(ctx context.Context, topic string) ([]relaysinktest.Delivered, error) {
 			return consume(ctx, c.ListenAddrs(), topic)
 		},
-		FailSome: func(t *testing.T) { failSome(c) },
-		Stall:    func(t *testing.T) func() { return stall(c) },
+		FailSome:    func(t *testing.T) { failSome(c) },
+		Stall:       func(t *testing.T) func() { return stall(c) },
+		WithTimeout: func(t *testing.T, d time.Duration) relaysink.Sink { return newSink(t, c, d) },
 	}
+}
+
+// newSink returns a sink on c with the given ProduceTimeout, closed in
+// t.Cleanup. (The suite's OwnTimeout case releases its stall first, so the
+// flush in Close gets through.)
+func newSink(t *testing.T, c *kfake.Cluster, timeout time.Duration) *relaykafka.Sink {
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: c.ListenAddrs(), ProduceTimeout: timeout})
+	require.NoError(t, err)
+	relaysinktest.CloseOnCleanup(t, sink)
+	return sink
 }
 
 // failSome rejects partition 1's batch in the next three produce requests
@@ -108,15 +107,13 @@ func consume(ctx context.Context, brokers []string, topic string) ([]relaysinkte
 
 // setup returns a sink on a fresh kfake cluster with topic, and a consume
 // function for it.
-func setup(t *testing.T, topic string) (*relaykafka.Sink, *kfake.Cluster, func() []relaysinktest.Delivered) {
+func setup(t *testing.T, topic string) (*relaykafka.Sink, func() []relaysinktest.Delivered) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	sink, err := relaykafka.New(relaykafka.Config{Brokers: c.ListenAddrs(), ProduceTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, sink.Close(context.Background())) })
-	return sink, c, func() []relaysinktest.Delivered {
+	sink := newSink(t, c, 5*time.Second)
+	return sink, func() []relaysinktest.Delivered {
 		t.Helper()
 		ds, err := consume(t.Context(), c.ListenAddrs(), topic)
 		require.NoError(t, err)
@@ -124,88 +121,24 @@ func setup(t *testing.T, topic string) (*relaykafka.Sink, *kfake.Cluster, func()
 	}
 }
 
-func ev(topic, key string, seq int64, payload []byte) relaysink.Event {
-	return relaysink.Event{
-		ID: fmt.Sprintf("%s/%d", key, seq), Topic: topic, Key: key, Seq: seq,
-		Type: relaysink.Upsert, Payload: payload,
-	}
-}
-
-func ids(ds []relaysinktest.Delivered) []string {
-	var out []string
-	for _, d := range ds {
-		out = append(out, d.ID)
-	}
-	return out
-}
-
-// An invalid event fails alone, and the later events of its key are not
-// produced at all (the sink knows before sending); other keys go through.
-func TestInvalidEventBlocksItsKey(t *testing.T) {
-	t.Parallel()
-	sink, _, read := setup(t, "inv")
-	bad := ev("inv", "a", 2, []byte("x"))
-	bad.ID = ""
-	events := []relaysink.Event{
-		ev("inv", "a", 1, []byte("x")), ev("inv", "b", 1, []byte("x")),
-		bad, ev("inv", "b", 2, []byte("x")), ev("inv", "a", 3, []byte("x")),
-	}
-	errs := sink.Publish(t.Context(), events)
-	require.NoError(t, errs[0])
-	require.NoError(t, errs[1])
-	require.ErrorIs(t, errs[2], relaykafka.ErrInvalidEvent)
-	require.NoError(t, errs[3])
-	require.ErrorIs(t, errs[4], relaykafka.ErrEarlierFailed)
-	require.ElementsMatch(t, []string{"a/1", "b/1", "b/2"}, ids(read()))
-}
-
 // A record too large for a batch fails before it is produced, and the later
 // events of its key are not produced either; other keys go through.
 func TestTooLargeBlocksItsKey(t *testing.T) {
 	t.Parallel()
-	sink, _, read := setup(t, "big")
+	sink, read := setup(t, "big")
+	big := relaysinktest.Event("big", "k", 2)
+	big.Payload = make([]byte, 2<<20)
 	events := []relaysink.Event{
-		ev("big", "k", 1, []byte("small")),
-		ev("big", "k", 2, make([]byte, 2<<20)),
-		ev("big", "k", 3, []byte("small")),
-		ev("big", "other", 1, []byte("small")),
+		relaysinktest.Event("big", "k", 1), big, relaysinktest.Event("big", "k", 3), relaysinktest.Event("big", "other", 1),
 	}
 	errs := sink.Publish(t.Context(), events)
+	relaysinktest.RequireResult(t, events, errs)
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], kerr.MessageTooLarge)
-	require.ErrorContains(t, errs[1], "relaykafka: produce big key=k id=k/2: ")
-	require.ErrorIs(t, errs[2], relaykafka.ErrEarlierFailed)
+	require.ErrorContains(t, errs[1], "relaykafka: publish big key=k id=big/k/2: ")
+	require.ErrorIs(t, errs[2], relaysink.ErrEarlierFailed)
 	require.NoError(t, errs[3])
-	require.ElementsMatch(t, []string{"k/1", "other/1"}, ids(read()))
-}
-
-// Config.ProduceTimeout bounds Publish even when ctx has no deadline.
-func TestProduceTimeout(t *testing.T) {
-	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "slow"))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	sink, err := relaykafka.New(relaykafka.Config{Brokers: c.ListenAddrs(), ProduceTimeout: 200 * time.Millisecond})
-	require.NoError(t, err)
-	// Close is covered by the suite; here its flush is also bounded by 200ms.
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
-	release := stall(c)
-	t.Cleanup(release) // before Close, so Close can flush
-
-	errs := sink.Publish(context.Background(), []relaysink.Event{ev("slow", "k", 1, nil), ev("slow", "k", 2, nil)})
-	for _, err := range errs {
-		require.ErrorIs(t, err, relaykafka.ErrProduceTimeout)
-	}
-}
-
-// Publish after Close wraps ErrClosed.
-func TestClosedError(t *testing.T) {
-	t.Parallel()
-	sink, _, _ := setup(t, "closed")
-	require.NoError(t, sink.Close(t.Context()))
-	for _, err := range sink.Publish(t.Context(), []relaysink.Event{ev("closed", "k", 1, nil)}) {
-		require.ErrorIs(t, err, relaykafka.ErrClosed)
-	}
+	require.ElementsMatch(t, []string{"k/1", "other/1"}, relaysinktest.KeySeqs(read()))
 }
 
 func TestNewValidates(t *testing.T) {

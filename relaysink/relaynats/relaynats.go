@@ -32,25 +32,11 @@ const HeaderKey = "relay-key"
 // if that event is re-published within the duplicate window).
 const maxRedo = 1 << 16
 
-// Errors a Publish result wraps (test with errors.Is).
-var (
-	// ErrClosed: the sink was closed before the event was published.
-	ErrClosed = errors.New("sink closed")
-	// ErrInvalidEvent: the event breaks the relaysink.Event contract (no ID,
-	// a topic that is not a NATS subject, unknown type, a header NATS cannot
-	// carry or a reserved Nats-* header) and was not published.
-	ErrInvalidEvent = errors.New("invalid event")
-	// ErrEarlierFailed: an earlier event of the same topic and key in the
-	// batch was not confirmed, so this one is not confirmed either (it may
-	// still have been stored if it was sent).
-	ErrEarlierFailed = errors.New("an earlier event of the key was not confirmed")
-	// ErrPublishTimeout: Config.Timeout passed before the server
-	// acknowledged the event. The event may still have been stored.
-	ErrPublishTimeout = errors.New("publish timeout")
-	// ErrConnectionLost: the connection closed before the server
-	// acknowledged the event. The event may still have been stored.
-	ErrConnectionLost = errors.New("connection lost before the ack")
-)
+// ErrConnectionLost is the reason of an event whose connection closed
+// before the server acknowledged it; the event may still have been stored.
+// Publish results wrap it (test with errors.Is) beside the reasons all sinks
+// share, the relaysink sentinels.
+var ErrConnectionLost = errors.New("connection lost before the ack")
 
 // Config configures a Sink.
 type Config struct {
@@ -117,6 +103,9 @@ func New(cfg Config) (*Sink, error) {
 	return &Sink{cfg: cfg, dialing: make(chan struct{}, 1), redo: map[string]string{}}, nil
 }
 
+// pkg prefixes the sink's errors.
+const pkg = "relaynats"
+
 // Name returns "nats".
 func (s *Sink) Name() string { return "nats" }
 
@@ -129,24 +118,36 @@ type streamKey struct{ topic, key string }
 // without an answer by then get that error (they may still be stored: at
 // least once). A duplicate ack (the stream already held the Nats-Msg-Id)
 // confirms the event.
+//
+// Every error is a *relaysink.PublishError; errors.Is finds the relaysink
+// sentinels in it (relaysink.ErrPublishTimeout for Config.Timeout) or
+// ErrConnectionLost. An invalid event (relaysink.Event.Validate, a topic
+// that is not a NATS subject, a header NATS cannot carry or a reserved
+// Nats-* header) is not sent and blocks the later events of its key, which
+// are not sent either. On one connection relaysink.EnforceKeyOrder changes
+// the result only when the server rejected an event but stored a later one
+// of its key (a stream limit that a smaller message still fits, for
+// example); noteRedo then makes sure the later event is stored again behind
+// its predecessor.
 func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	errs := make([]error, len(events))
 	if len(events) == 0 {
 		return errs
 	}
+	defer relaysink.FinishResult(pkg, events, errs) // in place, on every return
 	if s.closed.Load() {
-		for i, ev := range events {
-			errs[i] = publishErr(ev, ErrClosed)
+		for i := range errs {
+			errs[i] = relaysink.ErrClosed
 		}
 		return errs
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, ErrPublishTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 
 	c, err := s.conn(ctx)
 	if err != nil {
-		for i, ev := range events {
-			errs[i] = publishErr(ev, err)
+		for i := range errs {
+			errs[i] = err
 		}
 		return errs
 	}
@@ -158,12 +159,12 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 		if failed[sk] {
 			// Known before sending: do not send later events of a
 			// failed key at all.
-			errs[i] = publishErr(ev, ErrEarlierFailed)
+			errs[i] = relaysink.ErrEarlierFailed
 			continue
 		}
 		f, err := s.send(ctx, c, ev)
 		if err != nil {
-			errs[i] = publishErr(ev, err)
+			errs[i] = err
 			failed[sk] = true
 			continue
 		}
@@ -177,13 +178,15 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 		if err := wait(ctx, c, f); err != nil {
 			if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 				// The per-message ack timer is Config.Timeout too.
-				err = fmt.Errorf("%w: %w", ErrPublishTimeout, err)
+				err = fmt.Errorf("%w: %w", relaysink.ErrPublishTimeout, err)
 			}
-			errs[i] = publishErr(events[i], err)
+			errs[i] = err
 		}
 	}
 
-	enforcePrefix(events, errs)
+	// Before noteRedo, which must see a confirmation behind a failure as
+	// the failure it is reported as (FinishResult applies it again: no-op).
+	relaysink.EnforceKeyOrder(events, errs)
 	s.noteRedo(events, futures, errs)
 	return errs
 }
@@ -248,25 +251,6 @@ func wait(ctx context.Context, c *conn, f jetstream.PubAckFuture) error {
 	}
 }
 
-// enforcePrefix applies the per-key prefix rule to a Publish result: once an
-// event of a key (on a topic) is not confirmed, no later event of that key is
-// reported confirmed. On one connection this changes something only when the
-// server rejected an event but stored a later one of its key (a stream limit
-// that a smaller message still fits, for example); noteRedo then makes sure
-// the later event is stored again behind its predecessor.
-func enforcePrefix(events []relaysink.Event, errs []error) {
-	failed := map[streamKey]bool{}
-	for i, ev := range events {
-		sk := streamKey{ev.Topic, ev.Key}
-		switch {
-		case failed[sk] && errs[i] == nil:
-			errs[i] = publishErr(ev, ErrEarlierFailed)
-		case errs[i] != nil:
-			failed[sk] = true
-		}
-	}
-}
-
 // noteRedo updates the redo memory after a Publish: an event that was sent
 // behind an unconfirmed event of its key may be stored ahead of its
 // predecessor's eventual copy, so its next publish gets a fresh Nats-Msg-Id
@@ -313,7 +297,7 @@ func (s *Sink) conn(ctx context.Context) (*conn, error) {
 		return c, nil // another Publish dialed meanwhile
 	}
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, relaysink.ErrClosed
 	}
 
 	timeout := s.cfg.Timeout
@@ -346,7 +330,7 @@ func (s *Sink) conn(ctx context.Context) (*conn, error) {
 	defer s.mu.Unlock()
 	if s.closed.Load() { // Close ran during the dial
 		nc.Close()
-		return nil, ErrClosed
+		return nil, relaysink.ErrClosed
 	}
 	s.cur = c
 	return c, nil
@@ -362,17 +346,17 @@ func (s *Sink) live() *conn {
 	return s.cur
 }
 
-// message builds the NATS message of ev with the given Nats-Msg-Id.
+// message builds the NATS message of ev with the given Nats-Msg-Id, or an
+// error wrapping relaysink.ErrInvalidEvent.
 func message(ev relaysink.Event, msgID string) (*nats.Msg, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
 	switch {
-	case ev.ID == "":
-		return nil, fmt.Errorf("%w: empty ID", ErrInvalidEvent)
 	case !validSubject(ev.Topic):
-		return nil, fmt.Errorf("%w: topic is not a NATS subject (event %s)", ErrInvalidEvent, ev.ID)
-	case ev.Type != relaysink.Upsert && ev.Type != relaysink.Tombstone:
-		return nil, fmt.Errorf("%w: type %q (event %s)", ErrInvalidEvent, ev.Type, ev.ID)
+		return nil, fmt.Errorf("%w: topic is not a NATS subject", relaysink.ErrInvalidEvent)
 	case !validHeaderValue(ev.ID) || !validHeaderValue(ev.Key):
-		return nil, fmt.Errorf("%w: ID or key has a line break (event %s)", ErrInvalidEvent, ev.ID)
+		return nil, fmt.Errorf("%w: ID or key has a line break", relaysink.ErrInvalidEvent)
 	}
 	h := make(nats.Header, 5+len(ev.Headers))
 	h.Set(jetstream.MsgIDHeader, msgID)
@@ -390,10 +374,10 @@ func message(ev relaysink.Event, msgID string) (*nats.Msg, error) {
 		if strings.HasPrefix(strings.ToLower(name), "nats-") {
 			// Nats-* headers steer the server (dedupe id, expected
 			// stream or sequence, TTL): not a user's to set here.
-			return nil, fmt.Errorf("%w: reserved header %q (event %s)", ErrInvalidEvent, name, ev.ID)
+			return nil, fmt.Errorf("%w: reserved header %q", relaysink.ErrInvalidEvent, name)
 		}
 		if !validHeaderName(name) || !validHeaderValue(ev.Headers[name]) {
-			return nil, fmt.Errorf("%w: header %q cannot be carried by NATS (event %s)", ErrInvalidEvent, name, ev.ID)
+			return nil, fmt.Errorf("%w: header %q cannot be carried by NATS", relaysink.ErrInvalidEvent, name)
 		}
 		h.Set(name, ev.Headers[name])
 	}
@@ -437,15 +421,10 @@ func validHeaderName(name string) bool {
 // validHeaderValue reports whether v fits a NATS header line.
 func validHeaderValue(v string) bool { return !strings.ContainsAny(v, "\r\n") }
 
-// publishErr wraps err with the event's topic, key and ID (never its payload).
-func publishErr(ev relaysink.Event, err error) error {
-	return fmt.Errorf("relaynats: publish %s key=%s id=%s: %w", ev.Topic, ev.Key, ev.ID, err)
-}
-
 // Close flushes what the connection still buffers within ctx (and
 // Config.Timeout), then closes it; acks still outstanding are lost and their
 // Publish calls fail with ErrConnectionLost. Later Publish calls fail every
-// event with ErrClosed. Close is idempotent: only the first call flushes and
+// event with relaysink.ErrClosed. Close is idempotent: only the first call flushes and
 // can return an error.
 func (s *Sink) Close(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
@@ -458,7 +437,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	if c == nil || c.nc.IsClosed() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, ErrPublishTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 	err := c.nc.FlushWithContext(ctx)
 	c.nc.Close()

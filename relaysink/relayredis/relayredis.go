@@ -34,22 +34,6 @@ const (
 	HeaderFieldPrefix = "h:"
 )
 
-// Errors a Publish result wraps (test with errors.Is).
-var (
-	// ErrClosed: the sink was closed before the event was sent.
-	ErrClosed = errors.New("sink closed")
-	// ErrInvalidEvent: the event breaks the relaysink.Event contract (no ID,
-	// no topic, unknown type) and was not sent.
-	ErrInvalidEvent = errors.New("invalid event")
-	// ErrEarlierFailed: an earlier event of the same topic and key in the
-	// batch was not confirmed, so this one is not confirmed either (it may
-	// still have been appended if it was already in the pipeline).
-	ErrEarlierFailed = errors.New("an earlier event of the key was not confirmed")
-	// ErrPublishTimeout: Config.Timeout passed before Redis answered. The
-	// event may still have been appended.
-	ErrPublishTimeout = errors.New("publish timeout")
-)
-
 // Config configures a Sink.
 type Config struct {
 	// Addr is the Redis server, "host:port"; required.
@@ -137,6 +121,9 @@ func New(cfg Config) (*Sink, error) {
 // Name returns "redis".
 func (s *Sink) Name() string { return "redis" }
 
+// pkg prefixes the sink's errors.
+const pkg = "relayredis"
+
 // streamKey is the unit of order: one key on one topic.
 type streamKey struct{ topic, key string }
 
@@ -146,25 +133,29 @@ type streamKey struct{ topic, key string }
 // Config.Timeout ends; events without a reply by then get the context's
 // cause (they may still be appended: at least once).
 //
-// Invalid events are not sent and block the later events of their key, which
-// are not sent either. An event whose XADD fails inside the pipeline (a
-// Redis error such as WRONGTYPE or OOM, or a broken connection) cannot stop
-// the later XADDs of its key, which are already on the wire; those are
-// reported with ErrEarlierFailed even if Redis appended them.
+// Every error is a *relaysink.PublishError; errors.Is finds the relaysink
+// sentinels in it (relaysink.ErrPublishTimeout when Config.Timeout ended the
+// call). Invalid events (relaysink.Event.Validate) are not sent and block the
+// later events of their key, which are not sent either. An event whose XADD
+// fails inside the pipeline (a Redis error such as WRONGTYPE or OOM, or a
+// broken connection) cannot stop the later XADDs of its key, which are
+// already on the wire; those are reported with relaysink.ErrEarlierFailed
+// even if Redis appended them (relaysink.EnforceKeyOrder says why).
 func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	errs := make([]error, len(events))
 	if len(events) == 0 {
 		return errs
 	}
+	defer relaysink.FinishResult(pkg, events, errs) // in place, on every return
 	if !s.begin() {
-		for i, ev := range events {
-			errs[i] = publishErr(ev, ErrClosed)
+		for i := range errs {
+			errs[i] = relaysink.ErrClosed
 		}
 		return errs
 	}
 	defer s.inflight.Done()
 
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrPublishTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 
 	pipe := s.client.Pipeline()
@@ -176,11 +167,11 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 		if failed[sk] {
 			// Known before sending: the later events of the key stay
 			// off the wire.
-			errs[i] = publishErr(ev, ErrEarlierFailed)
+			errs[i] = relaysink.ErrEarlierFailed
 			continue
 		}
-		if err := validate(ev); err != nil {
-			errs[i] = publishErr(ev, err)
+		if err := ev.Validate(); err != nil {
+			errs[i] = err
 			failed[sk] = true
 			continue
 		}
@@ -203,7 +194,7 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 					continue
 				}
 				if err := replyErr(cmd); err != nil {
-					errs[i] = publishErr(events[i], s.classify(ctx, err))
+					errs[i] = s.classify(ctx, err)
 				}
 			}
 		case <-ctx.Done():
@@ -214,13 +205,12 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 			cause := context.Cause(ctx)
 			for i, cmd := range cmds {
 				if cmd != nil {
-					errs[i] = publishErr(events[i], cause)
+					errs[i] = cause
 				}
 			}
 		}
 	}
 
-	enforcePrefix(events, errs)
 	return errs
 }
 
@@ -259,15 +249,16 @@ func (s *Sink) begin() bool {
 }
 
 // classify adds the context's cause to a transport error that the ctx
-// deadline caused, so that errors.Is finds ErrPublishTimeout or
-// context.DeadlineExceeded. Redis replies (redis.Error) stay as they are.
+// deadline caused, so that errors.Is finds relaysink.ErrPublishTimeout or
+// context.DeadlineExceeded, and relaysink.ErrClosed to a closed client's
+// error. Redis replies (redis.Error) stay as they are.
 func (s *Sink) classify(ctx context.Context, err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		return err
 	}
 	if errors.Is(err, redis.ErrClosed) {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
+		return fmt.Errorf("%w: %w", relaysink.ErrClosed, err)
 	}
 	if nerr, ok := errors.AsType[net.Error](err); ok && nerr.Timeout() {
 		// The socket deadline is ctx's deadline (ReadTimeout and
@@ -323,55 +314,11 @@ func (s *Sink) xaddArgs(ev relaysink.Event) *redis.XAddArgs {
 	}
 }
 
-// validate checks ev against the relaysink.Event contract.
-func validate(ev relaysink.Event) error {
-	switch {
-	case ev.ID == "":
-		return fmt.Errorf("%w: empty ID", ErrInvalidEvent)
-	case ev.Topic == "":
-		return fmt.Errorf("%w: empty topic", ErrInvalidEvent)
-	case ev.Type != relaysink.Upsert && ev.Type != relaysink.Tombstone:
-		return fmt.Errorf("%w: type %q", ErrInvalidEvent, ev.Type)
-	}
-	return nil
-}
-
-// enforcePrefix applies the per-key prefix rule to a Publish result: once an
-// event of a key (on a topic) is not confirmed, no later event of that key is
-// reported confirmed.
-//
-// Publish keeps a key's later events off the wire when it knows before
-// sending that an earlier one fails (invalid event). Inside the pipeline it
-// cannot: Redis runs every command of a pipeline even when one of them
-// fails, and a broken connection leaves the replies after the break unknown.
-// A later event of the key may then have been appended after its failed
-// predecessor. Reporting it unconfirmed is safe: the dispatcher re-publishes
-// the key from its first unconfirmed event, so the later event is appended
-// again after its predecessor; a consumer that dedupes by relay-event-id and
-// accepts only each key's next relay-seq sees the key in order.
-func enforcePrefix(events []relaysink.Event, errs []error) {
-	failed := map[streamKey]bool{}
-	for i, ev := range events {
-		sk := streamKey{ev.Topic, ev.Key}
-		switch {
-		case failed[sk] && errs[i] == nil:
-			errs[i] = publishErr(ev, ErrEarlierFailed)
-		case errs[i] != nil:
-			failed[sk] = true
-		}
-	}
-}
-
-// publishErr wraps err with the event's stream, key and ID (never its
-// payload).
-func publishErr(ev relaysink.Event, err error) error {
-	return fmt.Errorf("relayredis: publish %s key=%s id=%s: %w", ev.Topic, ev.Key, ev.ID, err)
-}
-
 // Close waits, within ctx and Config.Timeout, for the Publish calls in
 // flight to finish, then closes the client's connections; calls still in
 // flight then fail. Publish sends nothing in the background, so there is no
-// buffer to flush. Later Publish calls fail every event with ErrClosed.
+// buffer to flush. Later Publish calls fail every event with
+// relaysink.ErrClosed.
 // Close is idempotent: only the first call waits and can return an error.
 func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
@@ -382,7 +329,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrPublishTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 	idle := make(chan struct{})
 	go func() {

@@ -53,7 +53,7 @@ func deleteStreams(t *testing.T, c *redis.Client, streams ...string) {
 // TestConformance runs the sink suite against the real Redis, each case with
 // its own streams and its own proxy in front of Redis for the fault hooks.
 func TestConformance(t *testing.T) {
-	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true},
+	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true, OwnTimeout: true},
 		relaysinktest.Harness{New: newBackend})
 }
 
@@ -72,23 +72,10 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 	rdb := direct(t)
 	deleteStreams(t, rdb, topics...)
 	px := newProxy(t, redisAddr())
-
-	sink, err := relayredis.New(relayredis.Config{
-		Addr:    px.addr(),
-		Options: &redis.Options{DisableIdentity: true},
+	return relaysinktest.Backend{
 		// Longer than the suite's stall deadline, so BoundedTimeout proves
 		// that Publish honours its ctx rather than this timeout.
-		Timeout: 30 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
-
-	return relaysinktest.Backend{
-		Sink: sink,
+		Sink: newSink(t, px, 30*time.Second),
 		Consume: func(ctx context.Context, topic string) ([]relaysinktest.Delivered, error) {
 			return consume(ctx, rdb, topic)
 		},
@@ -100,8 +87,22 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 				require.Zero(t, px.cutsLeft(), "armed connection cuts that never happened")
 			})
 		},
-		Stall: func(t *testing.T) func() { return px.stall() },
+		Stall:       func(t *testing.T) func() { return px.stall() },
+		WithTimeout: func(t *testing.T, d time.Duration) relaysink.Sink { return newSink(t, px, d) },
 	}
+}
+
+// newSink returns a sink that dials Redis through px with the given
+// Timeout, closed in t.Cleanup.
+func newSink(t *testing.T, px *proxy, timeout time.Duration) *relayredis.Sink {
+	sink, err := relayredis.New(relayredis.Config{
+		Addr:    px.addr(),
+		Options: &redis.Options{DisableIdentity: true},
+		Timeout: timeout,
+	})
+	require.NoError(t, err)
+	relaysinktest.CloseOnCleanup(t, sink)
+	return sink
 }
 
 // consume reads the whole stream topic with XRANGE, in entry-ID order (the
@@ -188,22 +189,12 @@ func setup(t *testing.T, cfg relayredis.Config) (*relayredis.Sink, *proxy, *redi
 	return sink, px, rdb, stream
 }
 
-func ev(topic, key string, seq int64, payload []byte) relaysink.Event {
-	return relaysink.Event{
-		ID: fmt.Sprintf("%s/%d", key, seq), Topic: topic, Key: key, Seq: seq,
-		Type: relaysink.Upsert, Payload: payload,
-	}
-}
-
-func ids(t *testing.T, rdb *redis.Client, stream string) []string {
+// keySeqs reads stream back and returns relaysinktest.KeySeqs of it.
+func keySeqs(t *testing.T, rdb *redis.Client, stream string) []string {
 	t.Helper()
 	ds, err := consume(t.Context(), rdb, stream)
 	require.NoError(t, err)
-	var out []string
-	for _, d := range ds {
-		out = append(out, d.ID)
-	}
-	return out
+	return relaysinktest.KeySeqs(ds)
 }
 
 // The entry layout consumers rely on: key, the standard headers, prefixed
@@ -212,12 +203,15 @@ func ids(t *testing.T, rdb *redis.Client, stream string) []string {
 func TestEntryFields(t *testing.T) {
 	t.Parallel()
 	sink, _, rdb, stream := setup(t, relayredis.Config{})
-	up := ev(stream, "k", 1, []byte(`{"a":1}`))
+	up := relaysinktest.Event(stream, "k", 1)
+	up.Payload = []byte(`{"a":1}`)
 	up.Headers = map[string]string{"key": "user-key", "payload": "user-payload", relaysink.HeaderSeq: "99"}
-	empty := ev(stream, "k", 2, []byte{})
-	nilUpsert := ev(stream, "k", 3, nil)
-	del := ev(stream, "k", 4, nil)
-	del.Type = relaysink.Tombstone
+	empty := relaysinktest.Event(stream, "k", 2)
+	empty.Payload = []byte{}
+	nilUpsert := relaysinktest.Event(stream, "k", 3)
+	nilUpsert.Payload = nil
+	del := relaysinktest.Event(stream, "k", 4)
+	del.Type, del.Payload = relaysink.Tombstone, nil
 	for _, err := range sink.Publish(t.Context(), []relaysink.Event{up, empty, nilUpsert, del}) {
 		require.NoError(t, err)
 	}
@@ -226,7 +220,7 @@ func TestEntryFields(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 4)
 	require.Equal(t, map[string]any{
-		"key": "k", "relay-event-id": "k/1", "relay-seq": "1", "relay-type": "UPSERT",
+		"key": "k", "relay-event-id": up.ID, "relay-seq": "1", "relay-type": "UPSERT",
 		"h:key": "user-key", "h:payload": "user-payload", // the user header relay-seq is dropped
 		"payload": `{"a":1}`,
 	}, msgs[0].Values)
@@ -254,11 +248,14 @@ func TestBrokenConnectionConfirmsRepliesRead(t *testing.T) {
 	var events []relaysink.Event
 	for seq := int64(1); seq <= 30; seq++ {
 		for _, key := range []string{"a", "b", "c", "d"} {
-			events = append(events, ev(stream, key, seq, []byte("x")))
+			e := relaysinktest.Event(stream, key, seq)
+			e.Payload = []byte("x") // small: the whole pipeline reaches Redis before the cut
+			events = append(events, e)
 		}
 	}
 	px.cut(1, failCutAfter)
 	errs := sink.Publish(t.Context(), events)
+	relaysinktest.RequireResult(t, events, errs)
 	require.Zero(t, px.cutsLeft())
 	confirmed := 0
 	for confirmed < len(errs) && errs[confirmed] == nil {
@@ -271,7 +268,7 @@ func TestBrokenConnectionConfirmsRepliesRead(t *testing.T) {
 	}
 	require.ErrorContains(t, errs[confirmed], fmt.Sprintf("relayredis: publish %s key=", stream))
 	// Redis ran the whole pipeline: the failures were ambiguous.
-	require.Len(t, ids(t, rdb, stream), len(events))
+	require.Len(t, keySeqs(t, rdb, stream), len(events))
 }
 
 // A Redis error on some XADDs of the pipeline (here WRONGTYPE: the topic's
@@ -284,35 +281,17 @@ func TestRedisErrorFailsItsEvents(t *testing.T) {
 	require.NoError(t, rdb.Set(t.Context(), notStream, "x", 0).Err())
 
 	events := []relaysink.Event{
-		ev(stream, "k", 1, nil), ev(notStream, "k", 1, nil), ev(stream, "k", 2, nil), ev(notStream, "k", 2, nil),
+		relaysinktest.Event(stream, "k", 1), relaysinktest.Event(notStream, "k", 1), relaysinktest.Event(stream, "k", 2), relaysinktest.Event(notStream, "k", 2),
 	}
 	errs := sink.Publish(t.Context(), events)
+	relaysinktest.RequireResult(t, events, errs)
 	require.NoError(t, errs[0])
 	require.ErrorContains(t, errs[1], "WRONGTYPE")
-	require.ErrorContains(t, errs[1], fmt.Sprintf("relayredis: publish %s key=k id=k/1: ", notStream))
+	require.ErrorContains(t, errs[1], fmt.Sprintf("relayredis: publish %s key=k id=%s: ", notStream, events[1].ID))
 	require.NoError(t, errs[2], "another topic's key is its own sequence")
-	require.Error(t, errs[3])
-	require.Equal(t, []string{"k/1", "k/2"}, ids(t, rdb, stream))
-}
-
-// An invalid event fails alone, and the later events of its key are not sent
-// at all; other keys go through.
-func TestInvalidEventBlocksItsKey(t *testing.T) {
-	t.Parallel()
-	sink, _, rdb, stream := setup(t, relayredis.Config{})
-	bad := ev(stream, "a", 2, []byte("x"))
-	bad.Type = "UPDATE"
-	events := []relaysink.Event{
-		ev(stream, "a", 1, []byte("x")), ev(stream, "b", 1, []byte("x")),
-		bad, ev(stream, "b", 2, []byte("x")), ev(stream, "a", 3, []byte("x")),
-	}
-	errs := sink.Publish(t.Context(), events)
-	require.NoError(t, errs[0])
-	require.NoError(t, errs[1])
-	require.ErrorIs(t, errs[2], relayredis.ErrInvalidEvent)
-	require.NoError(t, errs[3])
-	require.ErrorIs(t, errs[4], relayredis.ErrEarlierFailed)
-	require.Equal(t, []string{"a/1", "b/1", "b/2"}, ids(t, rdb, stream))
+	require.ErrorIs(t, errs[3], relaysink.ErrEarlierFailed)
+	require.ErrorContains(t, errs[3], "WRONGTYPE", "its own reason stays")
+	require.Equal(t, []string{"k/1", "k/2"}, keySeqs(t, rdb, stream))
 }
 
 // Config.MaxLen trims each stream on every XADD; exact unless MaxLenApprox.
@@ -321,25 +300,12 @@ func TestMaxLen(t *testing.T) {
 	sink, _, rdb, stream := setup(t, relayredis.Config{MaxLen: 5})
 	var events []relaysink.Event
 	for seq := int64(1); seq <= 12; seq++ {
-		events = append(events, ev(stream, "k", seq, nil))
+		events = append(events, relaysinktest.Event(stream, "k", seq))
 	}
 	for _, err := range sink.Publish(t.Context(), events) {
 		require.NoError(t, err)
 	}
-	require.Equal(t, []string{"k/8", "k/9", "k/10", "k/11", "k/12"}, ids(t, rdb, stream))
-}
-
-// Config.Timeout bounds Publish even when ctx has no deadline.
-func TestPublishTimeout(t *testing.T) {
-	t.Parallel()
-	sink, px, _, stream := setup(t, relayredis.Config{Timeout: 200 * time.Millisecond})
-	release := px.stall()
-	t.Cleanup(release)
-	start := time.Now()
-	errs := sink.Publish(context.Background(), []relaysink.Event{ev(stream, "k", 1, nil), ev(stream, "k", 2, nil)})
-	require.Less(t, time.Since(start), 5*time.Second)
-	require.ErrorIs(t, errs[0], relayredis.ErrPublishTimeout)
-	require.Error(t, errs[1])
+	require.Equal(t, []string{"k/8", "k/9", "k/10", "k/11", "k/12"}, keySeqs(t, rdb, stream))
 }
 
 // A cancelled ctx (no deadline) ends Publish too.
@@ -350,7 +316,7 @@ func TestPublishCancel(t *testing.T) {
 	t.Cleanup(release)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan []error, 1)
-	go func() { done <- sink.Publish(ctx, []relaysink.Event{ev(stream, "k", 1, nil)}) }()
+	go func() { done <- sink.Publish(ctx, []relaysink.Event{relaysinktest.Event(stream, "k", 1)}) }()
 	cancel()
 	select {
 	case errs := <-done:
@@ -360,22 +326,12 @@ func TestPublishCancel(t *testing.T) {
 	}
 }
 
-// Publish after Close wraps ErrClosed.
-func TestClosedError(t *testing.T) {
-	t.Parallel()
-	sink, _, _, stream := setup(t, relayredis.Config{})
-	require.NoError(t, sink.Close(t.Context()))
-	for _, err := range sink.Publish(t.Context(), []relaysink.Event{ev(stream, "k", 1, nil)}) {
-		require.ErrorIs(t, err, relayredis.ErrClosed)
-	}
-}
-
 // Redis unreachable: every event fails with the dial error.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	sink, px, _, stream := setup(t, relayredis.Config{})
 	px.close() // nothing listens on its port any more
-	errs := sink.Publish(t.Context(), []relaysink.Event{ev(stream, "k", 1, nil), ev(stream, "j", 1, nil)})
+	errs := sink.Publish(t.Context(), []relaysink.Event{relaysinktest.Event(stream, "k", 1), relaysinktest.Event(stream, "j", 1)})
 	require.Error(t, errs[0])
 	require.Error(t, errs[1])
 }

@@ -30,6 +30,8 @@ var cases = []struct {
 	{name: "ConcurrentPublish", topics: 1, fn: testConcurrentPublish},
 	{name: "AtLeastOnceUnderFailure", topics: 2, needs: needFailSome, fn: testAtLeastOnce},
 	{name: "BoundedTimeout", topics: 1, needs: needStall, fn: testBoundedTimeout},
+	{name: "OwnTimeout", topics: 1, needs: needOwnTimeout, fn: testOwnTimeout},
+	{name: "InvalidEvent", topics: 1, fn: testInvalidEvent},
 	{name: "Close", topics: 1, fn: testClose},
 }
 
@@ -54,6 +56,16 @@ func needStall(f Features) string {
 	return ""
 }
 
+func needOwnTimeout(f Features) string {
+	if why := needStall(f); why != "" {
+		return why
+	}
+	if !f.OwnTimeout {
+		return "OwnTimeout (the harness cannot build a sink with a short timeout)"
+	}
+	return ""
+}
+
 // interleave returns the events of keys × seqs [from, to] on topic, keys
 // interleaved pseudo-randomly (from rng) while each key stays in Seq order.
 func interleave(rng *rand.Rand, topic string, keys []string, from, to int64) []relaysink.Event {
@@ -68,7 +80,7 @@ func interleave(rng *rand.Rand, topic string, keys []string, from, to int64) []r
 		for next[k] > to { // find a key with events left
 			k = (k + 1) % len(keys)
 		}
-		out = append(out, event(topic, keys[k], next[k]))
+		out = append(out, Event(topic, keys[k], next[k]))
 		next[k]++
 		if next[k] > to {
 			live--
@@ -125,10 +137,10 @@ func testBatchPublish(b *bundle) {
 // event's topic only.
 func testHeadersCarried(b *bundle) {
 	t0, t1 := b.topics[0], b.topics[1]
-	withHeaders := event(t0, "h", 1)
+	withHeaders := Event(t0, "h", 1)
 	withHeaders.Headers = map[string]string{"content-type": "application/json", "x-tenant": "t-42", "x-empty": ""}
-	plain := event(t0, "h", 2)
-	other := event(t1, "h", 1)
+	plain := Event(t0, "h", 2)
+	other := Event(t1, "h", 1)
 	b.publishOK([]relaysink.Event{withHeaders, plain, other})
 
 	got := requireDelivered(b.t, []relaysink.Event{withHeaders, plain}, b.consume(t0))
@@ -152,10 +164,10 @@ func testHeadersCarried(b *bundle) {
 // key's order between upserts.
 func testTombstone(b *bundle) {
 	topic := b.topics[0]
-	up1 := event(topic, "t", 1)
-	del := event(topic, "t", 2)
+	up1 := Event(topic, "t", 1)
+	del := Event(topic, "t", 2)
 	del.Type, del.Payload = relaysink.Tombstone, nil
-	up3 := event(topic, "t", 3)
+	up3 := Event(topic, "t", 3)
 	b.publishOK([]relaysink.Event{up1, del, up3})
 
 	got := requireDelivered(b.t, []relaysink.Event{up1, del, up3}, b.consume(topic))
@@ -199,7 +211,7 @@ func testConcurrentPublish(b *bundle) {
 	wg.Wait()
 	var all []relaysink.Event
 	for _, r := range results {
-		requirePrefixRule(b.t, r.events, r.errs)
+		RequireResult(b.t, r.events, r.errs)
 		for i, err := range r.errs {
 			require.NoError(b.t, err, "event %s", r.events[i].ID)
 		}
@@ -239,7 +251,7 @@ func testAtLeastOnce(b *bundle) {
 		for _, i := range rng.Perm(len(streams)) {
 			s := streams[i]
 			for seq := s.confirmed + 1; seq <= min(s.confirmed+window, perKey); seq++ {
-				batch = append(batch, event(s.topic, s.key, seq))
+				batch = append(batch, Event(s.topic, s.key, seq))
 			}
 		}
 		if len(batch) == 0 {
@@ -271,7 +283,7 @@ func testAtLeastOnce(b *bundle) {
 				continue
 			}
 			for seq := int64(1); seq <= perKey; seq++ {
-				want = append(want, event(topic, s.key, seq))
+				want = append(want, Event(topic, s.key, seq))
 			}
 		}
 		got := b.consume(topic)
@@ -303,7 +315,7 @@ func testBoundedTimeout(b *bundle) {
 	case <-time.After(deadline + margin):
 		b.t.Fatalf("Publish did not return within %v of its %v ctx deadline", margin, deadline)
 	}
-	requirePrefixRule(b.t, events, errs)
+	RequireResult(b.t, events, errs)
 	for i, err := range errs {
 		require.Error(b.t, err, "event %d (%s) confirmed by a broker that does not answer", i, events[i].ID)
 	}
@@ -317,7 +329,7 @@ func testBoundedTimeout(b *bundle) {
 // confirmed before Close stays delivered.
 func testClose(b *bundle) {
 	topic := b.topics[0]
-	before := []relaysink.Event{event(topic, "c", 1), event(topic, "c", 2)}
+	before := []relaysink.Event{Event(topic, "c", 1), Event(topic, "c", 2)}
 	b.publishOK(before)
 
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
@@ -325,10 +337,71 @@ func testClose(b *bundle) {
 	require.NoError(b.t, b.b.Sink.Close(ctx))
 	require.NoError(b.t, b.b.Sink.Close(ctx), "a second Close")
 
-	after := []relaysink.Event{event(topic, "c", 3), event(topic, "d", 1)}
+	after := []relaysink.Event{Event(topic, "c", 3), Event(topic, "d", 1)}
 	errs := b.publish(after)
 	for i, err := range errs {
-		require.Error(b.t, err, "event %d (%s) confirmed after Close", i, after[i].ID)
+		require.ErrorIs(b.t, err, relaysink.ErrClosed, "event %d (%s) after Close", i, after[i].ID)
 	}
 	requireDelivered(b.t, before, b.consume(topic))
+}
+
+// The sink's own timeout (not ctx's) ends a Publish against a broker that
+// does not answer: each key's first event wraps relaysink.ErrPublishTimeout,
+// its later ones relaysink.ErrEarlierFailed; re-published once the broker
+// answers, every event is delivered in order.
+func testOwnTimeout(b *bundle) {
+	topic := b.topics[0]
+	// Long enough for a first publish on a loaded machine, which also
+	// opens the connections the stalled publish then waits on.
+	const own, margin = 2 * time.Second, 5 * time.Second
+	sink := b.b.WithTimeout(b.t, own)
+	warm := []relaysink.Event{Event(topic, "w", 1)}
+	RequireConfirmed(b.t, warm, b.publishOn(sink, warm))
+
+	release := b.b.Stall(b.t)
+	b.t.Cleanup(release) // runs before the harness closes the sinks
+	events := interleave(rand.New(rand.NewPCG(10, 11)), topic, keyNames("o", 3), 1, 2)
+	done := make(chan []error, 1)
+	go func() { done <- sink.Publish(b.ctx, events) }() // b.ctx has no deadline
+	var errs []error
+	select {
+	case errs = <-done:
+	case <-time.After(own + margin):
+		b.t.Fatalf("Publish did not return within %v of the sink's own %v timeout", margin, own)
+	}
+	RequireResult(b.t, events, errs)
+	for i, ev := range events {
+		if ev.Seq == 1 {
+			require.ErrorIs(b.t, errs[i], relaysink.ErrPublishTimeout, "event %d (%s)", i, ev.ID)
+		}
+	}
+
+	release()
+	b.publishOK(events)
+	requireDelivered(b.t, append(warm, events...), b.consume(topic))
+}
+
+// An event that breaks the relaysink.Event contract (no ID, an unknown type)
+// fails with relaysink.ErrInvalidEvent and is not sent; the later events of
+// its key fail with relaysink.ErrEarlierFailed and are not sent either;
+// other keys go through.
+func testInvalidEvent(b *bundle) {
+	topic := b.topics[0]
+	noID := Event(topic, "a", 2)
+	noID.ID = ""
+	badType := Event(topic, "b", 2)
+	badType.Type = "MERGE"
+	events := []relaysink.Event{
+		Event(topic, "a", 1), Event(topic, "b", 1), Event(topic, "c", 1),
+		noID, badType, Event(topic, "c", 2),
+		Event(topic, "a", 3), Event(topic, "b", 3), Event(topic, "c", 3),
+	}
+	errs := b.publish(events)
+	for _, i := range []int{0, 1, 2, 5, 8} {
+		require.NoError(b.t, errs[i], "event %d (%s)", i, events[i].ID)
+	}
+	require.ErrorIs(b.t, errs[3], relaysink.ErrInvalidEvent, "an event without ID")
+	require.ErrorIs(b.t, errs[4], relaysink.ErrInvalidEvent, "an event of type MERGE")
+	// errs[6] and errs[7] wrap ErrEarlierFailed (checked by publish).
+	requireDelivered(b.t, []relaysink.Event{events[0], events[1], events[2], events[5], events[8]}, b.consume(topic))
 }

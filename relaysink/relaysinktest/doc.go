@@ -1,6 +1,6 @@
 // Package relaysinktest is the sink conformance suite: one Run that every
-// relaysink.Sink implementation passes (relaykafka on kfake; Redis Streams,
-// NATS JetStream and the HTTP webhook later), so all sinks keep the one
+// relaysink.Sink implementation passes (relaykafka on kfake, relayredis,
+// relaynats and relaywebhook on real servers), so all sinks keep the one
 // contract of relaysink.Sink:
 //
 //   - events of one key reach the broker in Seq order (after dedupe by ID,
@@ -13,8 +13,18 @@
 //     Publish result keeps the per-key confirmed-prefix rule (checked per
 //     topic and key: a key's Seq runs per destination);
 //   - Publish against a broker that does not answer returns errors by its ctx
-//     deadline instead of hanging;
-//   - Publish after Close fails every event, and Close is idempotent.
+//     deadline instead of hanging, and by the sink's own timeout when ctx has
+//     none (relaysink.ErrPublishTimeout);
+//   - an event that breaks the relaysink.Event contract fails with
+//     relaysink.ErrInvalidEvent and blocks only its own key;
+//   - Publish after Close fails every event with relaysink.ErrClosed, and
+//     Close is idempotent;
+//   - every error is a *relaysink.PublishError naming its event, and after a
+//     key's first unconfirmed event every later one wraps
+//     relaysink.ErrEarlierFailed (RequireResult, checked on every Publish).
+//
+// The failures are checked with errors.Is against the relaysink sentinels,
+// so a caller's errors.Is holds whatever sink produced the error.
 //
 // Each case is a parallel subtest with its own topics. The suite knows no
 // backend: a Harness builds the sink and reads back what reached the broker,

@@ -91,6 +91,13 @@ type Backend struct {
 	// open, nothing is answered) until release is called; release must be
 	// safe to call more than once. Required when Features.Stall is set.
 	Stall func(t *testing.T) (release func())
+
+	// WithTimeout returns another sink on this case's broker whose own
+	// timeout (the one its errors report as relaysink.ErrPublishTimeout:
+	// relaykafka's ProduceTimeout, relaywebhook's RequestTimeout, …) is d;
+	// the harness closes it in t.Cleanup. Stall must hold it too. Required
+	// when Features.OwnTimeout is set.
+	WithTimeout func(t *testing.T, d time.Duration) relaysink.Sink
 }
 
 // Harness builds the backend for one case.
@@ -112,6 +119,9 @@ type Features struct {
 	FailSome bool
 	// Stall: Backend.Stall can make the broker stop answering.
 	Stall bool
+	// OwnTimeout: Backend.WithTimeout builds a sink with a short timeout
+	// of its own (used together with Stall).
+	OwnTimeout bool
 }
 
 // Run runs the conformance suite: one parallel subtest per case, each with
@@ -141,6 +151,9 @@ func Run(t *testing.T, f Features, h Harness) {
 			if f.Stall {
 				require.NotNil(t, b.Stall, "Features.Stall is set but Backend.Stall is nil")
 			}
+			if f.OwnTimeout {
+				require.NotNil(t, b.WithTimeout, "Features.OwnTimeout is set but Backend.WithTimeout is nil")
+			}
 			c.fn(&bundle{t: t, ctx: t.Context(), b: b, topics: topics})
 		})
 	}
@@ -163,9 +176,11 @@ type bundle struct {
 	topics []string
 }
 
-// event returns the event of key at seq on topic, with a deterministic ID and
-// payload.
-func event(topic, key string, seq int64) relaysink.Event {
+// Event returns the Upsert of key at seq on topic, with the deterministic
+// ID "<topic>/<key>/<seq>" and a small JSON payload naming key and seq. The
+// suite's events are all built by it; sink tests use it for theirs and set
+// fields (Payload, Type, Headers) as a test needs.
+func Event(topic, key string, seq int64) relaysink.Event {
 	return relaysink.Event{
 		ID:      fmt.Sprintf("%s/%s/%d", topic, key, seq),
 		Topic:   topic,
@@ -176,41 +191,58 @@ func event(topic, key string, seq int64) relaysink.Event {
 	}
 }
 
-// publish publishes events with the case's context, checks the shape of the
-// result and the per-key confirmed-prefix rule, and returns the errors.
+// publish publishes events on the case's sink with the case's context,
+// checks the result (RequireResult), and returns the errors.
 func (b *bundle) publish(events []relaysink.Event) []error {
 	b.t.Helper()
-	return b.publishCtx(b.ctx, events)
+	return b.publishOn(b.b.Sink, events)
 }
 
-func (b *bundle) publishCtx(ctx context.Context, events []relaysink.Event) []error {
+// publishOn is publish on another sink of the case.
+func (b *bundle) publishOn(sink relaysink.Sink, events []relaysink.Event) []error {
 	b.t.Helper()
-	errs := b.b.Sink.Publish(ctx, events)
-	requirePrefixRule(b.t, events, errs)
+	errs := sink.Publish(b.ctx, events)
+	RequireResult(b.t, events, errs)
 	return errs
 }
 
 // publishOK publishes events and requires every one confirmed.
 func (b *bundle) publishOK(events []relaysink.Event) {
 	b.t.Helper()
-	errs := b.publish(events)
+	RequireConfirmed(b.t, events, b.publish(events))
+}
+
+// RequireConfirmed checks a Publish result with RequireResult and requires
+// every event confirmed.
+func RequireConfirmed(t *testing.T, events []relaysink.Event, errs []error) {
+	t.Helper()
+	RequireResult(t, events, errs)
 	for i, err := range errs {
-		require.NoError(b.t, err, "event %d (%s) not confirmed", i, events[i].ID)
+		require.NoError(t, err, "event %d (%s) not confirmed", i, events[i].ID)
 	}
 }
 
-// requirePrefixRule checks one Publish result: one error per event, and once
-// an event of a key is not confirmed no later event of that key in the batch
-// is confirmed. A key's sequence is per topic (the dispatcher orders by
-// destination and partition key), so the rule is checked per (Topic, Key).
-func requirePrefixRule(t *testing.T, events []relaysink.Event, errs []error) {
+// RequireResult checks the shape of one Publish result against the
+// relaysink.Sink contract: one error per event; every error a
+// *relaysink.PublishError naming its event; and the per-key prefix rule:
+// after the first unconfirmed event of a (topic, key), every later event of
+// that (topic, key) wraps relaysink.ErrEarlierFailed. A key's sequence is
+// per topic (the dispatcher orders by destination and partition key), so the
+// rule is checked per (Topic, Key).
+func RequireResult(t *testing.T, events []relaysink.Event, errs []error) {
 	t.Helper()
 	require.Len(t, errs, len(events), "Publish must return one error per event")
 	firstFailed := map[[2]string]int{}
 	for i, ev := range events {
+		if errs[i] != nil {
+			var pe *relaysink.PublishError
+			require.ErrorAs(t, errs[i], &pe, "event %d (%s)", i, ev.ID)
+			require.Equal(t, [3]string{ev.Topic, ev.Key, ev.ID}, [3]string{pe.Topic, pe.Key, pe.ID},
+				"the PublishError of event %d names another event", i)
+		}
 		k := [2]string{ev.Topic, ev.Key}
 		if j, ok := firstFailed[k]; ok {
-			require.Error(t, errs[i], "event %d (%s) confirmed after event %d (%s) of key %q failed: %v",
+			require.ErrorIs(t, errs[i], relaysink.ErrEarlierFailed, "event %d (%s) after event %d (%s) of key %q failed (%v)",
 				i, ev.ID, j, events[j].ID, ev.Key, errs[j])
 			continue
 		}
@@ -218,6 +250,28 @@ func requirePrefixRule(t *testing.T, events []relaysink.Event, errs []error) {
 			firstFailed[k] = i
 		}
 	}
+}
+
+// CloseOnCleanup closes sink in t.Cleanup, within 10 s of its own (the
+// test's context is done by then), and fails the test if Close returns an
+// error. Harnesses and sink tests use it for every sink they build.
+func CloseOnCleanup(t *testing.T, sink relaysink.Sink) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, sink.Close(ctx), "close sink %s", sink.Name())
+	})
+}
+
+// KeySeqs returns "<key>/<seq>" of each message, in order: what a test
+// compares a topic's read-back with.
+func KeySeqs(ds []Delivered) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s/%d", d.Key, d.Seq))
+	}
+	return out
 }
 
 // consume reads topic back.

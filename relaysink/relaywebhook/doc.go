@@ -27,5 +27,6 @@
 // out in parallel, at most Config.Concurrency requests at a time for the whole
 // sink; the events of one (topic, key) go strictly one after another, and the
 // first failure of a key stops it: its later events in the batch are not sent
-// and report ErrEarlierFailed (relaysink's per-key prefix rule).
+// and report relaysink.ErrEarlierFailed (the per-key prefix rule, see
+// relaysink.EnforceKeyOrder).
 package relaywebhook

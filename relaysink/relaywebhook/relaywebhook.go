@@ -42,25 +42,9 @@ const (
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
 
-// Errors a Publish result wraps (test with errors.Is; a non-2xx answer is a
-// *StatusError, test with errors.As).
-var (
-	// ErrClosed: the sink was closed before the event was sent.
-	ErrClosed = errors.New("sink closed")
-	// ErrInvalidEvent: the event breaks the relaysink.Event contract (no ID,
-	// no topic, unknown type) or carries a header HTTP cannot, and was not
-	// sent.
-	ErrInvalidEvent = errors.New("invalid event")
-	// ErrEarlierFailed: an earlier event of the same topic and key in the
-	// batch was not confirmed, so this one was not sent.
-	ErrEarlierFailed = errors.New("an earlier event of the key was not confirmed")
-	// ErrRequestTimeout: Config.RequestTimeout passed before the receiver
-	// answered. The receiver may still have processed the event.
-	ErrRequestTimeout = errors.New("request timeout")
-)
-
-// StatusError is the error of an event the receiver answered with a status
-// other than 2xx (3xx included: redirects are not followed).
+// StatusError is the reason of an event the receiver answered with a status
+// other than 2xx (3xx included: redirects are not followed); Publish results
+// wrap it (test with errors.As) beside the relaysink sentinels.
 type StatusError struct {
 	// StatusCode is the HTTP status code of the answer.
 	StatusCode int
@@ -188,9 +172,12 @@ func New(cfg Config) (*Sink, error) {
 	s.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	var cancel context.CancelCauseFunc
 	s.stopCtx, cancel = context.WithCancelCause(context.Background())
-	s.stop = func() { cancel(ErrClosed) }
+	s.stop = func() { cancel(relaysink.ErrClosed) }
 	return s, nil
 }
+
+// pkg prefixes the sink's errors.
+const pkg = "relaywebhook"
 
 // Name returns "webhook".
 func (s *Sink) Name() string { return "webhook" }
@@ -203,10 +190,16 @@ type streamKey struct{ topic, key string }
 // sent one after another in input order; different keys in parallel, within
 // the sink's Config.Concurrency. A key's first unconfirmed event (invalid,
 // non-2xx, transport error, Config.RequestTimeout, ctx done, sink closed)
-// stops the key: its later events are not sent and wrap ErrEarlierFailed.
+// stops the key: its later events are not sent and wrap
+// relaysink.ErrEarlierFailed.
 // ctx bounds the whole call and every request; events not yet answered when
 // it ends get its cause (a request in flight may still have been processed:
 // at least once). Publish never retries; the dispatcher re-publishes.
+//
+// Every error is a *relaysink.PublishError; errors.Is finds the relaysink
+// sentinels in it (relaysink.ErrPublishTimeout for Config.RequestTimeout,
+// relaysink.ErrInvalidEvent for an event relaysink.Event.Validate or HTTP
+// refuses, relaysink.ErrClosed), errors.As a *StatusError.
 //
 // User headers come first; a user header named like one the sink sets
 // (relay-event-id, relay-seq, relay-type, relay-key, Idempotency-Key,
@@ -219,11 +212,14 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	if len(events) == 0 {
 		return errs
 	}
+	// In place, on every return. Its prefix rule changes nothing as long
+	// as runLane stops each key at its first failure.
+	defer relaysink.FinishResult(pkg, events, errs)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		for i, ev := range events {
-			errs[i] = publishErr(ev, ErrClosed)
+		for i := range errs {
+			errs[i] = relaysink.ErrClosed
 		}
 		return errs
 	}
@@ -233,7 +229,7 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopWatch := context.AfterFunc(s.stopCtx, func() { cancel(ErrClosed) })
+	stopWatch := context.AfterFunc(s.stopCtx, func() { cancel(relaysink.ErrClosed) })
 	defer stopWatch()
 
 	// Lanes: each (topic, key)'s event indexes in input order, lanes in
@@ -278,9 +274,9 @@ func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 func (s *Sink) runLane(ctx context.Context, events []relaysink.Event, lane []int, errs []error) {
 	for n, i := range lane {
 		if err := s.send(ctx, events[i]); err != nil {
-			errs[i] = publishErr(events[i], err)
+			errs[i] = err
 			for _, j := range lane[n+1:] {
-				errs[j] = publishErr(events[j], ErrEarlierFailed)
+				errs[j] = relaysink.ErrEarlierFailed
 			}
 			return
 		}
@@ -302,7 +298,7 @@ func (s *Sink) send(ctx context.Context, ev relaysink.Event) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	rctx, cancel := context.WithTimeoutCause(ctx, s.timeout, ErrRequestTimeout)
+	rctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
 	// The signature is stamped when the request goes out, after any wait
 	// for a token, so that a receiver's tolerance measures the network.
@@ -347,31 +343,31 @@ func init() {
 	}
 }
 
-// request builds the unsigned request of ev, or an ErrInvalidEvent error.
+// request builds the unsigned request of ev, or an error wrapping
+// relaysink.ErrInvalidEvent.
 func (s *Sink) request(ev relaysink.Event) (*http.Request, error) {
+	if err := ev.Validate(); err != nil {
+		return nil, err
+	}
 	switch {
-	case ev.ID == "":
-		return nil, fmt.Errorf("%w: empty ID", ErrInvalidEvent)
-	case ev.Topic == "" || ev.Topic == "." || ev.Topic == "..":
-		return nil, fmt.Errorf("%w: topic %q is not a path segment", ErrInvalidEvent, ev.Topic)
-	case ev.Type != relaysink.Upsert && ev.Type != relaysink.Tombstone:
-		return nil, fmt.Errorf("%w: type %q", ErrInvalidEvent, ev.Type)
+	case ev.Topic == "." || ev.Topic == "..":
+		return nil, fmt.Errorf("%w: topic %q is not a path segment", relaysink.ErrInvalidEvent, ev.Topic)
 	case !validHeaderValue(ev.ID):
-		return nil, fmt.Errorf("%w: ID has control characters", ErrInvalidEvent)
+		return nil, fmt.Errorf("%w: ID has control characters", relaysink.ErrInvalidEvent)
 	}
 	body := bodyOf(ev)
 	req, err := http.NewRequest(http.MethodPost, s.base+"/"+url.PathEscape(ev.Topic), bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+		return nil, fmt.Errorf("%w: %w", relaysink.ErrInvalidEvent, err)
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/octet-stream")
 	for _, name := range slices.Sorted(maps.Keys(ev.Headers)) {
 		if !validHeaderName(name) {
-			return nil, fmt.Errorf("%w: header name %q", ErrInvalidEvent, name)
+			return nil, fmt.Errorf("%w: header name %q", relaysink.ErrInvalidEvent, name)
 		}
 		if !validHeaderValue(ev.Headers[name]) {
-			return nil, fmt.Errorf("%w: header %q has control characters", ErrInvalidEvent, name)
+			return nil, fmt.Errorf("%w: header %q has control characters", relaysink.ErrInvalidEvent, name)
 		}
 		if reserved[http.CanonicalHeaderKey(name)] {
 			continue
@@ -414,16 +410,11 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
-// publishErr wraps err with the event's topic, key and id (never its payload).
-func publishErr(ev relaysink.Event, err error) error {
-	return fmt.Errorf("relaywebhook: publish %s key=%s id=%s: %w", ev.Topic, ev.Key, ev.ID, err)
-}
-
 // Close marks the sink closed (later Publish calls fail every event with
-// ErrClosed), waits within ctx for the Publish calls in flight to finish, and
-// releases the idle connections of the sink's own client. If ctx ends first,
-// the calls in flight are cancelled (their unanswered events fail with
-// ErrClosed) and Close returns ctx's error after they return. Nothing is
+// relaysink.ErrClosed), waits within ctx for the Publish calls in flight to
+// finish, and releases the idle connections of the sink's own client. If ctx
+// ends first, the calls in flight are cancelled (their unanswered events fail
+// with relaysink.ErrClosed) and Close returns ctx's error after they return. Nothing is
 // buffered, so there is nothing else to flush. Close is idempotent.
 func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()

@@ -31,7 +31,7 @@ const basePath = "/hooks"
 // TestConformance runs the sink suite against a real HTTP receiver of ours
 // on loopback, one per case.
 func TestConformance(t *testing.T) {
-	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true},
+	relaysinktest.Run(t, relaysinktest.Features{Tombstones: true, FailSome: true, Stall: true, OwnTimeout: true},
 		relaysinktest.Harness{New: newBackend})
 }
 
@@ -39,21 +39,16 @@ func TestConformance(t *testing.T) {
 // on it.
 func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 	rc := newReceiver(t, relayclock.System{}, topics...)
-	sink, err := relaywebhook.New(relaywebhook.Config{
-		URL:    rc.srv.URL + basePath,
-		Secret: secret,
+	newSink := func(t *testing.T, timeout time.Duration) relaysink.Sink {
+		sink, err := relaywebhook.New(relaywebhook.Config{URL: rc.srv.URL + basePath, Secret: secret, RequestTimeout: timeout})
+		require.NoError(t, err)
+		relaysinktest.CloseOnCleanup(t, sink)
+		return sink
+	}
+	return relaysinktest.Backend{
 		// Longer than the suite's stall deadline, so BoundedTimeout proves
 		// that Publish honours its ctx rather than this timeout.
-		RequestTimeout: 30 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, sink.Close(ctx))
-	})
-	return relaysinktest.Backend{
-		Sink: sink,
+		Sink: newSink(t, 30*time.Second),
 		Consume: func(_ context.Context, topic string) ([]relaysinktest.Delivered, error) {
 			return rc.delivered(topic), nil
 		},
@@ -67,6 +62,7 @@ func newBackend(t *testing.T, topics []string) relaysinktest.Backend {
 			rc.mu.Unlock()
 			return rc.stall()
 		},
+		WithTimeout: newSink,
 	}
 }
 
@@ -328,19 +324,4 @@ func setup(t *testing.T, cfg relaywebhook.Config) (*relaywebhook.Sink, *receiver
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sink.Close(context.Background())) })
 	return sink, rc
-}
-
-func ev(topic, key string, seq int64, payload string) relaysink.Event {
-	return relaysink.Event{
-		ID: fmt.Sprintf("%s/%d", key, seq), Topic: topic, Key: key, Seq: seq,
-		Type: relaysink.Upsert, Payload: []byte(payload),
-	}
-}
-
-func ids(ds []relaysinktest.Delivered) []string {
-	var out []string
-	for _, d := range ds {
-		out = append(out, d.ID)
-	}
-	return out
 }
