@@ -305,8 +305,10 @@ type Stats struct {
 	// Cursor is the intake's watermark; nil without an Intake or before the
 	// pipeline was seeded.
 	Cursor *relaytype.Cursor
-	// Outbox holds each dispatcher target's events per state, keyed by target.
-	Outbox map[string]*relaydriver.OutboxStats
+	// Outbox holds each dispatcher's Stats, keyed by target: its events (or,
+	// for a latest-state dispatcher, its latest-state rows) per state, the
+	// oldest pending age and whether this instance's dispatcher delivers.
+	Outbox map[string]relay.DispatcherStats
 }
 
 // Stats reads the pipeline's progress from the store: the engine's stats,
@@ -314,7 +316,7 @@ type Stats struct {
 // outbox counts. It works whether or not this instance is active. ctx governs
 // the reads.
 func (s *Service) Stats(ctx context.Context) (*Stats, error) {
-	st := &Stats{Active: s.Active(), Outbox: map[string]*relaydriver.OutboxStats{}}
+	st := &Stats{Active: s.Active(), Outbox: map[string]relay.DispatcherStats{}}
 	var err error
 	if st.Messages, err = s.cfg.Engine.Stats(ctx); err != nil {
 		return nil, err
@@ -330,7 +332,7 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		}
 	}
 	for _, x := range s.cfg.Dispatchers {
-		ob, err := ex.OutboxStats(ctx, x.Target())
+		ob, err := x.Stats(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("relayservice: outbox stats of %q: %w", x.Target(), err)
 		}
