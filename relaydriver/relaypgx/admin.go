@@ -51,16 +51,8 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Message
-	for r.Next() {
-		m, err := scanMessage(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, m)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, collectMessage)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil

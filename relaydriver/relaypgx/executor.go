@@ -44,6 +44,13 @@ func fromTS(v pgtype.Timestamptz) time.Time {
 	return v.Time.UTC()
 }
 
+// collect reads every row of rows with fn and closes rows: pgx.CollectRows,
+// except that no rows give a nil slice (as every listing of both drivers
+// returns), not an empty one.
+func collect[T any](rows pgx.Rows, fn pgx.RowToFunc[T]) ([]T, error) {
+	return pgx.AppendRows([]T(nil), rows, fn)
+}
+
 // ---------------------------------------------------------------- raw querier
 
 // Exec runs sql and returns the number of rows affected.
@@ -119,21 +126,16 @@ func scanMessage(r pgx.Row) (*relaytype.Message, error) {
 	return &m, nil
 }
 
+// collectMessage is scanMessage as a pgx.RowToFunc.
+func collectMessage(r pgx.CollectableRow) (*relaytype.Message, error) { return scanMessage(r) }
+
 func (e *executor) queryMessages(ctx context.Context, op, query string, args ...any) ([]*relaytype.Message, error) {
 	r, err := e.db.Query(ctx, queries[query], args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Message
-	for r.Next() {
-		m, err := scanMessage(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, m)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, collectMessage)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -432,16 +434,11 @@ func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]boo
 		return nil, nil, err
 	}
 	inserted := map[pipelineID]bool{}
-	for r.Next() {
-		var k pipelineID
-		if err := r.Scan(&k.pipeline, &k.id); err != nil {
-			r.Close()
-			return nil, nil, err
-		}
+	var k pipelineID
+	if _, err := pgx.ForEachRow(r, []any{&k.pipeline, &k.id}, func() error {
 		inserted[k] = true
-	}
-	r.Close()
-	if err := r.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, nil, err
 	}
 	found := make([]insertFound, n)
@@ -452,23 +449,19 @@ func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]boo
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Close()
-	j := 0
-	for r.Next() {
-		var (
-			ord int64
-			f   insertFound
-		)
-		if err := r.Scan(&ord, &f.present, &f.owner); err != nil {
-			return nil, nil, err
-		}
+	var (
+		j   int
+		ord int64
+		f   insertFound
+	)
+	if _, err := pgx.ForEachRow(r, []any{&ord, &f.present, &f.owner}, func() error {
 		if j >= len(look) || ord != int64(j)+1 {
-			return nil, nil, fmt.Errorf("lookup row %d out of order (want %d of %d)", ord, j+1, len(look))
+			return fmt.Errorf("lookup row %d out of order (want %d of %d)", ord, j+1, len(look))
 		}
 		found[look[j]] = f
 		j++
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, nil, err
 	}
 	if j != len(look) {
@@ -779,15 +772,8 @@ func (e *executor) claimAsync(ctx context.Context, op, query string, args []any)
 		if err != nil {
 			return err
 		}
-		defer r.Close()
-		for r.Next() {
-			m, err := scanMessage(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		return r.Err()
+		out, err = collect(r, collectMessage)
+		return err
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
@@ -842,29 +828,26 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
 	st := &relaydriver.MessageStats{Counts: map[relaytype.State]int64{}}
 	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
 		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
 		st.Counts[s] = 0
 	}
-	for r.Next() {
-		var (
-			state  string
-			n      int64
-			oldest pgtype.Timestamptz
-			maxID  int64
-		)
-		if err := r.Scan(&state, &n, &oldest, &maxID); err != nil {
-			return nil, mapErr(op, err)
-		}
+	var (
+		state  string
+		n      int64
+		oldest pgtype.Timestamptz
+		maxID  int64
+	)
+	_, err = pgx.ForEachRow(r, []any{&state, &n, &oldest, &maxID}, func() error {
 		st.Counts[relaytype.State(state)] = n
 		if o := fromTS(oldest); !o.IsZero() && (st.OldestUnfinishedEnqueuedAt.IsZero() || o.Before(st.OldestUnfinishedEnqueuedAt)) {
 			st.OldestUnfinishedEnqueuedAt = o
 		}
 		st.MaxID = max(st.MaxID, maxID)
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return st, nil
@@ -924,20 +907,18 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Hole
-	for r.Next() {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaytype.Hole, error) {
 		var (
 			h               relaytype.Hole
 			first, released pgtype.Timestamptz
 		)
 		if err := r.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
-			return nil, mapErr(op, err)
+			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = fromTS(first), fromTS(released)
-		out = append(out, &h)
-	}
-	if err := r.Err(); err != nil {
+		return &h, nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil

@@ -167,22 +167,17 @@ func scanBindRows(br pgx.BatchResults) ([]bindRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
-	var out []bindRow
-	for rs.Next() {
-		var (
-			ord int64
-			r   bindRow
-		)
-		if err := rs.Scan(&ord, &r.found, &r.bound, &r.owner, &r.applied); err != nil {
-			return nil, err
+	var n int64
+	return collect(rs, func(row pgx.CollectableRow) (r bindRow, err error) {
+		var ord int64
+		if err := row.Scan(&ord, &r.found, &r.bound, &r.owner, &r.applied); err != nil {
+			return r, err
 		}
-		if ord != int64(len(out))+1 {
-			return nil, fmt.Errorf("result row %d out of order (want %d)", ord, len(out)+1)
+		if n++; ord != n {
+			return r, fmt.Errorf("result row %d out of order (want %d)", ord, n)
 		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
+		return r, nil
+	})
 }
 
 // rollbackToBindSavepoint undoes a failed MessageBindIdentities statement

@@ -104,22 +104,19 @@ func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.L
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	for r.Next() {
-		var (
-			target, key string
-			gen         int64
-		)
-		if err := r.Scan(&target, &key, &gen); err != nil {
-			return nil, mapErr(op, err)
-		}
+	var (
+		target, key string
+		gen         int64
+	)
+	_, err = pgx.ForEachRow(r, []any{&target, &key, &gen}, func() error {
 		i, ok := index[latestKey{target, key}]
 		if !ok {
-			return nil, fmt.Errorf("relaypgx: %s: the store returned %s/%s, which was not written", op, target, key)
+			return fmt.Errorf("the store returned %s/%s, which was not written", target, key)
 		}
 		out[i] = &relaydriver.LatestUpserted{Accepted: true, Generation: gen}
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -160,16 +157,8 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaydriver.LatestRecord
-	for r.Next() {
-		l, err := scanLatest(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, l)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaydriver.LatestRecord, error) { return scanLatest(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil

@@ -104,24 +104,20 @@ func scanAppended(res pgx.BatchResults, at map[string]int, out []relaydriver.Out
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	got := 0
-	for rows.Next() {
-		var (
-			id string
-			a  relaydriver.OutboxAppended
-		)
-		if err := rows.Scan(&id, &a.ID, &a.Seq); err != nil {
-			return err
-		}
+	var (
+		got int
+		id  string
+		a   relaydriver.OutboxAppended
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &a.ID, &a.Seq}, func() error {
 		i, ok := at[id]
 		if !ok {
 			return fmt.Errorf("the store returned unknown event id %s", id)
 		}
 		out[i] = a
 		got++
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return err
 	}
 	if got != len(out) {
@@ -158,16 +154,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, query string, args ...an
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaydriver.OutboxRecord
-	for r.Next() {
-		o, err := scanOutbox(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, o)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaydriver.OutboxRecord, error) { return scanOutbox(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -192,22 +180,15 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
 	type served struct {
 		rec      *relaydriver.OutboxRecord
 		lap, ord int64
 	}
-	var out []served
-	for r.Next() {
-		var s served
-		o, err := scanOutbox(r, &s.lap, &s.ord)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		s.rec = o
-		out = append(out, s)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (s served, err error) {
+		s.rec, err = scanOutbox(r, &s.lap, &s.ord)
+		return s, err
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	// The statement has no ORDER BY (a sort would make it visit every key);

@@ -58,7 +58,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr(op, err)
 }
 

@@ -58,7 +58,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr(op, err)
 }
 

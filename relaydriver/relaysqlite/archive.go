@@ -99,16 +99,10 @@ func selectArchiveCandidates(ctx context.Context, q archiveRunner, pipeline stri
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	var out []archiveCandidate
-	for r.Next() {
-		var c archiveCandidate
-		if err := r.Scan(&c.id, &c.state, &c.updatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, r.Err()
+	return collect(r, func(s scanner) (c archiveCandidate, err error) {
+		err = s.Scan(&c.id, &c.state, &c.updatedAt)
+		return c, err
+	})
 }
 
 // archiveCandidates copies each candidate into the history and turns its main

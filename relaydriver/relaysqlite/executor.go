@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -213,7 +214,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 	if err != nil {
 		return nil, mapErr("message list unfinished", err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr("message list unfinished", err)
 }
 
@@ -449,7 +450,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 		if err != nil {
 			return err
 		}
-		out, err = scanMessages(rows)
+		out, err = collect(rows, scanMessage)
 		return err
 	})
 	if err != nil {
@@ -480,21 +481,14 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	renewed := make(map[int64]bool, len(params.IDs))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, mapErr(op, err)
-		}
-		renewed[id] = true
-	}
-	if err := rows.Err(); err != nil {
+	renewed, err := collect(rows, scanInt64)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
+	slices.Sort(renewed)
 	res := &relaydriver.MessageLeaseRenewResult{}
 	for _, id := range params.IDs {
-		if !renewed[id] {
+		if _, ok := slices.BinarySearch(renewed, id); !ok {
 			res.Lost = append(res.Lost, id)
 		}
 	}
@@ -550,34 +544,34 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
+	// One row per state present: (state, count, smallest enqueued_at of the
+	// unfinished, largest id).
+	type stateRow struct {
+		state        string
+		count, maxID int64
+		minEnq       sql.NullInt64
+	}
+	got, err := collect(rows, func(s scanner) (r stateRow, err error) {
+		err = s.Scan(&r.state, &r.count, &r.minEnq, &r.maxID)
+		return r, err
+	})
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
 	// Every state is present, zero when absent, as in relaypgx.
 	st := &relaydriver.MessageStats{Counts: make(map[relaytype.State]int64, 6)}
 	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
 		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
 		st.Counts[s] = 0
 	}
-
 	var oldest int64
-	for rows.Next() {
-		var (
-			state  string
-			count  int64
-			minEnq sql.NullInt64
-			maxID  int64
-		)
-		if err := rows.Scan(&state, &count, &minEnq, &maxID); err != nil {
-			return nil, mapErr(op, err)
+	for _, r := range got {
+		st.Counts[relaytype.State(r.state)] = r.count
+		if r.minEnq.Valid && (oldest == 0 || r.minEnq.Int64 < oldest) {
+			oldest = r.minEnq.Int64
+			st.OldestUnfinishedEnqueuedAt = timeOf(r.minEnq)
 		}
-		st.Counts[relaytype.State(state)] = count
-		if minEnq.Valid && (oldest == 0 || minEnq.Int64 < oldest) {
-			oldest = minEnq.Int64
-			st.OldestUnfinishedEnqueuedAt = timeOf(minEnq)
-		}
-		st.MaxID = max(st.MaxID, maxID)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, mapErr(op, err)
+		st.MaxID = max(st.MaxID, r.maxID)
 	}
 	return st, nil
 }
@@ -656,20 +650,18 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaytype.Hole
-	for rows.Next() {
+	out, err := collect(rows, func(s scanner) (*relaytype.Hole, error) {
 		var (
 			h               relaytype.Hole
 			first, released sql.NullInt64
 		)
-		if err := rows.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
-			return nil, mapErr(op, err)
+		if err := s.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = timeOf(first), timeOf(released)
-		out = append(out, &h)
-	}
-	return out, mapErr(op, rows.Err())
+		return &h, nil
+	})
+	return out, mapErr(op, err)
 }
 
 // --- scanning ----------------------------------------------------------------
@@ -703,18 +695,29 @@ func scanMessage(s scanner) (*relaytype.Message, error) {
 	return &m, nil
 }
 
-// scanMessages reads and closes rows.
-func scanMessages(rows *sql.Rows) ([]*relaytype.Message, error) {
+// collect reads every row of rows with scan, in order, and closes rows: the
+// one scan loop of the driver. No rows give a nil slice. The caller maps the
+// error.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []*relaytype.Message
+	var out []T
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanInt64 reads a row of one integer column.
+func scanInt64(s scanner) (v int64, err error) {
+	err = s.Scan(&v)
+	return v, err
 }
 
 // --- transactions ------------------------------------------------------------

@@ -177,16 +177,8 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaydriver.LatestRecord
-	for rows.Next() {
-		l, err := scanLatest(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, l)
-	}
-	return out, mapErr(op, rows.Err())
+	out, err := collect(rows, scanLatest)
+	return out, mapErr(op, err)
 }
 
 // LatestMarkSent sets SENT on the referenced rows still PENDING at the

@@ -112,16 +112,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, name string, args ...any
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaydriver.OutboxRecord
-	for rows.Next() {
-		o, err := scanOutbox(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, o)
-	}
-	return out, mapErr(op, rows.Err())
+	out, err := collect(rows, scanOutbox)
+	return out, mapErr(op, err)
 }
 
 // OutboxFetch returns the ready runs of each key in serving order (rotation
