@@ -25,19 +25,6 @@ type bindRow struct {
 	applied bool        // the statement bound the input identity to it
 }
 
-// checkBindIdentities validates the inputs of MessageBindIdentities.
-func checkBindIdentities(p *relaydriver.MessageBindIdentitiesParams) error {
-	if len(p.IDs) != len(p.Identities) {
-		return fmt.Errorf("%d ids but %d identities", len(p.IDs), len(p.Identities))
-	}
-	for i, identity := range p.Identities {
-		if identity == "" {
-			return fmt.Errorf("message %d: empty identity", p.IDs[i])
-		}
-	}
-	return nil
-}
-
 // distinctIDs reports whether no id appears twice.
 func distinctIDs(ids []int64) bool {
 	seen := make(map[int64]struct{}, len(ids))
@@ -67,7 +54,7 @@ func distinctIDs(ids []int64) bool {
 // made are idempotent, so the outcome is the in-order one either way.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
 	op := fmt.Sprintf("bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
-	if err := checkBindIdentities(params); err != nil {
+	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {

@@ -130,17 +130,8 @@ func (r sqlRow) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(de
 // takes no id. All inserts of one call commit together.
 func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
 	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params)), Duplicate: make([]bool, len(params))}
-	for i, p := range params {
-		switch {
-		case p == nil:
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d] is nil", i)
-		case p.Pipeline == "":
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Pipeline is empty", i)
-		case p.ID < 0:
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].ID %d is negative", i, p.ID)
-		case p.Now.IsZero():
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Now is required (it becomes EnqueuedAt)", i)
-		}
+	if err := relaydriver.CheckMessageInsertMany(params); err != nil {
+		return nil, fmt.Errorf("relaysqlite: message insert: %w", err)
 	}
 	if len(params) == 0 {
 		return res, nil
@@ -222,11 +213,11 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 // seed 000 §2). A unique violation means another message owns it; that owner
 // is returned. A message already bound keeps its identity and reports itself.
 func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
-	if params.Identity == "" {
-		return nil, errors.New("relaysqlite: message bind identity: Identity is empty")
+	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var res *relaydriver.MessageBindIdentityResult
-	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
 	err := e.atomically(ctx, op, func(q runner) error {
 		var err error
 		res, err = bindIdentity(ctx, q, params)
@@ -245,13 +236,8 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 // construction. On error nothing of an own transaction is committed.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
 	op := fmt.Sprintf("message bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
-	if len(params.IDs) != len(params.Identities) {
-		return nil, fmt.Errorf("relaysqlite: %s: %d ids but %d identities", op, len(params.IDs), len(params.Identities))
-	}
-	for i, identity := range params.Identities {
-		if identity == "" {
-			return nil, fmt.Errorf("relaysqlite: %s: message %d: empty identity", op, params.IDs[i])
-		}
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	res := &relaydriver.MessageBindIdentitiesResult{
 		Owners: make([]int64, len(params.IDs)), Identities: make([]string, len(params.IDs)),
@@ -321,11 +307,8 @@ func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int6
 // acknowledgement intent in one UPDATE, clearing the lease.
 func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
 	op := fmt.Sprintf("message complete %s/%d", params.Pipeline, params.ID)
-	if !params.State.Terminal() {
-		return fmt.Errorf("relaysqlite: %s: state %q is not terminal", op, params.State)
-	}
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var ackNext any
 	if params.AckIntent {
@@ -354,11 +337,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 	}
 	op := fmt.Sprintf("complete %d messages", len(params))
 	for _, p := range params {
-		if !p.State.Terminal() {
-			return fmt.Errorf("relaysqlite: message complete %s/%d: state %q is not terminal", p.Pipeline, p.ID, p.State)
-		}
-		if p.Now.IsZero() {
-			return fmt.Errorf("relaysqlite: message complete %s/%d: Now is required", p.Pipeline, p.ID)
+		if err := p.Check(); err != nil {
+			return fmt.Errorf("relaysqlite: message complete %s/%d: %w", p.Pipeline, p.ID, err)
 		}
 	}
 	return e.atomically(ctx, op, func(q runner) error {
@@ -383,8 +363,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
 	op := fmt.Sprintf("message fail %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var attempts int
 	err := e.writer().queryRow(ctx, qMessageFail, params.Pipeline, params.ID,
@@ -403,8 +383,8 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 // DEAD(EXHAUSTED), keeping LastError.
 func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
 	op := fmt.Sprintf("message exhaust %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var ackNext any
 	if params.AckIntent {
@@ -429,11 +409,8 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 // rows and sets their lease (SQLite has no SKIP LOCKED and needs none).
 func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
 	op := "message claim " + params.Pipeline
-	if params.Owner == "" {
-		return nil, fmt.Errorf("relaysqlite: %s: Owner is required", op)
-	}
-	if params.Now.IsZero() || !params.LeaseUntil.After(params.Now) {
-		return nil, fmt.Errorf("relaysqlite: %s: LeaseUntil %v is not after Now %v", op, params.LeaseUntil, params.Now)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -466,8 +443,8 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // is ever in doubt, so every input is either renewed or lost.
 func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
 	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
-	if params.Owner == "" || params.LeaseUntil.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Owner and LeaseUntil are required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return &relaydriver.MessageLeaseRenewResult{}, nil
@@ -500,8 +477,8 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 // of the pipeline.
 func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
 	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
-	if params.Owner == "" {
-		return 0, fmt.Errorf("relaysqlite: %s: Owner is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	n, err := e.writer().affected(ctx, qMessageLeaseRelease, params.Pipeline, params.Owner)
 	return int(n), mapErr(op, err)
@@ -511,11 +488,8 @@ func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.
 // IDs is non-empty) back to PENDING, keeping the identity (seed 000 §9.1).
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
 	op := "message replay " + params.Pipeline
-	if len(params.Classes) == 0 {
-		return 0, fmt.Errorf("relaysqlite: %s: Classes is required", op)
-	}
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	classes, err := json.Marshal(params.Classes)
 	if err != nil {
@@ -603,8 +577,8 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 // CursorSave upserts (W, holeSince), never touching SeededAt/SeedMode.
 func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
 	op := "cursor save " + params.Pipeline
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	_, err := e.writer().exec(ctx, qCursorSave, params.Pipeline, params.Watermark,
 		timeArg(params.HoleSince), timeArg(params.Now))
@@ -615,8 +589,8 @@ func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSav
 // one statement (seed 000 §4.3).
 func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
 	op := "cursor seed " + params.Pipeline
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	r, err := e.writer().exec(ctx, qCursorSeed, params.Pipeline, params.Watermark,
 		params.Mode, timeArg(params.Now))
@@ -633,8 +607,8 @@ func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSee
 
 // HoleInsert logs a permanent hole; inserting it again changes nothing.
 func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
-	if hole == nil {
-		return errors.New("relaysqlite: hole insert: nil hole")
+	if err := relaydriver.CheckHoleInsert(hole); err != nil {
+		return fmt.Errorf("relaysqlite: hole insert: %w", err)
 	}
 	op := fmt.Sprintf("hole insert %s/%d", hole.Pipeline, hole.ID)
 

@@ -166,8 +166,8 @@ func scanLatest(s scanner) (*relaydriver.LatestRecord, error) {
 // LatestFetch returns the due PENDING rows of a target in key order.
 func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFetchParams) ([]*relaydriver.LatestRecord, error) {
 	op := "latest fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -185,8 +185,8 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 // referenced generation, in one statement.
 func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.LatestMarkSentParams) (int, error) {
 	op := "latest mark sent " + params.Target
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.Rows) == 0 {
 		return 0, nil
@@ -211,11 +211,8 @@ func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.Lates
 // limit, in one statement.
 func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("latest fail %s/%s@%d", params.Target, params.Key, params.Generation)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed

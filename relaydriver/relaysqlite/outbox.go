@@ -120,8 +120,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, name string, args ...any
 // from AfterKey).
 func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
 	op := "outbox fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -137,8 +137,8 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 // OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
@@ -154,11 +154,8 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 // OutboxFail records one failed delivery, DEAD at the limit, in one statement.
 func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("outbox fail %d", params.ID)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed
@@ -186,8 +183,8 @@ func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFai
 // OutboxDeleteSent deletes up to limit SENT rows sent before the cutoff.
 func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefore time.Time, limit int) (int, error) {
 	op := "outbox delete sent " + target
-	if sentBefore.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: sentBefore is required", op)
+	if err := relaydriver.CheckOutboxDeleteSent(sentBefore); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if limit <= 0 {
 		limit = LimitDefault
