@@ -176,3 +176,14 @@ type MessageStats struct {
 func (s *MessageStats) Backlog() int64 {
 	return s.Counts[relaytype.StatePending] + s.Counts[relaytype.StateFailed]
 }
+
+// NewMessageStats returns stats with every state, ARCHIVED included, counted
+// zero: the drivers fill in the states their aggregate finds.
+func NewMessageStats() *MessageStats {
+	st := &MessageStats{Counts: make(map[relaytype.State]int64, 6)}
+	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
+		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
+		st.Counts[s] = 0
+	}
+	return st
+}

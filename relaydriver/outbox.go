@@ -2,6 +2,7 @@ package relaydriver
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -235,4 +236,27 @@ func ScanOutboxStats[T any](rows StateCountRows, toTime func(T) time.Time) (*Out
 		}
 	}
 	return st, rows.Err()
+}
+
+// EncodeHeaders encodes event or latest-state headers as the JSON text both
+// drivers store: "{}" when there are none.
+func EncodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+// DecodeHeaders decodes stored headers; "" and "{}" are nil (no map is
+// allocated for a row without headers).
+func DecodeHeaders(s string) (map[string]string, error) {
+	if s == "" || s == "{}" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
 }

@@ -828,11 +828,7 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	st := &relaydriver.MessageStats{Counts: map[relaytype.State]int64{}}
-	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
-		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
-		st.Counts[s] = 0
-	}
+	st := relaydriver.NewMessageStats()
 	var (
 		state  string
 		n      int64

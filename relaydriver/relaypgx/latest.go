@@ -3,7 +3,6 @@ package relaypgx
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,7 +46,7 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 	if err := relaydriver.CheckLatestUpsert(params); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
 	}
-	h, err := headersJSON(params.Headers)
+	h, err := relaydriver.EncodeHeaders(params.Headers)
 	if err != nil {
 		return nil, fmt.Errorf("relaypgx: %s %s/%s: headers: %w", op, params.Target, params.Key, err)
 	}
@@ -90,7 +89,7 @@ func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.L
 		index    = make(map[latestKey]int, len(params))
 	)
 	for i, p := range params {
-		h, err := headersJSON(p.Headers)
+		h, err := relaydriver.EncodeHeaders(p.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: %s/%s: headers: %w", op, p.Target, p.Key, err)
 		}
@@ -134,10 +133,8 @@ func scanLatest(r pgx.Row) (*relaydriver.LatestRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &l.Headers); err != nil {
-			return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
-		}
+	if l.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
 	}
 	l.NextAttemptAt, l.UpdatedAt, l.SentAt = fromTS(next), fromTS(updated), fromTS(sent)
 	return &l, nil

@@ -3,7 +3,6 @@ package relaypgx
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,15 +17,6 @@ import (
 )
 
 // The transactional outbox (seed 000 §8.1, §8.3; docs/outbox.md).
-
-// headersJSON encodes headers as JSON text ("{}" when empty).
-func headersJSON(h map[string]string) (string, error) {
-	if len(h) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(h)
-	return string(b), err
-}
 
 // OutboxAppend appends the events of one call with one statement (key-row
 // upserts that allocate the seqs, then the inserts; see the OutboxAppend
@@ -65,7 +55,7 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 		at                   = make(map[string]int, n) // event id → index in params
 	)
 	for i, p := range params {
-		h, err := headersJSON(p.Headers)
+		h, err := relaydriver.EncodeHeaders(p.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.EventID, err)
 		}
@@ -140,10 +130,8 @@ func scanOutbox(r pgx.Row, extra ...any) (*relaydriver.OutboxRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
-			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
-		}
+	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = fromTS(next), fromTS(created), fromTS(sent), fromTS(updated)
 	return &o, nil

@@ -532,12 +532,7 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	// Every state is present, zero when absent, as in relaypgx.
-	st := &relaydriver.MessageStats{Counts: make(map[relaytype.State]int64, 6)}
-	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
-		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
-		st.Counts[s] = 0
-	}
+	st := relaydriver.NewMessageStats()
 	var oldest int64
 	for _, r := range got {
 		st.Counts[relaytype.State(r.state)] = r.count

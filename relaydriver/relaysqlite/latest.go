@@ -113,13 +113,9 @@ func (e *executor) latestAtomically(ctx context.Context, op string, fn func(q ra
 // latestUpsertOne takes the next generation and writes one validated state
 // only forward, with q.
 func latestUpsertOne(ctx context.Context, q rawRunner, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
-	headers := "{}"
-	if len(params.Headers) > 0 {
-		b, err := json.Marshal(params.Headers)
-		if err != nil {
-			return nil, fmt.Errorf("headers: %w", err)
-		}
-		headers = string(b)
+	headers, err := relaydriver.EncodeHeaders(params.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
 	}
 	var payload any
 	if params.Payload != nil {
@@ -130,7 +126,7 @@ func latestUpsertOne(ctx context.Context, q rawRunner, params *relaydriver.Lates
 		return nil, fmt.Errorf("next generation: %w", err)
 	}
 	res := &relaydriver.LatestUpserted{}
-	err := q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
+	err = q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
 		params.Version, params.Type, headers, payload, timeArg(params.Now), next).Scan(&res.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return res, nil // refused: an older version
@@ -154,10 +150,8 @@ func scanLatest(s scanner) (*relaydriver.LatestRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &l.Headers); err != nil {
-			return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
-		}
+	if l.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
 	}
 	l.NextAttemptAt, l.UpdatedAt, l.SentAt = timeOf(next), timeOf(updated), timeOf(sent)
 	return &l, nil

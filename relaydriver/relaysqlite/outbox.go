@@ -44,13 +44,9 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 	run := func(q runner) error {
 		for _, i := range order {
 			p := params[i]
-			headers := "{}"
-			if len(p.Headers) > 0 {
-				b, err := json.Marshal(p.Headers)
-				if err != nil {
-					return fmt.Errorf("event %s: headers: %w", p.EventID, err)
-				}
-				headers = string(b)
+			headers, err := relaydriver.EncodeHeaders(p.Headers)
+			if err != nil {
+				return fmt.Errorf("event %s: headers: %w", p.EventID, err)
 			}
 			if err := q.queryRow(ctx, qOutboxKeyNext, p.Target, p.Key).Scan(&out[i].Seq); err != nil {
 				return fmt.Errorf("event %s: allocate seq: %w", p.EventID, err)
@@ -98,10 +94,8 @@ func scanOutbox(s scanner) (*relaydriver.OutboxRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
-			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
-		}
+	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = timeOf(next), timeOf(created), timeOf(sent), timeOf(updated)
 	return &o, nil
