@@ -3,6 +3,9 @@ package relaydriver
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Input checks every driver runs before it writes, so that both stores refuse
@@ -61,6 +64,273 @@ func CheckLatestUpsertMany(params []*LatestUpsertParams) error {
 			return fmt.Errorf("states %d and %d both write %s/%s: one call writes a key at most once", j, i, p.Target, p.Key)
 		}
 		seen[k] = i
+	}
+	return nil
+}
+
+// errNowRequired is the refusal of a call whose Now is the zero time: the
+// store never reads its own clock.
+var errNowRequired = errors.New("Now is required")
+
+// CheckMessageInsertMany validates the inputs of one MessageInsertMany call.
+func CheckMessageInsertMany(params []*MessageInsertParams) error {
+	for i, p := range params {
+		switch {
+		case p == nil:
+			return fmt.Errorf("params[%d] is nil", i)
+		case p.Pipeline == "":
+			return fmt.Errorf("params[%d].Pipeline is empty", i)
+		case p.ID < 0:
+			return fmt.Errorf("params[%d].ID %d is negative", i, p.ID)
+		case p.Now.IsZero():
+			return fmt.Errorf("params[%d].Now is required (it becomes EnqueuedAt)", i)
+		}
+	}
+	return nil
+}
+
+// Check validates a MessageBindIdentity call.
+func (p *MessageBindIdentityParams) Check() error {
+	if p.Identity == "" {
+		return errors.New("empty identity")
+	}
+	return nil
+}
+
+// Check validates a MessageBindIdentities call: one non-empty identity per id.
+func (p *MessageBindIdentitiesParams) Check() error {
+	if len(p.IDs) != len(p.Identities) {
+		return fmt.Errorf("%d ids but %d identities", len(p.IDs), len(p.Identities))
+	}
+	for i, identity := range p.Identities {
+		if identity == "" {
+			return fmt.Errorf("message %d: empty identity", p.IDs[i])
+		}
+	}
+	return nil
+}
+
+// Check validates one completion (MessageComplete, and each input of
+// MessageCompleteMany).
+func (p *MessageCompleteParams) Check() error {
+	switch {
+	case !p.State.Terminal():
+		return fmt.Errorf("state %q is not terminal", p.State)
+	case p.Now.IsZero():
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a MessageFail call.
+func (p *MessageFailParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a MessageExhaust call.
+func (p *MessageExhaustParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a MessageClaim call: an owner and a lease that ends after
+// Now.
+func (p *MessageClaimParams) Check() error {
+	switch {
+	case p.Owner == "":
+		return errors.New("Owner is required")
+	case p.Now.IsZero() || !p.LeaseUntil.After(p.Now):
+		return fmt.Errorf("LeaseUntil %v is not after Now %v", p.LeaseUntil, p.Now)
+	}
+	return nil
+}
+
+// Check validates a MessageLeaseRenew call.
+func (p *MessageLeaseRenewParams) Check() error {
+	if p.Owner == "" || p.LeaseUntil.IsZero() {
+		return errors.New("Owner and LeaseUntil are required")
+	}
+	return nil
+}
+
+// Check validates a MessageLeaseRelease call.
+func (p *MessageLeaseReleaseParams) Check() error {
+	if p.Owner == "" {
+		return errors.New("Owner is required")
+	}
+	return nil
+}
+
+// Check validates a MessageReplay call.
+func (p *MessageReplayParams) Check() error {
+	switch {
+	case len(p.Classes) == 0:
+		return errors.New("Classes is required")
+	case p.Now.IsZero():
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a CursorSave call.
+func (p *CursorSaveParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a CursorSeed call.
+func (p *CursorSeedParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// CheckHoleInsert validates a HoleInsert call.
+func CheckHoleInsert(hole *relaytype.Hole) error {
+	if hole == nil {
+		return errors.New("nil hole")
+	}
+	return nil
+}
+
+// Check validates an AckScan call.
+func (p *AckScanParams) Check() error {
+	switch {
+	case p.Now.IsZero():
+		return errNowRequired
+	case p.R <= 0:
+		return fmt.Errorf("R %s must be positive", p.R)
+	}
+	return nil
+}
+
+// Check validates an AckDone call.
+func (p *AckDoneParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates an AckRetry call.
+func (p *AckRetryParams) Check() error {
+	if p.Now.IsZero() || p.NextAt.IsZero() {
+		return errors.New("Now and NextAt are required")
+	}
+	return nil
+}
+
+// Check validates an AckAbandon call: Reason is one of the AckReason
+// constants.
+func (p *AckAbandonParams) Check() error {
+	switch {
+	case p.Now.IsZero():
+		return errNowRequired
+	case p.Reason != AckReasonMissingRow && p.Reason != AckReasonTransientDeadline:
+		return fmt.Errorf("unknown reason %q", p.Reason)
+	}
+	return nil
+}
+
+// Check validates an AckReopen call.
+func (p *AckReopenParams) Check() error {
+	switch {
+	case p.Now.IsZero():
+		return errNowRequired
+	case len(p.IDs) == 0 && p.Reason == "":
+		return errors.New("IDs or Reason is required")
+	}
+	return nil
+}
+
+// Check validates an OutboxFetch call.
+func (p *OutboxFetchParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates an OutboxMarkSent call.
+func (p *OutboxMarkSentParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates an OutboxFail call.
+func (p *OutboxFailParams) Check() error {
+	return checkFail(p.Now, p.MaxAttempts)
+}
+
+// CheckOutboxDeleteSent validates an OutboxDeleteSent call.
+func CheckOutboxDeleteSent(sentBefore time.Time) error {
+	if sentBefore.IsZero() {
+		return errors.New("sentBefore is required")
+	}
+	return nil
+}
+
+// Check validates a LatestFetch call.
+func (p *LatestFetchParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a LatestMarkSent call.
+func (p *LatestMarkSentParams) Check() error {
+	if p.Now.IsZero() {
+		return errNowRequired
+	}
+	return nil
+}
+
+// Check validates a LatestFail call.
+func (p *LatestFailParams) Check() error {
+	return checkFail(p.Now, p.MaxAttempts)
+}
+
+// checkFail validates a failed delivery of an outbox event or a latest-state
+// row.
+func checkFail(now time.Time, maxAttempts int) error {
+	switch {
+	case now.IsZero():
+		return errNowRequired
+	case maxAttempts < 1:
+		return fmt.Errorf("MaxAttempts %d < 1", maxAttempts)
+	}
+	return nil
+}
+
+// Check validates a MessageArchive call.
+func (p *MessageArchiveParams) Check() error {
+	switch {
+	case p.Pipeline == "":
+		return errors.New("Pipeline is empty")
+	case p.Now.IsZero():
+		return errNowRequired
+	case p.TerminalBefore.IsZero():
+		return errors.New("TerminalBefore is required")
+	}
+	return nil
+}
+
+// CheckMessageListLimit validates the effective page size of a MessageList
+// call (its Limit after the driver's default for <= 0).
+func CheckMessageListLimit(limit int) error {
+	if limit > MessageListLimitMax {
+		return fmt.Errorf("limit %d above %d", limit, MessageListLimitMax)
 	}
 	return nil
 }

@@ -74,6 +74,7 @@ var cases = []struct {
 	{"TxSavepoint", testTxSavepoint},
 	{"Lock", testLock},
 	{"RawQuerier", testRawQuerier},
+	{"RefusesInvalidInput", testRefusesInvalidInput},
 }
 
 // bundle is one subtest's store and clock.

@@ -41,11 +41,8 @@ var _ relaydriver.AckExecutor = (*executor)(nil)
 // order (attempts, then id). A Limit <= 0 means LimitDefault.
 func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParams) ([]*relaytype.Message, error) {
 	op := "ack scan of " + params.Pipeline
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
-	}
-	if params.R <= 0 {
-		return nil, fmt.Errorf("relaypgx: %s: R %s must be positive", op, params.R)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -55,16 +52,8 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Message
-	for r.Next() {
-		m, err := scanMessage(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, m)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, collectMessage)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -74,8 +63,8 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 // in one statement, and returns how many it set.
 func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParams) (int, error) {
 	op := "ack done on " + params.Pipeline
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
@@ -92,8 +81,8 @@ func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParam
 // an unknown row is relaytype.ErrNotFound.
 func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryParams) error {
 	op := fmt.Sprintf("ack retry %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() || params.NextAt.IsZero() {
-		return fmt.Errorf("relaypgx: %s: Now and NextAt are required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, ackQueries[qAckRetry], params.Pipeline, params.ID, ts(params.NextAt))
 	if err != nil {
@@ -109,11 +98,8 @@ func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryPar
 // NULL. Refusals as AckRetry.
 func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbandonParams) error {
 	op := fmt.Sprintf("ack abandon %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaypgx: %s: Now is required", op)
-	}
-	if params.Reason != relaydriver.AckReasonMissingRow && params.Reason != relaydriver.AckReasonTransientDeadline {
-		return fmt.Errorf("relaypgx: %s: unknown reason %q", op, params.Reason)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, ackQueries[qAckAbandon], params.Pipeline, params.ID, params.Reason, ts(params.Now))
 	if err != nil {
@@ -129,11 +115,8 @@ func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbando
 // rows are due at once, and returns how many it reopened.
 func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenParams) (int, error) {
 	op := "ack reopen on " + params.Pipeline
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
-	}
-	if len(params.IDs) == 0 && params.Reason == "" {
-		return 0, fmt.Errorf("relaypgx: %s: IDs or Reason is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	ids := params.IDs
 	if ids == nil {

@@ -35,8 +35,8 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	if limit > relaydriver.MessageListLimitMax {
-		return nil, fmt.Errorf("relaypgx: %s: limit %d above %d", op, limit, relaydriver.MessageListLimitMax)
+	if err := relaydriver.CheckMessageListLimit(limit); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	states := make([]string, 0, len(params.States))
 	for _, s := range params.States {
@@ -51,16 +51,8 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Message
-	for r.Next() {
-		m, err := scanMessage(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, m)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, collectMessage)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil

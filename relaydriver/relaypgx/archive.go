@@ -47,13 +47,8 @@ type archiveCandidate struct {
 // rows in one transaction (the caller's or its own).
 func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.MessageArchiveParams) (int, error) {
 	op := "archive " + params.Pipeline
-	switch {
-	case params.Pipeline == "":
-		return 0, errors.New("relaypgx: archive: Pipeline is empty")
-	case params.Now.IsZero():
-		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
-	case params.TerminalBefore.IsZero():
-		return 0, fmt.Errorf("relaypgx: %s: TerminalBefore is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: archive %q: %w", params.Pipeline, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {

@@ -44,6 +44,13 @@ func fromTS(v pgtype.Timestamptz) time.Time {
 	return v.Time.UTC()
 }
 
+// collect reads every row of rows with fn and closes rows: pgx.CollectRows,
+// except that no rows give a nil slice (as every listing of both drivers
+// returns), not an empty one.
+func collect[T any](rows pgx.Rows, fn pgx.RowToFunc[T]) ([]T, error) {
+	return pgx.AppendRows([]T(nil), rows, fn)
+}
+
 // ---------------------------------------------------------------- raw querier
 
 // Exec runs sql and returns the number of rows affected.
@@ -119,21 +126,16 @@ func scanMessage(r pgx.Row) (*relaytype.Message, error) {
 	return &m, nil
 }
 
+// collectMessage is scanMessage as a pgx.RowToFunc.
+func collectMessage(r pgx.CollectableRow) (*relaytype.Message, error) { return scanMessage(r) }
+
 func (e *executor) queryMessages(ctx context.Context, op, query string, args ...any) ([]*relaytype.Message, error) {
 	r, err := e.db.Query(ctx, queries[query], args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Message
-	for r.Next() {
-		m, err := scanMessage(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, m)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, collectMessage)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -160,15 +162,15 @@ func (e *executor) queryMessages(ctx context.Context, op, query string, args ...
 // input's explicit id was present, so its identity is still free) and an
 // allocated id taken meanwhile by an explicit insert need another round.
 func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
+	if err := relaydriver.CheckMessageInsertMany(params); err != nil {
+		return nil, fmt.Errorf("relaypgx: insert messages: %w", err)
+	}
 	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params)), Duplicate: make([]bool, len(params))}
 	if len(params) == 0 {
 		return res, nil
 	}
 	todo := make([]int, len(params))
 	for i, p := range params {
-		if p == nil {
-			return nil, fmt.Errorf("relaypgx: insert messages: params[%d] is nil", i)
-		}
 		res.IDs[i] = p.ID
 		todo[i] = i
 	}
@@ -395,9 +397,6 @@ func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.Mes
 	)
 	for k, i := range send {
 		p := params[i]
-		if p.Now.IsZero() {
-			return nil, nil, fmt.Errorf("relaypgx: insert message %s/%d: Now is required", p.Pipeline, ids[i])
-		}
 		pipelines[k], idv[k], keys[k], payloads[k] = p.Pipeline, ids[i], p.Key, p.Payload
 		received[k], nows[k] = ts(p.ReceivedAt), ts(p.Now)
 		if p.Identity != "" {
@@ -432,16 +431,11 @@ func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]boo
 		return nil, nil, err
 	}
 	inserted := map[pipelineID]bool{}
-	for r.Next() {
-		var k pipelineID
-		if err := r.Scan(&k.pipeline, &k.id); err != nil {
-			r.Close()
-			return nil, nil, err
-		}
+	var k pipelineID
+	if _, err := pgx.ForEachRow(r, []any{&k.pipeline, &k.id}, func() error {
 		inserted[k] = true
-	}
-	r.Close()
-	if err := r.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, nil, err
 	}
 	found := make([]insertFound, n)
@@ -452,23 +446,19 @@ func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]boo
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Close()
-	j := 0
-	for r.Next() {
-		var (
-			ord int64
-			f   insertFound
-		)
-		if err := r.Scan(&ord, &f.present, &f.owner); err != nil {
-			return nil, nil, err
-		}
+	var (
+		j   int
+		ord int64
+		f   insertFound
+	)
+	if _, err := pgx.ForEachRow(r, []any{&ord, &f.present, &f.owner}, func() error {
 		if j >= len(look) || ord != int64(j)+1 {
-			return nil, nil, fmt.Errorf("lookup row %d out of order (want %d of %d)", ord, j+1, len(look))
+			return fmt.Errorf("lookup row %d out of order (want %d of %d)", ord, j+1, len(look))
 		}
 		found[look[j]] = f
 		j++
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, nil, err
 	}
 	if j != len(look) {
@@ -501,8 +491,8 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 // transaction.
 func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
 	op := fmt.Sprintf("bind identity of message %s/%d", params.Pipeline, params.ID)
-	if params.Identity == "" {
-		return nil, fmt.Errorf("relaypgx: %s: empty identity", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	db := e.db
 	var sp pgx.Tx
@@ -584,8 +574,8 @@ func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int6
 // acknowledgement intent in one UPDATE.
 func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
 	op := fmt.Sprintf("complete message %s/%d", params.Pipeline, params.ID)
-	if !params.State.Terminal() {
-		return fmt.Errorf("relaypgx: %s: state %q is not terminal", op, params.State)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Pipeline, params.ID, string(params.State),
 		string(params.ErrorClass), params.LastError, params.AckIntent, ts(params.Now), params.LeaseOwner)
@@ -618,8 +608,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 		owners    = make([]string, n)
 	)
 	for i, p := range params {
-		if !p.State.Terminal() {
-			return fmt.Errorf("relaypgx: complete message %s/%d: state %q is not terminal", p.Pipeline, p.ID, p.State)
+		if err := p.Check(); err != nil {
+			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Pipeline, p.ID, err)
 		}
 		pipelines[i], idv[i], states[i], classes[i] = p.Pipeline, p.ID, string(p.State), string(p.ErrorClass)
 		lastErrs[i], acks[i], nows[i], owners[i] = p.LastError, p.AckIntent, ts(p.Now), p.LeaseOwner
@@ -668,6 +658,9 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
 	op := fmt.Sprintf("fail message %s/%d", params.Pipeline, params.ID)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
+	}
 	var attempts int
 	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Pipeline, params.ID, string(params.ErrorClass),
 		params.LastError, ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
@@ -683,6 +676,9 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 // MessageExhaust moves a FAILED message at its attempt limit to DEAD(EXHAUSTED).
 func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
 	op := fmt.Sprintf("exhaust message %s/%d", params.Pipeline, params.ID)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: %s: %w", op, err)
+	}
 	tag, err := e.db.Exec(ctx, queries[qMessageExhaust], params.Pipeline, params.ID, params.MaxAttempts,
 		params.AckIntent, ts(params.Now))
 	if err != nil {
@@ -697,11 +693,8 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 // MessageClaim leases ready messages with FOR UPDATE SKIP LOCKED, returned in
 // ascending id order.
 func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
-	if params.Owner == "" {
-		return nil, fmt.Errorf("relaypgx: claim messages of %s: Owner is required", params.Pipeline)
-	}
-	if !params.LeaseUntil.After(params.Now) {
-		return nil, fmt.Errorf("relaypgx: claim messages of %s: LeaseUntil %v is not after Now %v", params.Pipeline, params.LeaseUntil, params.Now)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: claim messages of %s: %w", params.Pipeline, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -732,8 +725,8 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // transaction are skipped, neither renewed nor lost.
 func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
 	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
-	if params.Owner == "" || params.LeaseUntil.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Owner and LeaseUntil are required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return &relaydriver.MessageLeaseRenewResult{}, nil
@@ -753,8 +746,8 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 // of the pipeline.
 func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
 	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
-	if params.Owner == "" {
-		return 0, fmt.Errorf("relaypgx: %s: Owner is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, queries[qMessageLeaseRelease], params.Pipeline, params.Owner)
 	if err != nil {
@@ -779,15 +772,8 @@ func (e *executor) claimAsync(ctx context.Context, op, query string, args []any)
 		if err != nil {
 			return err
 		}
-		defer r.Close()
-		for r.Next() {
-			m, err := scanMessage(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		return r.Err()
+		out, err = collect(r, collectMessage)
+		return err
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
@@ -817,8 +803,8 @@ func (e *executor) asyncCommit(ctx context.Context, query string, args []any, re
 
 // MessageReplay moves FAILED/DEAD messages of the given classes back to PENDING.
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
-	if len(params.Classes) == 0 {
-		return 0, fmt.Errorf("relaypgx: replay messages of %s: Classes is required", params.Pipeline)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: replay messages of %s: %w", params.Pipeline, err)
 	}
 	classes := make([]string, len(params.Classes))
 	for i, c := range params.Classes {
@@ -842,29 +828,22 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	st := &relaydriver.MessageStats{Counts: map[relaytype.State]int64{}}
-	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
-		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
-		st.Counts[s] = 0
-	}
-	for r.Next() {
-		var (
-			state  string
-			n      int64
-			oldest pgtype.Timestamptz
-			maxID  int64
-		)
-		if err := r.Scan(&state, &n, &oldest, &maxID); err != nil {
-			return nil, mapErr(op, err)
-		}
+	st := relaydriver.NewMessageStats()
+	var (
+		state  string
+		n      int64
+		oldest pgtype.Timestamptz
+		maxID  int64
+	)
+	_, err = pgx.ForEachRow(r, []any{&state, &n, &oldest, &maxID}, func() error {
 		st.Counts[relaytype.State(state)] = n
 		if o := fromTS(oldest); !o.IsZero() && (st.OldestUnfinishedEnqueuedAt.IsZero() || o.Before(st.OldestUnfinishedEnqueuedAt)) {
 			st.OldestUnfinishedEnqueuedAt = o
 		}
 		st.MaxID = max(st.MaxID, maxID)
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return st, nil
@@ -897,12 +876,18 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 
 // CursorSave upserts (W, holeSince), leaving the seeding facts alone.
 func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: save cursor of %s: %w", params.Pipeline, err)
+	}
 	_, err := e.db.Exec(ctx, queries[qCursorSave], params.Pipeline, params.Watermark, ts(params.HoleSince), ts(params.Now))
 	return mapErr("save cursor of "+params.Pipeline, err)
 }
 
 // CursorSeed stores the first watermark, or returns relaytype.ErrSeedRefused.
 func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Pipeline, err)
+	}
 	var p string
 	err := e.db.QueryRow(ctx, queries[qCursorSeed], params.Pipeline, params.Watermark, params.Mode, ts(params.Now)).Scan(&p)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -913,6 +898,9 @@ func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSee
 
 // HoleInsert logs a permanent hole; inserting it again is a no-op.
 func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
+	if err := relaydriver.CheckHoleInsert(hole); err != nil {
+		return fmt.Errorf("relaypgx: insert hole: %w", err)
+	}
 	_, err := e.db.Exec(ctx, queries[qHoleInsert], hole.Pipeline, hole.ID, ts(hole.FirstSeenAt), ts(hole.ReleasedAt))
 	return mapErr(fmt.Sprintf("insert hole %s/%d", hole.Pipeline, hole.ID), err)
 }
@@ -924,20 +912,18 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaytype.Hole
-	for r.Next() {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaytype.Hole, error) {
 		var (
 			h               relaytype.Hole
 			first, released pgtype.Timestamptz
 		)
 		if err := r.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
-			return nil, mapErr(op, err)
+			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = fromTS(first), fromTS(released)
-		out = append(out, &h)
-	}
-	if err := r.Err(); err != nil {
+		return &h, nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil

@@ -25,19 +25,6 @@ type bindRow struct {
 	applied bool        // the statement bound the input identity to it
 }
 
-// checkBindIdentities validates the inputs of MessageBindIdentities.
-func checkBindIdentities(p *relaydriver.MessageBindIdentitiesParams) error {
-	if len(p.IDs) != len(p.Identities) {
-		return fmt.Errorf("%d ids but %d identities", len(p.IDs), len(p.Identities))
-	}
-	for i, identity := range p.Identities {
-		if identity == "" {
-			return fmt.Errorf("message %d: empty identity", p.IDs[i])
-		}
-	}
-	return nil
-}
-
 // distinctIDs reports whether no id appears twice.
 func distinctIDs(ids []int64) bool {
 	seen := make(map[int64]struct{}, len(ids))
@@ -67,7 +54,7 @@ func distinctIDs(ids []int64) bool {
 // made are idempotent, so the outcome is the in-order one either way.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
 	op := fmt.Sprintf("bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
-	if err := checkBindIdentities(params); err != nil {
+	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
@@ -167,22 +154,17 @@ func scanBindRows(br pgx.BatchResults) ([]bindRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
-	var out []bindRow
-	for rs.Next() {
-		var (
-			ord int64
-			r   bindRow
-		)
-		if err := rs.Scan(&ord, &r.found, &r.bound, &r.owner, &r.applied); err != nil {
-			return nil, err
+	var n int64
+	return collect(rs, func(row pgx.CollectableRow) (r bindRow, err error) {
+		var ord int64
+		if err := row.Scan(&ord, &r.found, &r.bound, &r.owner, &r.applied); err != nil {
+			return r, err
 		}
-		if ord != int64(len(out))+1 {
-			return nil, fmt.Errorf("result row %d out of order (want %d)", ord, len(out)+1)
+		if n++; ord != n {
+			return r, fmt.Errorf("result row %d out of order (want %d)", ord, n)
 		}
-		out = append(out, r)
-	}
-	return out, rs.Err()
+		return r, nil
+	})
 }
 
 // rollbackToBindSavepoint undoes a failed MessageBindIdentities statement

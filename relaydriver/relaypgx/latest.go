@@ -3,7 +3,6 @@ package relaypgx
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -47,7 +46,7 @@ func (e *executor) LatestUpsert(ctx context.Context, params *relaydriver.LatestU
 	if err := relaydriver.CheckLatestUpsert(params); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
 	}
-	h, err := headersJSON(params.Headers)
+	h, err := relaydriver.EncodeHeaders(params.Headers)
 	if err != nil {
 		return nil, fmt.Errorf("relaypgx: %s %s/%s: headers: %w", op, params.Target, params.Key, err)
 	}
@@ -90,7 +89,7 @@ func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.L
 		index    = make(map[latestKey]int, len(params))
 	)
 	for i, p := range params {
-		h, err := headersJSON(p.Headers)
+		h, err := relaydriver.EncodeHeaders(p.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: %s/%s: headers: %w", op, p.Target, p.Key, err)
 		}
@@ -104,22 +103,19 @@ func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.L
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	for r.Next() {
-		var (
-			target, key string
-			gen         int64
-		)
-		if err := r.Scan(&target, &key, &gen); err != nil {
-			return nil, mapErr(op, err)
-		}
+	var (
+		target, key string
+		gen         int64
+	)
+	_, err = pgx.ForEachRow(r, []any{&target, &key, &gen}, func() error {
 		i, ok := index[latestKey{target, key}]
 		if !ok {
-			return nil, fmt.Errorf("relaypgx: %s: the store returned %s/%s, which was not written", op, target, key)
+			return fmt.Errorf("the store returned %s/%s, which was not written", target, key)
 		}
 		out[i] = &relaydriver.LatestUpserted{Accepted: true, Generation: gen}
-	}
-	if err := r.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -137,10 +133,8 @@ func scanLatest(r pgx.Row) (*relaydriver.LatestRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &l.Headers); err != nil {
-			return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
-		}
+	if l.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
 	}
 	l.NextAttemptAt, l.UpdatedAt, l.SentAt = fromTS(next), fromTS(updated), fromTS(sent)
 	return &l, nil
@@ -149,8 +143,8 @@ func scanLatest(r pgx.Row) (*relaydriver.LatestRecord, error) {
 // LatestFetch returns the due PENDING rows of a target in key order.
 func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFetchParams) ([]*relaydriver.LatestRecord, error) {
 	op := "latest fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -160,16 +154,8 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaydriver.LatestRecord
-	for r.Next() {
-		l, err := scanLatest(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, l)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaydriver.LatestRecord, error) { return scanLatest(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -179,8 +165,8 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 // referenced generation, in one statement.
 func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.LatestMarkSentParams) (int, error) {
 	op := "latest mark sent " + params.Target
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.Rows) == 0 {
 		return 0, nil
@@ -201,11 +187,8 @@ func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.Lates
 // limit, in one statement.
 func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("latest fail %s/%s@%d", params.Target, params.Key, params.Generation)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaypgx: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed

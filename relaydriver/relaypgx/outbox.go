@@ -3,7 +3,6 @@ package relaypgx
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,15 +17,6 @@ import (
 )
 
 // The transactional outbox (seed 000 §8.1, §8.3; docs/outbox.md).
-
-// headersJSON encodes headers as JSON text ("{}" when empty).
-func headersJSON(h map[string]string) (string, error) {
-	if len(h) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(h)
-	return string(b), err
-}
 
 // OutboxAppend appends the events of one call with one statement (key-row
 // upserts that allocate the seqs, then the inserts; see the OutboxAppend
@@ -65,7 +55,7 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 		at                   = make(map[string]int, n) // event id → index in params
 	)
 	for i, p := range params {
-		h, err := headersJSON(p.Headers)
+		h, err := relaydriver.EncodeHeaders(p.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.EventID, err)
 		}
@@ -104,24 +94,20 @@ func scanAppended(res pgx.BatchResults, at map[string]int, out []relaydriver.Out
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	got := 0
-	for rows.Next() {
-		var (
-			id string
-			a  relaydriver.OutboxAppended
-		)
-		if err := rows.Scan(&id, &a.ID, &a.Seq); err != nil {
-			return err
-		}
+	var (
+		got int
+		id  string
+		a   relaydriver.OutboxAppended
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &a.ID, &a.Seq}, func() error {
 		i, ok := at[id]
 		if !ok {
 			return fmt.Errorf("the store returned unknown event id %s", id)
 		}
 		out[i] = a
 		got++
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return err
 	}
 	if got != len(out) {
@@ -144,10 +130,8 @@ func scanOutbox(r pgx.Row, extra ...any) (*relaydriver.OutboxRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
-			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
-		}
+	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = fromTS(next), fromTS(created), fromTS(sent), fromTS(updated)
 	return &o, nil
@@ -158,16 +142,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, query string, args ...an
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
-	var out []*relaydriver.OutboxRecord
-	for r.Next() {
-		o, err := scanOutbox(r)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, o)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (*relaydriver.OutboxRecord, error) { return scanOutbox(r) })
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return out, nil
@@ -177,8 +153,8 @@ func (e *executor) queryOutbox(ctx context.Context, op, query string, args ...an
 // (rotation from AfterKey; see the OutboxFetch query).
 func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
 	op := "outbox fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -192,22 +168,15 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer r.Close()
 	type served struct {
 		rec      *relaydriver.OutboxRecord
 		lap, ord int64
 	}
-	var out []served
-	for r.Next() {
-		var s served
-		o, err := scanOutbox(r, &s.lap, &s.ord)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		s.rec = o
-		out = append(out, s)
-	}
-	if err := r.Err(); err != nil {
+	out, err := collect(r, func(r pgx.CollectableRow) (s served, err error) {
+		s.rec, err = scanOutbox(r, &s.lap, &s.ord)
+		return s, err
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	// The statement has no ORDER BY (a sort would make it visit every key);
@@ -227,8 +196,8 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 // commits without waiting for the WAL flush (one round trip either way).
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaypgx: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
@@ -254,11 +223,8 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 // OutboxFail records one failed delivery, DEAD at the limit, in one statement.
 func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("outbox fail %d", params.ID)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaypgx: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaypgx: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed
@@ -286,8 +252,8 @@ func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFai
 // OutboxDeleteSent deletes up to limit SENT rows sent before the cutoff.
 func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefore time.Time, limit int) (int, error) {
 	op := "outbox delete sent " + target
-	if sentBefore.IsZero() {
-		return 0, fmt.Errorf("relaypgx: %s: sentBefore is required", op)
+	if err := relaydriver.CheckOutboxDeleteSent(sentBefore); err != nil {
+		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if limit <= 0 {
 		limit = LimitDefault

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/testdb"
@@ -36,14 +37,11 @@ func genericPlan(t *testing.T, ctx context.Context, d *relaypgx.Driver, sql stri
 	args := strings.TrimSuffix(strings.Repeat("NULL,", n), ",")
 	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE plan_probe("+args+")")
 	require.NoError(t, err)
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var l string
-		require.NoError(t, rows.Scan(&l))
-		lines = append(lines, strings.TrimSpace(l))
-	}
-	require.NoError(t, rows.Err())
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		l, err := pgx.RowTo[string](row)
+		return strings.TrimSpace(l), err
+	})
+	require.NoError(t, err)
 	return strings.Join(lines, "\n")
 }
 

@@ -43,11 +43,8 @@ var _ relaydriver.AckExecutor = (*executor)(nil)
 // order (attempts, then id). A Limit <= 0 means LimitDefault.
 func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParams) ([]*relaytype.Message, error) {
 	op := "ack scan of " + params.Pipeline
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.R <= 0 {
-		return nil, fmt.Errorf("relaysqlite: %s: R %s must be positive", op, params.R)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -58,7 +55,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr(op, err)
 }
 
@@ -66,8 +63,8 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 // in one statement, and returns how many it set.
 func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParams) (int, error) {
 	op := "ack done on " + params.Pipeline
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
@@ -84,8 +81,8 @@ func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParam
 // an unknown row is relaytype.ErrNotFound.
 func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryParams) error {
 	op := fmt.Sprintf("ack retry %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() || params.NextAt.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now and NextAt are required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	n, err := e.ackExec(ctx, op, qAckRetry, params.Pipeline, params.ID, timeArg(params.NextAt))
 	if err != nil {
@@ -101,11 +98,8 @@ func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryPar
 // NULL. Refusals as AckRetry.
 func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbandonParams) error {
 	op := fmt.Sprintf("ack abandon %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.Reason != relaydriver.AckReasonMissingRow && params.Reason != relaydriver.AckReasonTransientDeadline {
-		return fmt.Errorf("relaysqlite: %s: unknown reason %q", op, params.Reason)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	n, err := e.ackExec(ctx, op, qAckAbandon, params.Pipeline, params.ID, params.Reason, timeArg(params.Now))
 	if err != nil {
@@ -121,11 +115,8 @@ func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbando
 // rows are due at once, and returns how many it reopened.
 func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenParams) (int, error) {
 	op := "ack reopen on " + params.Pipeline
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if len(params.IDs) == 0 && params.Reason == "" {
-		return 0, fmt.Errorf("relaysqlite: %s: IDs or Reason is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var ids any
 	if len(params.IDs) > 0 {

@@ -38,8 +38,8 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	if limit > relaydriver.MessageListLimitMax {
-		return nil, fmt.Errorf("relaysqlite: %s: limit %d above %d", op, limit, relaydriver.MessageListLimitMax)
+	if err := relaydriver.CheckMessageListLimit(limit); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	states, err := jsonList(params.States)
 	if err != nil {
@@ -58,7 +58,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr(op, err)
 }
 

@@ -53,13 +53,8 @@ type archiveCandidate struct {
 // rows in one transaction (the caller's or an IMMEDIATE one of its own).
 func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.MessageArchiveParams) (int, error) {
 	op := "archive " + params.Pipeline
-	switch {
-	case params.Pipeline == "":
-		return 0, errors.New("relaysqlite: archive: Pipeline is empty")
-	case params.Now.IsZero():
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	case params.TerminalBefore.IsZero():
-		return 0, fmt.Errorf("relaysqlite: %s: TerminalBefore is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: archive %q: %w", params.Pipeline, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -99,16 +94,10 @@ func selectArchiveCandidates(ctx context.Context, q archiveRunner, pipeline stri
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	var out []archiveCandidate
-	for r.Next() {
-		var c archiveCandidate
-		if err := r.Scan(&c.id, &c.state, &c.updatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, r.Err()
+	return collect(r, func(s scanner) (c archiveCandidate, err error) {
+		err = s.Scan(&c.id, &c.state, &c.updatedAt)
+		return c, err
+	})
 }
 
 // archiveCandidates copies each candidate into the history and turns its main

@@ -4,81 +4,20 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaydriver/relaydrivertest"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaytype"
 )
 
-// TestArchiveGuard: the shadow update re-checks the state (and updated_at) a
-// candidate had when selected (seed 000 §9.3 写入前复查). A candidate selected
-// as DEAD and replayed to PENDING before the write is skipped, and its history
-// copy is removed in the same transaction; a candidate that still matches is
-// archived. This is the race the store cannot show from outside one call.
+// TestArchiveGuard runs relaydrivertest.ArchiveGuard on a fresh store.
 func TestArchiveGuard(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	d := openArchiveStore(t)
-	ex := d.GetExecutor()
-	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Payload: []byte("a"), Now: t0},
-		{Pipeline: "p", ID: 2, Payload: []byte("b"), Now: t0},
-		{Pipeline: "p", ID: 3, Payload: []byte("c"), Now: t0},
-	})
-	require.NoError(t, err)
-	for _, id := range []int64{1, 2, 3} {
-		require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: id,
-			State: relaytype.StateDead, ErrorClass: relaytype.ClassInfra, LastError: "x", Now: t0}))
-	}
-	// The candidates as a pass would have selected them.
-	cands := []relaysqlite.ArchiveCandidateForTest{
-		{ID: 1, State: "DEAD", UpdatedAt: t0},
-		{ID: 2, State: "DEAD", UpdatedAt: t0},
-		{ID: 3, State: "DEAD", UpdatedAt: t0},
-	}
-	// Then, before the writes: 1 is replayed (PENDING); 3 is replayed and
-	// dies again (DEAD, but not the row that was selected).
-	now := t0.Add(time.Hour)
-	n, err := ex.MessageReplay(ctx, &relaydriver.MessageReplayParams{Pipeline: "p",
-		Classes: []relaytype.ErrorClass{relaytype.ClassInfra}, IDs: []int64{1, 3}, Now: now})
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 3,
-		State: relaytype.StateDead, ErrorClass: relaytype.ClassInfra, LastError: "again", Now: now}))
-
-	tx, err := d.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
-	archived, err := relaysqlite.ArchiveCandidatesForTest(ctx, tx,
-		&relaydriver.MessageArchiveParams{Pipeline: "p", TerminalBefore: now, Now: now}, cands)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, 1, archived)
-
-	states := map[int64]relaytype.State{}
-	for _, id := range []int64{1, 2, 3} {
-		m, err := ex.MessageGet(ctx, "p", id)
-		require.NoError(t, err)
-		states[id] = m.State
-	}
-	require.Equal(t, map[int64]relaytype.State{1: relaytype.StatePending, 2: relaytype.StateArchived, 3: relaytype.StateDead}, states)
-	rows, err := ex.Query(ctx, "SELECT id FROM relay_message_history WHERE pipeline = $1 ORDER BY id", "p")
-	require.NoError(t, err)
-	defer rows.Close()
-	var hist []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		hist = append(hist, id)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []int64{2}, hist, "the refused rows left no history copy")
+	relaydrivertest.ArchiveGuard(t, openArchiveStore(t), relaysqlite.ArchiveCandidatesForTest)
 }
 
 // openArchiveStore opens a migrated store in t.TempDir().

@@ -198,16 +198,11 @@ func (m migrator) AppliedVersions(ctx context.Context, line string) ([]int, erro
 	if err != nil {
 		return nil, mapErr("migration versions", err)
 	}
-	defer rows.Close()
-	var out []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, mapErr("migration versions", err)
-		}
-		out = append(out, v)
-	}
-	return out, mapErr("migration versions", rows.Err())
+	out, err := collect(rows, func(s scanner) (v int, err error) {
+		err = s.Scan(&v)
+		return v, err
+	})
+	return out, mapErr("migration versions", err)
 }
 
 // Apply runs sql and records the version in one IMMEDIATE transaction (SQLite

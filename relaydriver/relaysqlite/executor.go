@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -129,17 +130,8 @@ func (r sqlRow) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(de
 // takes no id. All inserts of one call commit together.
 func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.MessageInsertParams) (*relaydriver.MessageInsertResult, error) {
 	res := &relaydriver.MessageInsertResult{IDs: make([]int64, len(params)), Duplicate: make([]bool, len(params))}
-	for i, p := range params {
-		switch {
-		case p == nil:
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d] is nil", i)
-		case p.Pipeline == "":
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Pipeline is empty", i)
-		case p.ID < 0:
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].ID %d is negative", i, p.ID)
-		case p.Now.IsZero():
-			return nil, fmt.Errorf("relaysqlite: message insert: params[%d].Now is required (it becomes EnqueuedAt)", i)
-		}
+	if err := relaydriver.CheckMessageInsertMany(params); err != nil {
+		return nil, fmt.Errorf("relaysqlite: message insert: %w", err)
 	}
 	if len(params) == 0 {
 		return res, nil
@@ -213,7 +205,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 	if err != nil {
 		return nil, mapErr("message list unfinished", err)
 	}
-	out, err := scanMessages(rows)
+	out, err := collect(rows, scanMessage)
 	return out, mapErr("message list unfinished", err)
 }
 
@@ -221,11 +213,11 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 // seed 000 §2). A unique violation means another message owns it; that owner
 // is returned. A message already bound keeps its identity and reports itself.
 func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
-	if params.Identity == "" {
-		return nil, errors.New("relaysqlite: message bind identity: Identity is empty")
+	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var res *relaydriver.MessageBindIdentityResult
-	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
 	err := e.atomically(ctx, op, func(q runner) error {
 		var err error
 		res, err = bindIdentity(ctx, q, params)
@@ -244,13 +236,8 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 // construction. On error nothing of an own transaction is committed.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
 	op := fmt.Sprintf("message bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
-	if len(params.IDs) != len(params.Identities) {
-		return nil, fmt.Errorf("relaysqlite: %s: %d ids but %d identities", op, len(params.IDs), len(params.Identities))
-	}
-	for i, identity := range params.Identities {
-		if identity == "" {
-			return nil, fmt.Errorf("relaysqlite: %s: message %d: empty identity", op, params.IDs[i])
-		}
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	res := &relaydriver.MessageBindIdentitiesResult{
 		Owners: make([]int64, len(params.IDs)), Identities: make([]string, len(params.IDs)),
@@ -320,11 +307,8 @@ func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int6
 // acknowledgement intent in one UPDATE, clearing the lease.
 func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
 	op := fmt.Sprintf("message complete %s/%d", params.Pipeline, params.ID)
-	if !params.State.Terminal() {
-		return fmt.Errorf("relaysqlite: %s: state %q is not terminal", op, params.State)
-	}
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var ackNext any
 	if params.AckIntent {
@@ -353,11 +337,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 	}
 	op := fmt.Sprintf("complete %d messages", len(params))
 	for _, p := range params {
-		if !p.State.Terminal() {
-			return fmt.Errorf("relaysqlite: message complete %s/%d: state %q is not terminal", p.Pipeline, p.ID, p.State)
-		}
-		if p.Now.IsZero() {
-			return fmt.Errorf("relaysqlite: message complete %s/%d: Now is required", p.Pipeline, p.ID)
+		if err := p.Check(); err != nil {
+			return fmt.Errorf("relaysqlite: message complete %s/%d: %w", p.Pipeline, p.ID, err)
 		}
 	}
 	return e.atomically(ctx, op, func(q runner) error {
@@ -382,8 +363,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
 	op := fmt.Sprintf("message fail %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var attempts int
 	err := e.writer().queryRow(ctx, qMessageFail, params.Pipeline, params.ID,
@@ -402,8 +383,8 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 // DEAD(EXHAUSTED), keeping LastError.
 func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
 	op := fmt.Sprintf("message exhaust %s/%d", params.Pipeline, params.ID)
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var ackNext any
 	if params.AckIntent {
@@ -428,11 +409,8 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 // rows and sets their lease (SQLite has no SKIP LOCKED and needs none).
 func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
 	op := "message claim " + params.Pipeline
-	if params.Owner == "" {
-		return nil, fmt.Errorf("relaysqlite: %s: Owner is required", op)
-	}
-	if params.Now.IsZero() || !params.LeaseUntil.After(params.Now) {
-		return nil, fmt.Errorf("relaysqlite: %s: LeaseUntil %v is not after Now %v", op, params.LeaseUntil, params.Now)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -449,7 +427,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 		if err != nil {
 			return err
 		}
-		out, err = scanMessages(rows)
+		out, err = collect(rows, scanMessage)
 		return err
 	})
 	if err != nil {
@@ -465,8 +443,8 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // is ever in doubt, so every input is either renewed or lost.
 func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
 	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
-	if params.Owner == "" || params.LeaseUntil.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Owner and LeaseUntil are required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return &relaydriver.MessageLeaseRenewResult{}, nil
@@ -480,21 +458,14 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	renewed := make(map[int64]bool, len(params.IDs))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, mapErr(op, err)
-		}
-		renewed[id] = true
-	}
-	if err := rows.Err(); err != nil {
+	renewed, err := collect(rows, scanInt64)
+	if err != nil {
 		return nil, mapErr(op, err)
 	}
+	slices.Sort(renewed)
 	res := &relaydriver.MessageLeaseRenewResult{}
 	for _, id := range params.IDs {
-		if !renewed[id] {
+		if _, ok := slices.BinarySearch(renewed, id); !ok {
 			res.Lost = append(res.Lost, id)
 		}
 	}
@@ -506,8 +477,8 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 // of the pipeline.
 func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
 	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
-	if params.Owner == "" {
-		return 0, fmt.Errorf("relaysqlite: %s: Owner is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	n, err := e.writer().affected(ctx, qMessageLeaseRelease, params.Pipeline, params.Owner)
 	return int(n), mapErr(op, err)
@@ -517,11 +488,8 @@ func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.
 // IDs is non-empty) back to PENDING, keeping the identity (seed 000 §9.1).
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
 	op := "message replay " + params.Pipeline
-	if len(params.Classes) == 0 {
-		return 0, fmt.Errorf("relaysqlite: %s: Classes is required", op)
-	}
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	classes, err := json.Marshal(params.Classes)
 	if err != nil {
@@ -550,34 +518,29 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	// Every state is present, zero when absent, as in relaypgx.
-	st := &relaydriver.MessageStats{Counts: make(map[relaytype.State]int64, 6)}
-	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
-		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
-		st.Counts[s] = 0
+	// One row per state present: (state, count, smallest enqueued_at of the
+	// unfinished, largest id).
+	type stateRow struct {
+		state        string
+		count, maxID int64
+		minEnq       sql.NullInt64
 	}
-
-	var oldest int64
-	for rows.Next() {
-		var (
-			state  string
-			count  int64
-			minEnq sql.NullInt64
-			maxID  int64
-		)
-		if err := rows.Scan(&state, &count, &minEnq, &maxID); err != nil {
-			return nil, mapErr(op, err)
-		}
-		st.Counts[relaytype.State(state)] = count
-		if minEnq.Valid && (oldest == 0 || minEnq.Int64 < oldest) {
-			oldest = minEnq.Int64
-			st.OldestUnfinishedEnqueuedAt = timeOf(minEnq)
-		}
-		st.MaxID = max(st.MaxID, maxID)
-	}
-	if err := rows.Err(); err != nil {
+	got, err := collect(rows, func(s scanner) (r stateRow, err error) {
+		err = s.Scan(&r.state, &r.count, &r.minEnq, &r.maxID)
+		return r, err
+	})
+	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	st := relaydriver.NewMessageStats()
+	var oldest int64
+	for _, r := range got {
+		st.Counts[relaytype.State(r.state)] = r.count
+		if r.minEnq.Valid && (oldest == 0 || r.minEnq.Int64 < oldest) {
+			oldest = r.minEnq.Int64
+			st.OldestUnfinishedEnqueuedAt = timeOf(r.minEnq)
+		}
+		st.MaxID = max(st.MaxID, r.maxID)
 	}
 	return st, nil
 }
@@ -609,8 +572,8 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 // CursorSave upserts (W, holeSince), never touching SeededAt/SeedMode.
 func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
 	op := "cursor save " + params.Pipeline
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	_, err := e.writer().exec(ctx, qCursorSave, params.Pipeline, params.Watermark,
 		timeArg(params.HoleSince), timeArg(params.Now))
@@ -621,8 +584,8 @@ func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSav
 // one statement (seed 000 §4.3).
 func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
 	op := "cursor seed " + params.Pipeline
-	if params.Now.IsZero() {
-		return fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	r, err := e.writer().exec(ctx, qCursorSeed, params.Pipeline, params.Watermark,
 		params.Mode, timeArg(params.Now))
@@ -639,8 +602,8 @@ func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSee
 
 // HoleInsert logs a permanent hole; inserting it again changes nothing.
 func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
-	if hole == nil {
-		return errors.New("relaysqlite: hole insert: nil hole")
+	if err := relaydriver.CheckHoleInsert(hole); err != nil {
+		return fmt.Errorf("relaysqlite: hole insert: %w", err)
 	}
 	op := fmt.Sprintf("hole insert %s/%d", hole.Pipeline, hole.ID)
 
@@ -656,20 +619,18 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaytype.Hole
-	for rows.Next() {
+	out, err := collect(rows, func(s scanner) (*relaytype.Hole, error) {
 		var (
 			h               relaytype.Hole
 			first, released sql.NullInt64
 		)
-		if err := rows.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
-			return nil, mapErr(op, err)
+		if err := s.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = timeOf(first), timeOf(released)
-		out = append(out, &h)
-	}
-	return out, mapErr(op, rows.Err())
+		return &h, nil
+	})
+	return out, mapErr(op, err)
 }
 
 // --- scanning ----------------------------------------------------------------
@@ -703,18 +664,29 @@ func scanMessage(s scanner) (*relaytype.Message, error) {
 	return &m, nil
 }
 
-// scanMessages reads and closes rows.
-func scanMessages(rows *sql.Rows) ([]*relaytype.Message, error) {
+// collect reads every row of rows with scan, in order, and closes rows: the
+// one scan loop of the driver. No rows give a nil slice. The caller maps the
+// error.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []*relaytype.Message
+	var out []T
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanInt64 reads a row of one integer column.
+func scanInt64(s scanner) (v int64, err error) {
+	err = s.Scan(&v)
+	return v, err
 }
 
 // --- transactions ------------------------------------------------------------

@@ -113,13 +113,9 @@ func (e *executor) latestAtomically(ctx context.Context, op string, fn func(q ra
 // latestUpsertOne takes the next generation and writes one validated state
 // only forward, with q.
 func latestUpsertOne(ctx context.Context, q rawRunner, params *relaydriver.LatestUpsertParams) (*relaydriver.LatestUpserted, error) {
-	headers := "{}"
-	if len(params.Headers) > 0 {
-		b, err := json.Marshal(params.Headers)
-		if err != nil {
-			return nil, fmt.Errorf("headers: %w", err)
-		}
-		headers = string(b)
+	headers, err := relaydriver.EncodeHeaders(params.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
 	}
 	var payload any
 	if params.Payload != nil {
@@ -130,7 +126,7 @@ func latestUpsertOne(ctx context.Context, q rawRunner, params *relaydriver.Lates
 		return nil, fmt.Errorf("next generation: %w", err)
 	}
 	res := &relaydriver.LatestUpserted{}
-	err := q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
+	err = q.QueryRowContext(ctx, latestQueries[qLatestUpsert], params.Target, params.Key, params.Topic,
 		params.Version, params.Type, headers, payload, timeArg(params.Now), next).Scan(&res.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return res, nil // refused: an older version
@@ -154,10 +150,8 @@ func scanLatest(s scanner) (*relaydriver.LatestRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &l.Headers); err != nil {
-			return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
-		}
+	if l.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("latest %s/%s: headers: %w", l.Target, l.Key, err)
 	}
 	l.NextAttemptAt, l.UpdatedAt, l.SentAt = timeOf(next), timeOf(updated), timeOf(sent)
 	return &l, nil
@@ -166,8 +160,8 @@ func scanLatest(s scanner) (*relaydriver.LatestRecord, error) {
 // LatestFetch returns the due PENDING rows of a target in key order.
 func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFetchParams) ([]*relaydriver.LatestRecord, error) {
 	op := "latest fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -177,24 +171,16 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaydriver.LatestRecord
-	for rows.Next() {
-		l, err := scanLatest(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, l)
-	}
-	return out, mapErr(op, rows.Err())
+	out, err := collect(rows, scanLatest)
+	return out, mapErr(op, err)
 }
 
 // LatestMarkSent sets SENT on the referenced rows still PENDING at the
 // referenced generation, in one statement.
 func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.LatestMarkSentParams) (int, error) {
 	op := "latest mark sent " + params.Target
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.Rows) == 0 {
 		return 0, nil
@@ -219,11 +205,8 @@ func (e *executor) LatestMarkSent(ctx context.Context, params *relaydriver.Lates
 // limit, in one statement.
 func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("latest fail %s/%s@%d", params.Target, params.Key, params.Generation)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed

@@ -44,13 +44,9 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 	run := func(q runner) error {
 		for _, i := range order {
 			p := params[i]
-			headers := "{}"
-			if len(p.Headers) > 0 {
-				b, err := json.Marshal(p.Headers)
-				if err != nil {
-					return fmt.Errorf("event %s: headers: %w", p.EventID, err)
-				}
-				headers = string(b)
+			headers, err := relaydriver.EncodeHeaders(p.Headers)
+			if err != nil {
+				return fmt.Errorf("event %s: headers: %w", p.EventID, err)
 			}
 			if err := q.queryRow(ctx, qOutboxKeyNext, p.Target, p.Key).Scan(&out[i].Seq); err != nil {
 				return fmt.Errorf("event %s: allocate seq: %w", p.EventID, err)
@@ -98,10 +94,8 @@ func scanOutbox(s scanner) (*relaydriver.OutboxRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if headers != "" && headers != "{}" {
-		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
-			return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
-		}
+	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = timeOf(next), timeOf(created), timeOf(sent), timeOf(updated)
 	return &o, nil
@@ -112,24 +106,16 @@ func (e *executor) queryOutbox(ctx context.Context, op, name string, args ...any
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	defer rows.Close()
-	var out []*relaydriver.OutboxRecord
-	for rows.Next() {
-		o, err := scanOutbox(rows)
-		if err != nil {
-			return nil, mapErr(op, err)
-		}
-		out = append(out, o)
-	}
-	return out, mapErr(op, rows.Err())
+	out, err := collect(rows, scanOutbox)
+	return out, mapErr(op, err)
 }
 
 // OutboxFetch returns the ready runs of each key in serving order (rotation
 // from AfterKey).
 func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFetchParams) ([]*relaydriver.OutboxRecord, error) {
 	op := "outbox fetch " + params.Target
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -145,8 +131,8 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 // OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
-	if params.Now.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: Now is required", op)
+	if err := params.Check(); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
@@ -162,11 +148,8 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 // OutboxFail records one failed delivery, DEAD at the limit, in one statement.
 func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFailParams) (*relaydriver.OutboxFailed, error) {
 	op := fmt.Sprintf("outbox fail %d", params.ID)
-	if params.Now.IsZero() {
-		return nil, fmt.Errorf("relaysqlite: %s: Now is required", op)
-	}
-	if params.MaxAttempts < 1 {
-		return nil, fmt.Errorf("relaysqlite: %s: MaxAttempts %d < 1", op, params.MaxAttempts)
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var (
 		res   relaydriver.OutboxFailed
@@ -194,8 +177,8 @@ func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFai
 // OutboxDeleteSent deletes up to limit SENT rows sent before the cutoff.
 func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefore time.Time, limit int) (int, error) {
 	op := "outbox delete sent " + target
-	if sentBefore.IsZero() {
-		return 0, fmt.Errorf("relaysqlite: %s: sentBefore is required", op)
+	if err := relaydriver.CheckOutboxDeleteSent(sentBefore); err != nil {
+		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if limit <= 0 {
 		limit = LimitDefault

@@ -1,0 +1,19 @@
+package relaydriver
+
+import "time"
+
+// CursorSaveParams saves a watermark.
+type CursorSaveParams struct {
+	Pipeline  string
+	Watermark int64
+	HoleSince time.Time // zero: NULL
+	Now       time.Time
+}
+
+// CursorSeedParams seeds a watermark at cutover.
+type CursorSeedParams struct {
+	Pipeline  string
+	Watermark int64
+	Mode      string
+	Now       time.Time
+}
