@@ -4,7 +4,7 @@
 // relaydrivertest.Exercise holds both to one behaviour.
 //
 // Every time a query stamps or compares is passed in as a parameter (Now fields):
-// the store never reads its own clock, so tests drive time (seed 000 §5.1).
+// the store never reads its own clock, so tests drive time.
 //
 // Errors are mapped at the boundary: a missing row is relaytype.ErrNotFound, a
 // unique or state-guard refusal is relaytype.ErrConflict, and connection loss,

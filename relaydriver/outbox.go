@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
 // OutboxExecutor is the store side of the transactional outbox (seed 000 §8.1,
@@ -78,12 +80,13 @@ const (
 	OutboxDead = "DEAD"
 )
 
-// Outbox event types; they match relaysink.Upsert and relaysink.Tombstone.
+// Outbox event types as the stores keep them (the type column's text); the
+// values are relaytype's, declared once.
 const (
 	// OutboxUpsert carries a payload.
-	OutboxUpsert = "UPSERT"
+	OutboxUpsert = string(relaytype.EventUpsert)
 	// OutboxTombstone removes the key's state; its payload is NULL.
-	OutboxTombstone = "TOMBSTONE"
+	OutboxTombstone = string(relaytype.EventTombstone)
 )
 
 // OutboxAppendParams is one event to append (seed 000 §8.1).

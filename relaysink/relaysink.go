@@ -12,17 +12,20 @@ package relaysink
 import (
 	"context"
 	"fmt"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
-// EventType says whether an event carries a new state or removes it.
-type EventType string
+// EventType says whether an event carries a new state or removes it. It is
+// relaytype.EventType, declared once for the engine, the stores and the sinks.
+type EventType = relaytype.EventType
 
 const (
 	// Upsert carries Payload as the key's new state or change notice.
-	Upsert EventType = "UPSERT"
+	Upsert = relaytype.EventUpsert
 	// Tombstone removes the key's state: Payload is nil and sinks that support it
 	// deliver a null value (a Kafka tombstone on a compacted topic).
-	Tombstone EventType = "TOMBSTONE"
+	Tombstone = relaytype.EventTombstone
 )
 
 // Standard header names every sink carries with each event (as Kafka record

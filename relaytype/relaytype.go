@@ -221,3 +221,15 @@ func ClassOf(err error, def ErrorClass) ErrorClass {
 	}
 	return def
 }
+
+// EventType says whether an outbox or latest-state event carries a new state
+// or removes it. The engine, the stores and the sinks share these values.
+type EventType string
+
+const (
+	// EventUpsert carries a payload: the key's new state or a change notice.
+	EventUpsert EventType = "UPSERT"
+	// EventTombstone removes the key's state; it has no payload, and sinks that
+	// support it deliver a null value (a Kafka tombstone on a compacted topic).
+	EventTombstone EventType = "TOMBSTONE"
+)
