@@ -417,7 +417,7 @@ func TestDispatcherConfigValidated(t *testing.T) {
 // AppendEventsTx in a handler's Tx commits with the message's terminal state
 // and is rolled back with a Retry; the rollback consumes no seq. Anything but
 // a relay.Tx or an ExecutorTx is refused.
-func TestEnqueueEventsTxInHandler(t *testing.T) {
+func TestAppendEventsTxInHandler(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, s store) {
 		fails := map[int64]bool{2: true}
@@ -469,7 +469,7 @@ func TestEnqueueEventsTxInHandler(t *testing.T) {
 // AppendEventsTx returns, in input order, each event's row id and its
 // per-(target, key) seq: the ids are the rows OutboxList shows, and seqs
 // continue across transactions and per target.
-func TestEnqueueEventsTxResults(t *testing.T) {
+func TestAppendEventsTxResults(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, s store) {
 		d := s.open(t, true)
