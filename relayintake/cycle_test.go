@@ -160,3 +160,34 @@ func TestIntakeWakesEngine(t *testing.T) {
 		}
 	})
 }
+
+// Stats reports the cursor, the age of the hole being waited for and the
+// permanent holes, as rounds move them.
+func TestIntakeStats(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store storeFactory) {
+		b := setup(t, store)
+		st, err := b.in.Stats(b.ctx)
+		require.NoError(t, err)
+		require.Nil(t, st.Cursor, "not seeded yet")
+		b.seed(relayintake.SeedZero)
+		b.insert(1, 3)
+		b.round()
+		st, err = b.in.Stats(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), st.Cursor.Watermark)
+		require.Zero(t, st.PermanentHoles)
+		b.clock.Advance(delay / 2)
+		st, err = b.in.Stats(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, delay/2, st.HoleAge, "the hole at 2 is being waited for")
+		b.clock.Advance(delay)
+		b.round() // releases the hole: W = 2
+		b.round() // then takes 3
+		st, err = b.in.Stats(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), st.Cursor.Watermark)
+		require.Equal(t, 1, st.PermanentHoles)
+		require.Zero(t, st.HoleAge)
+	})
+}

@@ -420,3 +420,42 @@ func (in *Intake) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Stats is a snapshot of an intake's progress, read from the store.
+type Stats struct {
+	// Cursor is the pipeline's watermark row; nil before the pipeline was
+	// seeded.
+	Cursor *relaytype.Cursor
+	// PermanentHoles counts the ids released as permanent holes (skipped
+	// after waiting out the maximum commit delay).
+	PermanentHoles int
+	// HoleAge is how long, on the intake's clock, the hole at watermark+1
+	// has been waited for; 0 when there is none.
+	HoleAge time.Duration
+}
+
+// Stats reads the intake's progress from the store: its cursor and the
+// number of permanent holes. It does not run a round, takes no lock and is
+// safe to call while Run runs (from any instance). ctx governs the reads.
+func (in *Intake) Stats(ctx context.Context) (*Stats, error) {
+	p := in.cfg.Pipeline
+	ex := in.driver.GetExecutor()
+	st := &Stats{}
+	cur, err := ex.CursorGet(ctx, p)
+	switch {
+	case errors.Is(err, relaytype.ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("relayintake: stats of %q: cursor: %w", p, err)
+	default:
+		st.Cursor = cur
+		if !cur.HoleSince.IsZero() {
+			st.HoleAge = max(in.cfg.Clock.Now().Sub(cur.HoleSince), 0)
+		}
+	}
+	holes, err := ex.HoleList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("relayintake: stats of %q: holes: %w", p, err)
+	}
+	st.PermanentHoles = len(holes)
+	return st, nil
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -305,6 +306,10 @@ type Stats struct {
 	// Cursor is the intake's watermark; nil without an Intake or before the
 	// pipeline was seeded.
 	Cursor *relaytype.Cursor
+	// Intake is the intake's own Stats (cursor, permanent holes, the age of
+	// the hole being waited for) when the Intake reports them, as
+	// *relayintake.Intake does; nil otherwise.
+	Intake *relayintake.Stats
 	// Outbox holds each dispatcher's Stats, keyed by target: its events (or,
 	// for a latest-state dispatcher, its latest-state rows) per state, the
 	// oldest pending age and whether this instance's dispatcher delivers.
@@ -322,7 +327,14 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		return nil, err
 	}
 	ex := s.cfg.Driver.GetExecutor()
-	if s.cfg.Intake != nil {
+	if sr, ok := s.cfg.Intake.(interface {
+		Stats(context.Context) (*relayintake.Stats, error)
+	}); ok {
+		if st.Intake, err = sr.Stats(ctx); err != nil {
+			return nil, err
+		}
+		st.Cursor = st.Intake.Cursor
+	} else if s.cfg.Intake != nil {
 		st.Cursor, err = ex.CursorGet(ctx, s.cfg.Engine.Pipeline())
 		if errors.Is(err, relaytype.ErrNotFound) {
 			st.Cursor, err = nil, nil

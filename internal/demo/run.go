@@ -163,7 +163,7 @@ wait:
 			runErr = fmt.Errorf("demo: pipeline stopped before the end: %w", err)
 			break wait
 		}
-		p, err := progress(ctx, svc, o.Store, o.Pipeline)
+		p, err := progress(ctx, svc)
 		if err != nil {
 			runErr = err
 			break wait
@@ -397,15 +397,11 @@ type progressLine struct {
 	sent, pending                             int64 // outbox events of the Kafka stage
 }
 
-func progress(ctx context.Context, svc *relayservice.Service, d relaydriver.Driver, pipeline string) (progressLine, error) {
+func progress(ctx context.Context, svc *relayservice.Service) (progressLine, error) {
 	var p progressLine
 	st, err := svc.Stats(ctx)
 	if err != nil {
 		return p, fmt.Errorf("demo: read stats: %w", err)
-	}
-	holes, err := d.GetExecutor().HoleList(ctx, pipeline)
-	if err != nil {
-		return p, fmt.Errorf("demo: read holes: %w", err)
 	}
 	if st.Cursor != nil {
 		p.watermark = st.Cursor.Watermark
@@ -415,7 +411,9 @@ func progress(ctx context.Context, svc *relayservice.Service, d relaydriver.Driv
 	}
 	p.backlog = st.Messages.Backlog()
 	p.done = p.enqueued - p.backlog
-	p.holes = int64(len(holes))
+	if st.Intake != nil {
+		p.holes = int64(st.Intake.PermanentHoles)
+	}
 	for _, ob := range st.Outbox {
 		p.sent += ob.Sent
 		p.pending += ob.Pending
