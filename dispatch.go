@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relayhq/relay/internal/backoff"
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/metric"
 	"github.com/relayhq/relay/relayclock"
@@ -93,7 +94,7 @@ func (c DispatcherConfig) withDefaults() DispatcherConfig {
 	c.Kind = cmp.Or(c.Kind, DispatchEvents)
 	c.BatchSize = cmp.Or(c.BatchSize, DispatchBatchSizeDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, DispatchMaxAttemptsDefault)
-	c.Backoff = backoffWithDefaults(c.Backoff, c.MaxAttempts)
+	c.Backoff = backoff.WithDefaults(c.Backoff, c.MaxAttempts)
 	c.PublishTimeout = cmp.Or(c.PublishTimeout, PublishTimeoutDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Clock == nil {
@@ -131,8 +132,8 @@ func (c *DispatcherConfig) validate() error {
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) > c.MaxAttempts-1:
-		return bad("Backoff", backoffTooLong, len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+	case backoff.TooLong(c.Backoff, c.MaxAttempts):
+		return bad("Backoff", "%s", backoff.TooLongReason(c.Backoff, c.MaxAttempts))
 	case c.PublishTimeout <= 0:
 		return bad("PublishTimeout", "%s <= 0", c.PublishTimeout)
 	case c.PollInterval <= 0:
@@ -142,10 +143,8 @@ func (c *DispatcherConfig) validate() error {
 	case c.StandbyInterval <= 0:
 		return bad("StandbyInterval", "%s <= 0", c.StandbyInterval)
 	}
-	for i, d := range c.Backoff {
-		if d < 0 {
-			return bad("Backoff", "level %d is negative (%s)", i, d)
-		}
+	if msg := backoff.Negative(c.Backoff); msg != "" {
+		return bad("Backoff", "%s", msg)
 	}
 	return nil
 }
