@@ -14,6 +14,7 @@ import (
 
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaysource"
@@ -153,7 +154,7 @@ type AckWriter struct {
 	metrics *ackMetrics
 
 	workMu sync.Mutex // serialises rounds
-	lc     *lifecycle
+	lc     *service.Lifecycle
 }
 
 // NewAckWriter validates cfg (naming the bad field) and returns a writer of
@@ -169,7 +170,7 @@ func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckCon
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &AckWriter{d: d, src: src, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("ack writer of %q", cfg.Pipeline))}
+	w := &AckWriter{d: d, src: src, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle(fmt.Sprintf("ack writer of %q", cfg.Pipeline))}
 	if cfg.Registerer != nil {
 		m, err := newAckMetrics(cfg.Registerer, cfg.Pipeline)
 		if err != nil {
@@ -188,7 +189,7 @@ func (w *AckWriter) Pipeline() string { return w.cfg.Pipeline }
 // loop in its own goroutine, which runs until Stop. A writer starts at most
 // once.
 func (w *AckWriter) Start(ctx context.Context) error {
-	err := w.lc.start(ctx, w.d, func(ctx context.Context, stop <-chan struct{}) {
+	err := w.lc.Start(ctx, w.d, func(ctx context.Context, stop <-chan struct{}) {
 		if _, err := w.work(ctx, stop); err != nil && ctx.Err() == nil {
 			w.log.ErrorContext(ctx, "relay: ack round failed", "pipeline", w.cfg.Pipeline, "error", err)
 		}
@@ -204,11 +205,11 @@ func (w *AckWriter) Start(ctx context.Context) error {
 // flight. When ctx ends first it cancels the batch and returns ctx.Err(); a
 // mark written but not yet recorded is found again later as already marked.
 // Stop on a writer never started returns nil; calling it again is harmless.
-func (w *AckWriter) Stop(ctx context.Context) error { return w.lc.stop(ctx) }
+func (w *AckWriter) Stop(ctx context.Context) error { return w.lc.Stop(ctx) }
 
 // Notify wakes an idle started writer so messages that just became terminal
 // are acknowledged without waiting for PollInterval. It never blocks.
-func (w *AckWriter) Notify() { w.lc.notify() }
+func (w *AckWriter) Notify() { w.lc.Notify() }
 
 // Work runs acknowledgement rounds until nothing is due now and returns how
 // many rows reached an outcome (written, already marked, missing row or
@@ -228,7 +229,7 @@ func (w *AckWriter) work(ctx context.Context, stop <-chan struct{}) (int, error)
 	w.workMu.Lock()
 	defer w.workMu.Unlock()
 	total := 0
-	for ctx.Err() == nil && !stopping(stop) {
+	for ctx.Err() == nil && !service.Stopping(stop) {
 		n, err := w.round(ctx)
 		total += n
 		if err != nil {

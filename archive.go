@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -102,7 +103,7 @@ type Archiver struct {
 	archived prometheus.Counter // nil without a Registerer
 
 	workMu sync.Mutex // serialises passes
-	lc     *lifecycle
+	lc     *service.Lifecycle
 }
 
 // NewArchiver validates cfg (naming the bad field) and returns an archival
@@ -115,7 +116,7 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("archiver of %q", cfg.Pipeline))}
+	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle(fmt.Sprintf("archiver of %q", cfg.Pipeline))}
 	if cfg.Registerer != nil {
 		c, err := metric.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_archived_total",
@@ -133,7 +134,7 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 // refused with relaytype.ErrSchemaOutdated) and starts the job's goroutine: a
 // pass at once, then one every Every, until Stop. A job starts at most once.
 func (a *Archiver) Start(ctx context.Context) error {
-	err := a.lc.start(ctx, a.d, func(ctx context.Context, stop <-chan struct{}) {
+	err := a.lc.Start(ctx, a.d, func(ctx context.Context, stop <-chan struct{}) {
 		if _, err := a.work(ctx, stop); err != nil && ctx.Err() == nil {
 			a.log.ErrorContext(ctx, "relay: archival pass failed", "pipeline", a.cfg.Pipeline, "error", err)
 		}
@@ -149,7 +150,7 @@ func (a *Archiver) Start(ctx context.Context) error {
 // Stop asks the job to take no more batches and waits for the batch in
 // flight. When ctx ends first it cancels the pass and returns ctx.Err(). Stop
 // on a job never started returns nil; calling it again is harmless.
-func (a *Archiver) Stop(ctx context.Context) error { return a.lc.stop(ctx) }
+func (a *Archiver) Stop(ctx context.Context) error { return a.lc.Stop(ctx) }
 
 // Work runs one pass and returns how many rows it archived: the threshold is
 // Clock.Now() − After, and batches of Limit rows are archived, each in one
@@ -166,7 +167,7 @@ func (a *Archiver) work(ctx context.Context, stop <-chan struct{}) (int, error) 
 	before := now.Add(-a.cfg.After)
 	ex := a.d.GetExecutor()
 	total := 0
-	for ctx.Err() == nil && !stopping(stop) {
+	for ctx.Err() == nil && !service.Stopping(stop) {
 		n, err := ex.MessageArchive(ctx, &relaydriver.MessageArchiveParams{
 			Pipeline: a.cfg.Pipeline, TerminalBefore: before, Limit: a.cfg.Limit, Now: now,
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/internal/backoff"
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaylock"
@@ -174,8 +175,8 @@ type Dispatcher struct {
 	workMu sync.Mutex // serialises Work calls (and the started loop's rounds)
 	cursor string     // the last key served: the next fetch's rotation point; guarded by workMu
 	// metricsThrottle spaces the pending gauge's refreshes; guarded by workMu.
-	metricsThrottle refreshThrottle
-	lc              *lifecycle
+	metricsThrottle service.RefreshThrottle
+	lc              *service.Lifecycle
 
 	heldMu sync.Mutex
 	// held is the started loop's lock context while it holds the target lock
@@ -197,7 +198,7 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, lc: newLifecycle(fmt.Sprintf("dispatcher %q", cfg.Target)),
+	x := &Dispatcher{d: d, sink: sink, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle(fmt.Sprintf("dispatcher %q", cfg.Target)),
 		lockName: fmt.Sprintf("outbox:%s:%s", cfg.Kind, cfg.Target)}
 	if cfg.Registerer != nil {
 		m, err := newDispatchMetrics(cfg.Registerer, cfg.Target)
@@ -238,7 +239,7 @@ func (x *Dispatcher) Start(ctx context.Context) error {
 		once.Do(func() { ready <- err; first = true })
 		return first
 	}
-	err := x.lc.startRun(ctx, x.d, func(ctx context.Context, stop, wake <-chan struct{}) {
+	err := x.lc.StartRun(ctx, x.d, func(ctx context.Context, stop, wake <-chan struct{}) {
 		defer report(errDispatcherEnded)
 		x.run(ctx, stop, wake, report)
 	})
@@ -251,7 +252,7 @@ func (x *Dispatcher) Start(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return errors.Join(fmt.Errorf("relay: Start dispatcher %q: %w", x.cfg.Target, err), x.lc.stop(ctx))
+		return errors.Join(fmt.Errorf("relay: Start dispatcher %q: %w", x.cfg.Target, err), x.lc.Stop(ctx))
 	}
 	x.log.InfoContext(ctx, "relay: dispatcher started", "target", x.cfg.Target, "sink", x.sink.Name(),
 		"owner", x.cfg.Owner, "active", x.Active())
@@ -264,11 +265,11 @@ func (x *Dispatcher) Start(ctx context.Context) error {
 // ctx.Err(); unconfirmed events stay PENDING and are sent again later. Stop on
 // a dispatcher never started returns nil; calling it again is harmless. Stop
 // does not close the sink.
-func (x *Dispatcher) Stop(ctx context.Context) error { return x.lc.stop(ctx) }
+func (x *Dispatcher) Stop(ctx context.Context) error { return x.lc.Stop(ctx) }
 
 // Notify wakes an idle started dispatcher so events committed just now are
 // delivered without waiting for PollInterval. It never blocks.
-func (x *Dispatcher) Notify() { x.lc.notify() }
+func (x *Dispatcher) Notify() { x.lc.Notify() }
 
 // Active reports whether this dispatcher's started loop holds its target's
 // lock, i.e. delivers; false for a standby, and before Start and after Stop.
@@ -353,7 +354,7 @@ func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report
 			inStandby = false
 			return x.serve(ctx, lctx, stop, wake, report)
 		})
-		if stopping(stop) || ctx.Err() != nil {
+		if service.Stopping(stop) || ctx.Err() != nil {
 			return
 		}
 		inStandby = true
@@ -525,7 +526,7 @@ func (x *Dispatcher) work(ctx context.Context, stop <-chan struct{}) (int, error
 		err   error
 	)
 	if x.cfg.Kind == DispatchLatest {
-		for ctx.Err() == nil && !stopping(stop) {
+		for ctx.Err() == nil && !service.Stopping(stop) {
 			var n int
 			n, err = x.latestRound(ctx)
 			total += n
@@ -581,7 +582,7 @@ func (x *Dispatcher) workEvents(ctx context.Context, stop <-chan struct{}) (int,
 			firstErr = r.err
 		}
 	}
-	for firstErr == nil && ctx.Err() == nil && !stopping(stop) {
+	for firstErr == nil && ctx.Err() == nil && !service.Stopping(stop) {
 		batch, err := x.fetchEvents(ctx, inflight)
 		if err != nil {
 			firstErr = err
@@ -749,7 +750,7 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 // returns one error per event (a sink answering with the wrong number of
 // results fails the whole batch).
 func (x *Dispatcher) publish(ctx context.Context, events []relaysink.Event) []error {
-	pctx, stop := withClockTimeout(ctx, x.cfg.Clock, x.cfg.PublishTimeout, errPublishTimeout)
+	pctx, stop := service.WithClockTimeout(ctx, x.cfg.Clock, x.cfg.PublishTimeout, errPublishTimeout)
 	defer stop()
 	errs := x.sink.Publish(pctx, events)
 	if len(errs) != len(events) {
@@ -813,11 +814,11 @@ func (x *Dispatcher) count(outcome string, n int) {
 }
 
 // refreshMetrics sets the pending gauge, at most once per
-// metricsRefreshInterval of the dispatcher's clock (the count reads the whole
+// service.RefreshInterval of the dispatcher's clock (the count reads the whole
 // target, and a busy dispatcher is woken after every commit that appends to
 // it); a failure is logged, not returned. Caller holds workMu.
 func (x *Dispatcher) refreshMetrics(ctx context.Context) {
-	if x.metrics == nil || !x.metricsThrottle.due(x.cfg.Clock.Now()) {
+	if x.metrics == nil || !x.metricsThrottle.Due(x.cfg.Clock.Now()) {
 		return
 	}
 	stats := x.d.GetExecutor().OutboxStats

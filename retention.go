@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -101,7 +102,7 @@ type Retention struct {
 	deleted *prometheus.CounterVec // nil without a Registerer
 
 	workMu sync.Mutex // serialises passes
-	lc     *lifecycle
+	lc     *service.Lifecycle
 }
 
 // NewRetention validates cfg (naming the bad field) and returns a retention
@@ -114,7 +115,7 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Retention{d: d, cfg: cfg, log: cfg.Logger, lc: newLifecycle("retention")}
+	r := &Retention{d: d, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle("retention")}
 	if cfg.Registerer != nil {
 		c, err := metric.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_outbox_retention_deleted_total",
@@ -135,7 +136,7 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 // refused with relaytype.ErrSchemaOutdated) and starts the job's goroutine: a
 // pass at once, then one every Every, until Stop. A job starts at most once.
 func (r *Retention) Start(ctx context.Context) error {
-	err := r.lc.start(ctx, r.d, func(ctx context.Context, stop <-chan struct{}) {
+	err := r.lc.Start(ctx, r.d, func(ctx context.Context, stop <-chan struct{}) {
 		if _, err := r.work(ctx, stop); err != nil && ctx.Err() == nil {
 			r.log.ErrorContext(ctx, "relay: outbox retention pass failed", "error", err)
 		}
@@ -151,7 +152,7 @@ func (r *Retention) Start(ctx context.Context) error {
 // Stop asks the job to take no more batches and waits for the batch in
 // flight. When ctx ends first it cancels the pass and returns ctx.Err(). Stop
 // on a job never started returns nil; calling it again is harmless.
-func (r *Retention) Stop(ctx context.Context) error { return r.lc.stop(ctx) }
+func (r *Retention) Stop(ctx context.Context) error { return r.lc.Stop(ctx) }
 
 // Work runs one pass and returns how many events it deleted: for each target,
 // the cutoff is Clock.Now() − SentRetention and SENT events with sent_at
@@ -168,7 +169,7 @@ func (r *Retention) work(ctx context.Context, stop <-chan struct{}) (int, error)
 	ex := r.d.GetExecutor()
 	total := 0
 	for _, target := range r.cfg.Targets {
-		for ctx.Err() == nil && !stopping(stop) {
+		for ctx.Err() == nil && !service.Stopping(stop) {
 			n, err := ex.OutboxDeleteSent(ctx, target, cutoff, r.cfg.BatchLimit)
 			if err != nil {
 				return total, fmt.Errorf("relay: outbox retention of %q: %w", target, err)
