@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relayhq/relay/internal/backoff"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -80,7 +81,7 @@ const (
 	// TTL (relaylock), which makes the same trade.
 	LeaseDurationDefault = 15 * time.Second
 	// PollIntervalDefault is how long an idle engine waits between rounds.
-	PollIntervalDefault = time.Second
+	PollIntervalDefault = service.PollIntervalDefault
 	// HandlerTimeoutDefault bounds one handler call.
 	HandlerTimeoutDefault = 30 * time.Second
 	// FIFOBatchDefault is the default number of FIFO heads per transaction.

@@ -172,3 +172,8 @@ func (r *RefreshThrottle) Due(now time.Time) bool {
 	r.last = now
 	return true
 }
+
+// PollIntervalDefault is how long an idle started service (and an idle
+// engine) waits on its clock between rounds when nothing wakes it
+// (relay.PollIntervalDefault).
+const PollIntervalDefault = time.Second
