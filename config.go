@@ -13,7 +13,6 @@ import (
 
 	"github.com/relayhq/relay/internal/backoff"
 	"github.com/relayhq/relay/internal/service"
-	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -262,20 +261,14 @@ func (c Config) withDefaults() Config {
 	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, HandlerTimeoutDefault)
 	c.FIFOBatch = cmp.Or(c.FIFOBatch, FIFOBatchDefault)
 	c.TxBatch = cmp.Or(c.TxBatch, TxBatchDefault)
-	if c.Clock == nil {
-		c.Clock = relayclock.System{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	common := service.Common{Clock: c.Clock, Logger: c.Logger}.Defaults()
+	c.Clock, c.Logger = common.Clock, common.Logger
 	return c
 }
 
 // validate checks a defaulted Config and names the first bad field.
 func (c *Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("relay: invalid Config.%s: %s", field, fmt.Sprintf(format, args...))
-	}
+	bad := service.Invalid("Config")
 	switch {
 	case c.Pipeline == "":
 		return bad("Pipeline", "required")

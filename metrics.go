@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -25,32 +25,16 @@ var allStates = []relaytype.State{
 }
 
 func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
-	backlog, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_backlog_messages",
-		Help: "Unfinished (PENDING and FAILED) messages of the pipeline.",
-	}, []string{"pipeline"}))
-	if err != nil {
-		return nil, err
-	}
-	oldest, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_backlog_oldest_unprocessed_seconds",
-		Help: "Age of the oldest unfinished message's enqueue time (0 when none).",
-	}, []string{"pipeline"}))
-	if err != nil {
-		return nil, err
-	}
-	states, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_messages",
-		Help: "Messages of the pipeline per processing state.",
-	}, []string{"pipeline", "state"}))
-	if err != nil {
-		return nil, err
-	}
-	processed, err := metric.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "relay_processed_total",
-		Help: "Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).",
-	}, []string{"pipeline", "outcome"}))
-	if err != nil {
+	reg := service.NewMetrics(r)
+	backlog := reg.Gauge("relay_backlog_messages",
+		"Unfinished (PENDING and FAILED) messages of the pipeline.", "pipeline")
+	oldest := reg.Gauge("relay_backlog_oldest_unprocessed_seconds",
+		"Age of the oldest unfinished message's enqueue time (0 when none).", "pipeline")
+	states := reg.Gauge("relay_messages",
+		"Messages of the pipeline per processing state.", "pipeline", "state")
+	processed := reg.Counter("relay_processed_total",
+		"Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).", "pipeline", "outcome")
+	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	m := &metrics{

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,14 +100,12 @@ func (c *Config) validate() error {
 // acknowledgements, write their marks to the source and record the outcomes,
 // each batch inside the Gate.
 type Writer struct {
-	d       relaydriver.Driver
-	src     relaysource.Acknowledger
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-
-	workMu sync.Mutex // serialises rounds
-	lc     *service.Lifecycle
+	*service.Passes // Start, Stop, Notify, Work
+	d               relaydriver.Driver
+	src             relaysource.Acknowledger
+	cfg             Config
+	log             *slog.Logger
+	metrics         *metrics
 }
 
 // New validates cfg (naming the bad field) and returns a writer of
@@ -121,7 +118,13 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Writer{d: d, src: src, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle(fmt.Sprintf("ack writer of %q", cfg.Pipeline))}
+	w := &Writer{d: d, src: src, cfg: cfg, log: cfg.Logger}
+	w.Passes = service.NewPasses(service.PassesConfig{
+		What: fmt.Sprintf("ack writer of %q", cfg.Pipeline), Driver: d, Logger: cfg.Logger,
+		Failed: "relay: ack round failed", Attrs: []any{"pipeline", cfg.Pipeline},
+		Started: "relay: ack writer started", StartedAttrs: []any{"pipeline", cfg.Pipeline, "r", cfg.R},
+		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.PollInterval) },
+	}, w.pass)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
 		if err != nil {
@@ -135,30 +138,9 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 // Pipeline returns the pipeline the writer acknowledges.
 func (w *Writer) Pipeline() string { return w.cfg.Pipeline }
 
-// Start starts the acknowledgement loop after the schema check; it runs
-// until Stop.
-func (w *Writer) Start(ctx context.Context) error {
-	return w.lc.StartPasses(ctx, w.d, w.log,
-		"relay: ack round failed", []any{"pipeline", w.cfg.Pipeline}, w.work,
-		func() <-chan time.Time { return w.cfg.Clock.After(w.cfg.PollInterval) },
-		"relay: ack writer started", "pipeline", w.cfg.Pipeline, "r", w.cfg.R)
-}
-
-// Stop stops the loop, draining the batch in flight unless ctx ends first.
-func (w *Writer) Stop(ctx context.Context) error { return w.lc.Stop(ctx) }
-
-// Notify wakes an idle started writer; it never blocks.
-func (w *Writer) Notify() { w.lc.Notify() }
-
-// Work runs acknowledgement rounds until nothing is due now and returns how
-// many rows reached an outcome.
-func (w *Writer) Work(ctx context.Context) (int, error) {
-	return w.work(ctx, nil)
-}
-
-func (w *Writer) work(ctx context.Context, stop <-chan struct{}) (int, error) {
-	w.workMu.Lock()
-	defer w.workMu.Unlock()
+// pass runs acknowledgement rounds until nothing is due now (a round that
+// reached no outcome) and returns how many rows reached an outcome.
+func (w *Writer) pass(ctx context.Context, stop <-chan struct{}) (int, error) {
 	total := 0
 	for ctx.Err() == nil && !service.Stopping(stop) {
 		n, err := w.round(ctx)

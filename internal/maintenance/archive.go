@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,13 +60,11 @@ func (c *ArchiverConfig) validate() error {
 // settled terminal rows older than After into the history table in batches
 // of Limit, each one transaction (relaydriver.ArchiveExecutor).
 type Archiver struct {
-	d        relaydriver.Driver
-	cfg      ArchiverConfig
-	log      *slog.Logger
-	archived prometheus.Counter // nil without a Registerer
-
-	workMu sync.Mutex // serialises passes
-	lc     *service.Lifecycle
+	*service.Passes // Start, Stop, Work
+	d               relaydriver.Driver
+	cfg             ArchiverConfig
+	log             *slog.Logger
+	archived        prometheus.Counter // nil without a Registerer
 }
 
 // NewArchiver validates cfg (naming the bad field) and returns an archival
@@ -80,7 +77,13 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle(fmt.Sprintf("archiver of %q", cfg.Pipeline))}
+	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger}
+	a.Passes = service.NewPasses(service.PassesConfig{
+		What: fmt.Sprintf("archiver of %q", cfg.Pipeline), Driver: d, Logger: cfg.Logger,
+		Failed: "relay: archival pass failed", Attrs: []any{"pipeline", cfg.Pipeline},
+		Started: "relay: archiver started", StartedAttrs: []any{"pipeline", cfg.Pipeline, "after", cfg.After, "every", cfg.Every},
+		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.Every) },
+	}, a.pass)
 	if cfg.Registerer != nil {
 		m := service.NewMetrics(cfg.Registerer)
 		c := m.Counter("relay_archived_total",
@@ -93,26 +96,9 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	return a, nil
 }
 
-// Start starts the job's goroutine after the schema check: a pass at once,
-// then one every Every, until Stop.
-func (a *Archiver) Start(ctx context.Context) error {
-	return a.lc.StartPasses(ctx, a.d, a.log,
-		"relay: archival pass failed", []any{"pipeline", a.cfg.Pipeline}, a.work,
-		func() <-chan time.Time { return a.cfg.Clock.After(a.cfg.Every) },
-		"relay: archiver started", "pipeline", a.cfg.Pipeline, "after", a.cfg.After, "every", a.cfg.Every)
-}
-
-// Stop stops the loop, draining the batch in flight unless ctx ends first.
-func (a *Archiver) Stop(ctx context.Context) error { return a.lc.Stop(ctx) }
-
-// Work runs one pass and returns how many rows it archived.
-func (a *Archiver) Work(ctx context.Context) (int, error) {
-	return a.work(ctx, nil)
-}
-
-func (a *Archiver) work(ctx context.Context, stop <-chan struct{}) (int, error) {
-	a.workMu.Lock()
-	defer a.workMu.Unlock()
+// pass archives batches of Limit rows older than Clock.Now() − After until a
+// batch comes back short.
+func (a *Archiver) pass(ctx context.Context, stop <-chan struct{}) (int, error) {
 	now := a.cfg.Clock.Now()
 	before := now.Add(-a.cfg.After)
 	ex := a.d.GetExecutor()

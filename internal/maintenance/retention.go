@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,13 +59,11 @@ func (c *RetentionConfig) validate() error {
 // Retention is relay.Retention's implementation: passes that delete each
 // target's SENT events older than SentRetention in batches of BatchLimit.
 type Retention struct {
-	d       relaydriver.Driver
-	cfg     RetentionConfig
-	log     *slog.Logger
-	deleted *prometheus.CounterVec // nil without a Registerer
-
-	workMu sync.Mutex // serialises passes
-	lc     *service.Lifecycle
+	*service.Passes // Start, Stop, Work
+	d               relaydriver.Driver
+	cfg             RetentionConfig
+	log             *slog.Logger
+	deleted         *prometheus.CounterVec // nil without a Registerer
 }
 
 // NewRetention validates cfg (naming the bad field) and returns a retention
@@ -79,7 +76,13 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Retention{d: d, cfg: cfg, log: cfg.Logger, lc: service.NewLifecycle("retention")}
+	r := &Retention{d: d, cfg: cfg, log: cfg.Logger}
+	r.Passes = service.NewPasses(service.PassesConfig{
+		What: "retention", Driver: d, Logger: cfg.Logger, Failed: "relay: outbox retention pass failed",
+		Started:      "relay: outbox retention started",
+		StartedAttrs: []any{"targets", cfg.Targets, "sent_retention", cfg.SentRetention, "every", cfg.Every},
+		Idle:         func() <-chan time.Time { return cfg.Clock.After(cfg.Every) },
+	}, r.pass)
 	if cfg.Registerer != nil {
 		m := service.NewMetrics(cfg.Registerer)
 		c := m.Counter("relay_outbox_retention_deleted_total",
@@ -95,27 +98,9 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 	return r, nil
 }
 
-// Start starts the job's goroutine after the schema check: a pass at once,
-// then one every Every, until Stop.
-func (r *Retention) Start(ctx context.Context) error {
-	return r.lc.StartPasses(ctx, r.d, r.log,
-		"relay: outbox retention pass failed", nil, r.work,
-		func() <-chan time.Time { return r.cfg.Clock.After(r.cfg.Every) },
-		"relay: outbox retention started", "targets", r.cfg.Targets,
-		"sent_retention", r.cfg.SentRetention, "every", r.cfg.Every)
-}
-
-// Stop stops the loop, draining the batch in flight unless ctx ends first.
-func (r *Retention) Stop(ctx context.Context) error { return r.lc.Stop(ctx) }
-
-// Work runs one pass and returns how many events it deleted.
-func (r *Retention) Work(ctx context.Context) (int, error) {
-	return r.work(ctx, nil)
-}
-
-func (r *Retention) work(ctx context.Context, stop <-chan struct{}) (int, error) {
-	r.workMu.Lock()
-	defer r.workMu.Unlock()
+// pass deletes, per target, batches of BatchLimit SENT events older than
+// Clock.Now() − SentRetention until a batch comes back short.
+func (r *Retention) pass(ctx context.Context, stop <-chan struct{}) (int, error) {
 	cutoff := r.cfg.Clock.Now().Add(-r.cfg.SentRetention)
 	ex := r.d.GetExecutor()
 	total := 0

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -110,25 +109,4 @@ func (l *Lifecycle) Notify() {
 	case l.wake <- struct{}{}:
 	default:
 	}
-}
-
-// StartPasses is Start for a service whose round is one pass: a pass at
-// once, then one after each Notify or idle(), until Stop. A pass that fails
-// (while the loop is not being cancelled) is logged at ERROR as failed with
-// attrs and the error; once started, started is logged at INFO with
-// startedAttrs.
-func (l *Lifecycle) StartPasses(ctx context.Context, d relaydriver.Driver, log *slog.Logger,
-	failed string, attrs []any, pass func(ctx context.Context, stop <-chan struct{}) (int, error),
-	idle func() <-chan time.Time, started string, startedAttrs ...any,
-) error {
-	err := l.Start(ctx, d, func(ctx context.Context, stop <-chan struct{}) {
-		if _, err := pass(ctx, stop); err != nil && ctx.Err() == nil {
-			log.ErrorContext(ctx, failed, append(attrs[:len(attrs):len(attrs)], "error", err)...)
-		}
-	}, idle)
-	if err != nil {
-		return err
-	}
-	log.InfoContext(ctx, started, startedAttrs...)
-	return nil
 }
