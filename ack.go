@@ -17,15 +17,15 @@ import (
 // Defaults of AckConfig. A zero field takes its default; R has none.
 const (
 	// AckMaxAttemptsAlertDefault is the attempt count at which an
-	// acknowledgement's transient failures raise an alert (never an abandon).
+	// acknowledgement's transient failures raise an alert (never an abandon): 10.
 	AckMaxAttemptsAlertDefault = ack.MaxAttemptsAlertDefault
-	// AckBatchSizeDefault is how many owed acknowledgements one round scans.
+	// AckBatchSizeDefault is how many owed acknowledgements one round scans: 100.
 	AckBatchSizeDefault = ack.BatchSizeDefault
 )
 
 // AckBackoffDefault is the default retry schedule of transient
 // acknowledgement failures; the last level repeats.
-var AckBackoffDefault = ack.BackoffDefault()
+var AckBackoffDefault = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
 
 // AckConfig configures an AckWriter. Pipeline, Gate and R are required; every
 // other zero field takes the default named in its comment.

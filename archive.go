@@ -16,11 +16,11 @@ import (
 // Defaults of ArchiverConfig. A zero field takes its default.
 const (
 	// ArchiveAfterDefault is how long a settled terminal row stays in the
-	// main table, measured from its updated_at, before it is archived.
+	// main table, measured from its updated_at, before it is archived: 7 days.
 	ArchiveAfterDefault = maintenance.ArchiveAfterDefault
-	// ArchiveEveryDefault is the pause between two archival passes.
+	// ArchiveEveryDefault is the pause between two archival passes: 1 min.
 	ArchiveEveryDefault = maintenance.ArchiveEveryDefault
-	// ArchiveLimitDefault is how many rows one archival transaction moves.
+	// ArchiveLimitDefault is how many rows one archival transaction moves: 1000.
 	ArchiveLimitDefault = maintenance.ArchiveLimitDefault
 )
 

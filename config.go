@@ -65,7 +65,7 @@ const (
 	// MaxAttemptsDefault is the default attempt limit.
 	MaxAttemptsDefault = 5
 	// BackoffFirstDefault is the first level of the default backoff schedule,
-	// which doubles from there (1s, 2s, 4s, …).
+	// 1s, which doubles from there (1s, 2s, 4s, …).
 	BackoffFirstDefault = backoff.FirstDefault
 	// BatchSizeDefault is the default claim size of the per-key and unordered modes.
 	BatchSizeDefault = 100
@@ -79,7 +79,8 @@ const (
 	// the expired-lease search: under 19s). It matches the pipeline lock's
 	// TTL (relaylock), which makes the same trade.
 	LeaseDurationDefault = 15 * time.Second
-	// PollIntervalDefault is how long an idle engine waits between rounds.
+	// PollIntervalDefault is how long an idle engine (and an idle started
+	// service) waits between rounds: 1s.
 	PollIntervalDefault = service.PollIntervalDefault
 	// HandlerTimeoutDefault bounds one handler call.
 	HandlerTimeoutDefault = 30 * time.Second

@@ -15,11 +15,13 @@ import (
 
 // Defaults of RetentionConfig. A zero field takes its default.
 const (
-	// SentRetentionDefault is how long SENT outbox events are kept after sent_at.
+	// SentRetentionDefault is how long SENT outbox events are kept after
+	// sent_at: 7 days.
 	SentRetentionDefault = maintenance.SentRetentionDefault
-	// RetentionEveryDefault is the pause between two retention passes.
+	// RetentionEveryDefault is the pause between two retention passes: 1 min.
 	RetentionEveryDefault = maintenance.RetentionEveryDefault
-	// RetentionBatchLimitDefault is how many rows one delete statement removes.
+	// RetentionBatchLimitDefault is how many rows one delete statement
+	// removes: 1000.
 	RetentionBatchLimitDefault = maintenance.RetentionBatchLimitDefault
 )
 

@@ -28,12 +28,6 @@ const (
 	BatchSizeDefault        = 100
 )
 
-// BackoffDefault returns the default retry schedule of transient
-// acknowledgement failures (relay.AckBackoffDefault), a new slice each call.
-func BackoffDefault() []time.Duration {
-	return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
-}
-
 // Gate serialises acknowledgement batches with the pipeline's replays
 // (relay.LifecycleGate).
 type Gate interface {
@@ -55,11 +49,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Backoff == nil {
-		c.Backoff = BackoffDefault()
-	} else {
-		c.Backoff = slices.Clone(c.Backoff)
-	}
+	c.Backoff = slices.Clone(c.Backoff) // relay.NewAckWriter puts AckBackoffDefault in a nil one
 	c.MaxAttemptsAlert = cmp.Or(c.MaxAttemptsAlert, MaxAttemptsAlertDefault)
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, service.PollIntervalDefault)
