@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -65,7 +66,7 @@ func (e *Engine) callBatchHandler(ctx context.Context, h BatchHandler, tx relayd
 // Result into a Retry (INTERNAL / TIMEOUT), reporting that it replaced call's
 // answer. id names the message in logs.
 func (e *Engine) guardHandler(ctx context.Context, id int64, call func(ctx context.Context) Result) (res Result, replaced bool) {
-	hctx, stop := withClockTimeout(ctx, e.cfg.Clock, e.cfg.HandlerTimeout, errHandlerTimeout)
+	hctx, stop := service.WithClockTimeout(ctx, e.cfg.Clock, e.cfg.HandlerTimeout, errHandlerTimeout)
 	defer stop()
 	defer func() {
 		if p := recover(); p != nil {

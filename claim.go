@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -69,7 +70,7 @@ func (e *Engine) workClaim(ctx context.Context, stop <-chan struct{}) (int, erro
 	dry := false     // the last claim came back empty
 	var claimErr error
 	for {
-		canClaim := claimErr == nil && !stopping(stop) && ctx.Err() == nil && !failed()
+		canClaim := claimErr == nil && !service.Stopping(stop) && ctx.Err() == nil && !failed()
 		// After an empty claim, claim again only once everything in flight is done
 		// ("nothing is ready now" is then a fact, not a race with our own leases)
 		// or Notify says that new messages were committed.
@@ -109,7 +110,7 @@ func (e *Engine) workClaim(ctx context.Context, stop <-chan struct{}) (int, erro
 	if err := errors.Join(append([]error{claimErr}, errs...)...); err != nil {
 		return decided, err
 	}
-	if stopping(stop) {
+	if service.Stopping(stop) {
 		return decided, nil
 	}
 	return decided, ctx.Err()

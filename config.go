@@ -11,7 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/internal/backoff"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -64,8 +65,8 @@ const (
 	// MaxAttemptsDefault is the default attempt limit.
 	MaxAttemptsDefault = 5
 	// BackoffFirstDefault is the first level of the default backoff schedule,
-	// which doubles from there (1s, 2s, 4s, …).
-	BackoffFirstDefault = time.Second
+	// 1s, which doubles from there (1s, 2s, 4s, …).
+	BackoffFirstDefault = backoff.FirstDefault
 	// BatchSizeDefault is the default claim size of the per-key and unordered modes.
 	BatchSizeDefault = 100
 	// WorkersDefault is the default concurrency of the per-key and unordered modes.
@@ -78,8 +79,9 @@ const (
 	// the expired-lease search: under 19s). It matches the pipeline lock's
 	// TTL (relaylock), which makes the same trade.
 	LeaseDurationDefault = 15 * time.Second
-	// PollIntervalDefault is how long an idle engine waits between rounds.
-	PollIntervalDefault = time.Second
+	// PollIntervalDefault is how long an idle engine (and an idle started
+	// service) waits between rounds: 1s.
+	PollIntervalDefault = service.PollIntervalDefault
 	// HandlerTimeoutDefault bounds one handler call.
 	HandlerTimeoutDefault = 30 * time.Second
 	// FIFOBatchDefault is the default number of FIFO heads per transaction.
@@ -117,33 +119,8 @@ var DeadClassesDefault = []relaytype.ErrorClass{relaytype.ClassMalformed, relayt
 // DoublingBackoff returns levels delays starting at first and doubling:
 // DoublingBackoff(time.Second, 4) is [1s 2s 4s 8s].
 func DoublingBackoff(first time.Duration, levels int) []time.Duration {
-	out := make([]time.Duration, 0, max(levels, 0))
-	for i := range max(levels, 0) {
-		out = append(out, first<<i)
-	}
-	return out
+	return backoff.Doubling(first, levels)
 }
-
-// backoffWithDefaults returns the effective schedule of a Backoff field: nil
-// or empty is DoublingBackoff(BackoffFirstDefault, maxAttempts-1); a shorter
-// schedule is extended to maxAttempts-1 levels by repeating its last level; a
-// longer one is returned as it is, for validate to refuse. The result is
-// never the caller's slice.
-func backoffWithDefaults(levels []time.Duration, maxAttempts int) []time.Duration {
-	if len(levels) == 0 {
-		return DoublingBackoff(BackoffFirstDefault, maxAttempts-1)
-	}
-	out := slices.Clone(levels)
-	for len(out) < maxAttempts-1 {
-		out = append(out, levels[len(levels)-1])
-	}
-	return out
-}
-
-// backoffTooLong is the validation message of a schedule with more levels
-// than retries, shared by Config and DispatcherConfig.
-const backoffTooLong = "%d levels for MaxAttempts %d: at most MaxAttempts-1 = %d " +
-	"(a level beyond that can never fire; a shorter schedule repeats its last level)"
 
 // Config configures an Engine. Pipeline is required; every other zero field
 // takes the default named in its comment. NewEngine copies the Config; later
@@ -268,7 +245,7 @@ type Config struct {
 // withDefaults returns a copy of c with every zero field defaulted.
 func (c Config) withDefaults() Config {
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
-	c.Backoff = backoffWithDefaults(c.Backoff, c.MaxAttempts)
+	c.Backoff = backoff.WithDefaults(c.Backoff, c.MaxAttempts)
 	if c.ReplayableClasses == nil {
 		c.ReplayableClasses = ReplayableClassesDefault
 	}
@@ -285,20 +262,14 @@ func (c Config) withDefaults() Config {
 	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, HandlerTimeoutDefault)
 	c.FIFOBatch = cmp.Or(c.FIFOBatch, FIFOBatchDefault)
 	c.TxBatch = cmp.Or(c.TxBatch, TxBatchDefault)
-	if c.Clock == nil {
-		c.Clock = relayclock.System{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	common := service.Common{Clock: c.Clock, Logger: c.Logger}.Defaults()
+	c.Clock, c.Logger = common.Clock, common.Logger
 	return c
 }
 
 // validate checks a defaulted Config and names the first bad field.
 func (c *Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("relay: invalid Config.%s: %s", field, fmt.Sprintf(format, args...))
-	}
+	bad := service.Invalid("Config")
 	switch {
 	case c.Pipeline == "":
 		return bad("Pipeline", "required")
@@ -306,10 +277,10 @@ func (c *Config) validate() error {
 		return bad("Mode", "unknown mode %d", int(c.Mode))
 	case c.MaxAttempts < 1:
 		return bad("MaxAttempts", "%d < 1", c.MaxAttempts)
-	case len(c.Backoff) > c.MaxAttempts-1:
+	case backoff.TooLong(c.Backoff, c.MaxAttempts):
 		// seed 000 §9.1: a schedule with a level that never fires must not
 		// pass the start-up check.
-		return bad("Backoff", backoffTooLong, len(c.Backoff), c.MaxAttempts, c.MaxAttempts-1)
+		return bad("Backoff", "%s", backoff.TooLongReason(c.Backoff, c.MaxAttempts))
 	case c.BatchSize < 1:
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.Workers < 1:
@@ -331,10 +302,8 @@ func (c *Config) validate() error {
 	case c.TxBatch > 1 && c.Mode == ModeFIFO:
 		return bad("TxBatch", "ModeFIFO batches heads with FIFOBatch")
 	}
-	for i, d := range c.Backoff {
-		if d < 0 {
-			return bad("Backoff", "level %d is negative (%s)", i, d)
-		}
+	if msg := backoff.Negative(c.Backoff); msg != "" {
+		return bad("Backoff", "%s", msg)
 	}
 	for _, r := range c.IgnoreRules {
 		if _, err := parseIgnoreRule(r); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaymigrate"
@@ -50,7 +51,7 @@ type Engine struct {
 	// never); claims in between skip that search (see claim).
 	lastExpiredScan time.Time
 	// metricsThrottle spaces the gauges' refreshes (see refreshMetrics).
-	metricsThrottle refreshThrottle
+	metricsThrottle service.RefreshThrottle
 	// warnedW / warnedNoCursor rate-limit the watermark WARN to once per value.
 	warnedW        int64
 	warnedAny      bool
@@ -306,16 +307,6 @@ func (e *Engine) work(ctx context.Context, stop <-chan struct{}) (int, error) {
 		e.refreshMetrics(ctx)
 	}
 	return n, err
-}
-
-// stopping reports whether stop was closed (nil never is).
-func stopping(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
 }
 
 // EnqueueParams is one message to enqueue.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/internal/faultpoint"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -32,7 +33,7 @@ func (e *Engine) workFIFO(ctx context.Context, stop <-chan struct{}) (int, error
 	n := 0
 	var next *fifoPrefetch
 	defer func() { next.wait() }()
-	for !stopping(stop) && ctx.Err() == nil {
+	for !service.Stopping(stop) && ctx.Err() == nil {
 		var (
 			heads []*relaytype.Message
 			batch []fifoPrepared

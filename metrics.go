@@ -2,17 +2,16 @@ package relay
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relayhq/relay/internal/metric"
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaytype"
 )
 
 // metrics holds the collectors documented under "Metrics" in the package doc.
 // The gauges are refreshed from MessageStats at the end of a Work round (each
-// idle round of a started engine), at most once per metricsRefreshInterval.
+// idle round of a started engine), at most once per service.RefreshInterval.
 type metrics struct {
 	backlog   prometheus.Gauge
 	oldest    prometheus.Gauge
@@ -26,32 +25,16 @@ var allStates = []relaytype.State{
 }
 
 func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
-	backlog, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_backlog_messages",
-		Help: "Unfinished (PENDING and FAILED) messages of the pipeline.",
-	}, []string{"pipeline"}))
-	if err != nil {
-		return nil, err
-	}
-	oldest, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_backlog_oldest_unprocessed_seconds",
-		Help: "Age of the oldest unfinished message's enqueue time (0 when none).",
-	}, []string{"pipeline"}))
-	if err != nil {
-		return nil, err
-	}
-	states, err := metric.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "relay_messages",
-		Help: "Messages of the pipeline per processing state.",
-	}, []string{"pipeline", "state"}))
-	if err != nil {
-		return nil, err
-	}
-	processed, err := metric.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "relay_processed_total",
-		Help: "Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).",
-	}, []string{"pipeline", "outcome"}))
-	if err != nil {
+	reg := service.NewMetrics(r)
+	backlog := reg.Gauge("relay_backlog_messages",
+		"Unfinished (PENDING and FAILED) messages of the pipeline.", "pipeline")
+	oldest := reg.Gauge("relay_backlog_oldest_unprocessed_seconds",
+		"Age of the oldest unfinished message's enqueue time (0 when none).", "pipeline")
+	states := reg.Gauge("relay_messages",
+		"Messages of the pipeline per processing state.", "pipeline", "state")
+	processed := reg.Counter("relay_processed_total",
+		"Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).", "pipeline", "outcome")
+	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	m := &metrics{
@@ -66,34 +49,11 @@ func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
 	return m, nil
 }
 
-// metricsRefreshInterval is the least time between two refreshes of a
-// component's gauges. The aggregates behind them read a whole pipeline or
-// target, so they must not run after each of the many short rounds a busy
-// component makes (at a few hundred rounds per second they would cost more
-// than the work itself); a Prometheus scrape is rarely more frequent anyway.
-const metricsRefreshInterval = time.Second
-
-// refreshThrottle lets a gauge refresh through at most once per
-// metricsRefreshInterval of a clock. Its user serialises the calls (both hold
-// their work lock).
-type refreshThrottle struct {
-	last time.Time // zero: never refreshed
-}
-
-// due reports whether a refresh at now may run, and if so records it.
-func (r *refreshThrottle) due(now time.Time) bool {
-	if !r.last.IsZero() && now.Sub(r.last) < metricsRefreshInterval {
-		return false
-	}
-	r.last = now
-	return true
-}
-
 // refreshMetrics reads the pipeline's aggregate and sets the gauges, at most
-// once per metricsRefreshInterval of the engine's clock. A failure is logged
+// once per service.RefreshInterval of the engine's clock. A failure is logged
 // (not returned): metrics must not stop processing. Caller holds workMu.
 func (e *Engine) refreshMetrics(ctx context.Context) {
-	if e.metrics == nil || !e.metricsThrottle.due(e.cfg.Clock.Now()) {
+	if e.metrics == nil || !e.metricsThrottle.Due(e.cfg.Clock.Now()) {
 		return
 	}
 	st, err := e.Stats(ctx)

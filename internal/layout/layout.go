@@ -1,7 +1,8 @@
 // Package layout states the module's import rules and checks an import graph
 // against them. Its test holds the rules on the real module: the engine never
 // imports an app, drivers and sinks never import the engine, codecs and domain
-// packages import no engine part, apps never import each other, examples
+// packages import no engine part, the engine's internal services never import
+// the public API they implement, apps never import each other, examples
 // use the public API only. A new rule goes
 // here, beside the others, so a reader finds all of them in one place. Only
 // non-test imports count: a test may use internal helpers (test databases,
@@ -35,6 +36,19 @@ var Pure = []string{
 	"internal/app/msgx/flight",
 }
 
+// EngineInternal lists the internal packages that implement the engine's
+// long-running services behind the root's thin wrappers (relay.Dispatcher,
+// relay.AckWriter, relay.Archiver, relay.Retention). The root imports them;
+// they never import the root or the assembly above it (relayservice,
+// relayadmin): types they need are leaf types or plain values.
+var EngineInternal = []string{
+	"internal/service",
+	"internal/backoff",
+	"internal/dispatch",
+	"internal/ack",
+	"internal/maintenance",
+}
+
 // Check returns one line per broken rule, sorted; nil when the graph keeps
 // them all. thirdParty lists, per package, the imports that are neither the
 // standard library nor this module (only StdlibOnly packages are checked
@@ -57,6 +71,8 @@ func Check(g Graph, thirdParty map[string][]string) []string {
 				report(from, to, "a sink never imports the engine or an app")
 			case slices.Contains(Pure, from) && !slices.Contains(Pure, to) && to != "relaytype":
 				report(from, to, "a codec or domain package imports no engine part")
+			case slices.Contains(EngineInternal, from) && (to == "" || under(to, "relayservice") || under(to, "relayadmin")):
+				report(from, to, "an engine internal never imports the public API it implements")
 			case toApp != "" && fromApp == "" && !under(from, "internal/cli") && !under(from, "cmd"):
 				report(from, to, "the engine, its tools and benches never import an app")
 			case toApp != "" && fromApp != "" && toApp != fromApp:

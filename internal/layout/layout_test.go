@@ -74,7 +74,7 @@ func TestModuleKeepsImportRules(t *testing.T) {
 	g, third := moduleGraph(t)
 	// The walk must have found the packages the rules are about, or the test
 	// would pass on an empty graph.
-	for _, p := range []string{"", "relaytype", "relaydriver/relaypgx", "relaysink/relaykafka", "internal/app/msgx", "internal/app/msgx/flight"} {
+	for _, p := range []string{"", "relaytype", "relaydriver/relaypgx", "relaysink/relaykafka", "internal/app/msgx", "internal/app/msgx/flight", "internal/dispatch"} {
 		require.Contains(t, g, p, "package %q not found by the walk", p)
 	}
 	require.Empty(t, layout.Check(g, third))
@@ -96,6 +96,7 @@ func TestCheckReportsEveryRule(t *testing.T) {
 		"internal/cli":                {"internal/app/msgx"},
 		"internal/app/msgx/msgxcrash": {"internal/app/msgx", "internal/crash"},
 		"examples/orders":             {"", "relaysink/relayredis", "internal/watermark"},
+		"internal/dispatch":           {"", "relayservice", "internal/service"},
 	}
 	got := layout.Check(g, map[string][]string{"relaytype": {"github.com/jackc/pgx/v5"}})
 	require.Equal(t, []string{
@@ -106,6 +107,8 @@ func TestCheckReportsEveryRule(t *testing.T) {
 		"internal/app/msgx/sisxml imports github.com/relayhq/relay (root): a codec or domain package imports no engine part",
 		"internal/app/sms imports internal/app/msgx/flight: an app never imports another app",
 		"internal/crash imports internal/cli: only cmd/relay builds the command tree",
+		"internal/dispatch imports github.com/relayhq/relay (root): an engine internal never imports the public API it implements",
+		"internal/dispatch imports relayservice: an engine internal never imports the public API it implements",
 		"relaydriver/relaypgx imports github.com/relayhq/relay (root): a store driver never imports the engine or an app",
 		"relaysink/relayredis imports internal/app/msgx/flight: a sink never imports the engine or an app",
 		"relaytype imports github.com/jackc/pgx/v5: a leaf package imports only the standard library",

@@ -1,4 +1,4 @@
-package relay
+package service
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/relayhq/relay/relaymigrate"
 )
 
-// lifecycle is the Start/Stop/Notify machinery the background components share
+// Lifecycle is the Start/Stop/Notify machinery the background components share
 // (Dispatcher, AckWriter, Retention, Archiver): start once after a schema
 // check, run rounds on one goroutine until Stop, drain the round in flight on
 // Stop (or cancel it when Stop's ctx ends first), and wake an idle loop on
-// Notify. Its zero value is ready; the wake channel is made on first use.
-type lifecycle struct {
+// Notify. Make one with NewLifecycle.
+type Lifecycle struct {
 	what string // "dispatcher \"kafka:msg\"", for errors
 
 	mu        sync.Mutex
@@ -27,16 +27,18 @@ type lifecycle struct {
 	done      chan struct{}
 }
 
-func newLifecycle(what string) *lifecycle {
-	return &lifecycle{what: what, wake: make(chan struct{}, 1)}
+// NewLifecycle returns the lifecycle of the service named what in errors
+// ("dispatcher \"kafka:msg\"").
+func NewLifecycle(what string) *Lifecycle {
+	return &Lifecycle{what: what, wake: make(chan struct{}, 1)}
 }
 
-// start refuses a second start and an outdated engine schema
+// Start refuses a second start and an outdated engine schema
 // (relaytype.ErrSchemaOutdated), then runs the loop: round, then wait for
 // Stop, a Notify or idle(), round again. ctx governs only the schema check;
 // the loop runs until Stop.
-func (l *lifecycle) start(ctx context.Context, d relaydriver.Driver, round func(ctx context.Context, stop <-chan struct{}), idle func() <-chan time.Time) error {
-	return l.startRun(ctx, d, func(ctx context.Context, stop, wake <-chan struct{}) {
+func (l *Lifecycle) Start(ctx context.Context, d relaydriver.Driver, round func(ctx context.Context, stop <-chan struct{}), idle func() <-chan time.Time) error {
+	return l.StartRun(ctx, d, func(ctx context.Context, stop, wake <-chan struct{}) {
 		for {
 			round(ctx, stop)
 			select {
@@ -51,11 +53,11 @@ func (l *lifecycle) start(ctx context.Context, d relaydriver.Driver, round func(
 	})
 }
 
-// startRun is start for a component that runs its own loop: after the same
+// StartRun is Start for a component that runs its own loop: after the same
 // checks it calls run once, on its own goroutine, with a ctx cancelled only
 // when Stop's ctx ends first, the channel Stop closes and the channel Notify
 // signals. run must return soon after stop is closed or ctx ends.
-func (l *lifecycle) startRun(ctx context.Context, d relaydriver.Driver, run func(ctx context.Context, stop, wake <-chan struct{})) error {
+func (l *Lifecycle) StartRun(ctx context.Context, d relaydriver.Driver, run func(ctx context.Context, stop, wake <-chan struct{})) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.started {
@@ -76,10 +78,10 @@ func (l *lifecycle) startRun(ctx context.Context, d relaydriver.Driver, run func
 	return nil
 }
 
-// stop asks the loop to take no more rounds and waits for the one in flight;
+// Stop asks the loop to take no more rounds and waits for the one in flight;
 // when ctx ends first it cancels the round and returns ctx.Err() wrapped. Stop
 // before Start returns nil; a second Stop is harmless.
-func (l *lifecycle) stop(ctx context.Context) error {
+func (l *Lifecycle) Stop(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.started {
 		l.mu.Unlock()
@@ -101,8 +103,8 @@ func (l *lifecycle) stop(ctx context.Context) error {
 	}
 }
 
-// notify wakes an idle loop; it never blocks.
-func (l *lifecycle) notify() {
+// Notify wakes an idle loop; it never blocks.
+func (l *Lifecycle) Notify() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
