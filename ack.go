@@ -119,6 +119,12 @@ func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckCon
 // Pipeline returns the pipeline the writer acknowledges.
 func (w *AckWriter) Pipeline() string { return w.w.Pipeline() }
 
+// Stats counts the pipeline's terminal messages by acknowledgement state —
+// owing, abandoned (not acknowledged; Reopen makes them owing again) and
+// acknowledged — in one statement over the pipeline's terminal rows. It works
+// whether or not the writer runs; ctx governs the read.
+func (w *AckWriter) Stats(ctx context.Context) (*relaydriver.AckStats, error) { return w.w.Stats(ctx) }
+
 // Start checks that the store's engine schema is current (an old schema is
 // refused with relaytype.ErrSchemaOutdated) and starts the acknowledgement
 // loop in its own goroutine, which runs until Stop. A writer starts at most

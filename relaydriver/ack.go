@@ -51,6 +51,22 @@ type AckExecutor interface {
 	// at once (AckNextAt = Now). AckAttempts is kept. With IDs set, a non-empty
 	// Reason narrows them further. Returns how many rows it reopened.
 	AckReopen(ctx context.Context, params *AckReopenParams) (int, error)
+	// AckStats counts Pipeline's terminal messages by acknowledgement state,
+	// in one statement (it reads every terminal row of the pipeline: a
+	// progress read, not a hot path).
+	AckStats(ctx context.Context, pipeline string) (*AckStats, error)
+}
+
+// AckStats counts a pipeline's terminal messages (ARCHIVED excluded) by
+// acknowledgement state.
+type AckStats struct {
+	// Owing still owe their mark: not acknowledged, not abandoned.
+	Owing int64
+	// Abandoned were given up (by time or a missing row) and are not
+	// acknowledged; a reopen makes them owing again.
+	Abandoned int64
+	// Acknowledged have their mark confirmed in the source.
+	Acknowledged int64
 }
 
 // AckScanParams selects owed acknowledgements.

@@ -310,6 +310,8 @@ type Stats struct {
 	// the hole being waited for) when the Intake reports them, as
 	// *relayintake.Intake does; nil otherwise.
 	Intake *relayintake.Stats
+	// Ack is the acknowledgement writer's Stats; nil without an AckWriter.
+	Ack *relaydriver.AckStats
 	// Outbox holds each dispatcher's Stats, keyed by target: its events (or,
 	// for a latest-state dispatcher, its latest-state rows) per state, the
 	// oldest pending age and whether this instance's dispatcher delivers.
@@ -341,6 +343,11 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("relayservice: cursor of %q: %w", s.cfg.Engine.Pipeline(), err)
+		}
+	}
+	if s.cfg.AckWriter != nil {
+		if st.Ack, err = s.cfg.AckWriter.Stats(ctx); err != nil {
+			return nil, err
 		}
 	}
 	for _, x := range s.cfg.Dispatchers {

@@ -128,6 +128,15 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 // Pipeline returns the pipeline the writer acknowledges.
 func (w *Writer) Pipeline() string { return w.cfg.Pipeline }
 
+// Stats counts the pipeline's terminal messages by acknowledgement state.
+func (w *Writer) Stats(ctx context.Context) (*relaydriver.AckStats, error) {
+	st, err := w.d.GetExecutor().AckStats(ctx, w.cfg.Pipeline)
+	if err != nil {
+		return nil, fmt.Errorf("relay: ack stats of %q: %w", w.cfg.Pipeline, err)
+	}
+	return st, nil
+}
+
 // pass runs acknowledgement rounds until nothing is due now (a round that
 // reached no outcome) and returns how many rows reached an outcome.
 func (w *Writer) pass(ctx context.Context, stop <-chan struct{}) (int, error) {

@@ -69,3 +69,11 @@ WHERE pipeline = $1
 SELECT state, ack_at IS NOT NULL, ack_abandoned_at IS NOT NULL
 FROM relay_message
 WHERE pipeline = $1 AND id = $2;
+
+-- name: AckStats
+-- Terminal rows of the pipeline by acknowledgement state.
+SELECT count(*) FILTER (WHERE ack_at IS NULL AND ack_abandoned_at IS NULL),
+       count(*) FILTER (WHERE ack_at IS NULL AND ack_abandoned_at IS NOT NULL),
+       count(*) FILTER (WHERE ack_at IS NOT NULL)
+FROM relay_message
+WHERE pipeline = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');

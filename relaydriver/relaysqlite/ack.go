@@ -31,11 +31,12 @@ const (
 	qAckAbandon  = "AckAbandon"
 	qAckReopen   = "AckReopen"
 	qAckRowState = "AckRowState"
+	qAckStats    = "AckStats"
 )
 
 // ackQueries maps an acknowledgement query name to its SQL.
 var ackQueries = sqlfile.MustParse("relaysqlite/ack.sql", ackSQL,
-	qAckScan, qAckDone, qAckRetry, qAckAbandon, qAckReopen, qAckRowState)
+	qAckScan, qAckDone, qAckRetry, qAckAbandon, qAckReopen, qAckRowState, qAckStats)
 
 var _ relaydriver.AckExecutor = (*executor)(nil)
 
@@ -156,4 +157,14 @@ func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64
 	}
 	return fmt.Errorf("relaysqlite: %s: %w: the row owes no acknowledgement (state %s, acknowledged %t, abandoned %t)",
 		op, relaytype.ErrConflict, state, acked, abandoned)
+}
+
+// AckStats counts the pipeline's terminal messages by acknowledgement state.
+func (e *executor) AckStats(ctx context.Context, pipeline string) (*relaydriver.AckStats, error) {
+	st := &relaydriver.AckStats{}
+	err := e.rawDB(false).QueryRowContext(ctx, ackQueries[qAckStats], pipeline).Scan(&st.Owing, &st.Abandoned, &st.Acknowledged)
+	if err != nil {
+		return nil, mapErr("ack stats of "+pipeline, err)
+	}
+	return st, nil
 }

@@ -63,3 +63,11 @@ WHERE pipeline = $1
 SELECT state, ack_at IS NOT NULL, ack_abandoned_at IS NOT NULL
 FROM relay_message
 WHERE pipeline = $1 AND id = $2;
+
+-- name: AckStats
+-- Terminal rows of the pipeline by acknowledgement state.
+SELECT coalesce(sum(CASE WHEN ack_at IS NULL AND ack_abandoned_at IS NULL THEN 1 ELSE 0 END), 0),
+       coalesce(sum(CASE WHEN ack_at IS NULL AND ack_abandoned_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+       coalesce(sum(CASE WHEN ack_at IS NOT NULL THEN 1 ELSE 0 END), 0)
+FROM relay_message
+WHERE pipeline = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');
