@@ -301,7 +301,10 @@ func TestDispatcherStandbyTakesOverOnCancel(t *testing.T) {
 // target again.
 func TestDispatcherLockLostGoesStandby(t *testing.T) {
 	t.Parallel()
-	s := setupStandby(t, relay.DispatcherConfig{LockTTL: 300 * time.Millisecond}) // renewed (checked) every 100ms
+	// LockTTL: renewed (checked) every 100ms. StandbyInterval: B tries every
+	// 200ms and A, after its loss, waits 400ms before trying again, so B's
+	// attempt comes first even on a loaded machine.
+	s := setupStandby(t, relay.DispatcherConfig{LockTTL: 300 * time.Millisecond, StandbyInterval: 200 * time.Millisecond})
 	require.NoError(t, s.a.Start(s.ctx))
 	require.NoError(t, s.b.Start(s.ctx))
 	require.True(t, s.a.Active())

@@ -280,13 +280,17 @@ func (x *Dispatcher) run(ctx context.Context, stop, wake <-chan struct{}, report
 		inStandby = true
 		x.log.WarnContext(ctx, "relay: dispatcher lost its target lock; standby", "target", x.cfg.Target,
 			"lock", x.lockName, "owner", x.cfg.Owner, "error", err)
-		// Let another dispatcher take the target before trying again.
+		// Let another dispatcher take the target before trying again: a
+		// standby tries every StandbyInterval, so waiting twice that gives
+		// each standby at least one attempt first (waiting only one interval
+		// raced them, and the dispatcher that had just lost its connection
+		// could take the target straight back).
 		select {
 		case <-stop:
 			return
 		case <-ctx.Done():
 			return
-		case <-x.cfg.Clock.After(x.cfg.StandbyInterval):
+		case <-x.cfg.Clock.After(2 * x.cfg.StandbyInterval):
 		}
 	}
 }
