@@ -67,7 +67,7 @@ type DispatcherConfig struct {
 	Registerer prometheus.Registerer
 	// Owner names this dispatcher in its target lock (lease rows on SQLite)
 	// and logs. It must differ between dispatchers of one target. Default
-	// "<hostname>:<pid>:<random>", unique per Dispatcher.
+	// "<hostname>/<pid>/<random>", unique per Dispatcher.
 	Owner string
 	// LockTTL is the lease length of the target lock on lease-based stores
 	// (SQLite): a standby takes over a dead holder's target after at most

@@ -2,12 +2,9 @@ package relay
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -83,7 +80,7 @@ func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 	}
 	stableID := cfg.InstanceID != ""
 	if !stableID {
-		cfg.InstanceID = newInstanceID()
+		cfg.InstanceID = service.NewOwner()
 	}
 	e := &Engine{
 		stableID:  stableID,
@@ -111,13 +108,6 @@ func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 		e.metrics = m
 	}
 	return e, nil
-}
-
-func newInstanceID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Pipeline returns the pipeline the engine processes.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayhq/relay/internal/service"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaylock"
 	"github.com/relayhq/relay/relaytype"
@@ -30,7 +31,7 @@ const InstanceLockTTL = 10 * time.Second
 func (e *Engine) claimInstance(ctx context.Context) (*relaylock.Held, error) {
 	held, err := relaylock.TryHold(ctx, e.d, relaylock.Params{
 		Name:  "relay-instance:" + strconv.Quote(e.cfg.Pipeline) + ":" + strconv.Quote(e.cfg.InstanceID),
-		Owner: newInstanceID(), TTL: InstanceLockTTL, RetryEvery: InstanceLockTTL / 10,
+		Owner: service.NewOwner(), TTL: InstanceLockTTL, RetryEvery: InstanceLockTTL / 10,
 		Clock: e.cfg.Clock, Logger: e.log,
 	}, InstanceLockTTL)
 	if errors.Is(err, relaytype.ErrLocked) {

@@ -43,6 +43,16 @@ func twoProcesses(t *testing.T, s store) (first, second relaydriver.Driver, kill
 			_, err := second.GetExecutor().Exec(ctx,
 				"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", app)
 			require.NoError(t, err)
+			// pg_terminate_backend only signals: wait until the sessions are
+			// gone (and their advisory locks with them), as after a real kill.
+			// A restart that tried the lock before that would wait on its
+			// fake clock, which never moves here.
+			require.Eventually(t, func() bool {
+				var n int
+				require.NoError(t, second.GetExecutor().QueryRow(ctx,
+					"SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n))
+				return n == 0
+			}, 20*time.Second, 5*time.Millisecond)
 		}
 	}
 	path := filepath.Join(t.TempDir(), "relay.db")

@@ -125,7 +125,7 @@ func listenLoopback(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--addr %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !isLoopback(host) {
 		return nil, fmt.Errorf("--addr %q: this example has no authentication and listens on a loopback address only", addr)
 	}
 	return net.Listen("tcp", addr)

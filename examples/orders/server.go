@@ -110,12 +110,18 @@ func loopbackHost(next http.Handler) http.Handler {
 		if err != nil {
 			host = r.Host
 		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if !isLoopback(host) {
 			writeError(w, http.StatusMisdirectedRequest, "Host must be a loopback address")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isLoopback reports whether host is "localhost" or a loopback IP address.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
@@ -67,19 +65,11 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, service.PollIntervalDefault)
 	c.Common = c.Common.Defaults()
 	if c.Owner == "" {
-		c.Owner = defaultDispatcherOwner()
+		c.Owner = service.NewOwner()
 	}
 	c.LockTTL = cmp.Or(c.LockTTL, relaylock.TTLDefault)
 	c.StandbyInterval = cmp.Or(c.StandbyInterval, StandbyIntervalDefault)
 	return c
-}
-
-// defaultDispatcherOwner is "<hostname>:<pid>:<random>": the random part keeps
-// two dispatchers of one process apart (a SQLite lease lets its own owner take
-// it again).
-func defaultDispatcherOwner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
 }
 
 func (c *Config) validate() error {
