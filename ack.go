@@ -27,12 +27,12 @@ const (
 // acknowledgement failures; the last level repeats.
 var AckBackoffDefault = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
 
-// AckConfig configures an AckWriter. Pipeline, Gate and R are required; every
+// AckConfig configures an AckWriter. Queue, Gate and R are required; every
 // other zero field takes the default named in its comment.
 type AckConfig struct {
-	// Pipeline whose terminal messages are acknowledged. Required.
-	Pipeline string
-	// Gate is the pipeline engine's Engine.Gate(): every acknowledgement batch
+	// Queue whose terminal messages are acknowledged. Required.
+	Queue string
+	// Gate is the queue engine's Engine.Gate(): every acknowledgement batch
 	// and every Reopen runs inside it, so replay and acknowledgement never
 	// interleave (seed 000 §5.3, §9.1). Required.
 	Gate *LifecycleGate
@@ -66,9 +66,9 @@ type AckConfig struct {
 	Clock relaytype.Clock
 	// Logger receives structured logs (never payloads). Default slog.Default().
 	Logger *slog.Logger
-	// Registerer, when set, receives relay_ack_total{pipeline,outcome},
-	// relay_ack_abandoned_total{pipeline,reason} and
-	// relay_ack_attempts_alerts_total{pipeline}. Default nil: no metrics.
+	// Registerer, when set, receives relay_ack_total{queue,outcome},
+	// relay_ack_abandoned_total{queue,reason} and
+	// relay_ack_attempts_alerts_total{queue}. Default nil: no metrics.
 	Registerer prometheus.Registerer
 }
 
@@ -86,7 +86,7 @@ type AckConfig struct {
 // no ground for the source owner to purge the row; it waits for a human, who
 // reconciles it and either accepts it or calls Reopen.
 //
-// Every batch (scan, source writes, bookkeeping) runs inside the pipeline's
+// Every batch (scan, source writes, bookkeeping) runs inside the queue's
 // LifecycleGate, as does Reopen, so a replay never interleaves with it. Run it
 // with Start/Stop — its own goroutine, so it never takes time from processing
 // — or round by round with Work. Safe for concurrent use; rounds never overlap.
@@ -95,7 +95,7 @@ type AckWriter struct {
 }
 
 // NewAckWriter validates cfg (naming the bad field) and returns a writer of
-// cfg.Pipeline on store d acknowledging into src. It does no I/O.
+// cfg.Queue on store d acknowledging into src. It does no I/O.
 func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckConfig) (*AckWriter, error) {
 	backoff := cfg.Backoff
 	if backoff == nil {
@@ -106,7 +106,7 @@ func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckCon
 		gate = cfg.Gate
 	}
 	w, err := ack.New(d, src, ack.Config{
-		Pipeline: cfg.Pipeline, Gate: gate, R: cfg.R, Backoff: backoff, MaxAttemptsAlert: cfg.MaxAttemptsAlert,
+		Queue: cfg.Queue, Gate: gate, R: cfg.R, Backoff: backoff, MaxAttemptsAlert: cfg.MaxAttemptsAlert,
 		BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, MarkFor: cfg.MarkFor,
 		Common: service.Common{Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer},
 	})
@@ -116,12 +116,12 @@ func NewAckWriter(d relaydriver.Driver, src relaysource.Acknowledger, cfg AckCon
 	return &AckWriter{w: w}, nil
 }
 
-// Pipeline returns the pipeline the writer acknowledges.
-func (w *AckWriter) Pipeline() string { return w.w.Pipeline() }
+// Queue returns the queue the writer acknowledges.
+func (w *AckWriter) Queue() string { return w.w.Queue() }
 
-// Stats counts the pipeline's terminal messages by acknowledgement state —
+// Stats counts the queue's terminal messages by acknowledgement state —
 // owing, abandoned (not acknowledged; Reopen makes them owing again) and
-// acknowledged — in one statement over the pipeline's terminal rows. It works
+// acknowledged — in one statement over the queue's terminal rows. It works
 // whether or not the writer runs; ctx governs the read.
 func (w *AckWriter) Stats(ctx context.Context) (*relaydriver.AckStats, error) { return w.w.Stats(ctx) }
 
@@ -154,7 +154,7 @@ func (w *AckWriter) Notify() { w.w.Notify() }
 func (w *AckWriter) Work(ctx context.Context) (int, error) { return w.w.Work(ctx) }
 
 // AckReopenParams selects abandoned acknowledgements to reopen: IDs, or with
-// IDs empty every abandoned row of the pipeline with Reason.
+// IDs empty every abandoned row of the queue with Reason.
 type AckReopenParams struct {
 	// IDs, when set, reopens these messages (whatever their reason).
 	IDs []int64

@@ -124,7 +124,7 @@ func newAckEnv(t *testing.T, s store, db *sql.DB, dialect relaysource.Dialect, r
 	require.NoError(t, err)
 	env := &ackEnv{bundle: b, mailbox: db, src: newAckSource(table), reg: prometheus.NewRegistry()}
 	cfg := relay.AckConfig{
-		Pipeline: b.engine.Pipeline(), Gate: b.engine.Gate(), R: ackR,
+		Queue: b.engine.Queue(), Gate: b.engine.Gate(), R: ackR,
 		Clock: b.clock, Logger: slog.New(b.logs), Registerer: env.reg,
 	}
 	if mutate != nil {
@@ -171,7 +171,7 @@ func (e *ackEnv) flag(id int64) string {
 
 func (e *ackEnv) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	labels["pipeline"] = e.engine.Pipeline()
+	labels["queue"] = e.engine.Queue()
 	return metricValue(e.t.(*testing.T), e.reg, name, labels)
 }
 
@@ -544,14 +544,14 @@ func TestAckMariaDBMailbox(t *testing.T) {
 func TestAckConfigValidation(t *testing.T) {
 	t.Parallel()
 	good := func() relay.AckConfig {
-		return relay.AckConfig{Pipeline: "p", Gate: new(relay.LifecycleGate), R: time.Hour}
+		return relay.AckConfig{Queue: "p", Gate: new(relay.LifecycleGate), R: time.Hour}
 	}
 	src := newAckSource(nil)
 	for name, tc := range map[string]struct {
 		mutate func(*relay.AckConfig)
 		want   string
 	}{
-		"no pipeline":    {func(c *relay.AckConfig) { c.Pipeline = "" }, "Pipeline"},
+		"no queue":       {func(c *relay.AckConfig) { c.Queue = "" }, "Queue"},
 		"no gate":        {func(c *relay.AckConfig) { c.Gate = nil }, "Gate"},
 		"no R":           {func(c *relay.AckConfig) { c.R = 0 }, "R"},
 		"negative R":     {func(c *relay.AckConfig) { c.R = -time.Second }, "R"},
@@ -584,7 +584,7 @@ func TestAckWriterStartNotifyStop(t *testing.T) {
 	t.Parallel()
 	s := stores()[1] // sqlite
 	bare, err := relay.NewAckWriter(openSQLite(t, false), newAckSource(nil), relay.AckConfig{
-		Pipeline: "p", Gate: new(relay.LifecycleGate), R: ackR,
+		Queue: "p", Gate: new(relay.LifecycleGate), R: ackR,
 	})
 	require.NoError(t, err)
 	require.ErrorIs(t, bare.Start(t.Context()), relaytype.ErrSchemaOutdated)

@@ -24,11 +24,11 @@ const (
 	ArchiveLimitDefault = maintenance.ArchiveLimitDefault
 )
 
-// ArchiverConfig configures an Archiver. Pipeline is required; every other
+// ArchiverConfig configures an Archiver. Queue is required; every other
 // zero field takes the default named in its comment.
 type ArchiverConfig struct {
-	// Pipeline is the pipeline whose terminal rows are archived. Required.
-	Pipeline string
+	// Queue is the queue whose terminal rows are archived. Required.
+	Queue string
 	// After is the archival threshold, counted from the terminal state and
 	// its acknowledgement settlement (updated_at), not from enqueueing (seed
 	// 000 §9.3 ordering rule 4). Default ArchiveAfterDefault (7 days).
@@ -43,21 +43,21 @@ type ArchiverConfig struct {
 	Clock relaytype.Clock
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
-	// Registerer, when set, receives relay_archived_total{pipeline}. Default
+	// Registerer, when set, receives relay_archived_total{queue}. Default
 	// nil: no metrics.
 	Registerer prometheus.Registerer
 }
 
 // Archiver is the archival job of terminal processing rows (seed 000 §9.3
 // "处理终态归档", PROC_STATE → PROC_STATE_HST): on its own goroutine, every
-// Every, it moves the pipeline's terminal rows (SUCCEEDED, SKIPPED, DEAD)
+// Every, it moves the queue's terminal rows (SUCCEEDED, SKIPPED, DEAD)
 // whose acknowledgement is settled and whose updated_at is older than After
 // into relay_message_history, leaving an ARCHIVED shadow row with the id and
 // identity so duplicates are still recognised (relaydriver.ArchiveExecutor
 // has the exact predicate). A row with an abandoned, unreconciled
 // acknowledgement is never archived. Each batch is one store transaction
 // that re-checks every row's state before shadowing it, so a concurrent
-// replay wins. It never takes the pipeline lock and never touches the FIFO
+// replay wins. It never takes the queue lock and never touches the FIFO
 // pump, so it does not starve due messages. The history needs a retention
 // job of its own (G-HST-RETENTION). Run it with Start/Stop, or pass by pass
 // with Work. Safe for concurrent use; passes never overlap.
@@ -69,7 +69,7 @@ type Archiver struct {
 // job on store d. It does no I/O.
 func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	a, err := maintenance.NewArchiver(d, maintenance.ArchiverConfig{
-		Pipeline: cfg.Pipeline, After: cfg.After, Every: cfg.Every, Limit: cfg.Limit,
+		Queue: cfg.Queue, After: cfg.After, Every: cfg.Every, Limit: cfg.Limit,
 		Common: service.Common{Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer},
 	})
 	if err != nil {

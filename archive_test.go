@@ -14,10 +14,10 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// historyIDs returns the ids of pipeline's rows in relay_message_history.
-func historyIDs(t *testing.T, d relaydriver.Driver, pipeline string) []int64 {
+// historyIDs returns the ids of queue's rows in relay_message_history.
+func historyIDs(t *testing.T, d relaydriver.Driver, queue string) []int64 {
 	t.Helper()
-	rows, err := d.GetExecutor().Query(t.Context(), "SELECT id FROM relay_message_history WHERE pipeline = $1 ORDER BY id", pipeline)
+	rows, err := d.GetExecutor().Query(t.Context(), "SELECT id FROM relay_message_history WHERE queue = $1 ORDER BY id", queue)
 	require.NoError(t, err)
 	defer rows.Close()
 	out := []int64{}
@@ -49,7 +49,7 @@ func TestArchiverArchivesAfterThreshold(t *testing.T) {
 		require.Equal(t, 3, b.work())
 		require.Equal(t, relaytype.StateDead, b.state(3))
 
-		a, err := relay.NewArchiver(b.d, relay.ArchiverConfig{Pipeline: "p", Clock: b.clock, Registerer: reg})
+		a, err := relay.NewArchiver(b.d, relay.ArchiverConfig{Queue: "p", Clock: b.clock, Registerer: reg})
 		require.NoError(t, err)
 		require.Zero(t, archivedTotal(t, reg), "exported at zero")
 
@@ -90,7 +90,7 @@ func TestArchiverArchivesAfterThreshold(t *testing.T) {
 	})
 }
 
-// archivedTotal reads relay_archived_total{pipeline="p"} from reg.
+// archivedTotal reads relay_archived_total{queue="p"} from reg.
 func archivedTotal(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -101,13 +101,13 @@ func archivedTotal(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "pipeline" && l.GetValue() == "p" {
+				if l.GetName() == "queue" && l.GetValue() == "p" {
 					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatal(`relay_archived_total{pipeline="p"} not found`)
+	t.Fatal(`relay_archived_total{queue="p"} not found`)
 	return 0
 }
 
@@ -123,12 +123,12 @@ func TestArchiverStartStop(t *testing.T) {
 		b.enqueue(1, 2)
 		require.Equal(t, 2, b.work())
 		ex := b.d.GetExecutor()
-		_, err := ex.AckDone(ctx, &relaydriver.AckDoneParams{Pipeline: "p", IDs: []int64{1}, Now: b.clock.Now()})
+		_, err := ex.AckDone(ctx, &relaydriver.AckDoneParams{Queue: "p", IDs: []int64{1}, Now: b.clock.Now()})
 		require.NoError(t, err)
-		require.NoError(t, ex.AckAbandon(ctx, &relaydriver.AckAbandonParams{Pipeline: "p", ID: 2,
+		require.NoError(t, ex.AckAbandon(ctx, &relaydriver.AckAbandonParams{Queue: "p", ID: 2,
 			Reason: relaydriver.AckReasonMissingRow, Now: b.clock.Now()}))
 
-		a, err := relay.NewArchiver(b.d, relay.ArchiverConfig{Pipeline: "p", After: time.Hour, Every: time.Minute, Clock: b.clock})
+		a, err := relay.NewArchiver(b.d, relay.ArchiverConfig{Queue: "p", After: time.Hour, Every: time.Minute, Clock: b.clock})
 		require.NoError(t, err)
 		require.NoError(t, a.Start(ctx))
 		require.Error(t, a.Start(ctx), "starts once")
@@ -142,12 +142,12 @@ func TestArchiverStartStop(t *testing.T) {
 		require.Equal(t, relaytype.StateSucceeded, b.state(2), "abandoned, not reconciled: never archived")
 		require.Equal(t, []int64{1}, historyIDs(t, b.d, "p"))
 
-		bare, err := relay.NewArchiver(s.open(t, false), relay.ArchiverConfig{Pipeline: "p"})
+		bare, err := relay.NewArchiver(s.open(t, false), relay.ArchiverConfig{Queue: "p"})
 		require.NoError(t, err)
 		require.Error(t, bare.Start(ctx), "an outdated schema is refused")
 		_, err = relay.NewArchiver(b.d, relay.ArchiverConfig{})
-		require.ErrorContains(t, err, "ArchiverConfig.Pipeline")
-		_, err = relay.NewArchiver(b.d, relay.ArchiverConfig{Pipeline: "p", Limit: -1})
+		require.ErrorContains(t, err, "ArchiverConfig.Queue")
+		_, err = relay.NewArchiver(b.d, relay.ArchiverConfig{Queue: "p", Limit: -1})
 		require.ErrorContains(t, err, "ArchiverConfig.Limit")
 	})
 }

@@ -70,7 +70,7 @@ func (e *Engine) guardHandler(ctx context.Context, id int64, call func(ctx conte
 	defer stop()
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.ErrorContext(ctx, "relay: handler panicked", "pipeline", e.cfg.Pipeline,
+			e.log.ErrorContext(ctx, "relay: handler panicked", "queue", e.cfg.Queue,
 				"message_id", id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			res, replaced = Retry(relaytype.ClassInternal, fmt.Errorf("handler panic: %v", p)), true
 		}

@@ -29,7 +29,7 @@ func benchFIFO(b *testing.B, s store, batch int) {
 	ctx := context.Background()
 	d := s.open(b, true)
 	e, err := relay.NewEngine(d, relay.Config{
-		Pipeline:  "bench",
+		Queue:     "bench",
 		FIFOBatch: batch,
 		Clock:     relayclock.System{},
 		Logger:    slog.New(slog.DiscardHandler),

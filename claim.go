@@ -129,7 +129,7 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]*relaytype.Message, er
 		e.lastExpiredScan = now
 	}
 	msgs, err := e.d.GetExecutor().MessageClaim(ctx, &relaydriver.MessageClaimParams{
-		Pipeline:    e.cfg.Pipeline,
+		Queue:       e.cfg.Queue,
 		PerKey:      e.cfg.Mode == ModePerKey,
 		Limit:       limit,
 		Owner:       e.cfg.InstanceID,
@@ -138,7 +138,7 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]*relaytype.Message, er
 		SkipExpired: skipExpired,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("relay: claim from %q: %w", e.cfg.Pipeline, err)
+		return nil, fmt.Errorf("relay: claim from %q: %w", e.cfg.Queue, err)
 	}
 	return msgs, nil
 }
@@ -299,7 +299,7 @@ func (e *Engine) runClaimBatch(ctx context.Context, batch []fifoPrepared) (int, 
 		}
 		if !errors.Is(err, relaytype.ErrConflict) {
 			e.log.WarnContext(ctx, "relay: set-based completion failed; batch runs again with savepoints",
-				"pipeline", e.cfg.Pipeline, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
+				"queue", e.cfg.Queue, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
 		}
 		return e.runClaimSavepoints(ctx, batch)
 	}
@@ -408,7 +408,7 @@ func (e *Engine) skipLost(ctx context.Context, m *relaytype.Message) bool {
 		return false
 	}
 	e.log.WarnContext(ctx, "relay: lease lost before processing; message left to its new owner",
-		"pipeline", e.cfg.Pipeline, "message_id", m.ID, "lease_owner", e.cfg.InstanceID)
+		"queue", e.cfg.Queue, "message_id", m.ID, "lease_owner", e.cfg.InstanceID)
 	return true
 }
 

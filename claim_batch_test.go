@@ -249,7 +249,7 @@ func TestConfigTxBatch(t *testing.T) {
 		{relay.Config{Mode: relay.ModeUnordered, TxBatch: -1}, false},
 		{relay.Config{Mode: relay.ModeFIFO, TxBatch: 2}, false},
 	} {
-		c.cfg.Pipeline, c.cfg.Handler = "p", h
+		c.cfg.Queue, c.cfg.Handler = "p", h
 		_, err := relay.NewEngine(openSQLite(t, false), c.cfg)
 		if c.ok {
 			require.NoError(t, err, "%+v", c.cfg)
@@ -303,7 +303,7 @@ func TestClaimRecoversExpiredLeases(t *testing.T) {
 		b.enqueue(1, 2, 3, 4, 5, 6)
 		// A dead instance leased 1..3 for 30s.
 		ms, err := b.d.GetExecutor().MessageClaim(b.ctx, &relaydriver.MessageClaimParams{
-			Pipeline: "p", Limit: 3, Owner: "dead", LeaseUntil: t0.Add(30 * time.Second), Now: t0})
+			Queue: "p", Limit: 3, Owner: "dead", LeaseUntil: t0.Add(30 * time.Second), Now: t0})
 		require.NoError(t, err)
 		require.Len(t, ms, 3)
 

@@ -16,11 +16,11 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// Mode is how an Engine orders the messages of its pipeline.
+// Mode is how an Engine orders the messages of its queue.
 type Mode int
 
 const (
-	// ModeFIFO processes the pipeline in strict global id order on one goroutine:
+	// ModeFIFO processes the queue in strict global id order on one goroutine:
 	// only the smallest unfinished id (PENDING or FAILED) — the head — may run, and
 	// a FAILED head waiting for its backoff blocks everything behind it (seed 000
 	// §5.1). It is the zero Mode and therefore the default.
@@ -76,7 +76,7 @@ const (
 	// renewal stall — a slow store, a pause of the process — of up to 10s,
 	// while the messages of an instance that died without a stable
 	// InstanceID are claimable again within 15s (plus the quarter lease of
-	// the expired-lease search: under 19s). It matches the pipeline lock's
+	// the expired-lease search: under 19s). It matches the queue lock's
 	// TTL (relaylock), which makes the same trade.
 	LeaseDurationDefault = 15 * time.Second
 	// PollIntervalDefault is how long an idle engine (and an idle started
@@ -122,12 +122,12 @@ func DoublingBackoff(first time.Duration, levels int) []time.Duration {
 	return backoff.Doubling(first, levels)
 }
 
-// Config configures an Engine. Pipeline is required; every other zero field
+// Config configures an Engine. Queue is required; every other zero field
 // takes the default named in its comment. NewEngine copies the Config; later
 // changes to the caller's value have no effect.
 type Config struct {
-	// Pipeline names the queue this engine processes. Required.
-	Pipeline string
+	// Queue names the queue this engine processes. Required.
+	Queue string
 	// Mode orders processing. Default ModeFIFO.
 	Mode Mode
 	// Handler applies one message. If it also implements Decoder, each message
@@ -135,7 +135,7 @@ type Config struct {
 	// producer-only engine: Enqueue, EnqueueTx, Replay, Stats and the other
 	// store operations work, while Start and Work refuse with an error
 	// wrapping ErrNoHandler — another process (or engine) with a Handler
-	// processes the pipeline. Default nil.
+	// processes the queue. Default nil.
 	Handler Handler
 	// MaxAttempts is the attempt limit: a message that failed MaxAttempts times
 	// becomes DEAD(EXHAUSTED) (seed 000 §3). Default MaxAttemptsDefault (5).
@@ -148,7 +148,7 @@ type Config struct {
 	// ([]time.Duration{time.Second, time.Minute} with MaxAttempts 5 waits 1s,
 	// 1m, 1m, 1m). Nil or empty: DoublingBackoff(1s, MaxAttempts-1).
 	Backoff []time.Duration
-	// IgnoreRules lists message kinds this pipeline does not process: a decoded
+	// IgnoreRules lists message kinds this queue does not process: a decoded
 	// message whose Decoded.Kind matches a rule becomes SKIPPED ignored:<rule>
 	// without calling the handler. A rule is "TYPE-SUBTYPE" (one kind) or
 	// "TYPE-*" (every subtype of TYPE), matched case-insensitively. Only decoded
@@ -161,10 +161,10 @@ type Config struct {
 	// come from a decoder or a handler's Retry. Default DeadClassesDefault.
 	DeadClasses []relaytype.ErrorClass
 	// AckIntent makes every terminal state also record an acknowledgement intent
-	// in the same statement (seed 000 §6.1), for pipelines whose source wants a
+	// in the same statement (seed 000 §6.1), for queues whose source wants a
 	// write-back. Default false.
 	AckIntent bool
-	// Watermarked (ModeFIFO only) refuses a head whose id is above the pipeline
+	// Watermarked (ModeFIFO only) refuses a head whose id is above the queue
 	// cursor's watermark: such a row was registered directly and taking it would
 	// overtake smaller ids not yet enqueued (seed 000 §5.1 step 2). Without a cursor
 	// nothing is taken. Default false.
@@ -226,7 +226,7 @@ type Config struct {
 	// engine: engines of one process never collide, but a restarted process
 	// cannot recognise its predecessor's leases and waits for them to expire
 	// (LeaseDuration plus a quarter). Set a stable id — one per live engine of
-	// the pipeline, e.g. a pod or host name — and Start releases at once the
+	// the queue, e.g. a pod or host name — and Start releases at once the
 	// leases a dead earlier incarnation left behind. Start enforces "one live
 	// engine per id" with a store lock and refuses a duplicate (see
 	// Engine.Start). ModeFIFO leases nothing: there it only names the engine
@@ -237,7 +237,7 @@ type Config struct {
 	// Logger receives structured logs (never payloads). Default slog.Default().
 	Logger *slog.Logger
 	// Registerer, when set, receives the engine's metrics (see "Metrics" in the
-	// package doc). Engines of several pipelines may share one Registerer.
+	// package doc). Engines of several queues may share one Registerer.
 	// Default nil: no metrics.
 	Registerer prometheus.Registerer
 }
@@ -271,8 +271,8 @@ func (c Config) withDefaults() Config {
 func (c *Config) validate() error {
 	bad := service.Invalid("Config")
 	switch {
-	case c.Pipeline == "":
-		return bad("Pipeline", "required")
+	case c.Queue == "":
+		return bad("Queue", "required")
 	case c.Mode != ModeFIFO && c.Mode != ModePerKey && c.Mode != ModeUnordered:
 		return bad("Mode", "unknown mode %d", int(c.Mode))
 	case c.MaxAttempts < 1:

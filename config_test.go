@@ -26,7 +26,7 @@ type nopDriver struct{ relaydriver.Driver }
 // last level repeats).
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	base := func() relay.Config { return relay.Config{Pipeline: "p", Handler: okHandler()} }
+	base := func() relay.Config { return relay.Config{Queue: "p", Handler: okHandler()} }
 	cases := []struct {
 		name  string
 		mut   func(*relay.Config)
@@ -63,7 +63,7 @@ func TestConfigValidation(t *testing.T) {
 			c.MaxAttempts = 2
 			c.Backoff = []time.Duration{-time.Second}
 		}, "Backoff"},
-		{"no pipeline", func(c *relay.Config) { c.Pipeline = "" }, "Pipeline"},
+		{"no queue", func(c *relay.Config) { c.Queue = "" }, "Queue"},
 		{"no handler: a producer-only engine", func(c *relay.Config) { c.Handler = nil }, ""},
 		{"negative attempts", func(c *relay.Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
 		{"bad mode", func(c *relay.Config) { c.Mode = 9 }, "Mode"},
@@ -107,7 +107,7 @@ func TestConfigValidation(t *testing.T) {
 // DispatcherConfig alike.
 func TestBackoffTooLongMessage(t *testing.T) {
 	t.Parallel()
-	_, err := relay.NewEngine(nopDriver{}, relay.Config{Pipeline: "p", Handler: okHandler(), MaxAttempts: 2,
+	_, err := relay.NewEngine(nopDriver{}, relay.Config{Queue: "p", Handler: okHandler(), MaxAttempts: 2,
 		Backoff: []time.Duration{time.Second, time.Minute}})
 	require.ErrorContains(t, err, "relay: invalid Config.Backoff: 2 levels for MaxAttempts 2: at most MaxAttempts-1 = 1")
 	_, err = relay.NewDispatcher(nopDriver{}, &recSink{}, relay.DispatcherConfig{Target: "t", MaxAttempts: 2,

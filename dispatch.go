@@ -184,7 +184,7 @@ func (x *Dispatcher) Stats(ctx context.Context) (DispatcherStats, error) {
 // goroutine of its own while the next batch is fetched and published, and the
 // next fetch leaves out every key of a batch not yet settled, so a key is
 // never in two batches at once and its order and failure pause hold exactly as
-// without the pipeline. Work returns after every batch it published is
+// without the queue. Work returns after every batch it published is
 // settled. A store error ends the call; events not yet marked are delivered
 // again later (at least once).
 //

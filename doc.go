@@ -5,12 +5,12 @@
 // # Start here
 //
 // An app is a Handler plus wiring. Build an Engine with NewEngine (a store
-// driver from relaydriver/relaypgx or relaydriver/relaysqlite, a Pipeline name
+// driver from relaydriver/relaypgx or relaydriver/relaysqlite, a Queue name
 // — the queue's name — a Mode and the Handler); enqueue with Engine.Enqueue
 // or EnqueueTx; inside the handler, write your tables through its Tx and
 // append events with AppendEventsTx; deliver them with a Dispatcher to a sink
 // from relaysink/… ; run the parts with relayservice (which also holds the
-// one-active-instance lock where the mode needs it), and feed a pipeline from
+// one-active-instance lock where the mode needs it), and feed a queue from
 // a foreign table with relayintake. examples/orders is a whole app on this
 // API alone, with its crash test; docs/architecture.md maps every package and
 // the path of one message through them.
@@ -42,12 +42,12 @@
 //
 // A producer that knows a message's business identity passes it as
 // EnqueueParams.Identity, and the duplicate is found at insert time instead:
-// when a message of the pipeline already holds the identity, no message is
+// when a message of the queue already holds the identity, no message is
 // inserted and the EnqueueResult reports Duplicate with the holder's ID (a
 // duplicate is not an error). Params of one call are decided in input order;
 // on PostgreSQL a concurrent transaction enqueueing the same identity is
 // waited for, so two transactions never both insert it. Both kinds of
-// identity share one namespace per pipeline: an enqueued identity that a
+// identity share one namespace per queue: an enqueued identity that a
 // Decoder bound earlier is a duplicate, and a Decoder identity that a
 // message was enqueued with makes the later message SKIPPED duplicate-of it.
 // A message enqueued with an identity is bound from the start, so its own
@@ -84,24 +84,24 @@
 //
 // # Metrics
 //
-// With Config.Registerer set, an engine exports (labels are bounded: pipeline,
+// With Config.Registerer set, an engine exports (labels are bounded: queue,
 // state, outcome):
 //
-//   - relay_backlog_messages{pipeline}: unfinished (PENDING+FAILED) messages;
-//   - relay_backlog_oldest_unprocessed_seconds{pipeline}: age on Config.Clock of
+//   - relay_backlog_messages{queue}: unfinished (PENDING+FAILED) messages;
+//   - relay_backlog_oldest_unprocessed_seconds{queue}: age on Config.Clock of
 //     the oldest unfinished message's enqueue time, 0 when there is none;
-//   - relay_messages{pipeline,state}: messages per state, ARCHIVED included;
-//   - relay_processed_total{pipeline,outcome}: decisions written, by outcome
+//   - relay_messages{queue,state}: messages per state, ARCHIVED included;
+//   - relay_processed_total{queue,outcome}: decisions written, by outcome
 //     succeeded, skipped, dead, retry or exhausted (a final failure counts as
 //     retry and then exhausted).
 //
 // The gauges are refreshed from the store at the end of a Work round, at most
-// once a second on Config.Clock (the aggregate reads the whole pipeline). The
+// once a second on Config.Clock (the aggregate reads the whole queue). The
 // outbox Dispatcher exports relay_outbox_events_total{target,outcome} and
 // relay_outbox_pending{target} (refreshed the same way, on its Clock); the
 // AckWriter exports
-// relay_ack_total{pipeline,outcome}, relay_ack_abandoned_total{pipeline,reason}
-// and relay_ack_attempts_alerts_total{pipeline}.
+// relay_ack_total{queue,outcome}, relay_ack_abandoned_total{queue,reason}
+// and relay_ack_attempts_alerts_total{queue}.
 //
 // # Outbox and acknowledgements
 //
@@ -113,6 +113,6 @@
 //
 // # Logging
 //
-// Logs go to Config.Logger with snake_case keys (pipeline, message_id,
+// Logs go to Config.Logger with snake_case keys (queue, message_id,
 // outcome, error_class, attempts …). Payloads are never logged.
 package relay

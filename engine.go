@@ -16,7 +16,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// Engine processes one pipeline of a store. Create it with NewEngine, run it with
+// Engine processes one queue of a store. Create it with NewEngine, run it with
 // Start/Stop (or drive it round by round with Work, as tests do). All methods
 // are safe for concurrent use.
 type Engine struct {
@@ -69,7 +69,7 @@ type Engine struct {
 }
 
 // NewEngine validates cfg (naming the bad field on error) and returns an engine for
-// cfg.Pipeline on store d. It does no I/O; Start checks the schema.
+// cfg.Queue on store d. It does no I/O; Start checks the schema.
 func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 	if d == nil {
 		return nil, errors.New("relay: NewEngine: nil driver")
@@ -101,7 +101,7 @@ func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 		e.deadClass[c] = true
 	}
 	if cfg.Registerer != nil {
-		m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
+		m, err := newMetrics(cfg.Registerer, cfg.Queue)
 		if err != nil {
 			return nil, err
 		}
@@ -110,8 +110,8 @@ func NewEngine(d relaydriver.Driver, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Pipeline returns the pipeline the engine processes.
-func (e *Engine) Pipeline() string { return e.cfg.Pipeline }
+// Queue returns the queue the engine processes.
+func (e *Engine) Queue() string { return e.cfg.Queue }
 
 // Mode returns the engine's ordering mode.
 func (e *Engine) Mode() Mode { return e.cfg.Mode }
@@ -119,7 +119,7 @@ func (e *Engine) Mode() Mode { return e.cfg.Mode }
 // InstanceID returns the lease owner name of this engine.
 func (e *Engine) InstanceID() string { return e.cfg.InstanceID }
 
-// Gate returns the pipeline's lifecycle gate (replay, acknowledgement
+// Gate returns the queue's lifecycle gate (replay, acknowledgement
 // write-back). Never nil.
 func (e *Engine) Gate() *LifecycleGate { return e.gate }
 
@@ -131,7 +131,7 @@ var ErrNoHandler = errors.New("Config.Handler is nil; this engine only enqueues"
 // errNoHandler is the error Start (op "Start") and Work return on a
 // producer-only engine.
 func (e *Engine) errNoHandler(op string) error {
-	return fmt.Errorf("relay: %s pipeline %q: %w", op, e.cfg.Pipeline, ErrNoHandler)
+	return fmt.Errorf("relay: %s queue %q: %w", op, e.cfg.Queue, ErrNoHandler)
 }
 
 // Start checks that the store's engine schema is current — an old schema is
@@ -139,8 +139,8 @@ func (e *Engine) errNoHandler(op string) error {
 // processing loop. An engine starts at most once.
 //
 // In ModePerKey and ModeUnordered with a stable Config.InstanceID (one the
-// caller set), Start first takes the store lock of (Pipeline, InstanceID) and
-// then releases every lease of the pipeline held by that InstanceID, so the
+// caller set), Start first takes the store lock of (Queue, InstanceID) and
+// then releases every lease of the queue held by that InstanceID, so the
 // messages an earlier incarnation left claimed when it died are processed at
 // once instead of after their lease expires. Holding the lock proves that no
 // other live engine uses the InstanceID (a dead one's lock is freed at once on
@@ -167,7 +167,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("relay: Start: engine already started")
 	}
 	if err := relaymigrate.Check(ctx, e.d, relaymigrate.EngineLineOf(e.d)); err != nil {
-		return fmt.Errorf("relay: Start pipeline %q: %w", e.cfg.Pipeline, err)
+		return fmt.Errorf("relay: Start queue %q: %w", e.cfg.Queue, err)
 	}
 	if e.cfg.Mode != ModeFIFO && e.stableID {
 		held, err := e.claimInstance(ctx)
@@ -182,7 +182,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.cancelRun = cancel
 	e.done = make(chan struct{})
 	go e.loop(runCtx)
-	e.log.InfoContext(ctx, "relay: engine started", "pipeline", e.cfg.Pipeline,
+	e.log.InfoContext(ctx, "relay: engine started", "queue", e.cfg.Queue,
 		"mode", e.cfg.Mode.String(), "instance_id", e.cfg.InstanceID)
 	return nil
 }
@@ -214,7 +214,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		return e.runErr
 	case <-ctx.Done():
 		cancel()
-		return fmt.Errorf("relay: Stop pipeline %q: %w", e.cfg.Pipeline, ctx.Err())
+		return fmt.Errorf("relay: Stop queue %q: %w", e.cfg.Queue, ctx.Err())
 	}
 }
 
@@ -234,9 +234,9 @@ func (e *Engine) loop(ctx context.Context) {
 		defer close(watched)
 		select {
 		case <-lost:
-			e.runErr = fmt.Errorf("relay: pipeline %q stopped: %w", e.cfg.Pipeline, e.instance.Err())
+			e.runErr = fmt.Errorf("relay: queue %q stopped: %w", e.cfg.Queue, e.instance.Err())
 			e.log.ErrorContext(ctx, "relay: instance lock lost; engine stopped so that no other incarnation's work overlaps",
-				"pipeline", e.cfg.Pipeline, "instance_id", e.cfg.InstanceID, "error", e.instance.Err())
+				"queue", e.cfg.Queue, "instance_id", e.cfg.InstanceID, "error", e.instance.Err())
 			cancel()
 		case <-ctx.Done():
 		}
@@ -249,7 +249,7 @@ func (e *Engine) loop(ctx context.Context) {
 		_, err := e.work(ctx, e.stopCh)
 		if err != nil && ctx.Err() == nil {
 			// The only place a round's error is reported: work returns, never logs.
-			e.log.ErrorContext(ctx, "relay: processing round failed", "pipeline", e.cfg.Pipeline, "error", err)
+			e.log.ErrorContext(ctx, "relay: processing round failed", "queue", e.cfg.Queue, "error", err)
 		}
 		wait := e.cfg.PollInterval
 		e.workMu.Lock()
@@ -302,13 +302,13 @@ func (e *Engine) work(ctx context.Context, stop <-chan struct{}) (int, error) {
 // EnqueueParams is one message to enqueue.
 type EnqueueParams struct {
 	// ID orders the message; 0 lets the store allocate one. An ID already present
-	// in the pipeline is left untouched ("insert if absent") and returned as is,
+	// in the queue is left untouched ("insert if absent") and returned as is,
 	// not as a duplicate, whatever Identity says.
 	ID int64
 	// Key is the ordering key of ModePerKey ("" is a key like any other).
 	Key string
 	// Identity is the message's business identity, checked at insert: when a
-	// message of the pipeline already holds it — enqueued with it, or bound
+	// message of the queue already holds it — enqueued with it, or bound
 	// later from a Decoder's Decoded.Identity, ARCHIVED messages included — no
 	// message is inserted and the result reports a duplicate of that message.
 	// A message enqueued with an Identity is bound to it from the start, so a
@@ -329,12 +329,12 @@ type EnqueueResult struct {
 	// or, for a duplicate, the message that already holds the identity.
 	ID int64
 	// Duplicate reports that no message was inserted because message ID of the
-	// pipeline already holds EnqueueParams.Identity (River's
+	// queue already holds EnqueueParams.Identity (River's
 	// UniqueSkippedAsDuplicate).
 	Duplicate bool
 }
 
-// Enqueue inserts messages into the engine's pipeline in one store transaction
+// Enqueue inserts messages into the engine's queue in one store transaction
 // and returns one result per param in input order. Enqueued time is
 // Clock.Now(). Params are decided as if enqueued one by one in order: of two
 // params with one Identity the first is inserted and the second is its
@@ -373,17 +373,17 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx Tx, params ...*EnqueueParams)
 	if len(params) == 0 {
 		return nil, nil
 	}
-	ins, err := InsertParams(e.cfg.Pipeline, e.cfg.Clock.Now(), params...)
+	ins, err := InsertParams(e.cfg.Queue, e.cfg.Clock.Now(), params...)
 	if err != nil {
 		return nil, err
 	}
 	res, err := ex.MessageInsertMany(ctx, ins)
 	if err != nil {
-		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Pipeline, err)
+		return nil, fmt.Errorf("relay: enqueue into %q: %w", e.cfg.Queue, err)
 	}
 	if len(res.IDs) != len(params) || len(res.Duplicate) != len(params) {
 		return nil, fmt.Errorf("relay: enqueue into %q: the store answered for %d of %d messages",
-			e.cfg.Pipeline, len(res.IDs), len(params))
+			e.cfg.Queue, len(res.IDs), len(params))
 	}
 	out := make([]EnqueueResult, len(params))
 	for i := range out {
@@ -393,20 +393,20 @@ func (e *Engine) EnqueueTx(ctx context.Context, tx Tx, params ...*EnqueueParams)
 }
 
 // InsertParams returns the store's insert parameters for enqueueing params
-// into pipeline with enqueue time now: the one place that turns EnqueueParams
+// into queue with enqueue time now: the one place that turns EnqueueParams
 // into relaydriver.MessageInsertParams. EnqueueTx uses it, and so does a writer
 // that runs its own insert in its own transaction (relayintake saves its
 // cursor in the same transaction) so that it enqueues exactly as the engine
 // does. The insert is "insert if absent": an ID already present is left
 // untouched. A nil element is an error naming its index. It does no I/O.
-func InsertParams(pipeline string, now time.Time, params ...*EnqueueParams) ([]*relaydriver.MessageInsertParams, error) {
+func InsertParams(queue string, now time.Time, params ...*EnqueueParams) ([]*relaydriver.MessageInsertParams, error) {
 	ins := make([]*relaydriver.MessageInsertParams, len(params))
 	for i, p := range params {
 		if p == nil {
 			return nil, fmt.Errorf("relay: enqueue: params[%d] is nil", i)
 		}
 		ins[i] = &relaydriver.MessageInsertParams{
-			Pipeline: pipeline, ID: p.ID, Key: p.Key, Identity: p.Identity, Payload: p.Payload,
+			Queue: queue, ID: p.ID, Key: p.Key, Identity: p.Identity, Payload: p.Payload,
 			ReceivedAt: p.ReceivedAt, Now: now,
 		}
 	}
@@ -450,37 +450,37 @@ func (e *Engine) Replay(ctx context.Context, params *ReplayParams) (int, error) 
 	}
 	for _, c := range params.Classes {
 		if !slices.Contains(e.cfg.ReplayableClasses, c) {
-			return 0, fmt.Errorf("%w: class %q is not replayable on pipeline %q (replayable: %v)",
-				ErrReplayRefused, c, e.cfg.Pipeline, e.cfg.ReplayableClasses)
+			return 0, fmt.Errorf("%w: class %q is not replayable on queue %q (replayable: %v)",
+				ErrReplayRefused, c, e.cfg.Queue, e.cfg.ReplayableClasses)
 		}
 	}
 	var n int
 	err := e.gate.Do(ctx, func(ctx context.Context) error {
 		var err error
 		n, err = e.d.GetExecutor().MessageReplay(ctx, &relaydriver.MessageReplayParams{
-			Pipeline: e.cfg.Pipeline,
-			Classes:  slices.Clone(params.Classes),
-			IDs:      slices.Clone(params.IDs),
-			Now:      e.cfg.Clock.Now(),
+			Queue:   e.cfg.Queue,
+			Classes: slices.Clone(params.Classes),
+			IDs:     slices.Clone(params.IDs),
+			Now:     e.cfg.Clock.Now(),
 		})
 		return err
 	})
 	if err != nil {
-		return n, fmt.Errorf("relay: replay %v on %q: %w", params.Classes, e.cfg.Pipeline, err)
+		return n, fmt.Errorf("relay: replay %v on %q: %w", params.Classes, e.cfg.Queue, err)
 	}
-	e.log.InfoContext(ctx, "relay: replayed", "pipeline", e.cfg.Pipeline, "classes", params.Classes, "replayed", n)
+	e.log.InfoContext(ctx, "relay: replayed", "queue", e.cfg.Queue, "classes", params.Classes, "replayed", n)
 	if n > 0 {
 		e.Notify()
 	}
 	return n, nil
 }
 
-// Stats aggregates the pipeline: messages per state and the oldest unfinished
+// Stats aggregates the queue: messages per state and the oldest unfinished
 // message's enqueue time.
 func (e *Engine) Stats(ctx context.Context) (*relaydriver.MessageStats, error) {
-	st, err := e.d.GetExecutor().MessageStats(ctx, e.cfg.Pipeline)
+	st, err := e.d.GetExecutor().MessageStats(ctx, e.cfg.Queue)
 	if err != nil {
-		return nil, fmt.Errorf("relay: stats of %q: %w", e.cfg.Pipeline, err)
+		return nil, fmt.Errorf("relay: stats of %q: %w", e.cfg.Queue, err)
 	}
 	return st, nil
 }

@@ -210,7 +210,7 @@ func TestFIFOWatermark(t *testing.T) {
 		})
 		save := func(w int64) {
 			require.NoError(t, b.d.GetExecutor().CursorSave(b.ctx, &relaydriver.CursorSaveParams{
-				Pipeline: "p", Watermark: w, Now: b.clock.Now(),
+				Queue: "p", Watermark: w, Now: b.clock.Now(),
 			}))
 		}
 		b.enqueue(1, 2, 3)

@@ -14,7 +14,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// rows returns how many messages (any state) the pipeline holds.
+// rows returns how many messages (any state) the queue holds.
 func (b *bundle) rows() int64 {
 	b.t.Helper()
 	st, err := b.engine.Stats(b.ctx)
@@ -29,7 +29,7 @@ func (b *bundle) rows() int64 {
 // requireAbsent checks that message id does not exist.
 func (b *bundle) requireAbsent(id int64) {
 	b.t.Helper()
-	_, err := b.d.GetExecutor().MessageGet(b.ctx, b.engine.Pipeline(), id)
+	_, err := b.d.GetExecutor().MessageGet(b.ctx, b.engine.Queue(), id)
 	require.ErrorIs(b.t, err, relaytype.ErrNotFound, "message %d", id)
 }
 
@@ -105,7 +105,7 @@ func TestEnqueueIdentityDuplicateAcrossCalls(t *testing.T) {
 }
 
 // TestEnqueueIdentityAndDecoderIdentity: the two ways an identity is bound
-// share one namespace per pipeline. An Enqueue of an identity a Decoder
+// share one namespace per queue. An Enqueue of an identity a Decoder
 // bound to an earlier message is its duplicate; a message enqueued with an
 // identity is bound already, so its Decoder's identity is not bound (the
 // message keeps the enqueued one), and a later message whose Decoder

@@ -16,7 +16,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// Example_fifo runs a global-FIFO pipeline on the embedded SQLite store: the
+// Example_fifo runs a global-FIFO queue on the embedded SQLite store: the
 // handler's write and the message's terminal state commit in one transaction,
 // a failing head blocks the queue until its backoff passes, and the engine is
 // driven round by round with Work on a fake clock.
@@ -43,10 +43,10 @@ func Example_fifo() {
 	clock := relayclock.NewFake(time.Date(2025, 3, 1, 8, 0, 0, 0, time.UTC))
 	failedOnce := false
 	engine, err := relay.NewEngine(store, relay.Config{
-		Pipeline: "flights",
-		Mode:     relay.ModeFIFO,
-		Clock:    clock,
-		Logger:   slog.New(slog.DiscardHandler),
+		Queue:  "flights",
+		Mode:   relay.ModeFIFO,
+		Clock:  clock,
+		Logger: slog.New(slog.DiscardHandler),
 		Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
 			if d.Message.ID == 2 && !failedOnce {
 				failedOnce = true

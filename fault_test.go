@@ -410,7 +410,7 @@ func TestFIFOBatchRealConflict(t *testing.T) {
 			if d.Message.ID == 3 && once.CompareAndSwap(false, true) {
 				// Another writer finishes message 2 while the batch is open.
 				if err := f.Driver.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{
-					Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "elsewhere", Now: t0,
+					Queue: "p", ID: 2, State: relaytype.StateSkipped, LastError: "elsewhere", Now: t0,
 				}); err != nil {
 					return relay.Retry(relaytype.ClassInternal, err)
 				}

@@ -140,10 +140,10 @@ func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(
 		limit += e.cfg.FIFOBatch
 	}
 	list, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{
-		Pipeline: e.cfg.Pipeline, Limit: limit,
+		Queue: e.cfg.Queue, Limit: limit,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("relay: read FIFO head of %q: %w", e.cfg.Pipeline, err)
+		return nil, fmt.Errorf("relay: read FIFO head of %q: %w", e.cfg.Queue, err)
 	}
 	for len(list) > 0 && list[0].ID <= after {
 		skipped(list[0].ID)
@@ -154,17 +154,17 @@ func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(
 	}
 	wm := int64(-1) // no watermark gate
 	if e.cfg.Watermarked {
-		cur, err := ex.CursorGet(ctx, e.cfg.Pipeline)
+		cur, err := ex.CursorGet(ctx, e.cfg.Queue)
 		switch {
 		case errors.Is(err, relaytype.ErrNotFound):
 			if !e.warnedNoCursor {
 				e.warnedNoCursor = true
-				e.log.WarnContext(ctx, "relay: FIFO head not taken: the pipeline has no watermark yet",
-					"pipeline", e.cfg.Pipeline, "head_id", list[0].ID)
+				e.log.WarnContext(ctx, "relay: FIFO head not taken: the queue has no watermark yet",
+					"queue", e.cfg.Queue, "head_id", list[0].ID)
 			}
 			return nil, nil
 		case err != nil:
-			return nil, fmt.Errorf("relay: read watermark of %q: %w", e.cfg.Pipeline, err)
+			return nil, fmt.Errorf("relay: read watermark of %q: %w", e.cfg.Queue, err)
 		}
 		wm = cur.Watermark
 	}
@@ -178,7 +178,7 @@ func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(
 				if !e.warnedAny || e.warnedW != wm {
 					e.warnedAny, e.warnedW = true, wm
 					e.log.WarnContext(ctx, "relay: FIFO head above the watermark not taken",
-						"pipeline", e.cfg.Pipeline, "head_id", m.ID, "watermark", wm)
+						"queue", e.cfg.Queue, "head_id", m.ID, "watermark", wm)
 				}
 			}
 			break
@@ -278,7 +278,7 @@ func (e *Engine) prepareFIFOBatch(ctx context.Context, heads []*relaytype.Messag
 	if len(ids) > 0 {
 		var err error
 		bound, err = e.d.GetExecutor().MessageBindIdentities(ctx, &relaydriver.MessageBindIdentitiesParams{
-			Pipeline: e.cfg.Pipeline, IDs: ids, Identities: identities,
+			Queue: e.cfg.Queue, IDs: ids, Identities: identities,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("relay: bind identities of %d messages from %d: %w", len(ids), ids[0], err)
@@ -396,7 +396,7 @@ func (e *Engine) runFIFOBatch(ctx context.Context, batch []fifoPrepared) (decide
 				level = slog.LevelDebug // the fallback logs the message that changed
 			}
 			e.log.Log(ctx, level, "relay: set-based completion refused; batch runs again with savepoints",
-				"pipeline", e.cfg.Pipeline, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
+				"queue", e.cfg.Queue, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
 			if len(batch) > SavepointBatchMax {
 				// The rest are heads of the next round, and so is the message that
 				// ended the optimistic run: its handler will run again (its first

@@ -2,7 +2,7 @@ package relay
 
 import "context"
 
-// LifecycleGate serialises lifecycle work on one pipeline within this
+// LifecycleGate serialises lifecycle work on one queue within this
 // instance: replay and acknowledgement write-back never interleave (seed 000
 // §5.3, §9.1), because a replay that resets acknowledgement facts while a
 // write-back is marking the same rows would leave either one's facts wrong.

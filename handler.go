@@ -81,7 +81,7 @@ type Decoded struct {
 	// for messages that carry their identity only in the payload: a message
 	// enqueued with EnqueueParams.Identity is bound already, and this identity
 	// is then not bound (the message keeps the enqueued one, and is never a
-	// duplicate at processing time). Both share one namespace per pipeline: a
+	// duplicate at processing time). Both share one namespace per queue: a
 	// decoder's identity held by a message enqueued with it makes a duplicate,
 	// and vice versa.
 	Identity string

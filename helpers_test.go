@@ -102,7 +102,7 @@ type bundle struct {
 	logs   *logCapture
 }
 
-// setup opens a fresh store and builds an engine on it. cfg.Pipeline defaults to
+// setup opens a fresh store and builds an engine on it. cfg.Queue defaults to
 // "p", cfg.Clock to a fake clock at t0, cfg.Logger to a capture.
 func setup(t testing.TB, s store, cfg relay.Config) *bundle {
 	t.Helper()
@@ -112,8 +112,8 @@ func setup(t testing.TB, s store, cfg relay.Config) *bundle {
 func setupOn(t testing.TB, d relaydriver.Driver, cfg relay.Config) *bundle {
 	t.Helper()
 	b := &bundle{t: t, ctx: context.Background(), d: d, logs: &logCapture{}}
-	if cfg.Pipeline == "" {
-		cfg.Pipeline = "p"
+	if cfg.Queue == "" {
+		cfg.Queue = "p"
 	}
 	if cfg.Clock == nil {
 		b.clock = relayclock.NewFake(t0)
@@ -152,7 +152,7 @@ func (b *bundle) work() int {
 // get reads one message.
 func (b *bundle) get(id int64) *relaytype.Message {
 	b.t.Helper()
-	m, err := b.d.GetExecutor().MessageGet(b.ctx, b.engine.Pipeline(), id)
+	m, err := b.d.GetExecutor().MessageGet(b.ctx, b.engine.Queue(), id)
 	require.NoError(b.t, err)
 	return m
 }

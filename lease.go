@@ -23,34 +23,34 @@ import (
 // long Start waits before refusing a live duplicate.
 const InstanceLockTTL = 10 * time.Second
 
-// claimInstance takes the lock of (Pipeline, InstanceID) — refusing when
+// claimInstance takes the lock of (Queue, InstanceID) — refusing when
 // another live engine holds it — and then releases every lease of the
-// pipeline held by InstanceID: with the lock held, those can only be an
+// queue held by InstanceID: with the lock held, those can only be an
 // earlier, dead incarnation's. The lock's owner is this incarnation (host,
 // pid, random), so that a restart can tell itself from its predecessor.
 func (e *Engine) claimInstance(ctx context.Context) (*relaylock.Held, error) {
 	held, err := relaylock.TryHold(ctx, e.d, relaylock.Params{
-		Name:  "relay-instance:" + strconv.Quote(e.cfg.Pipeline) + ":" + strconv.Quote(e.cfg.InstanceID),
+		Name:  "relay-instance:" + strconv.Quote(e.cfg.Queue) + ":" + strconv.Quote(e.cfg.InstanceID),
 		Owner: service.NewOwner(), TTL: InstanceLockTTL, RetryEvery: InstanceLockTTL / 10,
 		Clock: e.cfg.Clock, Logger: e.log,
 	}, InstanceLockTTL)
 	if errors.Is(err, relaytype.ErrLocked) {
-		return nil, fmt.Errorf("relay: Start pipeline %q: InstanceID %q is in use by another live engine "+
-			"(two live engines must not share an InstanceID): %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+		return nil, fmt.Errorf("relay: Start queue %q: InstanceID %q is in use by another live engine "+
+			"(two live engines must not share an InstanceID): %w", e.cfg.Queue, e.cfg.InstanceID, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("relay: Start pipeline %q: lock InstanceID %q: %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+		return nil, fmt.Errorf("relay: Start queue %q: lock InstanceID %q: %w", e.cfg.Queue, e.cfg.InstanceID, err)
 	}
 	n, err := e.d.GetExecutor().MessageLeaseRelease(ctx, &relaydriver.MessageLeaseReleaseParams{
-		Pipeline: e.cfg.Pipeline, Owner: e.cfg.InstanceID,
+		Queue: e.cfg.Queue, Owner: e.cfg.InstanceID,
 	})
 	if err != nil {
 		held.Release(ctx)
-		return nil, fmt.Errorf("relay: Start pipeline %q: release the leases of InstanceID %q: %w", e.cfg.Pipeline, e.cfg.InstanceID, err)
+		return nil, fmt.Errorf("relay: Start queue %q: release the leases of InstanceID %q: %w", e.cfg.Queue, e.cfg.InstanceID, err)
 	}
 	if n > 0 {
 		e.log.InfoContext(ctx, "relay: released the leases of an earlier incarnation of this instance",
-			"pipeline", e.cfg.Pipeline, "instance_id", e.cfg.InstanceID, "released", n)
+			"queue", e.cfg.Queue, "instance_id", e.cfg.InstanceID, "released", n)
 	}
 	return held, nil
 }
@@ -180,12 +180,12 @@ func (k *leaseKeeper) renew(ctx context.Context) {
 	slices.Sort(ids)
 	now := k.e.cfg.Clock.Now()
 	res, err := k.e.d.GetExecutor().MessageLeaseRenew(ctx, &relaydriver.MessageLeaseRenewParams{
-		Pipeline: k.e.cfg.Pipeline, Owner: k.e.cfg.InstanceID, IDs: ids, LeaseUntil: now.Add(k.e.cfg.LeaseDuration),
+		Queue: k.e.cfg.Queue, Owner: k.e.cfg.InstanceID, IDs: ids, LeaseUntil: now.Add(k.e.cfg.LeaseDuration),
 	})
 	if err != nil {
 		if ctx.Err() == nil {
 			k.e.log.WarnContext(ctx, "relay: lease renewal failed; retrying at the next renewal",
-				"pipeline", k.e.cfg.Pipeline, "leases", len(ids), "error", err)
+				"queue", k.e.cfg.Queue, "leases", len(ids), "error", err)
 		}
 		return
 	}
@@ -201,7 +201,7 @@ func (k *leaseKeeper) renew(ctx context.Context) {
 			// Its handler has not returned, so this engine has written nothing
 			// for it yet: the lease really passed to someone else.
 			k.e.log.WarnContext(ctx, "relay: lease lost while the handler ran; handler cancelled",
-				"pipeline", k.e.cfg.Pipeline, "message_id", id, "lease_owner", k.e.cfg.InstanceID)
+				"queue", k.e.cfg.Queue, "message_id", id, "lease_owner", k.e.cfg.InstanceID)
 		}
 		for _, cancel := range h.cancels {
 			cancel(ErrLeaseLost)

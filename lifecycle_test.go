@@ -17,7 +17,7 @@ import (
 // stateOf reads a state without failing the test (for require.Eventually,
 // whose condition runs on another goroutine).
 func (b *bundle) stateOf(id int64) relaytype.State {
-	m, err := b.d.GetExecutor().MessageGet(context.Background(), b.engine.Pipeline(), id)
+	m, err := b.d.GetExecutor().MessageGet(context.Background(), b.engine.Queue(), id)
 	if err != nil {
 		return ""
 	}
@@ -146,7 +146,7 @@ func value(m *dto.Metric) float64 {
 
 // TestMetrics: outcomes are counted, and the backlog, oldest-unprocessed age
 // (on the engine's clock) and per-state gauges follow the store; engines of two
-// pipelines share one registry.
+// queues share one registry.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -164,14 +164,14 @@ func TestMetrics(t *testing.T) {
 			return relay.Succeeded()
 		}),
 	})
-	other := setupOn(t, b.d, relay.Config{Pipeline: "q", Registerer: reg, Handler: okHandler()})
+	other := setupOn(t, b.d, relay.Config{Queue: "q", Registerer: reg, Handler: okHandler()})
 	b.enqueue(1, 2, 3, 4)
 	require.Equal(t, 4, b.work())
 	b.clock.Advance(90 * time.Second)
 	require.Equal(t, 0, b.work())
 
-	p := map[string]string{"pipeline": "p"}
-	with := func(k, v string) map[string]string { return map[string]string{"pipeline": "p", k: v} }
+	p := map[string]string{"queue": "p"}
+	with := func(k, v string) map[string]string { return map[string]string{"queue": "p", k: v} }
 	for outcome, want := range map[string]float64{"succeeded": 1, "retry": 1, "dead": 1, "skipped": 1, "exhausted": 0} {
 		require.Equal(t, want, metricValue(t, reg, "relay_processed_total", with("outcome", outcome)), outcome)
 	}
@@ -183,5 +183,5 @@ func TestMetrics(t *testing.T) {
 
 	_, err := other.engine.Work(other.ctx)
 	require.NoError(t, err)
-	require.Equal(t, 0.0, metricValue(t, reg, "relay_backlog_messages", map[string]string{"pipeline": "q"}))
+	require.Equal(t, 0.0, metricValue(t, reg, "relay_backlog_messages", map[string]string{"queue": "q"}))
 }

@@ -15,7 +15,7 @@ import (
 type metrics struct {
 	backlog   prometheus.Gauge
 	oldest    prometheus.Gauge
-	states    *prometheus.GaugeVec // curried by pipeline
+	states    *prometheus.GaugeVec // curried by queue
 	processed *prometheus.CounterVec
 }
 
@@ -24,24 +24,24 @@ var allStates = []relaytype.State{
 	relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived,
 }
 
-func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
+func newMetrics(r prometheus.Registerer, queue string) (*metrics, error) {
 	reg := service.NewMetrics(r)
 	backlog := reg.Gauge("relay_backlog_messages",
-		"Unfinished (PENDING and FAILED) messages of the pipeline.", "pipeline")
+		"Unfinished (PENDING and FAILED) messages of the queue.", "queue")
 	oldest := reg.Gauge("relay_backlog_oldest_unprocessed_seconds",
-		"Age of the oldest unfinished message's enqueue time (0 when none).", "pipeline")
+		"Age of the oldest unfinished message's enqueue time (0 when none).", "queue")
 	states := reg.Gauge("relay_messages",
-		"Messages of the pipeline per processing state.", "pipeline", "state")
+		"Messages of the queue per processing state.", "queue", "state")
 	processed := reg.Counter("relay_processed_total",
-		"Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).", "pipeline", "outcome")
+		"Processing attempts that reached an outcome (succeeded, skipped, dead, retry, exhausted).", "queue", "outcome")
 	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	m := &metrics{
-		backlog:   backlog.WithLabelValues(pipeline),
-		oldest:    oldest.WithLabelValues(pipeline),
-		states:    states.MustCurryWith(prometheus.Labels{"pipeline": pipeline}),
-		processed: processed.MustCurryWith(prometheus.Labels{"pipeline": pipeline}),
+		backlog:   backlog.WithLabelValues(queue),
+		oldest:    oldest.WithLabelValues(queue),
+		states:    states.MustCurryWith(prometheus.Labels{"queue": queue}),
+		processed: processed.MustCurryWith(prometheus.Labels{"queue": queue}),
 	}
 	for _, o := range []outcome{outcomeSucceeded, outcomeSkipped, outcomeDead, outcomeRetry, outcomeExhausted} {
 		m.processed.WithLabelValues(o.String()) // export zeros so rates work from the start
@@ -49,7 +49,7 @@ func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
 	return m, nil
 }
 
-// refreshMetrics reads the pipeline's aggregate and sets the gauges, at most
+// refreshMetrics reads the queue's aggregate and sets the gauges, at most
 // once per service.RefreshInterval of the engine's clock. A failure is logged
 // (not returned): metrics must not stop processing. Caller holds workMu.
 func (e *Engine) refreshMetrics(ctx context.Context) {
@@ -58,7 +58,7 @@ func (e *Engine) refreshMetrics(ctx context.Context) {
 	}
 	st, err := e.Stats(ctx)
 	if err != nil {
-		e.log.WarnContext(ctx, "relay: refresh metrics", "pipeline", e.cfg.Pipeline, "error", err)
+		e.log.WarnContext(ctx, "relay: refresh metrics", "queue", e.cfg.Queue, "error", err)
 		return
 	}
 	e.metrics.backlog.Set(float64(st.Backlog()))

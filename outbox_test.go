@@ -349,7 +349,7 @@ func TestDispatcherFrozenBatchAndSentAfterConfirm(t *testing.T) {
 				later = append(later, ev.ID)
 			}
 		}
-		// The pipeline fetches c/1 while a's first batch is settling (a is in
+		// The queue fetches c/1 while a's first batch is settling (a is in
 		// flight and left out), a/2 once it is settled.
 		require.ElementsMatch(t, []string{"e3", "e4"}, later, "the events committed during round 1 went in later rounds")
 		rows := b.rows()
@@ -747,7 +747,7 @@ func TestDispatcherWakesOnCommit(t *testing.T) {
 // published) under injected sink failures: small batches over many keys, about
 // a fifth of the deliveries refused, no backoff, three attempts. Every event
 // ends SENT or DEAD (nothing lost, nothing left PENDING), each key's confirmed
-// events arrive once each in ascending seq, and — the pipeline's own rule — an
+// events arrive once each in ascending seq, and — the queue's own rule — an
 // event is handed to the sink only when every earlier event of its key is
 // already settled in the store (SENT or DEAD) or earlier in the same call: a
 // key is never in two batches at once, so a failing head pauses its key.

@@ -125,7 +125,7 @@ func (e *Engine) prepare(ctx context.Context, a attempt) (*Decoded, outcome, err
 		// business transaction. A retry keeps its binding (IdentityKey set), so it is
 		// never its own duplicate.
 		res, err := e.d.GetExecutor().MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{
-			Pipeline: e.cfg.Pipeline, ID: a.m.ID, Identity: dec.Identity,
+			Queue: e.cfg.Queue, ID: a.m.ID, Identity: dec.Identity,
 		})
 		if err != nil {
 			return nil, outcomeNone, fmt.Errorf("relay: bind identity of message %d: %w", a.m.ID, err)
@@ -152,7 +152,7 @@ func (e *Engine) prepare(ctx context.Context, a attempt) (*Decoded, outcome, err
 func (e *Engine) decode(ctx context.Context, m *relaytype.Message) (dec *Decoded, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.ErrorContext(ctx, "relay: decoder panicked", "pipeline", e.cfg.Pipeline,
+			e.log.ErrorContext(ctx, "relay: decoder panicked", "queue", e.cfg.Queue,
 				"message_id", m.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			dec, err = nil, Classify(relaytype.ClassInternal, fmt.Errorf("decoder panic: %v", p))
 		}
@@ -196,7 +196,7 @@ func (e *Engine) completeParams(a attempt, res Result) *relaydriver.MessageCompl
 		state = relaytype.StateSkipped
 	}
 	return &relaydriver.MessageCompleteParams{
-		Pipeline: e.cfg.Pipeline, ID: a.m.ID, State: state, LastError: res.reason,
+		Queue: e.cfg.Queue, ID: a.m.ID, State: state, LastError: res.reason,
 		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, Now: e.cfg.Clock.Now(),
 	}
 }
@@ -216,7 +216,7 @@ func (e *Engine) afterCompleteError(ctx context.Context, a attempt, err error) (
 // same UPDATE (seed 000 §5.3, non-business terminal states).
 func (e *Engine) complete(ctx context.Context, a attempt, state relaytype.State, class relaytype.ErrorClass, lastError string) (outcome, error) {
 	err := e.d.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: e.cfg.Pipeline, ID: a.m.ID, State: state, ErrorClass: class, LastError: lastError,
+		Queue: e.cfg.Queue, ID: a.m.ID, State: state, ErrorClass: class, LastError: lastError,
 		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, Now: e.cfg.Clock.Now(),
 	})
 	if errors.Is(err, relaytype.ErrConflict) {
@@ -261,7 +261,7 @@ func (e *Engine) fail(ctx context.Context, a attempt, res Result) (outcome, erro
 		delay = res.delay
 	}
 	attempts, err := e.d.GetExecutor().MessageFail(ctx, &relaydriver.MessageFailParams{
-		Pipeline: e.cfg.Pipeline, ID: a.m.ID, ErrorClass: class, LastError: errText(res.err),
+		Queue: e.cfg.Queue, ID: a.m.ID, ErrorClass: class, LastError: errText(res.err),
 		NextAttemptAt: now.Add(delay), LeaseOwner: a.owner, Now: now,
 	})
 	if errors.Is(err, relaytype.ErrConflict) {
@@ -298,7 +298,7 @@ func (e *Engine) dead(ctx context.Context, a attempt, class relaytype.ErrorClass
 // (seed 000 §5.1 step 3).
 func (e *Engine) exhaust(ctx context.Context, a attempt) (outcome, error) {
 	err := e.d.GetExecutor().MessageExhaust(ctx, &relaydriver.MessageExhaustParams{
-		Pipeline: e.cfg.Pipeline, ID: a.m.ID, MaxAttempts: e.cfg.MaxAttempts,
+		Queue: e.cfg.Queue, ID: a.m.ID, MaxAttempts: e.cfg.MaxAttempts,
 		AckIntent: e.cfg.AckIntent, Now: e.cfg.Clock.Now(),
 	})
 	if errors.Is(err, relaytype.ErrConflict) {
@@ -316,7 +316,7 @@ func (e *Engine) decided(ctx context.Context, a attempt, o outcome, reason strin
 	if e.metrics != nil {
 		e.metrics.processed.WithLabelValues(o.String()).Inc()
 	}
-	attrs := []any{"pipeline", e.cfg.Pipeline, "message_id", a.m.ID, "outcome", o.String()}
+	attrs := []any{"queue", e.cfg.Queue, "message_id", a.m.ID, "outcome", o.String()}
 	level := slog.LevelDebug
 	switch o {
 	case outcomeSkipped:
@@ -338,9 +338,9 @@ func (e *Engine) decided(ctx context.Context, a attempt, o outcome, reason strin
 // (finished elsewhere, replayed, or its lease passed to another instance).
 func (e *Engine) lost(ctx context.Context, a attempt, err error) {
 	e.log.WarnContext(ctx, "relay: message changed under this instance; decision dropped",
-		"pipeline", e.cfg.Pipeline, "message_id", a.m.ID, "lease_owner", a.owner, "error", err)
+		"queue", e.cfg.Queue, "message_id", a.m.ID, "lease_owner", a.owner, "error", err)
 }
 
 func (e *Engine) logRollback(ctx context.Context, m *relaytype.Message, err error) {
-	e.log.WarnContext(ctx, "relay: rollback failed", "pipeline", e.cfg.Pipeline, "message_id", m.ID, "error", err)
+	e.log.WarnContext(ctx, "relay: rollback failed", "queue", e.cfg.Queue, "message_id", m.ID, "error", err)
 }

@@ -23,11 +23,11 @@ func TestProducerOnlyEngine(t *testing.T) {
 
 		err := producer.engine.Start(ctx)
 		require.ErrorIs(t, err, relay.ErrNoHandler)
-		require.EqualError(t, err, `relay: Start pipeline "p": Config.Handler is nil; this engine only enqueues`)
+		require.EqualError(t, err, `relay: Start queue "p": Config.Handler is nil; this engine only enqueues`)
 		require.NoError(t, producer.engine.Stop(ctx), "never started")
 		n, err := producer.engine.Work(ctx)
 		require.ErrorIs(t, err, relay.ErrNoHandler)
-		require.Contains(t, err.Error(), `relay: Work pipeline "p"`)
+		require.Contains(t, err.Error(), `relay: Work queue "p"`)
 		require.Zero(t, n)
 
 		res, err := producer.engine.Enqueue(ctx,

@@ -53,7 +53,7 @@ type RetentionConfig struct {
 // goroutine, every Every, it deletes the SENT events of its Targets whose
 // sent_at is older than SentRetention, in bounded batches. SENT is the
 // terminal evidence; PENDING rows are never deleted, and DEAD rows are kept as
-// the DLQ until an operator handles them. It takes no pipeline lock and never
+// the DLQ until an operator handles them. It takes no queue lock and never
 // touches the FIFO, so it does not starve due messages. Latest-state rows
 // (UpsertLatestTx) are not deleted: one row per key holds the version that
 // keeps writes only forward. Run it with Start/Stop, or pass by pass with

@@ -36,8 +36,8 @@ func Migrate(ctx context.Context, d relaydriver.Driver, clock relaytype.Clock) e
 
 // FIFOOptions shape one FIFO measurement.
 type FIFOOptions struct {
-	Pipeline string
-	N        int // messages
+	Queue string
+	N     int // messages
 	// FIFOBatch is relay.Config.FIFOBatch (messages per transaction).
 	FIFOBatch int
 	Clock     relaytype.Clock
@@ -56,14 +56,14 @@ func (r FIFOResult) Rate() float64 { return float64(r.N) / r.Elapsed.Seconds() }
 // takes to process them all with a handler that does one INSERT each, and
 // checks that exactly N effects were written.
 func RunFIFO(ctx context.Context, d relaydriver.Driver, o FIFOOptions) (FIFOResult, error) {
-	pipeline := o.Pipeline
+	queue := o.Queue
 	handler := relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, del *relay.Delivery) relay.Result {
-		if _, err := tx.Exec(ctx, queries["EffectInsert"], pipeline, del.Message.ID); err != nil {
+		if _, err := tx.Exec(ctx, queries["EffectInsert"], queue, del.Message.ID); err != nil {
 			return relay.Retry(relaytype.ClassInfra, err)
 		}
 		return relay.Succeeded()
 	})
-	e, err := relay.NewEngine(d, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Handler: handler,
+	e, err := relay.NewEngine(d, relay.Config{Queue: queue, Mode: relay.ModeFIFO, Handler: handler,
 		FIFOBatch: o.FIFOBatch, Clock: o.Clock})
 	if err != nil {
 		return FIFOResult{}, err
@@ -92,7 +92,7 @@ func RunFIFO(ctx context.Context, d relaydriver.Driver, o FIFOOptions) (FIFOResu
 	}
 	res := FIFOResult{N: o.N, Elapsed: o.Clock.Now().Sub(start)}
 	var effects int64
-	if err := d.GetExecutor().QueryRow(ctx, queries["EffectCount"], pipeline).Scan(&effects); err != nil {
+	if err := d.GetExecutor().QueryRow(ctx, queries["EffectCount"], queue).Scan(&effects); err != nil {
 		return res, err
 	}
 	if effects != int64(o.N) {

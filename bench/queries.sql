@@ -1,7 +1,7 @@
 -- Queries of `relay bench`; both stores accept $N placeholders.
 
 -- name: EffectInsert
-INSERT INTO bench_effect (pipeline, msg_id) VALUES ($1, $2);
+INSERT INTO bench_effect (queue, msg_id) VALUES ($1, $2);
 
 -- name: EffectCount
-SELECT COUNT(*) FROM bench_effect WHERE pipeline = $1;
+SELECT COUNT(*) FROM bench_effect WHERE queue = $1;

@@ -1,5 +1,5 @@
 // Package relayadmin is relay's operator surface over HTTP: JSON endpoints that
-// show a pipeline's backlog, DEAD messages, the outbox DLQ, the intake cursor
+// show a queue's backlog, DEAD messages, the outbox DLQ, the intake cursor
 // and holes, and that replay messages and reopen abandoned acknowledgements.
 // Handler returns it as an http.Handler an app mounts on its own mux under
 // /admin/ (`relay serve` mounts it next to /metrics; `relay admin` is a thin
@@ -35,7 +35,7 @@ const (
 
 // Stats is the answer of GET /admin/stats.
 type Stats struct {
-	Pipeline string `json:"pipeline"`
+	Queue string `json:"queue"`
 	// Now is the instance's clock reading the ages are measured against.
 	Now time.Time `json:"now"`
 	// Counts holds the messages per state (ARCHIVED under its own key).
@@ -49,7 +49,7 @@ type Stats struct {
 	OldestUnprocessedEnqueuedAt *time.Time `json:"oldest_unprocessed_enqueued_at"`
 	// MaxID is the largest message id.
 	MaxID int64 `json:"max_id"`
-	// Cursor is the intake watermark (null: the pipeline has no cursor).
+	// Cursor is the intake watermark (null: the queue has no cursor).
 	Cursor *Cursor `json:"cursor"`
 	// PermanentHoles counts the logged permanent holes.
 	PermanentHoles int `json:"permanent_holes"`
@@ -171,15 +171,15 @@ type Error struct {
 	Error string `json:"error"`
 }
 
-// ReadStats aggregates pipeline on store d for GET /admin/stats, measuring
+// ReadStats aggregates queue on store d for GET /admin/stats, measuring
 // ages at now, with the outbox counts of targets.
-func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targets []string, now time.Time) (*Stats, error) {
+func ReadStats(ctx context.Context, d relaydriver.Driver, queue string, targets []string, now time.Time) (*Stats, error) {
 	ex := d.GetExecutor()
-	st, err := ex.MessageStats(ctx, pipeline)
+	st, err := ex.MessageStats(ctx, queue)
 	if err != nil {
-		return nil, fmt.Errorf("relayadmin: stats of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: stats of %q: %w", queue, err)
 	}
-	out := &Stats{Pipeline: pipeline, Now: now, Counts: st.Counts, Backlog: st.Backlog(), MaxID: st.MaxID,
+	out := &Stats{Queue: queue, Now: now, Counts: st.Counts, Backlog: st.Backlog(), MaxID: st.MaxID,
 		Outbox: []OutboxTargetStats{}}
 	if out.Counts == nil {
 		out.Counts = map[relaytype.State]int64{}
@@ -188,12 +188,12 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targe
 		out.OldestUnprocessedEnqueuedAt = &t
 		out.OldestUnprocessedSeconds = max(now.Sub(t).Seconds(), 0)
 	}
-	if out.Cursor, err = readCursor(ctx, ex, pipeline, now); err != nil {
+	if out.Cursor, err = readCursor(ctx, ex, queue, now); err != nil {
 		return nil, err
 	}
-	holes, err := ex.HoleList(ctx, pipeline)
+	holes, err := ex.HoleList(ctx, queue)
 	if err != nil {
-		return nil, fmt.Errorf("relayadmin: holes of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: holes of %q: %w", queue, err)
 	}
 	out.PermanentHoles = len(holes)
 	for _, target := range targets {
@@ -206,14 +206,14 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, pipeline string, targe
 	return out, nil
 }
 
-// readCursor returns the pipeline's cursor, or nil when it has none.
-func readCursor(ctx context.Context, ex relaydriver.Executor, pipeline string, now time.Time) (*Cursor, error) {
-	c, err := ex.CursorGet(ctx, pipeline)
+// readCursor returns the queue's cursor, or nil when it has none.
+func readCursor(ctx context.Context, ex relaydriver.Executor, queue string, now time.Time) (*Cursor, error) {
+	c, err := ex.CursorGet(ctx, queue)
 	if errors.Is(err, relaytype.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("relayadmin: cursor of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: cursor of %q: %w", queue, err)
 	}
 	out := &Cursor{Watermark: c.Watermark, Seeded: !c.SeededAt.IsZero(), SeedMode: c.SeedMode,
 		HoleSince: timePtr(c.HoleSince), SeededAt: timePtr(c.SeededAt), UpdatedAt: timePtr(c.UpdatedAt)}
@@ -233,16 +233,16 @@ type ListParams struct {
 	Limit int
 }
 
-// ReadDead lists DEAD messages of pipeline in id order (GET /admin/dead).
-func ReadDead(ctx context.Context, d relaydriver.Driver, pipeline string, p ListParams) (*MessagePage, error) {
-	return readMessages(ctx, d, &relaydriver.MessageListParams{Pipeline: pipeline,
+// ReadDead lists DEAD messages of queue in id order (GET /admin/dead).
+func ReadDead(ctx context.Context, d relaydriver.Driver, queue string, p ListParams) (*MessagePage, error) {
+	return readMessages(ctx, d, &relaydriver.MessageListParams{Queue: queue,
 		States: []relaytype.State{relaytype.StateDead}, Classes: p.Classes, AfterID: p.After, Limit: p.Limit})
 }
 
 // ReadAbandoned lists messages whose acknowledgement was abandoned (not
 // acknowledged) in id order (GET /admin/abandoned).
-func ReadAbandoned(ctx context.Context, d relaydriver.Driver, pipeline string, p ListParams) (*MessagePage, error) {
-	return readMessages(ctx, d, &relaydriver.MessageListParams{Pipeline: pipeline, AckAbandoned: true,
+func ReadAbandoned(ctx context.Context, d relaydriver.Driver, queue string, p ListParams) (*MessagePage, error) {
+	return readMessages(ctx, d, &relaydriver.MessageListParams{Queue: queue, AckAbandoned: true,
 		Classes: p.Classes, AfterID: p.After, Limit: p.Limit})
 }
 
@@ -255,7 +255,7 @@ func readMessages(ctx context.Context, d relaydriver.Driver, p *relaydriver.Mess
 	}
 	ms, err := d.GetExecutor().MessageList(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("relayadmin: list messages of %q: %w", p.Pipeline, err)
+		return nil, fmt.Errorf("relayadmin: list messages of %q: %w", p.Queue, err)
 	}
 	out := &MessagePage{Items: make([]Message, 0, len(ms))}
 	for _, m := range ms {
@@ -296,7 +296,7 @@ func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit 
 
 // ReadHoles returns the cursor and up to limit permanent holes (GET
 // /admin/holes), with ages measured at now.
-func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit int, now time.Time) (*Holes, error) {
+func ReadHoles(ctx context.Context, d relaydriver.Driver, queue string, limit int, now time.Time) (*Holes, error) {
 	if limit <= 0 {
 		limit = LimitDefault
 	}
@@ -304,13 +304,13 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit
 		return nil, fmt.Errorf("relayadmin: limit %d above %d", limit, LimitMax)
 	}
 	ex := d.GetExecutor()
-	c, err := readCursor(ctx, ex, pipeline, now)
+	c, err := readCursor(ctx, ex, queue, now)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := ex.HoleList(ctx, pipeline)
+	hs, err := ex.HoleList(ctx, queue)
 	if err != nil {
-		return nil, fmt.Errorf("relayadmin: holes of %q: %w", pipeline, err)
+		return nil, fmt.Errorf("relayadmin: holes of %q: %w", queue, err)
 	}
 	out := &Holes{Cursor: c, Total: len(hs), Items: []Hole{}}
 	for _, h := range hs[:min(len(hs), limit)] {
@@ -321,10 +321,10 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, pipeline string, limit
 
 // classesOf returns the distinct error classes of the FAILED/DEAD messages
 // among ids, in a stable order.
-func classesOf(ctx context.Context, d relaydriver.Driver, pipeline string, ids []int64) ([]relaytype.ErrorClass, error) {
+func classesOf(ctx context.Context, d relaydriver.Driver, queue string, ids []int64) ([]relaytype.ErrorClass, error) {
 	var out []relaytype.ErrorClass
 	for _, id := range ids {
-		m, err := d.GetExecutor().MessageGet(ctx, pipeline, id)
+		m, err := d.GetExecutor().MessageGet(ctx, queue, id)
 		if errors.Is(err, relaytype.ErrNotFound) {
 			continue
 		}

@@ -32,8 +32,8 @@ import (
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 const (
-	pipeline = "adm"
-	target   = "sink:adm"
+	queue  = "adm"
+	target = "sink:adm"
 )
 
 // stores opens a fresh migrated store per kind.
@@ -99,7 +99,7 @@ func (missingSource) Acknowledge(context.Context, int64, string, time.Time) (rel
 	return relaysource.AckMissingRow, nil
 }
 
-// fixture is a pipeline with, after setup:
+// fixture is a queue with, after setup:
 //
 //	1 ok, 2 dead:MALFORMED, 3 dead:INFRA, 4 dead:TIMEOUT, 5 dead:INFRA,
 //	6 dead:INFRA, 7 ok, 8 retry (FAILED, the backlog)
@@ -117,7 +117,7 @@ func newFixture(t *testing.T, d relaydriver.Driver) *fixture {
 	ctx := context.Background()
 	clock := relayclock.NewFake(t0)
 	log := slog.New(slog.DiscardHandler)
-	e, err := relay.NewEngine(d, relay.Config{Pipeline: pipeline, Handler: handler{}, Clock: clock, Logger: log,
+	e, err := relay.NewEngine(d, relay.Config{Queue: queue, Handler: handler{}, Clock: clock, Logger: log,
 		AckIntent: true})
 	require.NoError(t, err)
 	payloads := []string{"ok", "dead:MALFORMED", "dead:INFRA", "dead:TIMEOUT", "dead:INFRA", "dead:INFRA", "ok", "retry"}
@@ -136,7 +136,7 @@ func newFixture(t *testing.T, d relaydriver.Driver) *fixture {
 	_, err = disp.Work(ctx)
 	require.NoError(t, err)
 
-	ack, err := relay.NewAckWriter(d, missingSource{}, relay.AckConfig{Pipeline: pipeline, Gate: e.Gate(),
+	ack, err := relay.NewAckWriter(d, missingSource{}, relay.AckConfig{Queue: queue, Gate: e.Gate(),
 		R: time.Hour, Clock: clock, Logger: log})
 	require.NoError(t, err)
 	_, err = ack.Work(ctx)
@@ -147,7 +147,7 @@ func newFixture(t *testing.T, d relaydriver.Driver) *fixture {
 }
 
 func (f *fixture) server(t *testing.T, withAck bool) *httptest.Server {
-	deps := relayadmin.Deps{Driver: f.d, Pipeline: pipeline, Engine: f.engine, OutboxTargets: []string{target},
+	deps := relayadmin.Deps{Driver: f.d, Queue: queue, Engine: f.engine, OutboxTargets: []string{target},
 		Clock: f.clock, Logger: slog.New(slog.DiscardHandler)}
 	if withAck {
 		deps.Ack = f.ack
@@ -188,13 +188,13 @@ func TestStats(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, d relaydriver.Driver) {
 		ctx := context.Background()
-		require.NoError(t, d.GetExecutor().CursorSeed(ctx, &relaydriver.CursorSeedParams{Pipeline: pipeline,
+		require.NoError(t, d.GetExecutor().CursorSeed(ctx, &relaydriver.CursorSeedParams{Queue: queue,
 			Watermark: 0, Mode: "zero", Now: t0}))
 		f := newFixture(t, d)
 		holeSince := t0.Add(30 * time.Second)
-		require.NoError(t, d.GetExecutor().CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: pipeline,
+		require.NoError(t, d.GetExecutor().CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: queue,
 			Watermark: 8, HoleSince: holeSince, Now: t0}))
-		require.NoError(t, d.GetExecutor().HoleInsert(ctx, &relaytype.Hole{Pipeline: pipeline, ID: 9,
+		require.NoError(t, d.GetExecutor().HoleInsert(ctx, &relaytype.Hole{Queue: queue, ID: 9,
 			FirstSeenAt: t0, ReleasedAt: t0.Add(time.Minute)}))
 		srv := f.server(t, true)
 
@@ -296,7 +296,7 @@ func TestReplay(t *testing.T) {
 		srv := f.server(t, true)
 		ctx := context.Background()
 		state := func(id int64) relaytype.State {
-			m, err := d.GetExecutor().MessageGet(ctx, pipeline, id)
+			m, err := d.GetExecutor().MessageGet(ctx, queue, id)
 			require.NoError(t, err)
 			return m.State
 		}
@@ -336,7 +336,7 @@ func TestReplay(t *testing.T) {
 		code, _ = call(t, srv, http.MethodPost, "/admin/replay", `{"ids":[`+strings.Repeat("1,", 40000)+`1]}`, nil)
 		require.Equal(t, http.StatusRequestEntityTooLarge, code)
 
-		srv2 := httptest.NewServer(relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: pipeline, Engine: f.engine,
+		srv2 := httptest.NewServer(relayadmin.Handler(relayadmin.Deps{Driver: d, Queue: queue, Engine: f.engine,
 			Active: func() bool { return false }, Logger: slog.New(slog.DiscardHandler)}))
 		defer srv2.Close()
 		code, raw = call(t, srv2, http.MethodPost, "/admin/replay", `{"classes":["INFRA"]}`, nil)
@@ -365,7 +365,7 @@ func TestReopen(t *testing.T) {
 		code, raw = call(t, srv, http.MethodPost, "/admin/reopen", `{"ids":[1,2]}`, &res)
 		require.Equal(t, http.StatusOK, code, raw)
 		require.Equal(t, 2, res.Reopened)
-		m, err := d.GetExecutor().MessageGet(ctx, pipeline, 1)
+		m, err := d.GetExecutor().MessageGet(ctx, queue, 1)
 		require.NoError(t, err)
 		require.True(t, m.AckAbandonedAt.IsZero())
 		require.True(t, m.AckAt.IsZero(), "reopened is not acknowledged")
@@ -385,7 +385,7 @@ func TestReopen(t *testing.T) {
 	})
 }
 
-// The read functions serve the CLI's offline mode; a pipeline without a
+// The read functions serve the CLI's offline mode; a queue without a
 // cursor shows none.
 func TestReadWithoutCursor(t *testing.T) {
 	t.Parallel()

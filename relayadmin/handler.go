@@ -25,22 +25,22 @@ const (
 	MaxIDs = 1000
 )
 
-// Deps is what Handler works with. Driver and Pipeline are required.
+// Deps is what Handler works with. Driver and Queue are required.
 type Deps struct {
-	// Driver is the pipeline's store. Required.
+	// Driver is the queue's store. Required.
 	Driver relaydriver.Driver
-	// Pipeline is the pipeline shown and acted on. Required.
-	Pipeline string
-	// Engine is the running engine of Pipeline: replay goes through
+	// Queue is the queue shown and acted on. Required.
+	Queue string
+	// Engine is the running engine of Queue: replay goes through
 	// Engine.Replay, inside its lifecycle gate. Nil: replay answers 409.
 	Engine *relay.Engine
-	// Ack is the pipeline's acknowledgement writer, for reopen (inside the
+	// Ack is the queue's acknowledgement writer, for reopen (inside the
 	// same gate). Optional: without it reopen answers 409.
 	Ack *relay.AckWriter
 	// OutboxTargets are the outbox targets shown by stats and the DLQ.
 	OutboxTargets []string
 	// Active, when set, reports whether this instance currently runs the
-	// pipeline (holds its exclusive lock). Mutations are refused with 503
+	// queue (holds its exclusive lock). Mutations are refused with 503
 	// while it reports false: they must run in the active instance's gate.
 	Active func() bool
 	// Clock measures ages. Default relayclock.System{}.
@@ -87,7 +87,7 @@ func Handler(deps Deps) http.Handler {
 type handler struct{ Deps }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := ReadStats(r.Context(), h.Driver, h.Pipeline, h.OutboxTargets, h.Clock.Now())
+	st, err := ReadStats(r.Context(), h.Driver, h.Queue, h.OutboxTargets, h.Clock.Now())
 	respond(w, st, err)
 }
 
@@ -97,7 +97,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	page, err := ReadDead(r.Context(), h.Driver, h.Pipeline, p)
+	page, err := ReadDead(r.Context(), h.Driver, h.Queue, p)
 	respond(w, page, err)
 }
 
@@ -107,7 +107,7 @@ func (h *handler) abandoned(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	page, err := ReadAbandoned(r.Context(), h.Driver, h.Pipeline, p)
+	page, err := ReadAbandoned(r.Context(), h.Driver, h.Queue, p)
 	respond(w, page, err)
 }
 
@@ -131,13 +131,13 @@ func (h *handler) holes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	hs, err := ReadHoles(r.Context(), h.Driver, h.Pipeline, int(limit), h.Clock.Now())
+	hs, err := ReadHoles(r.Context(), h.Driver, h.Queue, int(limit), h.Clock.Now())
 	respond(w, hs, err)
 }
 
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 	var req ReplayRequest
-	if !h.mutation(w, r, &req, h.Engine == nil, "replay needs the running engine of the pipeline") {
+	if !h.mutation(w, r, &req, h.Engine == nil, "replay needs the running engine of the queue") {
 		return
 	}
 	if len(req.IDs) > MaxIDs {
@@ -147,7 +147,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 	classes := req.Classes
 	if len(classes) == 0 && len(req.IDs) > 0 {
 		var err error
-		if classes, err = classesOf(r.Context(), h.Driver, h.Pipeline, req.IDs); err != nil {
+		if classes, err = classesOf(r.Context(), h.Driver, h.Queue, req.IDs); err != nil {
 			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
@@ -165,14 +165,14 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	h.Logger.InfoContext(r.Context(), "admin: replay", "pipeline", h.Pipeline, "classes", classes,
+	h.Logger.InfoContext(r.Context(), "admin: replay", "queue", h.Queue, "classes", classes,
 		"ids", len(req.IDs), "replayed", n, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, &ReplayResult{Classes: classes, Replayed: n})
 }
 
 func (h *handler) reopen(w http.ResponseWriter, r *http.Request) {
 	var req ReopenRequest
-	if !h.mutation(w, r, &req, h.Ack == nil, "no acknowledgement writer is configured for this pipeline") {
+	if !h.mutation(w, r, &req, h.Ack == nil, "no acknowledgement writer is configured for this queue") {
 		return
 	}
 	switch {
@@ -193,7 +193,7 @@ func (h *handler) reopen(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	h.Logger.InfoContext(r.Context(), "admin: reopen", "pipeline", h.Pipeline, "ids", len(req.IDs),
+	h.Logger.InfoContext(r.Context(), "admin: reopen", "queue", h.Queue, "ids", len(req.IDs),
 		"reason", req.Reason, "reopened", n, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, &ReopenResult{Reopened: n})
 }
@@ -208,7 +208,7 @@ func (h *handler) mutation(w http.ResponseWriter, r *http.Request, dst any, miss
 	}
 	if h.Active != nil && !h.Active() {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf(
-			"this instance does not hold pipeline %q's lock; send the request to the active instance", h.Pipeline))
+			"this instance does not hold queue %q's lock; send the request to the active instance", h.Queue))
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))

@@ -23,7 +23,7 @@ const (
 // intent itself is recorded with the terminal state (MessageComplete,
 // MessageExhaust with AckIntent).
 type AckExecutor interface {
-	// AckScan returns up to Limit messages of Pipeline that still owe an
+	// AckScan returns up to Limit messages of Queue that still owe an
 	// acknowledgement, with exactly the seed's predicate and order (§6.1):
 	//
 	//	state IN (SUCCEEDED, SKIPPED, DEAD)        -- terminal; ARCHIVED excluded
@@ -47,17 +47,17 @@ type AckExecutor interface {
 	// refused like AckRetry (an already abandoned row keeps its first reason).
 	AckAbandon(ctx context.Context, params *AckAbandonParams) error
 	// AckReopen clears the abandonment of the given ids (or, with IDs empty, of
-	// every abandoned row of Pipeline with Reason), so the scan tries them again
+	// every abandoned row of Queue with Reason), so the scan tries them again
 	// at once (AckNextAt = Now). AckAttempts is kept. With IDs set, a non-empty
 	// Reason narrows them further. Returns how many rows it reopened.
 	AckReopen(ctx context.Context, params *AckReopenParams) (int, error)
-	// AckStats counts Pipeline's terminal messages by acknowledgement state,
-	// in one statement (it reads every terminal row of the pipeline: a
+	// AckStats counts Queue's terminal messages by acknowledgement state,
+	// in one statement (it reads every terminal row of the queue: a
 	// progress read, not a hot path).
-	AckStats(ctx context.Context, pipeline string) (*AckStats, error)
+	AckStats(ctx context.Context, queue string) (*AckStats, error)
 }
 
-// AckStats counts a pipeline's terminal messages (ARCHIVED excluded) by
+// AckStats counts a queue's terminal messages (ARCHIVED excluded) by
 // acknowledgement state.
 type AckStats struct {
 	// Owing still owe their mark: not acknowledged, not abandoned.
@@ -71,8 +71,8 @@ type AckStats struct {
 
 // AckScanParams selects owed acknowledgements.
 type AckScanParams struct {
-	Pipeline string
-	Now      time.Time
+	Queue string
+	Now   time.Time
 	// R is the forced-write window: rows enqueued before Now−R are tried every
 	// scan, whatever their backoff (seed 000 §6.3).
 	R     time.Duration
@@ -81,31 +81,31 @@ type AckScanParams struct {
 
 // AckDoneParams confirms acknowledgements.
 type AckDoneParams struct {
-	Pipeline string
-	IDs      []int64
-	Now      time.Time
+	Queue string
+	IDs   []int64
+	Now   time.Time
 }
 
 // AckRetryParams records a transient acknowledgement failure.
 type AckRetryParams struct {
-	Pipeline string
-	ID       int64
-	NextAt   time.Time
-	Now      time.Time
+	Queue  string
+	ID     int64
+	NextAt time.Time
+	Now    time.Time
 }
 
 // AckAbandonParams abandons automatic acknowledgement of one row.
 type AckAbandonParams struct {
-	Pipeline string
-	ID       int64
-	Reason   string // AckReasonMissingRow or AckReasonTransientDeadline
-	Now      time.Time
+	Queue  string
+	ID     int64
+	Reason string // AckReasonMissingRow or AckReasonTransientDeadline
+	Now    time.Time
 }
 
 // AckReopenParams reopens abandoned acknowledgements.
 type AckReopenParams struct {
-	Pipeline string
-	IDs      []int64 // empty: every abandoned row with Reason
-	Reason   string  // with IDs empty: required
-	Now      time.Time
+	Queue  string
+	IDs    []int64 // empty: every abandoned row with Reason
+	Reason string  // with IDs empty: required
+	Now    time.Time
 }

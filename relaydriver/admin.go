@@ -7,7 +7,7 @@ import (
 )
 
 // MessageListLimitMax is the largest page MessageList returns; a larger Limit
-// is refused, so an operator listing never reads a whole pipeline at once.
+// is refused, so an operator listing never reads a whole queue at once.
 const MessageListLimitMax = 1000
 
 // AdminExecutor is the store side of the operator surface (relay admin,
@@ -15,7 +15,7 @@ const MessageListLimitMax = 1000
 // (replay, reopen) are not here: they go through the running engine so they
 // run inside its lifecycle gate (seed 000 §5.3, §9.1).
 type AdminExecutor interface {
-	// MessageList returns up to Limit messages of Pipeline with id > AfterID in
+	// MessageList returns up to Limit messages of Queue with id > AfterID in
 	// ascending id order (keyset pagination: pass the last id of a page as the
 	// next AfterID), filtered by States (empty: every state except ARCHIVED,
 	// which is listed only when named), Classes (empty: any class) and, with
@@ -28,7 +28,7 @@ type AdminExecutor interface {
 
 // MessageListParams selects messages for an operator listing.
 type MessageListParams struct {
-	Pipeline string
+	Queue string
 	// States, when set, lists only these states.
 	States []relaytype.State
 	// Classes, when set, lists only these error classes.

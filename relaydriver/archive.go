@@ -11,7 +11,7 @@ import (
 // becomes an ARCHIVED shadow that keeps only its id and identity, so a later
 // message with the same identity is still a duplicate (INV-9).
 type ArchiveExecutor interface {
-	// MessageArchive archives up to Limit candidates of Pipeline in ONE
+	// MessageArchive archives up to Limit candidates of Queue in ONE
 	// transaction (the caller's, or one of its own on GetExecutor) and returns
 	// how many it archived. A candidate is
 	//
@@ -21,8 +21,8 @@ type ArchiveExecutor interface {
 	//	         AND ack_abandoned_at IS NULL))            -- recorded
 	//	AND updated_at < TerminalBefore
 	//
-	// "No intent ever recorded" covers pipelines without acknowledgement
-	// write-back (Config.AckIntent off: push sources, Enqueue-fed pipelines),
+	// "No intent ever recorded" covers queues without acknowledgement
+	// write-back (Config.AckIntent off: push sources, Enqueue-fed queues),
 	// whose terminal rows owe nothing. An abandoned acknowledgement
 	// (ack_abandoned_at set, ack_at NULL) is NOT settled: abandoned is not
 	// acknowledged, and the row is the purge evidence of the source (C-8) until
@@ -34,18 +34,18 @@ type ArchiveExecutor interface {
 	// and its main row is then turned into the shadow by an UPDATE guarded by
 	// the state the candidate had when selected: state ARCHIVED, payload NULL,
 	// key, error, attempt, lease and acknowledgement fields cleared,
-	// updated_at = Now; pipeline, id, identity_key and enqueued_at stay. A
+	// updated_at = Now; queue, id, identity_key and enqueued_at stay. A
 	// row whose guarded UPDATE touches nothing (replayed to PENDING meanwhile:
 	// the replay does not take PIPELINE_LOCK, so only this guard orders the
 	// two) is skipped and its history copy removed in the same transaction.
-	// The call takes no pipeline lock.
+	// The call takes no queue lock.
 	MessageArchive(ctx context.Context, params *MessageArchiveParams) (int, error)
 }
 
 // MessageArchiveParams selects the terminal rows to archive.
 type MessageArchiveParams struct {
-	// Pipeline is the pipeline whose rows are archived. Required.
-	Pipeline string
+	// Queue is the queue whose rows are archived. Required.
+	Queue string
 	// TerminalBefore is the threshold on updated_at (strict <): usually
 	// Now − the archival delay.
 	TerminalBefore time.Time

@@ -78,8 +78,8 @@ func CheckMessageInsertMany(params []*MessageInsertParams) error {
 		switch {
 		case p == nil:
 			return fmt.Errorf("params[%d] is nil", i)
-		case p.Pipeline == "":
-			return fmt.Errorf("params[%d].Pipeline is empty", i)
+		case p.Queue == "":
+			return fmt.Errorf("params[%d].Queue is empty", i)
 		case p.ID < 0:
 			return fmt.Errorf("params[%d].ID %d is negative", i, p.ID)
 		case p.Now.IsZero():
@@ -316,8 +316,8 @@ func checkFail(now time.Time, maxAttempts int) error {
 // Check validates a MessageArchive call.
 func (p *MessageArchiveParams) Check() error {
 	switch {
-	case p.Pipeline == "":
-		return errors.New("Pipeline is empty")
+	case p.Queue == "":
+		return errors.New("Queue is empty")
 	case p.Now.IsZero():
 		return errNowRequired
 	case p.TerminalBefore.IsZero():

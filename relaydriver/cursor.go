@@ -4,7 +4,7 @@ import "time"
 
 // CursorSaveParams saves a watermark.
 type CursorSaveParams struct {
-	Pipeline  string
+	Queue     string
 	Watermark int64
 	HoleSince time.Time // zero: NULL
 	Now       time.Time
@@ -12,7 +12,7 @@ type CursorSaveParams struct {
 
 // CursorSeedParams seeds a watermark at cutover.
 type CursorSeedParams struct {
-	Pipeline  string
+	Queue     string
 	Watermark int64
 	Mode      string
 	Now       time.Time

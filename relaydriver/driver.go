@@ -53,7 +53,7 @@ type Listener interface {
 
 // LockParams names an exclusive lock.
 type LockParams struct {
-	// Name identifies the lock, e.g. "pipeline:<name>".
+	// Name identifies the lock, e.g. "pipeline:<queue>".
 	Name string
 	// Owner identifies the holder (host/pid/random) in diagnostics and lease rows.
 	Owner string
@@ -130,13 +130,13 @@ type Executor interface {
 	ArchiveExecutor
 	AdminExecutor
 
-	// MessageInsertMany inserts each message unless (pipeline, id) exists
+	// MessageInsertMany inserts each message unless (queue, id) exists
 	// ("insert if absent", seed 000 §4.1 step 5) and returns how many were new.
 	// A message with ID 0 gets a store-allocated id (returned in the result in
 	// input order). State is PENDING.
 	//
 	// An input with an Identity is inserted already bound to it, unless a
-	// message of its pipeline already holds that identity (bound at insert or
+	// message of its queue already holds that identity (bound at insert or
 	// later by MessageBindIdentity, ARCHIVED shadows included): then no row is
 	// inserted and the result reports the input as a duplicate of that message.
 	// The outcome is the one of inserting the inputs one by one in input order:
@@ -149,7 +149,7 @@ type Executor interface {
 	// duplicate takes no row (a store may skip an id it allocated for it).
 	MessageInsertMany(ctx context.Context, params []*MessageInsertParams) (*MessageInsertResult, error)
 	// MessageGet returns one message or relaytype.ErrNotFound.
-	MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error)
+	MessageGet(ctx context.Context, queue string, id int64) (*relaytype.Message, error)
 	// MessageListUnfinished returns up to Limit PENDING/FAILED messages with
 	// id > AfterID in ascending id order (ARCHIVED excluded explicitly). The first
 	// row is the FIFO head (seed 000 §1.1).
@@ -161,7 +161,7 @@ type Executor interface {
 	// reports itself as owner with Identity set to its existing key.
 	MessageBindIdentity(ctx context.Context, params *MessageBindIdentityParams) (*MessageBindIdentityResult, error)
 	// MessageBindIdentities is MessageBindIdentity for several messages of one
-	// pipeline in as few round trips as the store allows (one on PostgreSQL),
+	// queue in as few round trips as the store allows (one on PostgreSQL),
 	// with the same result as calling MessageBindIdentity for each input in
 	// order: each binding is independent and idempotent (seed 000 §2); a
 	// message already bound keeps its identity and owns it; an identity owned
@@ -214,7 +214,7 @@ type Executor interface {
 	// no-op.
 	MessageLeaseRenew(ctx context.Context, params *MessageLeaseRenewParams) (*MessageLeaseRenewResult, error)
 	// MessageLeaseRelease clears every lease Owner holds on unfinished
-	// messages of Pipeline, so that they are claimable at once, and returns
+	// messages of Queue, so that they are claimable at once, and returns
 	// how many it cleared. It is only safe for an owner that is known to be
 	// dead (an earlier incarnation of a restarted instance, see
 	// relay.Config.InstanceID): a live owner's terminal writes would then be
@@ -225,25 +225,25 @@ type Executor interface {
 	// never the identity (seed 000 §9.1). IDs, when set, limits the replay to them.
 	// Returns the number replayed.
 	MessageReplay(ctx context.Context, params *MessageReplayParams) (int, error)
-	// MessageStats aggregates a pipeline: counts per state and the oldest
+	// MessageStats aggregates a queue: counts per state and the oldest
 	// unfinished message's enqueue time. ARCHIVED rows are counted under their own
 	// state and never as backlog.
-	MessageStats(ctx context.Context, pipeline string) (*MessageStats, error)
-	// MessageExists reports whether any message exists in the pipeline.
-	MessageExists(ctx context.Context, pipeline string) (bool, error)
+	MessageStats(ctx context.Context, queue string) (*MessageStats, error)
+	// MessageExists reports whether any message exists in the queue.
+	MessageExists(ctx context.Context, queue string) (bool, error)
 
-	// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
-	CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error)
-	// CursorSave writes (W, holeSince) for the pipeline, creating the row if needed.
+	// CursorGet returns the queue's cursor or relaytype.ErrNotFound.
+	CursorGet(ctx context.Context, queue string) (*relaytype.Cursor, error)
+	// CursorSave writes (W, holeSince) for the queue, creating the row if needed.
 	// It never changes SeededAt/SeedMode.
 	CursorSave(ctx context.Context, params *CursorSaveParams) error
 	// CursorSeed stores the first watermark with SeededAt (seed 000 §4.3). It
-	// returns relaytype.ErrSeedRefused when the pipeline already has a cursor or
+	// returns relaytype.ErrSeedRefused when the queue already has a cursor or
 	// any message; the check and the insert are atomic.
 	CursorSeed(ctx context.Context, params *CursorSeedParams) error
 
-	// HoleInsert logs a permanent hole (idempotent on (pipeline, id)).
+	// HoleInsert logs a permanent hole (idempotent on (queue, id)).
 	HoleInsert(ctx context.Context, hole *relaytype.Hole) error
-	// HoleList returns the pipeline's permanent holes in id order.
-	HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error)
+	// HoleList returns the queue's permanent holes in id order.
+	HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error)
 }

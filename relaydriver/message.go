@@ -8,12 +8,12 @@ import (
 
 // MessageInsertParams is one message to insert if absent.
 type MessageInsertParams struct {
-	Pipeline string
-	ID       int64 // 0: allocate
-	Key      string
+	Queue string
+	ID    int64 // 0: allocate
+	Key   string
 	// Identity is the business identity the message is inserted bound to
 	// ("": none, bound later by a decoder if at all). A message of the
-	// pipeline already holding it makes the input a duplicate (see
+	// queue already holding it makes the input a duplicate (see
 	// MessageInsertMany).
 	Identity   string
 	Payload    []byte
@@ -37,14 +37,14 @@ type MessageInsertResult struct {
 
 // MessageListUnfinishedParams selects the head of a FIFO queue.
 type MessageListUnfinishedParams struct {
-	Pipeline string
-	AfterID  int64 // 0 from the start
-	Limit    int
+	Queue   string
+	AfterID int64 // 0 from the start
+	Limit   int
 }
 
 // MessageBindIdentityParams binds a business identity.
 type MessageBindIdentityParams struct {
-	Pipeline string
+	Queue    string
 	ID       int64
 	Identity string
 }
@@ -56,9 +56,9 @@ type MessageBindIdentityResult struct {
 }
 
 // MessageBindIdentitiesParams binds business identities to several messages
-// of one pipeline, in input order.
+// of one queue, in input order.
 type MessageBindIdentitiesParams struct {
-	Pipeline string
+	Queue string
 	// IDs are the messages, in the order their bindings are decided (the FIFO
 	// order). Required: as many as Identities.
 	IDs []int64
@@ -81,7 +81,7 @@ type MessageBindIdentitiesResult struct {
 
 // MessageCompleteParams finishes a message.
 type MessageCompleteParams struct {
-	Pipeline   string
+	Queue      string
 	ID         int64
 	State      relaytype.State // SUCCEEDED, SKIPPED or DEAD
 	ErrorClass relaytype.ErrorClass
@@ -95,7 +95,7 @@ type MessageCompleteParams struct {
 
 // MessageFailParams records a failed attempt.
 type MessageFailParams struct {
-	Pipeline      string
+	Queue         string
 	ID            int64
 	ErrorClass    relaytype.ErrorClass
 	LastError     string
@@ -106,7 +106,7 @@ type MessageFailParams struct {
 
 // MessageExhaustParams exhausts a FAILED message.
 type MessageExhaustParams struct {
-	Pipeline    string
+	Queue       string
 	ID          int64
 	MaxAttempts int
 	AckIntent   bool
@@ -115,7 +115,7 @@ type MessageExhaustParams struct {
 
 // MessageClaimParams leases ready messages.
 type MessageClaimParams struct {
-	Pipeline   string
+	Queue      string
 	PerKey     bool
 	Limit      int
 	Owner      string
@@ -131,7 +131,7 @@ type MessageClaimParams struct {
 
 // MessageLeaseRenewParams extends the leases of messages in flight.
 type MessageLeaseRenewParams struct {
-	Pipeline string
+	Queue string
 	// Owner is the lease owner whose leases are extended. Required.
 	Owner string
 	// IDs are the messages whose leases are extended.
@@ -149,20 +149,20 @@ type MessageLeaseRenewResult struct {
 
 // MessageLeaseReleaseParams names the leases to release.
 type MessageLeaseReleaseParams struct {
-	Pipeline string
+	Queue string
 	// Owner is the (dead) lease owner whose leases are cleared. Required.
 	Owner string
 }
 
 // MessageReplayParams selects messages to replay.
 type MessageReplayParams struct {
-	Pipeline string
-	Classes  []relaytype.ErrorClass // required; only these classes move
-	IDs      []int64                // optional filter
-	Now      time.Time
+	Queue   string
+	Classes []relaytype.ErrorClass // required; only these classes move
+	IDs     []int64                // optional filter
+	Now     time.Time
 }
 
-// MessageStats is a pipeline aggregate.
+// MessageStats is a queue aggregate.
 type MessageStats struct {
 	// Counts per state, ARCHIVED included under its own key.
 	Counts map[relaytype.State]int64

@@ -28,9 +28,9 @@ const (
 
 // Config configures an Intake. Zero values take the documented defaults.
 type Config struct {
-	// Pipeline names the queue the rows are enqueued into and the cursor row.
+	// Queue names the queue the rows are enqueued into and the cursor row.
 	// Required.
-	Pipeline string
+	Queue string
 	// BatchSize is the most rows one round reads. Default BatchSizeDefault.
 	BatchSize int
 	// MaxCommitDelay is how long a hole at W+1 may wait for its row to become
@@ -51,7 +51,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Notify, when set, is called after every round that committed (new rows,
 	// or a watermark or hole timer that moved), on the round's goroutine, so
-	// that the engine processing the pipeline in this process takes the new
+	// that the engine processing the queue in this process takes the new
 	// rows at once instead of at its next poll. Set it to the engine's
 	// (*relay.Engine).Notify; relayservice does. It must not block. nil: the
 	// engine finds the rows at its next poll.
@@ -75,8 +75,8 @@ func (c Config) withDefaults() Config {
 // validate names the first bad field.
 func (c *Config) validate() error {
 	switch {
-	case c.Pipeline == "":
-		return errors.New("relayintake: Config.Pipeline is required")
+	case c.Queue == "":
+		return errors.New("relayintake: Config.Queue is required")
 	case c.BatchSize < 0:
 		return fmt.Errorf("relayintake: Config.BatchSize %d is negative", c.BatchSize)
 	case c.MaxCommitDelay < 0:

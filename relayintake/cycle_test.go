@@ -88,7 +88,7 @@ func TestCursorReadOncePerRound(t *testing.T) {
 		// Another writer moves the cursor: the next saving round sees it in its
 		// transaction, saves nothing, and the round after reads afresh.
 		require.NoError(t, b.store.GetExecutor().CursorSave(b.ctx, &relaydriver.CursorSaveParams{
-			Pipeline: pipeline, Watermark: 5, Now: t0}))
+			Queue: queue, Watermark: 5, Now: t0}))
 		b.clock.Advance(delay)
 		_, err := in.RunOnce(b.ctx)
 		require.ErrorIs(t, err, relayintake.ErrCursorMoved)
@@ -131,7 +131,7 @@ func TestIntakeWakesEngine(t *testing.T) {
 	eachStore(t, func(t *testing.T, store storeFactory) {
 		b := setup(t, store)
 		done := make(chan int64, 10)
-		e, err := relay.NewEngine(b.store, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Watermarked: true,
+		e, err := relay.NewEngine(b.store, relay.Config{Queue: queue, Mode: relay.ModeFIFO, Watermarked: true,
 			PollInterval: time.Hour, Clock: b.clock, Logger: b.cfg.Logger,
 			Handler: relay.HandlerFunc(func(_ context.Context, _ relay.Tx, d *relay.Delivery) relay.Result {
 				done <- d.Message.ID

@@ -1,7 +1,7 @@
 // Package relayintake is the watermark intake of a sequence source: it reads a
 // foreign table whose rows carry increasing ids (a shared mailbox table, say)
-// past the watermark W and enqueues every row into a relay pipeline, advancing
-// W only over contiguous ids. Create an Intake with New, seed the pipeline once
+// past the watermark W and enqueues every row into a relay queue, advancing
+// W only over contiguous ids. Create an Intake with New, seed the queue once
 // with Intake.Seed, then run it with Intake.Run (or round by round with
 // Intake.RunOnce).
 //
@@ -31,12 +31,12 @@
 //   - Enqueue (insert if absent, with the source's id and received-at) and the
 //     cursor save are one transaction, so a crash between them is impossible.
 //   - Cutover seeding (min / zero / max / an id) is an explicit operator
-//     decision and is refused on a pipeline that already has a watermark or
+//     decision and is refused on a queue that already has a watermark or
 //     messages, so a restarted or upgraded instance is never re-seeded.
 //
 // The watermark is a single overwritten row and holes are timed in one place,
-// so one pipeline must have exactly one active Intake: run it under the
-// pipeline's lock (package relaylock, or relayservice which takes it for you).
+// so one queue must have exactly one active Intake: run it under the
+// queue's lock (package relaylock, or relayservice which takes it for you).
 // As a last line of defence a round refuses to save when the cursor changed
 // under it (ErrCursorMoved).
 package relayintake

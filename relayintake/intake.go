@@ -13,26 +13,26 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// ErrNotSeeded is returned when the pipeline has no cursor. Seeding is an
+// ErrNotSeeded is returned when the queue has no cursor. Seeding is an
 // explicit cutover decision (min, zero, max or an id; see Intake.Seed) and is
 // never made by default.
-var ErrNotSeeded = errors.New("relayintake: pipeline has no watermark; seed it explicitly first (cutover mode min, zero, max or an id)")
+var ErrNotSeeded = errors.New("relayintake: queue has no watermark; seed it explicitly first (cutover mode min, zero, max or an id)")
 
 // ErrCursorMoved is returned when the cursor changed between the start of a
-// round and its save: another intake is running on the same pipeline, which
-// must never happen (run the intake under the pipeline lock). Nothing of the
+// round and its save: another intake is running on the same queue, which
+// must never happen (run the intake under the queue lock). Nothing of the
 // round is saved.
-var ErrCursorMoved = errors.New("relayintake: cursor changed during the round; is another intake running on this pipeline?")
+var ErrCursorMoved = errors.New("relayintake: cursor changed during the round; is another intake running on this queue?")
 
 // rollbackTimeout bounds the rollback of a failed round, which runs even when
 // the round's ctx was cancelled.
 const rollbackTimeout = 5 * time.Second
 
-// Intake runs the watermark intake of one pipeline over one SequenceSource
+// Intake runs the watermark intake of one queue over one SequenceSource
 // (see the package doc for its rules). Rounds of one Intake are serialised; it
-// is safe for concurrent use, but a pipeline must have only one active Intake.
+// is safe for concurrent use, but a queue must have only one active Intake.
 //
-// Metrics, when Config.Registerer is set, all labelled pipeline:
+// Metrics, when Config.Registerer is set, all labelled queue:
 // relay_watermark_lag (gauge, source max id − W), relay_watermark (gauge, W),
 // relay_permanent_holes_total (counter of released ids),
 // relay_intake_rows_total (counter of enqueued rows) and
@@ -50,7 +50,7 @@ type Intake struct {
 	cur *relaytype.Cursor
 }
 
-// New returns an Intake for cfg.Pipeline. It validates cfg (the error names the
+// New returns an Intake for cfg.Queue. It validates cfg (the error names the
 // bad field) and registers the metrics; it does no I/O.
 func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) (*Intake, error) {
 	if driver == nil {
@@ -63,7 +63,7 @@ func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) 
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
+	m, err := newMetrics(cfg.Registerer, cfg.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -209,13 +209,13 @@ func (in *Intake) cursor(ctx context.Context) (*relaytype.Cursor, error) {
 	if in.cur != nil {
 		return in.cur, nil
 	}
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	cur, err := in.driver.GetExecutor().CursorGet(ctx, p)
 	if errors.Is(err, relaytype.ErrNotFound) {
-		return nil, fmt.Errorf("pipeline %q: %w", p, ErrNotSeeded)
+		return nil, fmt.Errorf("queue %q: %w", p, ErrNotSeeded)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("relayintake: pipeline %q: read cursor: %w", p, err)
+		return nil, fmt.Errorf("relayintake: queue %q: read cursor: %w", p, err)
 	}
 	in.cur = cur
 	return cur, nil
@@ -223,7 +223,7 @@ func (in *Intake) cursor(ctx context.Context) (*relaytype.Cursor, error) {
 
 // round runs one round; saved reports a committed save.
 func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err error) {
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	cur, err := in.cursor(ctx)
 	if err != nil {
 		return nil, false, err
@@ -234,10 +234,10 @@ func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err 
 	// messages": return before anything is written.
 	rows, err := in.src.ReadAfter(ctx, w, in.cfg.BatchSize)
 	if err != nil {
-		return nil, false, fmt.Errorf("relayintake: pipeline %q: read source after %d (watermark unchanged): %w", p, w, err)
+		return nil, false, fmt.Errorf("relayintake: queue %q: read source after %d (watermark unchanged): %w", p, w, err)
 	}
 	if err := checkBatch(rows, w, in.cfg.BatchSize); err != nil {
-		return nil, false, fmt.Errorf("relayintake: pipeline %q (watermark unchanged): %w", p, err)
+		return nil, false, fmt.Errorf("relayintake: queue %q (watermark unchanged): %w", p, err)
 	}
 
 	now := in.cfg.Clock.Now()
@@ -255,7 +255,7 @@ func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err 
 			return nil, false, err
 		}
 		saved = true
-		in.cur = &relaytype.Cursor{Pipeline: p, Watermark: d.watermark, HoleSince: d.holeSince,
+		in.cur = &relaytype.Cursor{Queue: p, Watermark: d.watermark, HoleSince: d.holeSince,
 			SeededAt: cur.SeededAt, SeedMode: cur.SeedMode, UpdatedAt: now}
 	}
 	in.observe(ctx, res, rows, cur.HoleSince, d, now)
@@ -265,37 +265,37 @@ func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err 
 // save writes the round: the inserts, the permanent hole's log rows
 // and the cursor in one transaction. It returns how many messages were new.
 func (in *Intake) save(ctx context.Context, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	tx, err := in.driver.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("relayintake: pipeline %q: begin: %w", p, err)
+		return 0, fmt.Errorf("relayintake: queue %q: begin: %w", p, err)
 	}
 	inserted, err := in.saveTx(ctx, tx, cur, rows, d, now)
 	if err == nil {
 		if err = tx.Commit(ctx); err == nil {
 			return inserted, nil
 		}
-		err = fmt.Errorf("relayintake: pipeline %q: commit: %w", p, err)
+		err = fmt.Errorf("relayintake: queue %q: commit: %w", p, err)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
 	if rerr := tx.Rollback(rctx); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("relayintake: pipeline %q: rollback: %w", p, rerr))
+		err = errors.Join(err, fmt.Errorf("relayintake: queue %q: rollback: %w", p, rerr))
 	}
 	return 0, err
 }
 
 func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *relaytype.Cursor, rows []relaysource.Row, d decision, now time.Time) (int, error) {
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	// The cursor is a single overwritten row; refuse to overwrite a value
 	// another writer saved since this round took it (that could move W back).
 	// This is the round's one read of the cursor when it started from the cache.
 	again, err := tx.CursorGet(ctx, p)
 	if err != nil {
-		return 0, fmt.Errorf("relayintake: pipeline %q: re-read cursor: %w", p, err)
+		return 0, fmt.Errorf("relayintake: queue %q: re-read cursor: %w", p, err)
 	}
 	if again.Watermark != cur.Watermark {
-		return 0, fmt.Errorf("pipeline %q: watermark %d became %d: %w", p, cur.Watermark, again.Watermark, ErrCursorMoved)
+		return 0, fmt.Errorf("queue %q: watermark %d became %d: %w", p, cur.Watermark, again.Watermark, ErrCursorMoved)
 	}
 
 	inserted := 0
@@ -308,13 +308,13 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 		// Engine.EnqueueTx does, with the source's id and received-at.
 		params, err := relay.InsertParams(p, now, eps...)
 		if err != nil {
-			return 0, fmt.Errorf("relayintake: pipeline %q: %w", p, err)
+			return 0, fmt.Errorf("relayintake: queue %q: %w", p, err)
 		}
 		// Insert if absent. A row already present (a re-scan, or a row another
 		// writer enqueued above W) is neither counted nor an error.
 		res, err := tx.MessageInsertMany(ctx, params)
 		if err != nil {
-			return 0, fmt.Errorf("relayintake: pipeline %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
+			return 0, fmt.Errorf("relayintake: queue %q: enqueue ids %d..%d: %w", p, rows[0].ID, rows[len(rows)-1].ID, err)
 		}
 		inserted = res.Inserted
 	}
@@ -322,20 +322,20 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 		// A permanent hole is logged durably, in the same transaction that
 		// moves W past it, so no id is passed without a record.
 		for id := d.holeFirst; id <= d.holeLast; id++ {
-			hole := &relaytype.Hole{Pipeline: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
+			hole := &relaytype.Hole{Queue: p, ID: id, FirstSeenAt: d.firstSeen, ReleasedAt: now}
 			if err := tx.HoleInsert(ctx, hole); err != nil {
-				return 0, fmt.Errorf("relayintake: pipeline %q: log permanent hole %d: %w", p, id, err)
+				return 0, fmt.Errorf("relayintake: queue %q: log permanent hole %d: %w", p, id, err)
 			}
 		}
 	}
 	err = tx.CursorSave(ctx, &relaydriver.CursorSaveParams{
-		Pipeline:  p,
+		Queue:     p,
 		Watermark: d.watermark,
 		HoleSince: d.holeSince,
 		Now:       now,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("relayintake: pipeline %q: save cursor W=%d: %w", p, d.watermark, err)
+		return 0, fmt.Errorf("relayintake: queue %q: save cursor W=%d: %w", p, d.watermark, err)
 	}
 	return inserted, nil
 }
@@ -344,7 +344,7 @@ func (in *Intake) saveTx(ctx context.Context, tx relaydriver.ExecutorTx, cur *re
 // source's bounds only when the batch was full: otherwise the batch itself holds
 // every visible id above the old W, so its last id is the source max.
 func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysource.Row, oldHoleSince time.Time, d decision, now time.Time) {
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	log := in.cfg.Logger
 	in.m.rows.Add(float64(res.Enqueued))
 	in.m.watermark.Set(float64(res.Watermark))
@@ -353,17 +353,17 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 		n := d.holeLast - d.holeFirst + 1
 		in.m.holes.Add(float64(n))
 		log.WarnContext(ctx, "intake: permanent hole released",
-			"pipeline", p, "hole_first", d.holeFirst, "hole_last", d.holeLast, "ids", n,
+			"queue", p, "hole_first", d.holeFirst, "hole_last", d.holeLast, "ids", n,
 			"first_seen_at", d.firstSeen, "waited", now.Sub(d.firstSeen),
 			"watermark", res.Watermark)
 	} else if res.HoleAt != 0 && !res.HoleSince.Equal(oldHoleSince) {
 		log.InfoContext(ctx, "intake: hole observed; waiting for it to commit or age out",
-			"pipeline", p, "hole_first", d.holeFirst, "hole_last", d.holeLast,
+			"queue", p, "hole_first", d.holeFirst, "hole_last", d.holeLast,
 			"hole_since", res.HoleSince, "max_commit_delay", in.cfg.MaxCommitDelay, "watermark", res.Watermark)
 	}
 	if res.Watermark != res.PreviousWatermark {
 		log.DebugContext(ctx, "intake: watermark advanced",
-			"pipeline", p, "watermark", res.Watermark, "previous", res.PreviousWatermark,
+			"queue", p, "watermark", res.Watermark, "previous", res.PreviousWatermark,
 			"rows_read", res.Read, "enqueued", res.Enqueued)
 	}
 
@@ -377,7 +377,7 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 		_, hi, ok, err := in.src.Bounds(ctx)
 		if err != nil {
 			in.m.errors.Inc()
-			log.WarnContext(ctx, "intake: read source bounds for the lag metric", "pipeline", p, "err", err)
+			log.WarnContext(ctx, "intake: read source bounds for the lag metric", "queue", p, "err", err)
 			return
 		}
 		if ok {
@@ -393,11 +393,11 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 // once; otherwise it waits PollInterval on the configured clock. A failed round
 // is logged (never with payloads) and retried after PollInterval: an unreadable
 // source only delays intake, it never moves W. Run returns
-// ErrNotSeeded at once when the pipeline has no cursor: seeding is the operator's
+// ErrNotSeeded at once when the queue has no cursor: seeding is the operator's
 // decision.
 func (in *Intake) Run(ctx context.Context) error {
 	in.mu.Lock()
-	in.cur = nil // another instance may have run the pipeline since the last round
+	in.cur = nil // another instance may have run the queue since the last round
 	in.mu.Unlock()
 	for {
 		res, err := in.RunOnce(ctx)
@@ -409,7 +409,7 @@ func (in *Intake) Run(ctx context.Context) error {
 			return err
 		case err != nil:
 			in.cfg.Logger.ErrorContext(ctx, "intake: round failed; watermark unchanged, retrying after the poll interval",
-				"pipeline", in.cfg.Pipeline, "poll_interval", in.cfg.PollInterval, "err", err)
+				"queue", in.cfg.Queue, "poll_interval", in.cfg.PollInterval, "err", err)
 		case res.More:
 			continue
 		}
@@ -423,7 +423,7 @@ func (in *Intake) Run(ctx context.Context) error {
 
 // Stats is a snapshot of an intake's progress, read from the store.
 type Stats struct {
-	// Cursor is the pipeline's watermark row; nil before the pipeline was
+	// Cursor is the queue's watermark row; nil before the queue was
 	// seeded.
 	Cursor *relaytype.Cursor
 	// PermanentHoles counts the ids released as permanent holes (skipped
@@ -438,7 +438,7 @@ type Stats struct {
 // number of permanent holes. It does not run a round, takes no lock and is
 // safe to call while Run runs (from any instance). ctx governs the reads.
 func (in *Intake) Stats(ctx context.Context) (*Stats, error) {
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 	ex := in.driver.GetExecutor()
 	st := &Stats{}
 	cur, err := ex.CursorGet(ctx, p)

@@ -36,7 +36,7 @@ func TestContiguousAdvance(t *testing.T) {
 		require.Equal(t, int64(5), c.Watermark)
 		require.True(t, c.HoleSince.IsZero())
 
-		m, err := b.store.GetExecutor().MessageGet(b.ctx, pipeline, 2)
+		m, err := b.store.GetExecutor().MessageGet(b.ctx, queue, 2)
 		require.NoError(t, err)
 		require.Equal(t, relaytype.StatePending, m.State)
 		require.Equal(t, "FL2", m.Key)
@@ -104,7 +104,7 @@ func TestYoungHoleBlocks(t *testing.T) {
 		requireTime(t, t0, res.HoleSince, "timed from the first observation")
 		requireTime(t, t0, b.cursor().HoleSince)
 		require.Equal(t, []int64{1, 2}, b.messageIDs(), "rows after a young hole are never enqueued")
-		_, err := b.store.GetExecutor().MessageGet(b.ctx, pipeline, 4)
+		_, err := b.store.GetExecutor().MessageGet(b.ctx, queue, 4)
 		require.ErrorIs(t, err, relaytype.ErrNotFound)
 		require.Empty(t, b.holes())
 
@@ -308,8 +308,8 @@ func TestInsertIfAbsent(t *testing.T) {
 		b := setup(t, store)
 		b.seed(relayintake.SeedZero)
 		compat, err := b.store.GetExecutor().MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-			{Pipeline: pipeline, ID: 2, Payload: []byte("from compat"), Now: t0},
-			{Pipeline: pipeline, ID: 7, Payload: []byte("from compat"), Now: t0},
+			{Queue: queue, ID: 2, Payload: []byte("from compat"), Now: t0},
+			{Queue: queue, ID: 7, Payload: []byte("from compat"), Now: t0},
 		})
 		require.NoError(t, err)
 		require.Equal(t, 2, compat.Inserted)
@@ -318,7 +318,7 @@ func TestInsertIfAbsent(t *testing.T) {
 		res := b.round()
 		require.Equal(t, int64(5), res.Watermark)
 		require.Equal(t, 4, res.Enqueued, "the row already present is not counted")
-		m, err := b.store.GetExecutor().MessageGet(b.ctx, pipeline, 2)
+		m, err := b.store.GetExecutor().MessageGet(b.ctx, queue, 2)
 		require.NoError(t, err)
 		require.Equal(t, []byte("from compat"), m.Payload, "the existing message is untouched")
 
@@ -395,9 +395,9 @@ func TestNotSeeded(t *testing.T) {
 	b.insert(1, 2)
 	_, err := b.in.RunOnce(b.ctx)
 	require.ErrorIs(t, err, relayintake.ErrNotSeeded)
-	require.ErrorContains(t, err, pipeline)
+	require.ErrorContains(t, err, queue)
 	require.ErrorIs(t, b.in.Run(b.ctx), relayintake.ErrNotSeeded, "Run stops: seeding is the operator's decision")
-	_, err = b.store.GetExecutor().CursorGet(b.ctx, pipeline)
+	_, err = b.store.GetExecutor().CursorGet(b.ctx, queue)
 	require.ErrorIs(t, err, relaytype.ErrNotFound, "no cursor is created implicitly")
 	require.Empty(t, b.messageIDs())
 }
@@ -456,11 +456,11 @@ func TestSeedEmptySourceAndRefusals(t *testing.T) {
 
 		// An upgraded instance (messages but no cursor) is never seeded.
 		b := setup(t, store)
-		_, err := b.store.GetExecutor().MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: pipeline, ID: 3, Now: t0}})
+		_, err := b.store.GetExecutor().MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: queue, ID: 3, Now: t0}})
 		require.NoError(t, err)
 		_, err = b.in.Seed(b.ctx, "zero")
 		require.ErrorIs(t, err, relaytype.ErrSeedRefused)
-		_, err = b.store.GetExecutor().CursorGet(b.ctx, pipeline)
+		_, err = b.store.GetExecutor().CursorGet(b.ctx, queue)
 		require.ErrorIs(t, err, relaytype.ErrNotFound)
 
 		// Bad modes are refused before anything is stored.
@@ -469,7 +469,7 @@ func TestSeedEmptySourceAndRefusals(t *testing.T) {
 			_, err := b.in.Seed(b.ctx, mode)
 			require.ErrorContains(t, err, "not min, zero, max", "mode %q", mode)
 		}
-		_, err = b.store.GetExecutor().CursorGet(b.ctx, pipeline)
+		_, err = b.store.GetExecutor().CursorGet(b.ctx, queue)
 		require.ErrorIs(t, err, relaytype.ErrNotFound)
 
 		// An unreadable source cannot seed min/max.
@@ -477,7 +477,7 @@ func TestSeedEmptySourceAndRefusals(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.in.Seed(b.ctx, "max")
 		require.Error(t, err)
-		_, err = b.store.GetExecutor().CursorGet(b.ctx, pipeline)
+		_, err = b.store.GetExecutor().CursorGet(b.ctx, queue)
 		require.ErrorIs(t, err, relaytype.ErrNotFound)
 	})
 }
@@ -521,7 +521,7 @@ func TestCursorMovedDuringRound(t *testing.T) {
 		src := &funcSource{readAfter: func(ctx context.Context, after int64, limit int) ([]relaysource.Row, error) {
 			rows, err := b.src.ReadAfter(ctx, after, limit)
 			// Another (forbidden) instance saves W=4 while this round reads.
-			require.NoError(t, other.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: pipeline, Watermark: 4, Now: t0}))
+			require.NoError(t, other.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: queue, Watermark: 4, Now: t0}))
 			return rows, err
 		}}
 		_, err := b.newIntake(b.store, src).RunOnce(b.ctx)
@@ -560,21 +560,21 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 0.0, metricValue(t, b, "relay_watermark_lag"))
 	require.Equal(t, 0.0, metricValue(t, b, "relay_intake_errors_total"))
 
-	// A second pipeline and a restarted intake share the registry.
+	// A second queue and a restarted intake share the registry.
 	cfg := b.cfg
-	cfg.Pipeline = "other"
+	cfg.Queue = "other"
 	_, err := relayintake.New(b.store, b.src, cfg)
 	require.NoError(t, err)
 	b.newIntake(b.store, b.src)
 	require.Equal(t, 2, seriesCount(t, b, "relay_watermark"))
 
-	// Only the pipeline label: no ids, no payloads.
+	// Only the queue label: no ids, no payloads.
 	families, err := b.reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			require.Len(t, m.GetLabel(), 1, f.GetName())
-			require.Equal(t, "pipeline", m.GetLabel()[0].GetName())
+			require.Equal(t, "queue", m.GetLabel()[0].GetName())
 		}
 	}
 
@@ -586,7 +586,7 @@ func TestMetrics(t *testing.T) {
 	require.ErrorIs(t, err, relayintake.ErrNotSeeded)
 }
 
-// metricValue reads the bundle pipeline's series of a gauge or counter.
+// metricValue reads the bundle queue's series of a gauge or counter.
 func metricValue(t *testing.T, b *bundle, name string) float64 {
 	t.Helper()
 	families, err := b.reg.Gather()
@@ -596,7 +596,7 @@ func metricValue(t *testing.T, b *bundle, name string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() != pipeline {
+			if m.GetLabel()[0].GetValue() != queue {
 				continue
 			}
 			if g := m.GetGauge(); g != nil {
@@ -605,7 +605,7 @@ func metricValue(t *testing.T, b *bundle, name string) float64 {
 			return m.GetCounter().GetValue()
 		}
 	}
-	t.Fatalf("metric %s{pipeline=%q} not found", name, pipeline)
+	t.Fatalf("metric %s{queue=%q} not found", name, queue)
 	return 0
 }
 
@@ -626,7 +626,7 @@ func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sqliteStore)
 	for field, mutate := range map[string]func(*relayintake.Config){
-		"Pipeline":       func(c *relayintake.Config) { c.Pipeline = "" },
+		"Queue":          func(c *relayintake.Config) { c.Queue = "" },
 		"BatchSize":      func(c *relayintake.Config) { c.BatchSize = -1 },
 		"MaxCommitDelay": func(c *relayintake.Config) { c.MaxCommitDelay = -time.Second },
 		"PollInterval":   func(c *relayintake.Config) { c.PollInterval = -time.Second },
@@ -641,6 +641,6 @@ func TestConfigValidation(t *testing.T) {
 	_, err = relayintake.New(b.store, nil, b.cfg)
 	require.Error(t, err)
 	// Defaults fill every zero field.
-	_, err = must(relayintake.New(b.store, b.src, relayintake.Config{Pipeline: "p"})).RunOnce(b.ctx)
+	_, err = must(relayintake.New(b.store, b.src, relayintake.Config{Queue: "p"})).RunOnce(b.ctx)
 	require.True(t, errors.Is(err, relayintake.ErrNotSeeded))
 }

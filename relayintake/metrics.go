@@ -6,7 +6,7 @@ import (
 	"github.com/relayhq/relay/internal/metric"
 )
 
-// metrics holds one pipeline's series. Without a Registerer the collectors exist
+// metrics holds one queue's series. Without a Registerer the collectors exist
 // but are not registered, so the code never checks for nil.
 type metrics struct {
 	lag       prometheus.Gauge
@@ -16,7 +16,7 @@ type metrics struct {
 	errors    prometheus.Counter
 }
 
-// Metric names. The only label is pipeline, a small configured set.
+// Metric names. The only label is queue, a small configured set.
 const (
 	metricLag       = "relay_watermark_lag"
 	metricWatermark = "relay_watermark"
@@ -25,47 +25,47 @@ const (
 	metricErrors    = "relay_intake_errors_total"
 )
 
-func newMetrics(reg prometheus.Registerer, pipeline string) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, queue string) (*metrics, error) {
 	lag, err := metric.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricLag,
 		Help: "Source max id minus the intake watermark W, updated each round.",
-	}, []string{"pipeline"}))
+	}, []string{"queue"}))
 	if err != nil {
 		return nil, err
 	}
 	wm, err := metric.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricWatermark,
 		Help: "The intake watermark W: every source id up to it is persisted or a logged permanent hole.",
-	}, []string{"pipeline"}))
+	}, []string{"queue"}))
 	if err != nil {
 		return nil, err
 	}
 	holes, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricHoles,
 		Help: "Source ids released as permanent holes after the max commit delay.",
-	}, []string{"pipeline"}))
+	}, []string{"queue"}))
 	if err != nil {
 		return nil, err
 	}
 	rows, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricRows,
 		Help: "Source rows enqueued as new messages by the intake (rows already present are not counted).",
-	}, []string{"pipeline"}))
+	}, []string{"queue"}))
 	if err != nil {
 		return nil, err
 	}
 	errs, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricErrors,
 		Help: "Intake rounds that failed (source unreadable, store failure); the watermark did not move.",
-	}, []string{"pipeline"}))
+	}, []string{"queue"}))
 	if err != nil {
 		return nil, err
 	}
 	return &metrics{
-		lag:       lag.WithLabelValues(pipeline),
-		watermark: wm.WithLabelValues(pipeline),
-		holes:     holes.WithLabelValues(pipeline),
-		rows:      rows.WithLabelValues(pipeline),
-		errors:    errs.WithLabelValues(pipeline),
+		lag:       lag.WithLabelValues(queue),
+		watermark: wm.WithLabelValues(queue),
+		holes:     holes.WithLabelValues(queue),
+		rows:      rows.WithLabelValues(queue),
+		errors:    errs.WithLabelValues(queue),
 	}, nil
 }

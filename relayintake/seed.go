@@ -20,17 +20,17 @@ const (
 	seedID = "id"
 )
 
-// Seed stores the pipeline's first watermark. Seeding is the
+// Seed stores the queue's first watermark. Seeding is the
 // operator's cutover decision, never a default: mode is "min", "zero", "max" or a
 // decimal id ≥ 0 (W = that id). The watermark, the mode and SeededAt are stored
 // in one statement (CursorSeed), which refuses with relaytype.ErrSeedRefused when
-// the pipeline already has a cursor or any message — an upgraded instance is
+// the queue already has a cursor or any message — an upgraded instance is
 // never re-seeded. It returns the seeded W. ctx governs the source and store
 // calls.
 func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	p := in.cfg.Pipeline
+	p := in.cfg.Queue
 
 	var w int64
 	recorded := mode
@@ -39,7 +39,7 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	case SeedMin, SeedMax:
 		lo, hi, ok, err := in.src.Bounds(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("relayintake: seed pipeline %q mode %s: read source bounds: %w", p, mode, err)
+			return 0, fmt.Errorf("relayintake: seed queue %q mode %s: read source bounds: %w", p, mode, err)
 		}
 		if ok && mode == SeedMin {
 			w = lo - 1
@@ -49,22 +49,22 @@ func (in *Intake) Seed(ctx context.Context, mode string) (int64, error) {
 	default:
 		id, err := strconv.ParseInt(mode, 10, 64)
 		if err != nil || id < 0 {
-			return 0, fmt.Errorf("relayintake: seed pipeline %q: mode %q is not min, zero, max or a decimal id ≥ 0", p, mode)
+			return 0, fmt.Errorf("relayintake: seed queue %q: mode %q is not min, zero, max or a decimal id ≥ 0", p, mode)
 		}
 		w, recorded = id, seedID
 	}
 
 	err := in.driver.GetExecutor().CursorSeed(ctx, &relaydriver.CursorSeedParams{
-		Pipeline:  p,
+		Queue:     p,
 		Watermark: w,
 		Mode:      recorded,
 		Now:       in.cfg.Clock.Now(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("relayintake: seed pipeline %q mode %s W=%d: %w", p, mode, w, err)
+		return 0, fmt.Errorf("relayintake: seed queue %q mode %s W=%d: %w", p, mode, w, err)
 	}
 	in.cur = nil // the next round reads what was stored
 	in.m.watermark.Set(float64(w))
-	in.cfg.Logger.InfoContext(ctx, "intake: watermark seeded", "pipeline", p, "mode", recorded, "watermark", w)
+	in.cfg.Logger.InfoContext(ctx, "intake: watermark seeded", "queue", p, "mode", recorded, "watermark", w)
 	return w, nil
 }

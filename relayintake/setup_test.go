@@ -27,8 +27,8 @@ import (
 )
 
 const (
-	pipeline = "inbox"
-	delay    = time.Minute
+	queue = "inbox"
+	delay = time.Minute
 )
 
 var t0 = time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -110,7 +110,7 @@ func setup(t *testing.T, store storeFactory, mutate ...func(*relayintake.Config)
 	})
 	require.NoError(t, err)
 	b.cfg = relayintake.Config{
-		Pipeline:       pipeline,
+		Queue:          queue,
 		MaxCommitDelay: delay,
 		PollInterval:   time.Second,
 		Clock:          b.clock,
@@ -162,15 +162,15 @@ func (b *bundle) round() *relayintake.RoundResult {
 
 func (b *bundle) cursor() *relaytype.Cursor {
 	b.t.Helper()
-	c, err := b.store.GetExecutor().CursorGet(b.ctx, pipeline)
+	c, err := b.store.GetExecutor().CursorGet(b.ctx, queue)
 	require.NoError(b.t, err)
 	return c
 }
 
-// messageIDs lists every message id of the pipeline (all are PENDING here).
+// messageIDs lists every message id of the queue (all are PENDING here).
 func (b *bundle) messageIDs() []int64 {
 	b.t.Helper()
-	msgs, err := b.store.GetExecutor().MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: pipeline, Limit: 10000})
+	msgs, err := b.store.GetExecutor().MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Queue: queue, Limit: 10000})
 	require.NoError(b.t, err)
 	ids := []int64{}
 	for _, m := range msgs {
@@ -181,7 +181,7 @@ func (b *bundle) messageIDs() []int64 {
 
 func (b *bundle) holes() []*relaytype.Hole {
 	b.t.Helper()
-	h, err := b.store.GetExecutor().HoleList(b.ctx, pipeline)
+	h, err := b.store.GetExecutor().HoleList(b.ctx, queue)
 	require.NoError(b.t, err)
 	return h
 }

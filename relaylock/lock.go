@@ -1,7 +1,7 @@
-// Package relaylock keeps one instance active per pipeline: a process runs a
-// pipeline's singleton parts (the watermark intake, whose cursor is a single
+// Package relaylock keeps one instance active per queue: a process runs a
+// queue's singleton parts (the watermark intake, whose cursor is a single
 // overwritten row with holes timed in one place, and the global FIFO pump)
-// only while it holds the pipeline's lock in the store. A second instance
+// only while it holds the queue's lock in the store. A second instance
 // waits for the lock instead of corrupting the watermark, and takes over when
 // the holder stops or dies: PostgreSQL frees its session advisory lock with
 // the dead session at once; a SQLite lease row expires after its TTL.
@@ -37,7 +37,7 @@ var ErrLost = errors.New("relaylock: lock lost; stopped so another instance can 
 
 // Params configure Run. Zero values take the documented defaults.
 type Params struct {
-	// Name is the lock name, e.g. "pipeline:<name>". Required.
+	// Name is the lock name, e.g. "pipeline:<queue>". Required.
 	Name string
 	// Owner names this process in lease rows and logs. Required.
 	Owner string

@@ -40,7 +40,7 @@ func TestRunWaitsThenTakesOver(t *testing.T) {
 	aRunning := make(chan struct{})
 	aDone := make(chan error, 1)
 	go func() {
-		aDone <- relaylock.Run(aCtx, d, relaylock.Params{Name: "pipeline:p", Owner: "A", TTL: 30 * time.Second, Clock: clock},
+		aDone <- relaylock.Run(aCtx, d, relaylock.Params{Name: "queue:p", Owner: "A", TTL: 30 * time.Second, Clock: clock},
 			func(ctx context.Context) error { close(aRunning); <-ctx.Done(); return nil })
 	}()
 	<-aRunning
@@ -51,7 +51,7 @@ func TestRunWaitsThenTakesOver(t *testing.T) {
 	defer stopB()
 	bDone := make(chan error, 1)
 	go func() {
-		bDone <- relaylock.Run(bCtx, d, relaylock.Params{Name: "pipeline:p", Owner: "B", TTL: 30 * time.Second,
+		bDone <- relaylock.Run(bCtx, d, relaylock.Params{Name: "queue:p", Owner: "B", TTL: 30 * time.Second,
 			RetryEvery: time.Second, Clock: clock, OnWaiting: func() { close(waiting) }},
 			func(ctx context.Context) error { close(bRunning); <-ctx.Done(); return nil })
 	}()
@@ -91,12 +91,12 @@ func TestRunStopsWhenLockLost(t *testing.T) {
 	running := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- relaylock.Run(ctx, d, relaylock.Params{Name: "pipeline:p", Owner: "A", TTL: ttl, Clock: clock},
+		done <- relaylock.Run(ctx, d, relaylock.Params{Name: "queue:p", Owner: "A", TTL: ttl, Clock: clock},
 			func(ctx context.Context) error { close(running); <-ctx.Done(); return ctx.Err() })
 	}()
 	<-running
 	// A stalled past its lease (no renewal yet); C takes the expired lease.
-	lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: "pipeline:p", Owner: "C", TTL: ttl, Now: start.Add(ttl + time.Second)})
+	lock, err := d.TryLock(ctx, &relaydriver.LockParams{Name: "queue:p", Owner: "C", TTL: ttl, Now: start.Add(ttl + time.Second)})
 	require.NoError(t, err)
 	defer lock.Release(ctx)
 	// A's next renewal finds the lease gone.

@@ -105,8 +105,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestSecondInstanceWaits runs two real `relay serve` processes on one
-// PostgreSQL store and pipeline: the
-// second waits for the pipeline lock while the first runs, never takes a
+// PostgreSQL store and queue: the
+// second waits for the queue lock while the first runs, never takes a
 // message or moves the watermark, and takes over within moments when the first
 // is killed with SIGKILL in the middle of a stream of rows. Every row is then
 // applied exactly once, in order per key.
@@ -128,7 +128,7 @@ func TestSecondInstanceWaits(t *testing.T) {
 	require.NoError(t, err)
 	writeRows(t, src, 1, 200)
 
-	common := []string{"serve", "--store", storeURL, "--pipeline", "px", "--source-driver", "sqlite",
+	common := []string{"serve", "--store", storeURL, "--queue", "px", "--source-driver", "sqlite",
 		"--source-dsn", srcPath, "--poll", "50ms", "--log-level", "info"}
 	succeeded := func() int64 {
 		st, err := store.GetExecutor().MessageStats(ctx, "px")
@@ -168,9 +168,9 @@ func TestSecondInstanceWaits(t *testing.T) {
 	require.Equal(t, int64(total), cur.Watermark)
 	var applied, keys int64
 	require.NoError(t, store.GetExecutor().QueryRow(ctx,
-		`SELECT COALESCE(SUM(messages), 0), COUNT(*) FROM demo_projection WHERE pipeline = $1`, "px").Scan(&applied, &keys))
+		`SELECT COALESCE(SUM(messages), 0), COUNT(*) FROM demo_projection WHERE queue = $1`, "px").Scan(&applied, &keys))
 	require.Equal(t, int64(total), applied, "each row applied exactly once across the two instances and the crash")
-	rows, err := store.GetExecutor().Query(ctx, `SELECT key, last_msg_id FROM demo_projection WHERE pipeline = $1`, "px")
+	rows, err := store.GetExecutor().Query(ctx, `SELECT key, last_msg_id FROM demo_projection WHERE queue = $1`, "px")
 	require.NoError(t, err)
 	for rows.Next() {
 		var key string
@@ -194,9 +194,9 @@ func TestSecondInstanceWaits(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
-	for _, want := range []string{`relay_backlog_messages{pipeline="px"} 0`, fmt.Sprintf(`relay_watermark{pipeline="px"} %d`, total),
-		`relay_watermark_lag{pipeline="px"} 0`, `relay_permanent_holes_total{pipeline="px"} 0`,
-		`relay_backlog_oldest_unprocessed_seconds{pipeline="px"}`} {
+	for _, want := range []string{`relay_backlog_messages{queue="px"} 0`, fmt.Sprintf(`relay_watermark{queue="px"} %d`, total),
+		`relay_watermark_lag{queue="px"} 0`, `relay_permanent_holes_total{queue="px"} 0`,
+		`relay_backlog_oldest_unprocessed_seconds{queue="px"}`} {
 		require.Contains(t, string(body), want)
 	}
 

@@ -94,7 +94,7 @@ func newTestService(t *testing.T, j *journal, intake *loopPart, jobs []*loopPart
 	t.Cleanup(func() { _ = d.Close() })
 	_, err = relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
 	require.NoError(t, err)
-	e, err := relay.NewEngine(d, relay.Config{Pipeline: "order", Logger: slog.New(slog.DiscardHandler),
+	e, err := relay.NewEngine(d, relay.Config{Queue: "order", Logger: slog.New(slog.DiscardHandler),
 		Handler: relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result { return relay.Succeeded() })})
 	require.NoError(t, err)
 	cfg := Config{Driver: d, Engine: e, Logger: slog.New(slog.DiscardHandler), StopTimeout: 5 * time.Second}
@@ -150,11 +150,11 @@ func TestPartsOrder(t *testing.T) {
 		cfg.Dispatchers = append(cfg.Dispatchers, x)
 	}
 	var err error
-	cfg.AckWriter, err = relay.NewAckWriter(d, noSource{}, relay.AckConfig{Pipeline: e.Pipeline(), Gate: e.Gate(), R: time.Hour})
+	cfg.AckWriter, err = relay.NewAckWriter(d, noSource{}, relay.AckConfig{Queue: e.Queue(), Gate: e.Gate(), R: time.Hour})
 	require.NoError(t, err)
 	cfg.Retention, err = relay.NewRetention(d, relay.RetentionConfig{Targets: []string{"a", "b"}})
 	require.NoError(t, err)
-	cfg.Archiver, err = relay.NewArchiver(d, relay.ArchiverConfig{Pipeline: e.Pipeline()})
+	cfg.Archiver, err = relay.NewArchiver(d, relay.ArchiverConfig{Queue: e.Queue()})
 	require.NoError(t, err)
 	require.Equal(t, []string{"engine", "dispatcher a", "dispatcher b", "ack writer", "retention", "archiver"},
 		partNames(partsOf(cfg)))

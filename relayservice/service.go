@@ -38,7 +38,7 @@ type Notifier interface {
 // Config configures a Service. Driver and Engine are required; every other
 // part is optional. Zero values take the documented defaults.
 type Config struct {
-	// Name is the pipeline lock's name. Default "pipeline:" + Engine.Pipeline().
+	// Name is the pipeline lock's name. Default "pipeline:" + Engine.Queue().
 	Name string
 	// Owner names this instance in the lock (lease rows) and logs. Default
 	// Engine.InstanceID().
@@ -129,7 +129,7 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("relayservice: Config.Jobs[%d] is nil", i)
 		}
 	}
-	cfg.Name = cmp.Or(cfg.Name, "pipeline:"+cfg.Engine.Pipeline())
+	cfg.Name = cmp.Or(cfg.Name, "pipeline:"+cfg.Engine.Queue())
 	cfg.Owner = cmp.Or(cfg.Owner, cfg.Engine.InstanceID())
 	cfg.LockTTL = cmp.Or(cfg.LockTTL, relaylock.TTLDefault)
 	cfg.LockRetryEvery = cmp.Or(cfg.LockRetryEvery, relaylock.RetryEveryDefault)
@@ -337,12 +337,12 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		}
 		st.Cursor = st.Intake.Cursor
 	} else if s.cfg.Intake != nil {
-		st.Cursor, err = ex.CursorGet(ctx, s.cfg.Engine.Pipeline())
+		st.Cursor, err = ex.CursorGet(ctx, s.cfg.Engine.Queue())
 		if errors.Is(err, relaytype.ErrNotFound) {
 			st.Cursor, err = nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("relayservice: cursor of %q: %w", s.cfg.Engine.Pipeline(), err)
+			return nil, fmt.Errorf("relayservice: cursor of %q: %w", s.cfg.Engine.Queue(), err)
 		}
 	}
 	if s.cfg.AckWriter != nil {

@@ -109,10 +109,10 @@ func (w *world) instance(name string, mutate ...func(*relayservice.Config)) *ins
 	log := slog.New(slog.NewTextHandler(in.logs, nil))
 	clock := relayclock.NewFake(t0)
 	var err error
-	in.intake, err = relayintake.New(in.store, w.src, relayintake.Config{Pipeline: pipeline, PollInterval: time.Hour,
+	in.intake, err = relayintake.New(in.store, w.src, relayintake.Config{Queue: pipeline, PollInterval: time.Hour,
 		Clock: clock, Logger: log})
 	require.NoError(w.t, err)
-	in.engine, err = relay.NewEngine(in.store, relay.Config{Pipeline: pipeline, Mode: relay.ModeFIFO, Watermarked: true,
+	in.engine, err = relay.NewEngine(in.store, relay.Config{Queue: pipeline, Mode: relay.ModeFIFO, Watermarked: true,
 		PollInterval: time.Hour, Clock: clock, Logger: log, InstanceID: name,
 		Handler: relay.HandlerFunc(func(_ context.Context, _ relay.Tx, d *relay.Delivery) relay.Result {
 			if in.onHandle != nil {
@@ -237,7 +237,7 @@ func TestSharedRunsSeveralInstances(t *testing.T) {
 	by := map[string]int{}
 	newSvc := func(name string) (*relayservice.Service, *relay.Engine) {
 		store := testdb.PGDriverAt(t, dsn)
-		e, err := relay.NewEngine(store, relay.Config{Pipeline: pipeline, Mode: relay.ModePerKey, InstanceID: name,
+		e, err := relay.NewEngine(store, relay.Config{Queue: pipeline, Mode: relay.ModePerKey, InstanceID: name,
 			PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 			Handler: relay.HandlerFunc(func(context.Context, relay.Tx, *relay.Delivery) relay.Result {
 				mu.Lock()

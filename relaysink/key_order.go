@@ -18,7 +18,7 @@ import (
 // from its first unconfirmed event. Confirming an event behind an
 // unconfirmed predecessor would mark it SENT ahead of that predecessor, and
 // the key's order would be lost. A sink often cannot prevent such a
-// confirmation (Redis runs every command of a pipeline; a broker may store a
+// confirmation (Redis runs every command of a queue; a broker may store a
 // later, smaller message after rejecting an earlier one), so it reports the
 // event unconfirmed instead: the dispatcher then sends it again after its
 // predecessor. A consumer that dedupes by the event ID and accepts only each

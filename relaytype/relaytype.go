@@ -96,8 +96,8 @@ type Clock interface {
 // Message is one row of the durable inbox (seed 000 §1.2 PROC_STATE). Zero
 // time.Time values stand for SQL NULL.
 type Message struct {
-	// Pipeline names the queue the message belongs to; ids are unique per pipeline.
-	Pipeline string
+	// Queue names the queue the message belongs to; ids are unique per queue.
+	Queue string
 	// ID orders the queue. For a sequence source it is the foreign row's id
 	// (MSG_ID = CMINMSGS.ID); for Enqueue it is allocated by the store.
 	ID int64
@@ -141,7 +141,7 @@ type Message struct {
 
 // Cursor is the intake watermark of a sequence source (seed 000 §1.2 INBOX_CURSOR).
 type Cursor struct {
-	Pipeline string
+	Queue string
 	// Watermark W: every source id in (start, W] has been persisted locally.
 	Watermark int64
 	// HoleSince is when the hole at W+1 was first observed (zero: no hole timing).
@@ -158,7 +158,7 @@ type Cursor struct {
 // Hole is a permanent hole: a source id that never became visible within the max
 // commit delay and was released (seed 000 §4.1 step 4).
 type Hole struct {
-	Pipeline    string
+	Queue       string
 	ID          int64
 	FirstSeenAt time.Time
 	ReleasedAt  time.Time
@@ -171,11 +171,11 @@ var (
 	ErrNotFound = errors.New("relay: not found")
 	// ErrConflict: a unique constraint or a state guard refused the write.
 	ErrConflict = errors.New("relay: conflict")
-	// ErrSeedRefused: cutover seeding was asked for on a pipeline that already has a
+	// ErrSeedRefused: cutover seeding was asked for on a queue that already has a
 	// watermark or messages (seed 000 §4.3).
-	ErrSeedRefused = errors.New("relay: cutover seeding refused: the pipeline already has a watermark or messages")
-	// ErrLocked: another instance holds the pipeline's exclusive lock.
-	ErrLocked = errors.New("relay: pipeline is locked by another instance")
+	ErrSeedRefused = errors.New("relay: cutover seeding refused: the queue already has a watermark or messages")
+	// ErrLocked: another instance holds the queue's exclusive lock.
+	ErrLocked = errors.New("relay: queue is locked by another instance")
 	// ErrSchemaOutdated: the database schema is older than this binary expects.
 	ErrSchemaOutdated = errors.New("relay: database schema is outdated; run migrations")
 	// ErrTransient marks infrastructure failures worth retrying (connection lost,

@@ -108,7 +108,7 @@ func relayConfig(keys int, s relaySetting, h relay.Handler) relay.Config {
 	if keys > 0 {
 		mode = relay.ModePerKey
 	}
-	return relay.Config{Pipeline: "peers", Mode: mode, Handler: h,
+	return relay.Config{Queue: "peers", Mode: mode, Handler: h,
 		Workers: s.Workers, BatchSize: s.BatchSize, TxBatch: s.TxBatch, Clock: relayclock.System{},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }

@@ -175,7 +175,7 @@ func TestCrashReconcile(t *testing.T) {
 	require.NoError(t, err, log.String())
 
 	// A producer-only engine on the same store reads the progress.
-	probe, err := relay.NewEngine(store, relay.Config{Pipeline: Pipeline})
+	probe, err := relay.NewEngine(store, relay.Config{Queue: Queue})
 	require.NoError(t, err)
 	// A dispatcher that is never started only reads its target's counts.
 	idle, err := relayredis.New(relayredis.Config{Addr: "127.0.0.1:6379"})

@@ -37,8 +37,8 @@ import (
 
 // Names the app gives its engine parts.
 const (
-	// Pipeline is the engine queue the webhooks go into.
-	Pipeline = "orders"
+	// Queue is the engine queue the webhooks go into.
+	Queue = "orders"
 	// Target is the outbox target the Redis dispatcher delivers.
 	Target = "redis:orders"
 )
@@ -155,7 +155,7 @@ func NewApp(d *relaypgx.Driver, cfg AppConfig) (*App, error) {
 		return nil, err
 	}
 	engine, err := relay.NewEngine(d, relay.Config{
-		Pipeline:   Pipeline,
+		Queue:      Queue,
 		Mode:       relay.ModePerKey,
 		Handler:    &handler{stream: cfg.Stream},
 		InstanceID: cfg.InstanceID,

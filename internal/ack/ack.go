@@ -28,7 +28,7 @@ const (
 	BatchSizeDefault        = 100
 )
 
-// Gate serialises acknowledgement batches with the pipeline's replays
+// Gate serialises acknowledgement batches with the queue's replays
 // (relay.LifecycleGate).
 type Gate interface {
 	// Do runs fn while holding the gate exclusively; ctx bounds the wait.
@@ -37,7 +37,7 @@ type Gate interface {
 
 // Config is relay.AckConfig; see its fields' documentation.
 type Config struct {
-	Pipeline         string
+	Queue            string
 	Gate             Gate
 	R                time.Duration
 	Backoff          []time.Duration
@@ -63,8 +63,8 @@ func (c Config) withDefaults() Config {
 func (c *Config) validate() error {
 	bad := service.Invalid("AckConfig")
 	switch {
-	case c.Pipeline == "":
-		return bad("Pipeline", "required")
+	case c.Queue == "":
+		return bad("Queue", "required")
 	case c.Gate == nil:
 		return bad("Gate", "required (the engine's Gate(), so replay and acknowledgement never interleave)")
 	case c.R <= 0:
@@ -99,7 +99,7 @@ type Writer struct {
 }
 
 // New validates cfg (naming the bad field) and returns a writer of
-// cfg.Pipeline on store d acknowledging into src. It does no I/O.
+// cfg.Queue on store d acknowledging into src. It does no I/O.
 func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Writer, error) {
 	if err := service.NotNil("NewAckWriter", service.Dep{Name: "driver", Value: d}, service.Dep{Name: "source", Value: src}); err != nil {
 		return nil, err
@@ -110,13 +110,13 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 	}
 	w := &Writer{d: d, src: src, cfg: cfg, log: cfg.Logger}
 	w.Passes = service.NewPasses(service.PassesConfig{
-		What: fmt.Sprintf("ack writer of %q", cfg.Pipeline), Driver: d, Logger: cfg.Logger,
-		Failed: "relay: ack round failed", Attrs: []any{"pipeline", cfg.Pipeline},
-		Started: "relay: ack writer started", StartedAttrs: []any{"pipeline", cfg.Pipeline, "r", cfg.R},
+		What: fmt.Sprintf("ack writer of %q", cfg.Queue), Driver: d, Logger: cfg.Logger,
+		Failed: "relay: ack round failed", Attrs: []any{"queue", cfg.Queue},
+		Started: "relay: ack writer started", StartedAttrs: []any{"queue", cfg.Queue, "r", cfg.R},
 		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.PollInterval) },
 	}, w.pass)
 	if cfg.Registerer != nil {
-		m, err := newMetrics(cfg.Registerer, cfg.Pipeline)
+		m, err := newMetrics(cfg.Registerer, cfg.Queue)
 		if err != nil {
 			return nil, err
 		}
@@ -125,14 +125,14 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 	return w, nil
 }
 
-// Pipeline returns the pipeline the writer acknowledges.
-func (w *Writer) Pipeline() string { return w.cfg.Pipeline }
+// Queue returns the queue the writer acknowledges.
+func (w *Writer) Queue() string { return w.cfg.Queue }
 
-// Stats counts the pipeline's terminal messages by acknowledgement state.
+// Stats counts the queue's terminal messages by acknowledgement state.
 func (w *Writer) Stats(ctx context.Context) (*relaydriver.AckStats, error) {
-	st, err := w.d.GetExecutor().AckStats(ctx, w.cfg.Pipeline)
+	st, err := w.d.GetExecutor().AckStats(ctx, w.cfg.Queue)
 	if err != nil {
-		return nil, fmt.Errorf("relay: ack stats of %q: %w", w.cfg.Pipeline, err)
+		return nil, fmt.Errorf("relay: ack stats of %q: %w", w.cfg.Queue, err)
 	}
 	return st, nil
 }
@@ -161,10 +161,10 @@ func (w *Writer) round(ctx context.Context) (int, error) {
 	err := w.cfg.Gate.Do(ctx, func(ctx context.Context) error {
 		ex := w.d.GetExecutor()
 		batch, err := ex.AckScan(ctx, &relaydriver.AckScanParams{
-			Pipeline: w.cfg.Pipeline, Now: w.cfg.Clock.Now(), R: w.cfg.R, Limit: w.cfg.BatchSize,
+			Queue: w.cfg.Queue, Now: w.cfg.Clock.Now(), R: w.cfg.R, Limit: w.cfg.BatchSize,
 		})
 		if err != nil {
-			return fmt.Errorf("relay: ack %q: scan: %w", w.cfg.Pipeline, err)
+			return fmt.Errorf("relay: ack %q: scan: %w", w.cfg.Queue, err)
 		}
 		var acked []int64
 		var rowErr error
@@ -186,9 +186,9 @@ func (w *Writer) round(ctx context.Context) (int, error) {
 		}
 		if len(acked) > 0 {
 			if _, err := ex.AckDone(ctx, &relaydriver.AckDoneParams{
-				Pipeline: w.cfg.Pipeline, IDs: acked, Now: w.cfg.Clock.Now(),
+				Queue: w.cfg.Queue, IDs: acked, Now: w.cfg.Clock.Now(),
 			}); err != nil {
-				return errors.Join(rowErr, fmt.Errorf("relay: ack %q: record %d acknowledgements: %w", w.cfg.Pipeline, len(acked), err))
+				return errors.Join(rowErr, fmt.Errorf("relay: ack %q: record %d acknowledgements: %w", w.cfg.Queue, len(acked), err))
 			}
 		}
 		return rowErr
@@ -254,23 +254,23 @@ func (w *Writer) record(ctx context.Context, ex relaydriver.Executor, m *relayty
 	}
 	level := w.cfg.Backoff[min(m.AckAttempts, len(w.cfg.Backoff)-1)]
 	next := now.Add(level)
-	err := ex.AckRetry(ctx, &relaydriver.AckRetryParams{Pipeline: w.cfg.Pipeline, ID: m.ID, NextAt: next, Now: now})
+	err := ex.AckRetry(ctx, &relaydriver.AckRetryParams{Queue: w.cfg.Queue, ID: m.ID, NextAt: next, Now: now})
 	if err != nil {
 		if errors.Is(err, relaytype.ErrConflict) {
 			// No longer owed (reopened or acknowledged meanwhile): nothing to record.
 			return false, nil
 		}
-		return false, fmt.Errorf("relay: ack %q: record transient failure of %d: %w", w.cfg.Pipeline, m.ID, err)
+		return false, fmt.Errorf("relay: ack %q: record transient failure of %d: %w", w.cfg.Queue, m.ID, err)
 	}
 	attempts := m.AckAttempts + 1
-	w.log.WarnContext(ctx, "relay: acknowledgement failed; retrying", "pipeline", w.cfg.Pipeline, "id", m.ID,
+	w.log.WarnContext(ctx, "relay: acknowledgement failed; retrying", "queue", w.cfg.Queue, "id", m.ID,
 		"ack_attempts", attempts, "next_at", next, "deadline", m.EnqueuedAt.Add(w.cfg.R), "error", srcErr)
 	if attempts == w.cfg.MaxAttemptsAlert {
 		if w.metrics != nil {
 			w.metrics.alerts.Inc()
 		}
 		w.log.WarnContext(ctx, "relay: acknowledgement reached max attempts; still retrying until R",
-			"pipeline", w.cfg.Pipeline, "id", m.ID, "ack_attempts", attempts,
+			"queue", w.cfg.Queue, "id", m.ID, "ack_attempts", attempts,
 			"max_attempts_alert", w.cfg.MaxAttemptsAlert, "deadline", m.EnqueuedAt.Add(w.cfg.R), "error", srcErr)
 	}
 	return false, nil
@@ -281,18 +281,18 @@ func (w *Writer) record(ctx context.Context, ex relaydriver.Executor, m *relayty
 // transient error, if any.
 func (w *Writer) abandon(ctx context.Context, ex relaydriver.Executor, m *relaytype.Message, reason string, cause error) error {
 	err := ex.AckAbandon(ctx, &relaydriver.AckAbandonParams{
-		Pipeline: w.cfg.Pipeline, ID: m.ID, Reason: reason, Now: w.cfg.Clock.Now(),
+		Queue: w.cfg.Queue, ID: m.ID, Reason: reason, Now: w.cfg.Clock.Now(),
 	})
 	if errors.Is(err, relaytype.ErrConflict) {
 		return nil // no longer owed: nothing to abandon
 	}
 	if err != nil {
-		return fmt.Errorf("relay: ack %q: abandon %d (%s): %w", w.cfg.Pipeline, m.ID, reason, err)
+		return fmt.Errorf("relay: ack %q: abandon %d (%s): %w", w.cfg.Queue, m.ID, reason, err)
 	}
 	if w.metrics != nil {
 		w.metrics.abandoned.WithLabelValues(reason).Inc()
 	}
-	attrs := []any{"pipeline", w.cfg.Pipeline, "id", m.ID, "reason", reason, "ack_attempts", m.AckAttempts,
+	attrs := []any{"queue", w.cfg.Queue, "id", m.ID, "reason", reason, "ack_attempts", m.AckAttempts,
 		"enqueued_at", m.EnqueuedAt}
 	if cause != nil {
 		attrs = append(attrs, "error", cause)
@@ -306,20 +306,20 @@ func (w *Writer) abandon(ctx context.Context, ex relaydriver.Executor, m *relayt
 // writer when it reopened any.
 func (w *Writer) Reopen(ctx context.Context, ids []int64, reason string) (int, error) {
 	if len(ids) == 0 && reason == "" {
-		return 0, fmt.Errorf("relay: reopen acknowledgements of %q: IDs or Reason is required", w.cfg.Pipeline)
+		return 0, fmt.Errorf("relay: reopen acknowledgements of %q: IDs or Reason is required", w.cfg.Queue)
 	}
 	var n int
 	err := w.cfg.Gate.Do(ctx, func(ctx context.Context) error {
 		var err error
 		n, err = w.d.GetExecutor().AckReopen(ctx, &relaydriver.AckReopenParams{
-			Pipeline: w.cfg.Pipeline, IDs: slices.Clone(ids), Reason: reason, Now: w.cfg.Clock.Now(),
+			Queue: w.cfg.Queue, IDs: slices.Clone(ids), Reason: reason, Now: w.cfg.Clock.Now(),
 		})
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("relay: reopen acknowledgements of %q: %w", w.cfg.Pipeline, err)
+		return 0, fmt.Errorf("relay: reopen acknowledgements of %q: %w", w.cfg.Queue, err)
 	}
-	w.log.InfoContext(ctx, "relay: acknowledgements reopened", "pipeline", w.cfg.Pipeline, "ids", ids,
+	w.log.InfoContext(ctx, "relay: acknowledgements reopened", "queue", w.cfg.Queue, "ids", ids,
 		"reason", reason, "reopened", n)
 	if n > 0 {
 		w.Notify()
@@ -332,26 +332,26 @@ func (w *Writer) Reopen(ctx context.Context, ids []int64, reason string) (int, e
 const ackOutcomeTransient = "transient"
 
 type metrics struct {
-	outcomes  *prometheus.CounterVec // curried by pipeline
-	abandoned *prometheus.CounterVec // curried by pipeline
+	outcomes  *prometheus.CounterVec // curried by queue
+	abandoned *prometheus.CounterVec // curried by queue
 	alerts    prometheus.Counter
 }
 
-func newMetrics(r prometheus.Registerer, pipeline string) (*metrics, error) {
+func newMetrics(r prometheus.Registerer, queue string) (*metrics, error) {
 	reg := service.NewMetrics(r)
 	outcomes := reg.Counter("relay_ack_total",
-		"Acknowledgement attempts per outcome (written, already_marked, missing_row, transient).", "pipeline", "outcome")
+		"Acknowledgement attempts per outcome (written, already_marked, missing_row, transient).", "queue", "outcome")
 	abandoned := reg.Counter("relay_ack_abandoned_total",
-		"Acknowledgements abandoned (NOT acknowledged) per reason (MISSING_ROW, TRANSIENT_DEADLINE).", "pipeline", "reason")
+		"Acknowledgements abandoned (NOT acknowledged) per reason (MISSING_ROW, TRANSIENT_DEADLINE).", "queue", "reason")
 	alerts := reg.Counter("relay_ack_attempts_alerts_total",
-		"Acknowledgements whose transient failures reached MaxAttemptsAlert (an alert only; they keep retrying until R).", "pipeline")
+		"Acknowledgements whose transient failures reached MaxAttemptsAlert (an alert only; they keep retrying until R).", "queue")
 	if err := reg.Err(); err != nil {
 		return nil, err
 	}
 	m := &metrics{
-		outcomes:  outcomes.MustCurryWith(prometheus.Labels{"pipeline": pipeline}),
-		abandoned: abandoned.MustCurryWith(prometheus.Labels{"pipeline": pipeline}),
-		alerts:    alerts.WithLabelValues(pipeline),
+		outcomes:  outcomes.MustCurryWith(prometheus.Labels{"queue": queue}),
+		abandoned: abandoned.MustCurryWith(prometheus.Labels{"queue": queue}),
+		alerts:    alerts.WithLabelValues(queue),
 	}
 	for _, o := range []string{relaysource.AckWritten.String(), relaysource.AckAlreadyMarked.String(),
 		relaysource.AckMissingRow.String(), ackOutcomeTransient} {

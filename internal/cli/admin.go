@@ -35,7 +35,7 @@ commands:
 
 --addr is a running 'relay serve --metrics-addr'; the commands are a client of
 its /admin/ HTTP API. The read-only commands (stats, dead, abandoned, dlq,
-holes) also work offline with --store URL --pipeline P, reading the store
+holes) also work offline with --store URL --queue P, reading the store
 directly. replay and reopen always need --addr: they must run inside the
 running instance's lifecycle gate so they never interleave with its
 acknowledgement write-back; a direct store write would bypass it.
@@ -58,7 +58,7 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	switch sub {
 	case "stats", "dead", "abandoned", "dlq", "holes":
 		fs.StringVar(&a.store, "store", "", "read this store directly instead of --addr (offline, read-only)")
-		fs.StringVar(&a.pipeline, "pipeline", "demo", "pipeline, with --store")
+		fs.StringVar(&a.queue, "queue", "demo", "queue, with --store")
 	}
 	switch sub {
 	case "stats":
@@ -118,7 +118,7 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 // adminCmd holds one admin command's flags.
 type adminCmd struct {
 	env                           *Env
-	addr, store, pipeline         string
+	addr, store, queue            string
 	json                          bool
 	timeout                       time.Duration
 	classes, ids, reason, targets string
@@ -132,7 +132,7 @@ func (a *adminCmd) stats(ctx context.Context) error {
 	var err error
 	if a.d != nil {
 		var s *relayadmin.Stats
-		s, err = relayadmin.ReadStats(ctx, a.d, a.pipeline, splitList(a.targets), relayclock.System{}.Now())
+		s, err = relayadmin.ReadStats(ctx, a.d, a.queue, splitList(a.targets), relayclock.System{}.Now())
 		if s != nil {
 			st = *s
 		}
@@ -143,7 +143,7 @@ func (a *adminCmd) stats(ctx context.Context) error {
 		return a.printJSON(&st, err)
 	}
 	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "pipeline\t%s\n", st.Pipeline)
+	fmt.Fprintf(w, "queue\t%s\n", st.Queue)
 	for _, s := range []relaytype.State{relaytype.StatePending, relaytype.StateFailed, relaytype.StateSucceeded,
 		relaytype.StateSkipped, relaytype.StateDead, relaytype.StateArchived} {
 		fmt.Fprintf(w, "%s\t%d\n", s, st.Counts[s])
@@ -180,7 +180,7 @@ func (a *adminCmd) messages(ctx context.Context, sub string) error {
 			read = relayadmin.ReadAbandoned
 		}
 		var p *relayadmin.MessagePage
-		p, err = read(ctx, a.d, a.pipeline, relayadmin.ListParams{Classes: classes, After: a.after, Limit: a.limit})
+		p, err = read(ctx, a.d, a.queue, relayadmin.ListParams{Classes: classes, After: a.after, Limit: a.limit})
 		if p != nil {
 			page = *p
 		}
@@ -262,7 +262,7 @@ func (a *adminCmd) holes(ctx context.Context) error {
 	var err error
 	if a.d != nil {
 		var h *relayadmin.Holes
-		h, err = relayadmin.ReadHoles(ctx, a.d, a.pipeline, a.limit, relayclock.System{}.Now())
+		h, err = relayadmin.ReadHoles(ctx, a.d, a.queue, a.limit, relayclock.System{}.Now())
 		if h != nil {
 			hs = *h
 		}

@@ -57,7 +57,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	var out lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--store", storeURL, "--pipeline", "adm", "--source-driver", "sqlite",
+		done <- cli.Run(ctx, []string{"serve", "--store", storeURL, "--queue", "adm", "--source-driver", "sqlite",
 			"--source-dsn", srcPath, "--seed", "min", "--poll", "20ms", "--metrics-addr", addr, "--log-level", "warn"},
 			&out, &out)
 	}()
@@ -86,7 +86,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.Regexp(t, `(?m)^3\s+MALFORMED\s+0\s+`, o)
 	require.NotContains(t, o, "not a demo message", "never a payload")
 
-	o, err = run(t, "admin", "stats", "--store", storeURL, "--pipeline", "adm")
+	o, err = run(t, "admin", "stats", "--store", storeURL, "--queue", "adm")
 	require.NoError(t, err, o)
 	require.Regexp(t, `(?m)^SUCCEEDED\s+5$`, o, "offline read of the store")
 
@@ -105,7 +105,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close()
 	changed, err := store.GetExecutor().Exec(context.Background(),
-		`UPDATE relay_message SET state = 'DEAD', error_class = 'EXHAUSTED', last_error = 'gave up' WHERE pipeline = $1 AND id = $2`,
+		`UPDATE relay_message SET state = 'DEAD', error_class = 'EXHAUSTED', last_error = 'gave up' WHERE queue = $1 AND id = $2`,
 		"adm", int64(2))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), changed)

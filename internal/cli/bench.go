@@ -63,7 +63,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 			var rates []float64
 			for r := 0; r < *rounds; r++ {
 				res, err := bench.RunFIFO(ctx, d, bench.FIFOOptions{
-					Pipeline: fmt.Sprintf("bench-fifo-%s-%d", randomSuffix(), r), N: *n, FIFOBatch: b, Clock: clock})
+					Queue: fmt.Sprintf("bench-fifo-%s-%d", randomSuffix(), r), N: *n, FIFOBatch: b, Clock: clock})
 				if err != nil {
 					d.Close()
 					return fmt.Errorf("%s batch %d: %w", store, b, err)

@@ -44,7 +44,7 @@ func commands() map[string]command {
 		"migrate": {"apply the engine's migrations to a store", runMigrate},
 		"bench":   {"measure throughput: relay bench fifo", runBench},
 		"serve":   {"run the demo pipeline as a long-lived service over a foreign table (single active instance)", runServe},
-		"admin":   {"operate a pipeline: stats, dead, dlq, holes, replay, reopen (relay admin -h)", runAdmin},
+		"admin":   {"operate a queue: stats, dead, dlq, holes, replay, reopen (relay admin -h)", runAdmin},
 		"msgx":    {"airport SIS/AODB message exchange: run, migrate, params, simulate, verify, request (relay msgx)", runMsgx},
 	}
 }

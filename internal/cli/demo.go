@@ -53,7 +53,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 
 	_, err = demo.Run(ctx, demo.Options{
 		Store:          d,
-		Pipeline:       "demo-" + randomSuffix(),
+		Queue:          "demo-" + randomSuffix(),
 		Dir:            dir,
 		Plan:           demo.PlanOptions{N: *n, Keys: *keys, Seed: *seed, Holes: *holes},
 		MaxCommitDelay: *delay,

@@ -261,7 +261,7 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.Handle("/cminmsgs/send", svc.SendHandler())
-		mux.Handle("/admin/", relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: cfg.Pipeline, Engine: svc.Engine(),
+		mux.Handle("/admin/", relayadmin.Handler(relayadmin.Deps{Driver: d, Queue: cfg.Pipeline, Engine: svc.Engine(),
 			Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd}, Active: svc.Active,
 			Clock: clock, Logger: log}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -30,7 +30,7 @@ func runMsgxSimulate(ctx context.Context, env *Env, args []string) error {
 	day := fs.String("day", "", "operating day YYYYMMDD (default "+simulate.DayDefault+")")
 	rate := fs.Float64("rate", 0, "messages per second written (0: as fast as possible)")
 	seed := fs.Int64("seed", 1, "generation seed (equal seeds give equal days)")
-	lateBy := fs.Duration("late-by", 0, "how long late inserts stay uncommitted (default "+simulate.LateByDefault.String()+"); keep it under the pipeline's max-commit-delay")
+	lateBy := fs.Duration("late-by", 0, "how long late inserts stay uncommitted (default "+simulate.LateByDefault.String()+"); keep it under the queue's max-commit-delay")
 	expect := fs.String("expect", "msgx-expect.json", "where to save what the run must produce (for relay msgx verify)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -35,11 +35,11 @@ import (
 func runServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "serve", "serve --store URL --source-driver sqlite|mysql --source-dsn DSN [flags]")
 	store := fs.String("store", envOr("RELAY_STORE", ""), "store URL (postgres://… or a SQLite path); env RELAY_STORE")
-	pipeline := fs.String("pipeline", "demo", "pipeline name")
+	queue := fs.String("queue", "demo", "queue name")
 	srcDriver := fs.String("source-driver", "sqlite", "foreign source driver: sqlite or mysql")
 	srcDSN := fs.String("source-dsn", "", "foreign source DSN (SQLite file path, or a go-sql-driver/mysql DSN)")
 	srcTable := fs.String("source-table", "source_messages", "foreign table (columns id, payload, received_at)")
-	seed := fs.String("seed", "", "cutover seeding (min, zero, max or an id); refused if the pipeline already has a watermark or messages")
+	seed := fs.String("seed", "", "cutover seeding (min, zero, max or an id); refused if the queue already has a watermark or messages")
 	delay := fs.Duration("max-commit-delay", 60*time.Second, "how long a hole may wait for a late commit before it is released as permanent")
 	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and the admin API (/admin/…) on this address (empty: off)")
@@ -94,16 +94,16 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	intake, err := relayintake.New(d, table, relayintake.Config{Pipeline: *pipeline, MaxCommitDelay: *delay,
+	intake, err := relayintake.New(d, table, relayintake.Config{Queue: *queue, MaxCommitDelay: *delay,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
-	handler := &demo.Handler{Pipeline: *pipeline}
+	handler := &demo.Handler{Queue: *queue}
 	var dispatchers []*relay.Dispatcher
 	var targets []string
 	if *kafkaBrokers != "" {
-		handler.Target = "kafka-" + *pipeline
+		handler.Target = "kafka-" + *queue
 		targets = []string{handler.Target}
 		sink, err := relaykafka.New(relaykafka.Config{Brokers: strings.Split(*kafkaBrokers, ",")})
 		if err != nil {
@@ -117,7 +117,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 		dispatchers = append(dispatchers, dispatcher)
 	}
-	engine, err := relay.NewEngine(d, relay.Config{Pipeline: *pipeline, Mode: relay.ModeFIFO,
+	engine, err := relay.NewEngine(d, relay.Config{Queue: *queue, Mode: relay.ModeFIFO,
 		Handler: handler, IgnoreRules: demo.IgnoreRules, Watermarked: true, FIFOBatch: 16, AckIntent: *ack,
 		PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg, InstanceID: *owner})
 	if err != nil {
@@ -125,13 +125,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	var ackWriter *relay.AckWriter
 	if *ack {
-		ackWriter, err = relay.NewAckWriter(d, table, relay.AckConfig{Pipeline: *pipeline, Gate: engine.Gate(), R: *ackR,
+		ackWriter, err = relay.NewAckWriter(d, table, relay.AckConfig{Queue: *queue, Gate: engine.Gate(), R: *ackR,
 			PollInterval: *poll, Clock: clock, Logger: log, Registerer: reg})
 		if err != nil {
 			return err
 		}
 	}
-	svc, err := relayservice.New(relayservice.Config{Name: "pipeline:" + *pipeline, Owner: *owner, Driver: d,
+	svc, err := relayservice.New(relayservice.Config{Name: "pipeline:" + *queue, Owner: *owner, Driver: d,
 		Intake: intake, Engine: engine, Dispatchers: dispatchers, AckWriter: ackWriter, LockTTL: *lockTTL,
 		Clock: clock, Logger: log, Prepare: func(ctx context.Context) error {
 			if *seed == "" {
@@ -141,14 +141,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 			if err != nil {
 				return fmt.Errorf("seed %q: %w", *seed, err)
 			}
-			log.InfoContext(ctx, "watermark seeded", "pipeline", *pipeline, "mode", *seed, "watermark", w)
+			log.InfoContext(ctx, "watermark seeded", "queue", *queue, "mode", *seed, "watermark", w)
 			return nil
 		}})
 	if err != nil {
 		return err
 	}
 	if *metricsAddr != "" {
-		stopHTTP, err := serveMetrics(*metricsAddr, reg, relayadmin.Handler(relayadmin.Deps{Driver: d, Pipeline: *pipeline,
+		stopHTTP, err := serveMetrics(*metricsAddr, reg, relayadmin.Handler(relayadmin.Deps{Driver: d, Queue: *queue,
 			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log}))
 		if err != nil {
 			return err

@@ -60,7 +60,7 @@ func TestServeMariaDBSource(t *testing.T) {
 	var out lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--store", storeURL, "--pipeline", "mx", "--source-driver", "mysql",
+		done <- cli.Run(ctx, []string{"serve", "--store", storeURL, "--queue", "mx", "--source-driver", "mysql",
 			"--source-dsn", dsn, "--seed", "min", "--poll", "20ms", "--log-level", "info"}, &out, &out)
 	}()
 
@@ -80,7 +80,7 @@ func TestServeMariaDBSource(t *testing.T) {
 	require.True(t, m.ReceivedAt.IsZero(), "NULL received-at stays NULL")
 	var applied int64
 	require.NoError(t, store.GetExecutor().QueryRow(context.Background(),
-		`SELECT COALESCE(SUM(total), 0) FROM demo_projection WHERE pipeline = $1`, "mx").Scan(&applied))
+		`SELECT COALESCE(SUM(total), 0) FROM demo_projection WHERE queue = $1`, "mx").Scan(&applied))
 	require.Equal(t, int64(2*n), applied)
 
 	cancel()

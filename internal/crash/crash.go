@@ -65,7 +65,7 @@ type Result struct {
 	AcksWritten       int
 }
 
-const pipeline = "crash"
+const queue = "crash"
 
 // Run executes the harness. It returns an error when the run could not be
 // carried out or the reconciliation found any mismatch.
@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	intake, err := relayintake.New(o.Store, table, relayintake.Config{Pipeline: pipeline})
+	intake, err := relayintake.New(o.Store, table, relayintake.Config{Queue: queue})
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	brokers := strings.Join(cluster.ListenAddrs(), ",")
 
 	args := func() []string {
-		return []string{"serve", "--store", o.StoreURL, "--pipeline", pipeline, "--source-driver", "sqlite",
+		return []string{"serve", "--store", o.StoreURL, "--queue", queue, "--source-driver", "sqlite",
 			"--source-dsn", srcPath, "--poll", "20ms", "--max-commit-delay", "500ms", "--lock-ttl", "2s",
 			"--kafka-brokers", brokers, "--ack", "--log-level", "warn"}
 	}
@@ -151,7 +151,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	rep, err := demo.Reconcile(ctx, o.Store, src, pipeline, plan)
+	rep, err := demo.Reconcile(ctx, o.Store, src, queue, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	rep.Elapsed = time.Since(began)
 	res.Report = rep
-	acks, err := demo.CheckMarks(ctx, src, o.Store, pipeline)
+	acks, err := demo.CheckMarks(ctx, src, o.Store, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (c *child) faultKilled() bool {
 }
 
 func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB) (string, error) {
-	st, err := d.GetExecutor().MessageStats(ctx, pipeline)
+	st, err := d.GetExecutor().MessageStats(ctx, queue)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +213,7 @@ func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB) (string, e
 	for _, n := range st.Counts {
 		total += n
 	}
-	ob, err := d.GetExecutor().OutboxStats(ctx, "kafka-"+pipeline)
+	ob, err := d.GetExecutor().OutboxStats(ctx, "kafka-"+queue)
 	if err != nil {
 		return "", err
 	}
@@ -226,18 +226,18 @@ func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB) (string, e
 }
 
 func isDrained(ctx context.Context, d relaydriver.Driver, src *sql.DB, lastID int64) (bool, error) {
-	cur, err := d.GetExecutor().CursorGet(ctx, pipeline)
+	cur, err := d.GetExecutor().CursorGet(ctx, queue)
 	if errors.Is(err, relaytype.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	st, err := d.GetExecutor().MessageStats(ctx, pipeline)
+	st, err := d.GetExecutor().MessageStats(ctx, queue)
 	if err != nil {
 		return false, err
 	}
-	ob, err := d.GetExecutor().OutboxStats(ctx, "kafka-"+pipeline)
+	ob, err := d.GetExecutor().OutboxStats(ctx, "kafka-"+queue)
 	if err != nil {
 		return false, err
 	}

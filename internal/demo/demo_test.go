@@ -33,7 +33,7 @@ func TestDemoReconciles(t *testing.T) {
 			dir := t.TempDir()
 			var out bytes.Buffer
 			rep, err := demo.Run(context.Background(), demo.Options{
-				Store: d, Pipeline: "demo-test", Dir: dir,
+				Store: d, Queue: "demo-test", Dir: dir,
 				Plan:           demo.PlanOptions{N: 1500, Keys: 10, Seed: 7, Holes: 10},
 				MaxCommitDelay: 200 * time.Millisecond, LateAfter: 50 * time.Millisecond, Chunk: 100,
 				Timeout: 2 * time.Minute, Kafka: true,
@@ -48,7 +48,7 @@ func TestDemoReconciles(t *testing.T) {
 
 			// The reconciliation is not a rubber stamp: break the projection and it fails.
 			_, err = d.GetExecutor().Exec(context.Background(),
-				`UPDATE demo_projection SET messages = messages + 1 WHERE pipeline = $1 AND key = $2`, "demo-test", "K003")
+				`UPDATE demo_projection SET messages = messages + 1 WHERE queue = $1 AND key = $2`, "demo-test", "K003")
 			require.NoError(t, err)
 			src, err := demo.OpenSource(context.Background(), filepath.Join(dir, "source.db"))
 			require.NoError(t, err)

@@ -75,8 +75,8 @@ type record struct {
 // checks that the key's messages arrive in id order — a FIFO violation would
 // make the message DEAD(PROTOCOL) and fail the reconciliation.
 type Handler struct {
-	// Pipeline scopes the projection rows.
-	Pipeline string
+	// Queue scopes the projection rows.
+	Queue string
 	// Target, when set, is the outbox target the handler appends one change
 	// event to per applied message, in the same transaction (seed 000 §8.1).
 	Target string
@@ -124,7 +124,7 @@ func (h *Handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) re
 		return relay.Retry(relaytype.ClassInfra, errors.New("demo: simulated transient failure on the first attempt"))
 	}
 	var last int64
-	err := tx.QueryRow(ctx, queries["ProjectionLastID"], h.Pipeline, rec.key).Scan(&last)
+	err := tx.QueryRow(ctx, queries["ProjectionLastID"], h.Queue, rec.key).Scan(&last)
 	switch {
 	case errors.Is(err, relaytype.ErrNotFound):
 	case err != nil:
@@ -132,11 +132,11 @@ func (h *Handler) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) re
 	case last >= d.Message.ID:
 		return relay.Dead(relaytype.ClassProtocol, fmt.Errorf("demo: order violated: message %d after %d for one key", d.Message.ID, last))
 	}
-	if _, err := tx.Exec(ctx, queries["ProjectionUpsert"], h.Pipeline, rec.key, rec.value, d.Message.ID); err != nil {
+	if _, err := tx.Exec(ctx, queries["ProjectionUpsert"], h.Queue, rec.key, rec.value, d.Message.ID); err != nil {
 		return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: write projection: %w", err))
 	}
 	if h.Target != "" {
-		ev := &relay.OutboxEvent{ID: fmt.Sprintf("%s-%d", h.Pipeline, d.Message.ID), Target: h.Target,
+		ev := &relay.OutboxEvent{ID: fmt.Sprintf("%s-%d", h.Queue, d.Message.ID), Target: h.Target,
 			Topic: EventTopic, Key: rec.key, Payload: []byte(strconv.FormatInt(rec.value, 10))}
 		if _, err := relay.AppendEventsTx(ctx, tx, ev); err != nil {
 			return relay.Retry(relaytype.ClassInfra, fmt.Errorf("demo: append event: %w", err))

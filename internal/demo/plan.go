@@ -6,7 +6,7 @@ import (
 )
 
 // Plan is the generated content of the demo's source table and what the
-// pipeline must make of it.
+// queue must make of it.
 type Plan struct {
 	// Rows are the source rows in id order, Late ones included.
 	Rows []PlanRow

@@ -17,7 +17,7 @@ import (
 // hole accounted for, every message's outcome against the plan, and the
 // projection against the expected totals.
 type Report struct {
-	Pipeline       string
+	Queue          string
 	Store          string
 	SourceRows     int
 	PermanentHoles int
@@ -46,10 +46,10 @@ func (r *Report) fail(format string, args ...any) {
 	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
 }
 
-// Reconcile checks the finished run of pipeline against plan: the source
+// Reconcile checks the finished run of queue against plan: the source
 // table, the store's messages, cursor, holes and the projection.
-func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline string, plan *Plan) (*Report, error) {
-	r := &Report{Pipeline: pipeline, Store: d.Name(), plan: plan}
+func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, queue string, plan *Plan) (*Report, error) {
+	r := &Report{Queue: queue, Store: d.Name(), plan: plan}
 	ex := d.GetExecutor()
 
 	// 1. The source holds exactly the planned rows.
@@ -63,7 +63,7 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline 
 	}
 
 	// 2. Every permanent hole was released and logged; nothing else was.
-	holes, err := ex.HoleList(ctx, pipeline)
+	holes, err := ex.HoleList(ctx, queue)
 	if err != nil {
 		return nil, fmt.Errorf("demo: list holes: %w", err)
 	}
@@ -77,7 +77,7 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline 
 	}
 
 	// 3. Every source row is a message with the planned outcome; no hole is.
-	msgs, err := listMessages(ctx, ex, pipeline)
+	msgs, err := listMessages(ctx, ex, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline 
 			r.fail("hole %d has a message", id)
 		}
 	}
-	st, err := ex.MessageStats(ctx, pipeline)
+	st, err := ex.MessageStats(ctx, queue)
 	if err != nil {
 		return nil, fmt.Errorf("demo: stats: %w", err)
 	}
@@ -124,7 +124,7 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, pipeline 
 	}
 
 	// 4. The projection holds each key's total, in order, applied exactly once.
-	if err := r.checkProjection(ctx, ex, pipeline); err != nil {
+	if err := r.checkProjection(ctx, ex, queue); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -153,8 +153,8 @@ func (r *Report) classify(m *relaytype.Message, row PlanRow) {
 	}
 }
 
-func (r *Report) checkProjection(ctx context.Context, q relaydriver.Querier, pipeline string) error {
-	rows, err := q.Query(ctx, queries["ProjectionRows"], pipeline)
+func (r *Report) checkProjection(ctx context.Context, q relaydriver.Querier, queue string) error {
+	rows, err := q.Query(ctx, queries["ProjectionRows"], queue)
 	if err != nil {
 		return fmt.Errorf("demo: read projection: %w", err)
 	}
@@ -191,14 +191,14 @@ func (r *Report) checkProjection(ctx context.Context, q relaydriver.Querier, pip
 	return nil
 }
 
-// listMessages reads every message of pipeline (payloads excluded) by pages,
+// listMessages reads every message of queue (payloads excluded) by pages,
 // keyed by id: one query per page instead of one per row.
-func listMessages(ctx context.Context, ex relaydriver.Executor, pipeline string) (map[int64]*relaytype.Message, error) {
+func listMessages(ctx context.Context, ex relaydriver.Executor, queue string) (map[int64]*relaytype.Message, error) {
 	out := map[int64]*relaytype.Message{}
 	var after int64
 	for {
 		page, err := ex.MessageList(ctx, &relaydriver.MessageListParams{
-			Pipeline: pipeline, AfterID: after, Limit: relaydriver.MessageListLimitMax})
+			Queue: queue, AfterID: after, Limit: relaydriver.MessageListLimitMax})
 		if err != nil {
 			return nil, fmt.Errorf("demo: list messages: %w", err)
 		}
@@ -238,7 +238,7 @@ func (r *Report) Write(w io.Writer) {
 		return "MISMATCH"
 	}
 	p := r.plan
-	fmt.Fprintf(w, "\nreconciliation (pipeline %s, %s store)\n", r.Pipeline, r.Store)
+	fmt.Fprintf(w, "\nreconciliation (queue %s, %s store)\n", r.Queue, r.Store)
 	fmt.Fprintf(w, "  source rows        %7d\n", r.SourceRows)
 	fmt.Fprintf(w, "  permanent holes    %7d   logged and skipped (planned %d)        %s\n", r.PermanentHoles, len(p.PermanentHoles), mark(r.PermanentHoles == len(p.PermanentHoles)))
 	fmt.Fprintf(w, "  enqueued           %7d   every source row                       %s\n", r.Enqueued, mark(r.Enqueued == r.SourceRows))

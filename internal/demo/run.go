@@ -28,8 +28,8 @@ import (
 type Options struct {
 	// Store is the engine's store, already open. Run migrates it.
 	Store relaydriver.Driver
-	// Pipeline names the run's queue (unique per run on a shared store).
-	Pipeline string
+	// Queue names the run's queue (unique per run on a shared store).
+	Queue string
 	// Dir holds the source database file.
 	Dir string
 	// Plan shapes the generated source.
@@ -87,7 +87,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 	intake, err := relayintake.New(o.Store, table, relayintake.Config{
-		Pipeline: o.Pipeline, BatchSize: 1000, MaxCommitDelay: o.MaxCommitDelay,
+		Queue: o.Queue, BatchSize: 1000, MaxCommitDelay: o.MaxCommitDelay,
 		PollInterval: 20 * time.Millisecond, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
 	})
 	if err != nil {
@@ -98,17 +98,17 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if _, err := intake.Seed(ctx, relayintake.SeedZero); err != nil {
 		return nil, err
 	}
-	handler := &Handler{Pipeline: o.Pipeline}
+	handler := &Handler{Queue: o.Queue}
 	var kafka *kafkaStage
 	if o.Kafka {
-		handler.Target = "kafka-" + o.Pipeline
+		handler.Target = "kafka-" + o.Queue
 		if kafka, err = startKafka(ctx, o, handler.Target); err != nil {
 			return nil, err
 		}
 		defer kafka.close(context.WithoutCancel(ctx))
 	}
 	engine, err := relay.NewEngine(o.Store, relay.Config{
-		Pipeline: o.Pipeline, Mode: relay.ModeFIFO, Handler: handler,
+		Queue: o.Queue, Mode: relay.ModeFIFO, Handler: handler,
 		MaxAttempts: 3, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		IgnoreRules: IgnoreRules, Watermarked: true, PollInterval: 20 * time.Millisecond, FIFOBatch: 16,
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer,
@@ -127,8 +127,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	fmt.Fprintf(out, "relay demo: pipeline %s on %s store; %d ids (%d rows, %d late, %d permanent holes); max commit delay %s\n",
-		o.Pipeline, o.Store.Name(), o.Plan.N, len(plan.Rows), countLate(plan), len(plan.PermanentHoles), o.MaxCommitDelay)
+	fmt.Fprintf(out, "relay demo: queue %s on %s store; %d ids (%d rows, %d late, %d permanent holes); max commit delay %s\n",
+		o.Queue, o.Store.Name(), o.Plan.N, len(plan.Rows), countLate(plan), len(plan.PermanentHoles), o.MaxCommitDelay)
 
 	start := o.Clock.Now()
 	writerDone := make(chan error, 1)
@@ -187,7 +187,7 @@ wait:
 		return nil, runErr
 	}
 
-	rep, err := Reconcile(context.WithoutCancel(ctx), o.Store, src, o.Pipeline, plan)
+	rep, err := Reconcile(context.WithoutCancel(ctx), o.Store, src, o.Queue, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +363,8 @@ func CountUnmarked(ctx context.Context, db *sql.DB) (int64, error) {
 // CheckMarks checks that every source row carries the processing mark of its
 // message's terminal state (the default AckConfig.MarkFor) and returns how many
 // rows were checked.
-func CheckMarks(ctx context.Context, db *sql.DB, d relaydriver.Driver, pipeline string) (int, error) {
-	msgs, err := listMessages(ctx, d.GetExecutor(), pipeline)
+func CheckMarks(ctx context.Context, db *sql.DB, d relaydriver.Driver, queue string) (int, error) {
+	msgs, err := listMessages(ctx, d.GetExecutor(), queue)
 	if err != nil {
 		return 0, err
 	}

@@ -390,7 +390,7 @@ func (x *Dispatcher) listen(ctx context.Context, l relaydriver.Listener, first c
 // goroutine of its own while the next batch is fetched and published, and the
 // next fetch leaves out every key of a batch not yet settled, so a key is
 // never in two batches at once and its order and failure pause hold exactly as
-// without the pipeline.
+// without the queue.
 func (x *Dispatcher) Work(ctx context.Context) (int, error) {
 	x.heldMu.Lock()
 	held := x.held

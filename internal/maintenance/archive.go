@@ -26,10 +26,10 @@ const (
 
 // ArchiverConfig is relay.ArchiverConfig; see its fields' documentation.
 type ArchiverConfig struct {
-	Pipeline string
-	After    time.Duration
-	Every    time.Duration
-	Limit    int
+	Queue string
+	After time.Duration
+	Every time.Duration
+	Limit int
 	service.Common
 }
 
@@ -44,8 +44,8 @@ func (c ArchiverConfig) withDefaults() ArchiverConfig {
 func (c *ArchiverConfig) validate() error {
 	bad := service.Invalid("ArchiverConfig")
 	switch {
-	case c.Pipeline == "":
-		return bad("Pipeline", "required")
+	case c.Queue == "":
+		return bad("Queue", "required")
 	case c.After < 0:
 		return bad("After", "%s < 0", c.After)
 	case c.Every < 0:
@@ -56,7 +56,7 @@ func (c *ArchiverConfig) validate() error {
 	return nil
 }
 
-// Archiver is relay.Archiver's implementation: passes that move a pipeline's
+// Archiver is relay.Archiver's implementation: passes that move a queue's
 // settled terminal rows older than After into the history table in batches
 // of Limit, each one transaction (relaydriver.ArchiveExecutor).
 type Archiver struct {
@@ -79,19 +79,19 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 	}
 	a := &Archiver{d: d, cfg: cfg, log: cfg.Logger}
 	a.Passes = service.NewPasses(service.PassesConfig{
-		What: fmt.Sprintf("archiver of %q", cfg.Pipeline), Driver: d, Logger: cfg.Logger,
-		Failed: "relay: archival pass failed", Attrs: []any{"pipeline", cfg.Pipeline},
-		Started: "relay: archiver started", StartedAttrs: []any{"pipeline", cfg.Pipeline, "after", cfg.After, "every", cfg.Every},
+		What: fmt.Sprintf("archiver of %q", cfg.Queue), Driver: d, Logger: cfg.Logger,
+		Failed: "relay: archival pass failed", Attrs: []any{"queue", cfg.Queue},
+		Started: "relay: archiver started", StartedAttrs: []any{"queue", cfg.Queue, "after", cfg.After, "every", cfg.Every},
 		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.Every) },
 	}, a.pass)
 	if cfg.Registerer != nil {
 		m := service.NewMetrics(cfg.Registerer)
 		c := m.Counter("relay_archived_total",
-			"Terminal messages moved to relay_message_history by the archival job.", "pipeline")
+			"Terminal messages moved to relay_message_history by the archival job.", "queue")
 		if err := m.Err(); err != nil {
 			return nil, err
 		}
-		a.archived = c.WithLabelValues(cfg.Pipeline) // exported at zero so rates work from the start
+		a.archived = c.WithLabelValues(cfg.Queue) // exported at zero so rates work from the start
 	}
 	return a, nil
 }
@@ -104,16 +104,16 @@ func (a *Archiver) pass(ctx context.Context, stop <-chan struct{}) (int, error) 
 	ex := a.d.GetExecutor()
 	total, err := service.Drain(ctx, stop, a.cfg.Limit, func() (int, error) {
 		n, err := ex.MessageArchive(ctx, &relaydriver.MessageArchiveParams{
-			Pipeline: a.cfg.Pipeline, TerminalBefore: before, Limit: a.cfg.Limit, Now: now,
+			Queue: a.cfg.Queue, TerminalBefore: before, Limit: a.cfg.Limit, Now: now,
 		})
 		if err != nil {
-			return 0, fmt.Errorf("relay: archive %q: %w", a.cfg.Pipeline, err)
+			return 0, fmt.Errorf("relay: archive %q: %w", a.cfg.Queue, err)
 		}
 		if a.archived != nil && n > 0 {
 			a.archived.Add(float64(n))
 		}
 		if n > 0 {
-			a.log.DebugContext(ctx, "relay: archived terminal messages", "pipeline", a.cfg.Pipeline,
+			a.log.DebugContext(ctx, "relay: archived terminal messages", "queue", a.cfg.Queue,
 				"archived", n, "terminal_before", before)
 		}
 		return n, nil

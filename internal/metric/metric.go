@@ -1,5 +1,5 @@
 // Package metric holds what relay's Prometheus metrics share: registering a
-// collector on a registry that several pipelines (or a restarted component)
+// collector on a registry that several queues (or a restarted component)
 // use at once.
 package metric
 
@@ -11,7 +11,7 @@ import (
 )
 
 // Register registers c on reg, or returns the collector already registered
-// under the same description (another pipeline's component, or a restarted
+// under the same description (another queue's component, or a restarted
 // one, on the same registry), so label children of one vector are shared. A
 // nil reg registers nothing and returns c.
 func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {

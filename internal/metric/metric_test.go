@@ -13,9 +13,9 @@ func TestRegisterSharesExisting(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	opts := prometheus.GaugeOpts{Name: "relay_test_gauge", Help: "h"}
-	a, err := metric.Register(reg, prometheus.NewGaugeVec(opts, []string{"pipeline"}))
+	a, err := metric.Register(reg, prometheus.NewGaugeVec(opts, []string{"queue"}))
 	require.NoError(t, err)
-	b, err := metric.Register(reg, prometheus.NewGaugeVec(opts, []string{"pipeline"}))
+	b, err := metric.Register(reg, prometheus.NewGaugeVec(opts, []string{"queue"}))
 	require.NoError(t, err)
 	require.Same(t, a, b, "the second registration returns the first collector")
 

@@ -151,7 +151,7 @@ func WithClockTimeout(ctx context.Context, clock relaytype.Clock, d time.Duratio
 }
 
 // RefreshInterval is the least time between two refreshes of a component's
-// gauges. The aggregates behind them read a whole pipeline or target, so they
+// gauges. The aggregates behind them read a whole queue or target, so they
 // must not run after each of the many short rounds a busy component makes (at
 // a few hundred rounds per second they would cost more than the work itself);
 // a Prometheus scrape is rarely more frequent anyway.

@@ -33,34 +33,34 @@ const ackR = time.Hour
 
 // finish moves a message to a terminal state with the acknowledgement intent
 // (AckNextAt = b.now).
-func (b *bundle) finish(pipeline string, id int64, state relaytype.State) {
+func (b *bundle) finish(queue string, id int64, state relaytype.State) {
 	b.t.Helper()
 	require.NoError(b.t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: pipeline, ID: id, State: state, AckIntent: true, Now: b.now,
+		Queue: queue, ID: id, State: state, AckIntent: true, Now: b.now,
 	}))
 }
 
 // ackScan scans at now with window ackR.
-func (b *bundle) ackScan(pipeline string, now time.Time, limit int) []int64 {
+func (b *bundle) ackScan(queue string, now time.Time, limit int) []int64 {
 	b.t.Helper()
-	ms, err := b.ex.AckScan(b.ctx, &relaydriver.AckScanParams{Pipeline: pipeline, Now: now, R: ackR, Limit: limit})
+	ms, err := b.ex.AckScan(b.ctx, &relaydriver.AckScanParams{Queue: queue, Now: now, R: ackR, Limit: limit})
 	require.NoError(b.t, err)
 	return ids(ms)
 }
 
-func (b *bundle) ackRetry(pipeline string, id int64, next time.Time) {
+func (b *bundle) ackRetry(queue string, id int64, next time.Time) {
 	b.t.Helper()
-	require.NoError(b.t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Pipeline: pipeline, ID: id, NextAt: next, Now: b.now}))
+	require.NoError(b.t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Queue: queue, ID: id, NextAt: next, Now: b.now}))
 }
 
-func (b *bundle) ackAbandon(pipeline string, id int64, reason string) {
+func (b *bundle) ackAbandon(queue string, id int64, reason string) {
 	b.t.Helper()
-	require.NoError(b.t, b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Pipeline: pipeline, ID: id, Reason: reason, Now: b.now}))
+	require.NoError(b.t, b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Queue: queue, ID: id, Reason: reason, Now: b.now}))
 }
 
-func (b *bundle) ackDone(pipeline string, ids ...int64) int {
+func (b *bundle) ackDone(queue string, ids ...int64) int {
 	b.t.Helper()
-	n, err := b.ex.AckDone(b.ctx, &relaydriver.AckDoneParams{Pipeline: pipeline, IDs: ids, Now: b.now})
+	n, err := b.ex.AckDone(b.ctx, &relaydriver.AckDoneParams{Queue: queue, IDs: ids, Now: b.now})
 	require.NoError(b.t, err)
 	return n
 }
@@ -115,7 +115,7 @@ func testAckScanArchivedNever(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	b.finish("p", 1, relaytype.StateDead)
 	b.finish("p", 2, relaytype.StateDead)
-	n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE pipeline = $2 AND id = $3",
+	n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE queue = $2 AND id = $3",
 		string(relaytype.StateArchived), "p", int64(1))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
@@ -139,7 +139,7 @@ func testAckDoneOnlyOwed(t *testing.T, b *bundle) {
 	requireTime(t, time.Time{}, b.get("p", 3).AckAt, "AckAt of an abandoned row")
 	requireTime(t, first, b.get("p", 4).AckAt, "an earlier AckAt is kept")
 	require.Empty(t, b.ackScan("p", b.now, 100))
-	n, err := b.ex.AckDone(b.ctx, &relaydriver.AckDoneParams{Pipeline: "p", Now: b.now})
+	n, err := b.ex.AckDone(b.ctx, &relaydriver.AckDoneParams{Queue: "p", Now: b.now})
 	require.NoError(t, err)
 	require.Zero(t, n, "no ids: no-op")
 }
@@ -158,12 +158,12 @@ func testAckRetryIncrements(t *testing.T, b *bundle) {
 	requireTime(t, time.Time{}, m.AckAt, "AckAt")
 	requireTime(t, time.Time{}, m.AckAbandonedAt, "AckAbandonedAt")
 
-	err := b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Pipeline: "p", ID: 2, NextAt: b.now, Now: b.now})
+	err := b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Queue: "p", ID: 2, NextAt: b.now, Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict, "PENDING owes nothing yet")
-	require.ErrorIs(t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Pipeline: "p", ID: 99, NextAt: b.now, Now: b.now}),
+	require.ErrorIs(t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Queue: "p", ID: 99, NextAt: b.now, Now: b.now}),
 		relaytype.ErrNotFound)
 	require.Equal(t, 1, b.ackDone("p", 3))
-	require.ErrorIs(t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Pipeline: "p", ID: 3, NextAt: b.now, Now: b.now}),
+	require.ErrorIs(t, b.ex.AckRetry(b.ctx, &relaydriver.AckRetryParams{Queue: "p", ID: 3, NextAt: b.now, Now: b.now}),
 		relaytype.ErrConflict, "already acknowledged")
 	require.Zero(t, b.get("p", 3).AckAttempts)
 }
@@ -182,10 +182,10 @@ func testAckAbandon(t *testing.T, b *bundle) {
 	requireTime(t, time.Time{}, m.AckAt, "abandoned is not acknowledged")
 	require.Equal(t, []int64{2}, b.ackScan("p", at(10*ackR), 100), "abandoned rows are not scanned, however old")
 
-	err := b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Pipeline: "p", ID: 1, Reason: relaydriver.AckReasonTransientDeadline, Now: b.now})
+	err := b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Queue: "p", ID: 1, Reason: relaydriver.AckReasonTransientDeadline, Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict, "already abandoned: the first reason stays")
 	require.Equal(t, relaydriver.AckReasonMissingRow, b.get("p", 1).AckAbandonReason)
-	require.Error(t, b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Pipeline: "p", ID: 2, Reason: "WHATEVER", Now: b.now}))
+	require.Error(t, b.ex.AckAbandon(b.ctx, &relaydriver.AckAbandonParams{Queue: "p", ID: 2, Reason: "WHATEVER", Now: b.now}))
 }
 
 // AckReopen clears abandonments by ids or by reason; the rows are due at once
@@ -202,7 +202,7 @@ func testAckReopen(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{4}, b.ackScan("p", b.now, 100))
 
 	b.now = at(time.Minute)
-	n, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Pipeline: "p", IDs: []int64{1, 4}, Now: b.now})
+	n, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Queue: "p", IDs: []int64{1, 4}, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "4 was not abandoned")
 	m := b.get("p", 1)
@@ -210,12 +210,12 @@ func testAckReopen(t *testing.T, b *bundle) {
 	require.Empty(t, m.AckAbandonReason)
 	requireTime(t, b.now, m.AckNextAt, "due at once")
 
-	n, err = b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Pipeline: "p", Reason: relaydriver.AckReasonTransientDeadline, Now: b.now})
+	n, err = b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Queue: "p", Reason: relaydriver.AckReasonTransientDeadline, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, 1, b.get("p", 2).AckAttempts, "attempts are kept")
 	require.Equal(t, []int64{1, 3, 4, 2}, b.ackScan("p", b.now, 100))
 
-	_, err = b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Pipeline: "p", Now: b.now})
+	_, err = b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Queue: "p", Now: b.now})
 	require.Error(t, err, "neither ids nor reason")
 }

@@ -36,10 +36,10 @@ func (b *bundle) list(p *relaydriver.MessageListParams) []int64 {
 }
 
 // States and classes filter; an empty state filter lists every state but
-// ARCHIVED, which is listed only when named; other pipelines never show.
+// ARCHIVED, which is listed only when named; other queues never show.
 func testAdminListFilters(t *testing.T, b *bundle) {
 	_, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Payload: []byte("secret"), Now: b.now},
+		{Queue: "p", ID: 1, Payload: []byte("secret"), Now: b.now},
 	})
 	require.NoError(t, err)
 	b.insert("p", 2, 3, 4, 5, 6, 7)
@@ -50,25 +50,25 @@ func testAdminListFilters(t *testing.T, b *bundle) {
 	b.fail("p", 4, relaytype.ClassInfra, at(time.Minute))
 	b.complete("p", 6, relaytype.StateDead, relaytype.ClassInfra, "db down")
 	b.complete("p", 7, relaytype.StateDead, relaytype.ClassMalformed, "bad")
-	_, err = b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE pipeline = $2 AND id = $3",
+	_, err = b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE queue = $2 AND id = $3",
 		string(relaytype.StateArchived), "p", int64(7))
 	require.NoError(t, err)
 	b.complete("other", 1, relaytype.StateDead, relaytype.ClassMalformed, "x")
 
-	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, b.list(&relaydriver.MessageListParams{Pipeline: "p"}), "ARCHIVED only when named")
-	require.Equal(t, []int64{7}, b.list(&relaydriver.MessageListParams{Pipeline: "p",
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, b.list(&relaydriver.MessageListParams{Queue: "p"}), "ARCHIVED only when named")
+	require.Equal(t, []int64{7}, b.list(&relaydriver.MessageListParams{Queue: "p",
 		States: []relaytype.State{relaytype.StateArchived}}))
 	dead := []relaytype.State{relaytype.StateDead}
-	require.Equal(t, []int64{1, 2, 6}, b.list(&relaydriver.MessageListParams{Pipeline: "p", States: dead}))
-	require.Equal(t, []int64{1}, b.list(&relaydriver.MessageListParams{Pipeline: "p", States: dead,
+	require.Equal(t, []int64{1, 2, 6}, b.list(&relaydriver.MessageListParams{Queue: "p", States: dead}))
+	require.Equal(t, []int64{1}, b.list(&relaydriver.MessageListParams{Queue: "p", States: dead,
 		Classes: []relaytype.ErrorClass{relaytype.ClassMalformed}}))
-	require.Equal(t, []int64{4, 6}, b.list(&relaydriver.MessageListParams{Pipeline: "p",
+	require.Equal(t, []int64{4, 6}, b.list(&relaydriver.MessageListParams{Queue: "p",
 		Classes: []relaytype.ErrorClass{relaytype.ClassInfra}}), "class filter across states")
-	require.Equal(t, []int64{2, 4, 6}, b.list(&relaydriver.MessageListParams{Pipeline: "p",
+	require.Equal(t, []int64{2, 4, 6}, b.list(&relaydriver.MessageListParams{Queue: "p",
 		States:  []relaytype.State{relaytype.StateDead, relaytype.StateFailed},
 		Classes: []relaytype.ErrorClass{relaytype.ClassInfra, relaytype.ClassExhausted}}))
 
-	ms, err := b.ex.MessageList(b.ctx, &relaydriver.MessageListParams{Pipeline: "p", States: dead, Limit: 1})
+	ms, err := b.ex.MessageList(b.ctx, &relaydriver.MessageListParams{Queue: "p", States: dead, Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	m := ms[0]
@@ -87,7 +87,7 @@ func testAdminListPagination(t *testing.T, b *bundle) {
 	var got []int64
 	after := int64(0)
 	for {
-		page := b.list(&relaydriver.MessageListParams{Pipeline: "p", AfterID: after, Limit: 3})
+		page := b.list(&relaydriver.MessageListParams{Queue: "p", AfterID: after, Limit: 3})
 		require.LessOrEqual(t, len(page), 3)
 		if len(page) == 0 {
 			break
@@ -96,8 +96,8 @@ func testAdminListPagination(t *testing.T, b *bundle) {
 		after = page[len(page)-1]
 	}
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7}, got)
-	require.Equal(t, []int64{6, 7}, b.list(&relaydriver.MessageListParams{Pipeline: "p", AfterID: 5}))
-	_, err := b.ex.MessageList(b.ctx, &relaydriver.MessageListParams{Pipeline: "p",
+	require.Equal(t, []int64{6, 7}, b.list(&relaydriver.MessageListParams{Queue: "p", AfterID: 5}))
+	_, err := b.ex.MessageList(b.ctx, &relaydriver.MessageListParams{Queue: "p",
 		Limit: relaydriver.MessageListLimitMax + 1})
 	require.Error(t, err, "a page above MessageListLimitMax is refused")
 }
@@ -111,9 +111,9 @@ func testAdminListAckAbandoned(t *testing.T, b *bundle) {
 	b.ackAbandon("p", 2, relaydriver.AckReasonMissingRow)
 	b.ackAbandon("p", 4, relaydriver.AckReasonTransientDeadline)
 	require.Equal(t, 1, b.ackDone("p", 3))
-	require.Equal(t, []int64{2, 4}, b.list(&relaydriver.MessageListParams{Pipeline: "p", AckAbandoned: true}))
-	n, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Pipeline: "p", IDs: []int64{2}, Now: b.now})
+	require.Equal(t, []int64{2, 4}, b.list(&relaydriver.MessageListParams{Queue: "p", AckAbandoned: true}))
+	n, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Queue: "p", IDs: []int64{2}, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, []int64{4}, b.list(&relaydriver.MessageListParams{Pipeline: "p", AckAbandoned: true}))
+	require.Equal(t, []int64{4}, b.list(&relaydriver.MessageListParams{Queue: "p", AckAbandoned: true}))
 }

@@ -26,11 +26,11 @@ var archiveCases = []struct {
 
 func init() { cases = append(cases, archiveCases...) }
 
-// archive archives pipeline's rows terminal before `before`, at b.now.
-func (b *bundle) archive(pipeline string, before time.Time, limit int) int {
+// archive archives queue's rows terminal before `before`, at b.now.
+func (b *bundle) archive(queue string, before time.Time, limit int) int {
 	b.t.Helper()
 	n, err := b.ex.MessageArchive(b.ctx, &relaydriver.MessageArchiveParams{
-		Pipeline: pipeline, TerminalBefore: before, Limit: limit, Now: b.now,
+		Queue: queue, TerminalBefore: before, Limit: limit, Now: b.now,
 	})
 	require.NoError(b.t, err)
 	return n
@@ -48,11 +48,11 @@ type historyRow struct {
 	payload    string
 }
 
-// history returns pipeline's history rows in id order.
-func (b *bundle) history(pipeline string) []historyRow {
+// history returns queue's history rows in id order.
+func (b *bundle) history(queue string) []historyRow {
 	b.t.Helper()
 	rows, err := b.ex.Query(b.ctx, `SELECT id, "key", state, attempts, error_class, last_error,
-		COALESCE(identity_key, ''), payload FROM relay_message_history WHERE pipeline = $1 ORDER BY id`, pipeline)
+		COALESCE(identity_key, ''), payload FROM relay_message_history WHERE queue = $1 ORDER BY id`, queue)
 	require.NoError(b.t, err)
 	defer rows.Close()
 	out := []historyRow{}
@@ -80,7 +80,7 @@ func historyIDs(hs []historyRow) []int64 {
 // Only terminal rows whose acknowledgement is settled (acknowledged, or never
 // owed) and whose updated_at is before the threshold (strict <) are
 // archived; an abandoned, unreconciled row is not (abandoned ≠ acknowledged),
-// a reconciled one is; other pipelines are untouched.
+// a reconciled one is; other queues are untouched.
 func testArchiveCandidates(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	b.insert("other", 1)
@@ -94,7 +94,7 @@ func testArchiveCandidates(t *testing.T, b *bundle) {
 	b.fail("p", 6, relaytype.ClassInfra, at(time.Minute)) // 5 PENDING, 6 FAILED
 	b.finish("p", 8, relaytype.StateDead)
 	b.ackAbandon("p", 8, relaydriver.AckReasonTransientDeadline)
-	_, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Pipeline: "p", IDs: []int64{8}, Now: b.now})
+	_, err := b.ex.AckReopen(b.ctx, &relaydriver.AckReopenParams{Queue: "p", IDs: []int64{8}, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 1, b.ackDone("p", 8)) // abandoned, then reconciled
 	b.complete("p", 9, relaytype.StateSkipped, "", "ignored:X")
@@ -126,10 +126,10 @@ func testArchiveCandidates(t *testing.T, b *bundle) {
 // terminal state); the shadow keeps id + identity and nothing else of note.
 func testArchiveHistory(t *testing.T, b *bundle) {
 	_, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Key: "k1", Payload: []byte("payload-1"), ReceivedAt: t0, Now: b.now},
+		{Queue: "p", ID: 1, Key: "k1", Payload: []byte("payload-1"), ReceivedAt: t0, Now: b.now},
 	})
 	require.NoError(t, err)
-	_, err = b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "I1"})
+	_, err = b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "I1"})
 	require.NoError(t, err)
 	b.fail("p", 1, relaytype.ClassInfra, at(time.Second))
 	b.complete("p", 1, relaytype.StateDead, relaytype.ClassMalformed, "bad input")
@@ -156,14 +156,14 @@ func testArchiveHistory(t *testing.T, b *bundle) {
 // claimed, never backlog, never scanned for acknowledgement, never replayed.
 func testArchiveShadow(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
-	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "I1"})
+	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "I1"})
 	require.NoError(t, err)
 	b.complete("p", 1, relaytype.StateDead, relaytype.ClassInfra, "x") // no ack intent: settled
 	b.now = at(time.Hour)
 	require.Equal(t, 1, b.archive("p", b.now, 10))
 
 	b.insert("p", 3)
-	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 3, Identity: "I1"})
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 3, Identity: "I1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.OwnerID, "the shadow still owns the identity")
 
@@ -174,7 +174,7 @@ func testArchiveShadow(t *testing.T, b *bundle) {
 	require.Equal(t, int64(2), st.Backlog())
 	require.Empty(t, b.ackScan("p", at(100*ackR), 100))
 	require.Equal(t, []int64{2, 3}, b.claim("p", false, 10, "w", time.Minute))
-	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Pipeline: "p", Classes: relaytype.KnownClasses, Now: b.now})
+	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Queue: "p", Classes: relaytype.KnownClasses, Now: b.now})
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, relaytype.StateArchived, b.get("p", 1).State)
@@ -188,7 +188,7 @@ func testArchiveReplayed(t *testing.T, b *bundle) {
 	b.complete("p", 1, relaytype.StateDead, relaytype.ClassInfra, "x")
 	b.complete("p", 2, relaytype.StateDead, relaytype.ClassInfra, "y")
 	b.now = at(time.Hour)
-	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Pipeline: "p",
+	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Queue: "p",
 		Classes: []relaytype.ErrorClass{relaytype.ClassInfra}, IDs: []int64{1}, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -213,7 +213,7 @@ func testArchiveLimitAndTx(t *testing.T, b *bundle) {
 
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
-	n, err := tx.MessageArchive(b.ctx, &relaydriver.MessageArchiveParams{Pipeline: "p", TerminalBefore: b.now, Now: b.now})
+	n, err := tx.MessageArchive(b.ctx, &relaydriver.MessageArchiveParams{Queue: "p", TerminalBefore: b.now, Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.NoError(t, tx.Rollback(b.ctx))
@@ -223,6 +223,6 @@ func testArchiveLimitAndTx(t *testing.T, b *bundle) {
 	require.Equal(t, 3, b.archive("p", b.now, 0))
 	require.Equal(t, []int64{1, 2, 3, 4, 5}, historyIDs(b.history("p")))
 
-	_, err = b.ex.MessageArchive(b.ctx, &relaydriver.MessageArchiveParams{Pipeline: "p", Now: b.now})
+	_, err = b.ex.MessageArchive(b.ctx, &relaydriver.MessageArchiveParams{Queue: "p", Now: b.now})
 	require.Error(t, err, "TerminalBefore is required")
 }

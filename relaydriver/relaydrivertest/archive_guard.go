@@ -38,13 +38,13 @@ func ArchiveGuard(t *testing.T, d relaydriver.Driver, archive ArchiveCandidatesF
 	ex := d.GetExecutor()
 	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Payload: []byte("a"), Now: base},
-		{Pipeline: "p", ID: 2, Payload: []byte("b"), Now: base},
-		{Pipeline: "p", ID: 3, Payload: []byte("c"), Now: base},
+		{Queue: "p", ID: 1, Payload: []byte("a"), Now: base},
+		{Queue: "p", ID: 2, Payload: []byte("b"), Now: base},
+		{Queue: "p", ID: 3, Payload: []byte("c"), Now: base},
 	})
 	require.NoError(t, err)
 	for _, id := range []int64{1, 2, 3} {
-		require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: id,
+		require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: id,
 			State: relaytype.StateDead, ErrorClass: relaytype.ClassInfra, LastError: "x", Now: base}))
 	}
 	// The candidates as a pass would have selected them.
@@ -56,18 +56,18 @@ func ArchiveGuard(t *testing.T, d relaydriver.Driver, archive ArchiveCandidatesF
 	// Then, before the writes: 1 is replayed (PENDING); 3 is replayed and
 	// dies again (DEAD, but not the row that was selected).
 	now := base.Add(time.Hour)
-	n, err := ex.MessageReplay(ctx, &relaydriver.MessageReplayParams{Pipeline: "p",
+	n, err := ex.MessageReplay(ctx, &relaydriver.MessageReplayParams{Queue: "p",
 		Classes: []relaytype.ErrorClass{relaytype.ClassInfra}, IDs: []int64{1, 3}, Now: now})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 3,
+	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 3,
 		State: relaytype.StateDead, ErrorClass: relaytype.ClassInfra, LastError: "again", Now: now}))
 
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
 	archived, err := archive(ctx, tx,
-		&relaydriver.MessageArchiveParams{Pipeline: "p", TerminalBefore: now, Now: now}, cands)
+		&relaydriver.MessageArchiveParams{Queue: "p", TerminalBefore: now, Now: now}, cands)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 1, archived)
@@ -79,7 +79,7 @@ func ArchiveGuard(t *testing.T, d relaydriver.Driver, archive ArchiveCandidatesF
 		states[id] = m.State
 	}
 	require.Equal(t, map[int64]relaytype.State{1: relaytype.StatePending, 2: relaytype.StateArchived, 3: relaytype.StateDead}, states)
-	rows, err := ex.Query(ctx, "SELECT id FROM relay_message_history WHERE pipeline = $1 ORDER BY id", "p")
+	rows, err := ex.Query(ctx, "SELECT id FROM relay_message_history WHERE queue = $1 ORDER BY id", "p")
 	require.NoError(t, err)
 	defer rows.Close()
 	var hist []int64

@@ -22,70 +22,70 @@ func testRefusesInvalidInput(t *testing.T, b *bundle) {
 		call       func() error
 	}{
 		{"insert without Now", "params[0].Now is required", func() error {
-			_, err := b.ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 2}})
+			_, err := b.ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 2}})
 			return err
 		}},
-		{"insert without pipeline", "params[0].Pipeline is empty", func() error {
+		{"insert without queue", "params[0].Queue is empty", func() error {
 			_, err := b.ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{ID: 2, Now: now}})
 			return err
 		}},
 		{"insert negative id", "params[1].ID -2 is negative", func() error {
-			_, err := b.ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 2, Now: now}, {Pipeline: "p", ID: -2, Now: now}})
+			_, err := b.ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 2, Now: now}, {Queue: "p", ID: -2, Now: now}})
 			return err
 		}},
 		{"bind empty identity", "empty identity", func() error {
-			_, err := b.ex.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1})
+			_, err := b.ex.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1})
 			return err
 		}},
 		{"complete non-terminal", `state "FAILED" is not terminal`, func() error {
-			return b.ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateFailed, Now: now})
+			return b.ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateFailed, Now: now})
 		}},
 		{"complete without Now", "Now is required", func() error {
-			return b.ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded})
+			return b.ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded})
 		}},
 		{"complete many without Now", "Now is required", func() error {
-			return b.ex.MessageCompleteMany(ctx, []*relaydriver.MessageCompleteParams{{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded}})
+			return b.ex.MessageCompleteMany(ctx, []*relaydriver.MessageCompleteParams{{Queue: "p", ID: 1, State: relaytype.StateSucceeded}})
 		}},
 		{"fail without Now", "Now is required", func() error {
-			_, err := b.ex.MessageFail(ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 1, NextAttemptAt: now})
+			_, err := b.ex.MessageFail(ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 1, NextAttemptAt: now})
 			return err
 		}},
 		{"exhaust without Now", "Now is required", func() error {
-			return b.ex.MessageExhaust(ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: 1, MaxAttempts: 1})
+			return b.ex.MessageExhaust(ctx, &relaydriver.MessageExhaustParams{Queue: "p", ID: 1, MaxAttempts: 1})
 		}},
 		{"claim without owner", "Owner is required", func() error {
-			_, err := b.ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", LeaseUntil: now.Add(time.Minute), Now: now})
+			_, err := b.ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Queue: "p", LeaseUntil: now.Add(time.Minute), Now: now})
 			return err
 		}},
 		{"claim without Now", "is not after Now", func() error {
-			_, err := b.ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", Owner: "o", LeaseUntil: now})
+			_, err := b.ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Queue: "p", Owner: "o", LeaseUntil: now})
 			return err
 		}},
 		{"renew without lease", "Owner and LeaseUntil are required", func() error {
-			_, err := b.ex.MessageLeaseRenew(ctx, &relaydriver.MessageLeaseRenewParams{Pipeline: "p", Owner: "o", IDs: []int64{1}})
+			_, err := b.ex.MessageLeaseRenew(ctx, &relaydriver.MessageLeaseRenewParams{Queue: "p", Owner: "o", IDs: []int64{1}})
 			return err
 		}},
 		{"release without owner", "Owner is required", func() error {
-			_, err := b.ex.MessageLeaseRelease(ctx, &relaydriver.MessageLeaseReleaseParams{Pipeline: "p"})
+			_, err := b.ex.MessageLeaseRelease(ctx, &relaydriver.MessageLeaseReleaseParams{Queue: "p"})
 			return err
 		}},
 		{"replay without Now", "Now is required", func() error {
-			_, err := b.ex.MessageReplay(ctx, &relaydriver.MessageReplayParams{Pipeline: "p", Classes: []relaytype.ErrorClass{relaytype.ClassInfra}})
+			_, err := b.ex.MessageReplay(ctx, &relaydriver.MessageReplayParams{Queue: "p", Classes: []relaytype.ErrorClass{relaytype.ClassInfra}})
 			return err
 		}},
 		{"cursor save without Now", "Now is required", func() error {
-			return b.ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 1})
+			return b.ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1})
 		}},
 		{"cursor seed without Now", "Now is required", func() error {
-			return b.ex.CursorSeed(ctx, &relaydriver.CursorSeedParams{Pipeline: "q", Watermark: 1})
+			return b.ex.CursorSeed(ctx, &relaydriver.CursorSeedParams{Queue: "q", Watermark: 1})
 		}},
 		{"nil hole", "nil hole", func() error { return b.ex.HoleInsert(ctx, nil) }},
 		{"ack scan without R", "must be positive", func() error {
-			_, err := b.ex.AckScan(ctx, &relaydriver.AckScanParams{Pipeline: "p", Now: now})
+			_, err := b.ex.AckScan(ctx, &relaydriver.AckScanParams{Queue: "p", Now: now})
 			return err
 		}},
 		{"ack retry without NextAt", "Now and NextAt are required", func() error {
-			return b.ex.AckRetry(ctx, &relaydriver.AckRetryParams{Pipeline: "p", ID: 1, Now: now})
+			return b.ex.AckRetry(ctx, &relaydriver.AckRetryParams{Queue: "p", ID: 1, Now: now})
 		}},
 		{"outbox fetch without Now", "Now is required", func() error {
 			_, err := b.ex.OutboxFetch(ctx, &relaydriver.OutboxFetchParams{Target: "t"})
@@ -103,12 +103,12 @@ func testRefusesInvalidInput(t *testing.T, b *bundle) {
 			_, err := b.ex.LatestFail(ctx, &relaydriver.LatestFailParams{Target: "t", Key: "k", Generation: 1, MaxAttempts: 1})
 			return err
 		}},
-		{"archive without pipeline", "Pipeline is empty", func() error {
+		{"archive without queue", "Queue is empty", func() error {
 			_, err := b.ex.MessageArchive(ctx, &relaydriver.MessageArchiveParams{TerminalBefore: now, Now: now})
 			return err
 		}},
 		{"list above the page limit", "above", func() error {
-			_, err := b.ex.MessageList(ctx, &relaydriver.MessageListParams{Pipeline: "p", Limit: relaydriver.MessageListLimitMax + 1})
+			_, err := b.ex.MessageList(ctx, &relaydriver.MessageListParams{Queue: "p", Limit: relaydriver.MessageListLimitMax + 1})
 			return err
 		}},
 	} {

@@ -69,7 +69,7 @@ func testClaimConcurrent(t *testing.T, b *bundle) {
 			// messages means rows are claimed again.
 			for round := 0; round <= n; round++ {
 				ms, err := b.ex.MessageClaim(b.ctx, &relaydriver.MessageClaimParams{
-					Pipeline: "p", Limit: 7, Owner: owner, LeaseUntil: b.now.Add(time.Hour), Now: b.now,
+					Queue: "p", Limit: 7, Owner: owner, LeaseUntil: b.now.Add(time.Hour), Now: b.now,
 				})
 				mu.Lock()
 				if err != nil {
@@ -114,13 +114,13 @@ func testClaimPerKeyHeads(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{2, 6}, b.claim("p", true, 10, "w1", time.Hour))
 	require.Empty(t, b.claim("p", true, 10, "w2", time.Hour), "every key is leased")
 
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
 	require.Equal(t, []int64{3}, b.claim("p", true, 10, "w2", time.Hour))
 
 	// A failing head pauses only its key: 4 waits behind 2.
-	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2, ErrorClass: relaytype.ClassInfra, NextAttemptAt: at(10 * time.Minute), LeaseOwner: "w1", Now: b.now})
+	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 2, ErrorClass: relaytype.ClassInfra, NextAttemptAt: at(10 * time.Minute), LeaseOwner: "w1", Now: b.now})
 	require.NoError(t, err)
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 3, State: relaytype.StateSucceeded, LeaseOwner: "w2", Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 3, State: relaytype.StateSucceeded, LeaseOwner: "w2", Now: b.now}))
 	require.Equal(t, []int64{5}, b.claim("p", true, 10, "w2", time.Hour))
 
 	b.now = at(10 * time.Minute)
@@ -138,26 +138,26 @@ func testClaimPerKeyLateSmallerID(t *testing.T, b *bundle) {
 	b.insertKeyed("p", "j", 7)
 	require.Equal(t, []int64{7}, b.claim("p", true, 10, "w2", time.Hour), "key k is blocked by the lease on 10")
 
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 10, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 10, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
 	require.Equal(t, []int64{5}, b.claim("p", true, 10, "w2", time.Hour))
 }
 
 // Lease renewal: one call extends every lease the owner still holds (an
 // expired one nobody took included) and reports the others as lost —
-// finished, leased to another owner, unknown, or of another pipeline.
+// finished, leased to another owner, unknown, or of another queue.
 func testLeaseRenew(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3, 4, 5)
 	b.insert("q", 1)
 	require.Equal(t, []int64{1, 2, 3}, b.claim("p", false, 3, "w1", time.Minute))
 	require.Equal(t, []int64{4}, b.claim("p", false, 1, "w2", time.Minute))
 	require.Equal(t, []int64{1}, b.claim("q", false, 1, "w1", time.Minute))
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 3,
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 3,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
 
 	renew := func(ids ...int64) []int64 {
 		t.Helper()
 		res, err := b.ex.MessageLeaseRenew(b.ctx, &relaydriver.MessageLeaseRenewParams{
-			Pipeline: "p", Owner: "w1", IDs: ids, LeaseUntil: b.now.Add(time.Minute)})
+			Queue: "p", Owner: "w1", IDs: ids, LeaseUntil: b.now.Add(time.Minute)})
 		require.NoError(t, err)
 		require.True(t, slices.IsSorted(res.Lost), "Lost must be ascending, got %v", res.Lost)
 		return append([]int64{}, res.Lost...)
@@ -168,7 +168,7 @@ func testLeaseRenew(t *testing.T, b *bundle) {
 	requireTime(t, at(90*time.Second), b.get("p", 2).LeaseExpiresAt, "renewed LeaseExpiresAt")
 	require.Equal(t, "w2", b.get("p", 4).LeaseOwner, "another owner's lease is not taken")
 	requireTime(t, at(time.Minute), b.get("p", 4).LeaseExpiresAt, "another owner's lease is not extended")
-	requireTime(t, at(time.Minute), b.get("q", 1).LeaseExpiresAt, "another pipeline is not touched")
+	requireTime(t, at(time.Minute), b.get("q", 1).LeaseExpiresAt, "another queue is not touched")
 	require.Equal(t, relaytype.StatePending, b.get("p", 1).State, "a renewal only moves the lease")
 
 	// Renewed leases hold off other claimers past the original expiry.
@@ -185,23 +185,23 @@ func testLeaseRenew(t *testing.T, b *bundle) {
 }
 
 // Lease release: every lease of the owner on unfinished messages of the
-// pipeline is cleared and the messages are claimable at once, before expiry;
-// other owners, pipelines and finished messages are untouched.
+// queue is cleared and the messages are claimable at once, before expiry;
+// other owners, queues and finished messages are untouched.
 func testLeaseRelease(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3, 4, 5)
 	b.insert("q", 1)
 	require.Equal(t, []int64{1, 2, 3}, b.claim("p", false, 3, "w1", time.Hour))
 	require.Equal(t, []int64{4}, b.claim("p", false, 1, "w2", time.Hour))
 	require.Equal(t, []int64{1}, b.claim("q", false, 1, "w1", time.Hour))
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
-	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2,
+	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 2,
 		ErrorClass: relaytype.ClassInfra, LeaseOwner: "w1", Now: b.now})
 	require.NoError(t, err)
 	// 2 is FAILED and due at once; lease it to w1 again.
 	require.Equal(t, []int64{2, 5}, b.claim("p", false, 10, "w1", time.Hour))
 
-	n, err := b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Pipeline: "p", Owner: "w1"})
+	n, err := b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Queue: "p", Owner: "w1"})
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "2, 3 and 5")
 	for _, id := range []int64{2, 3, 5} {
@@ -214,7 +214,7 @@ func testLeaseRelease(t *testing.T, b *bundle) {
 	require.Equal(t, relaytype.StateSucceeded, b.get("p", 1).State)
 	require.Equal(t, []int64{2, 3, 5}, b.claim("p", false, 10, "w3", time.Hour), "claimable before the old expiry")
 
-	n, err = b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Pipeline: "p", Owner: "w1"})
+	n, err = b.ex.MessageLeaseRelease(b.ctx, &relaydriver.MessageLeaseReleaseParams{Queue: "p", Owner: "w1"})
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

@@ -29,10 +29,10 @@ var bindIdentitiesCases = []struct {
 func init() { cases = append(cases, bindIdentitiesCases...) }
 
 // bindMany binds ids[i] to identities[i] in one MessageBindIdentities call.
-func (b *bundle) bindMany(pipeline string, ids []int64, identities []string) *relaydriver.MessageBindIdentitiesResult {
+func (b *bundle) bindMany(queue string, ids []int64, identities []string) *relaydriver.MessageBindIdentitiesResult {
 	b.t.Helper()
 	res, err := b.ex.MessageBindIdentities(b.ctx, &relaydriver.MessageBindIdentitiesParams{
-		Pipeline: pipeline, IDs: ids, Identities: identities,
+		Queue: queue, IDs: ids, Identities: identities,
 	})
 	require.NoError(b.t, err)
 	require.Len(b.t, res.Owners, len(ids))
@@ -41,19 +41,19 @@ func (b *bundle) bindMany(pipeline string, ids []int64, identities []string) *re
 }
 
 // bindOne binds one identity with MessageBindIdentity.
-func (b *bundle) bindOne(pipeline string, id int64, identity string) *relaydriver.MessageBindIdentityResult {
+func (b *bundle) bindOne(queue string, id int64, identity string) *relaydriver.MessageBindIdentityResult {
 	b.t.Helper()
-	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: pipeline, ID: id, Identity: identity})
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: queue, ID: id, Identity: identity})
 	require.NoError(b.t, err)
 	return res
 }
 
 // identities returns the bound identity of each id ("" when unbound).
-func (b *bundle) identities(pipeline string, ids ...int64) []string {
+func (b *bundle) identities(queue string, ids ...int64) []string {
 	b.t.Helper()
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = b.get(pipeline, id).IdentityKey
+		out[i] = b.get(queue, id).IdentityKey
 	}
 	return out
 }
@@ -65,7 +65,7 @@ func testBindIdentitiesFresh(t *testing.T, b *bundle) {
 	require.Equal(t, &relaydriver.MessageBindIdentitiesResult{Owners: []int64{1, 2, 3}, Identities: []string{"A", "B", "C"}}, res)
 	require.Equal(t, []string{"A", "B", "C"}, b.identities("p", 1, 2, 3))
 
-	// Identities are unique per pipeline only.
+	// Identities are unique per queue only.
 	b.insert("q", 1, 2)
 	res = b.bindMany("q", []int64{2, 1}, []string{"A", "B"})
 	require.Equal(t, []int64{2, 1}, res.Owners)
@@ -145,7 +145,7 @@ func testBindIdentitiesMixed(t *testing.T, b *bundle) {
 		b.bindOne(p, 2, "B")
 		b.bindOne(p, 12, "F")
 		b.complete(p, 12, relaytype.StateSucceeded, "", "")
-		n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE pipeline = $2 AND id = $3",
+		n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE queue = $2 AND id = $3",
 			string(relaytype.StateArchived), p, int64(12))
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
@@ -190,12 +190,12 @@ func testBindIdentitiesInTx(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
 	res, err := tx.MessageBindIdentities(b.ctx, &relaydriver.MessageBindIdentitiesParams{
-		Pipeline: "p", IDs: []int64{2, 3}, Identities: []string{"A", "C"},
+		Queue: "p", IDs: []int64{2, 3}, Identities: []string{"A", "C"},
 	})
 	require.NoError(t, err)
 	require.Equal(t, &relaydriver.MessageBindIdentitiesResult{Owners: []int64{1, 3}, Identities: []string{"A", "C"}}, res)
 	require.NoError(t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "duplicate-of:1", Now: b.now,
+		Queue: "p", ID: 2, State: relaytype.StateSkipped, LastError: "duplicate-of:1", Now: b.now,
 	}))
 	require.NoError(t, tx.Rollback(b.ctx))
 	require.Equal(t, []string{"A", "", ""}, b.identities("p", 1, 2, 3), "rolled back with the transaction")
@@ -205,7 +205,7 @@ func testBindIdentitiesInTx(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
 	res, err = tx.MessageBindIdentities(b.ctx, &relaydriver.MessageBindIdentitiesParams{
-		Pipeline: "p", IDs: []int64{3, 2}, Identities: []string{"C", "C"},
+		Queue: "p", IDs: []int64{3, 2}, Identities: []string{"C", "C"},
 	})
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 3}, res.Owners)
@@ -218,7 +218,7 @@ func testBindIdentitiesErrors(t *testing.T, b *bundle) {
 	b.insert("p", 1)
 	bind := func(ids []int64, identities []string) error {
 		_, err := b.ex.MessageBindIdentities(b.ctx, &relaydriver.MessageBindIdentitiesParams{
-			Pipeline: "p", IDs: ids, Identities: identities,
+			Queue: "p", IDs: ids, Identities: identities,
 		})
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // Conformance of MessageInsertMany with identities: dedupe at insert time. An
-// input whose identity a message of its pipeline already holds is not
+// input whose identity a message of its queue already holds is not
 // inserted and is reported as a duplicate of that message; the outcome is the
 // one of inserting the inputs one by one in input order.
 
@@ -25,7 +25,7 @@ var insertIdentityCases = []struct {
 	{"InsertIdentityOfDecoderBinding", testInsertIdentityOfBinding},
 	{"InsertIdentityOfArchived", testInsertIdentityOfArchived},
 	{"InsertIdentityExplicitIDs", testInsertIdentityExplicitIDs},
-	{"InsertIdentityPipelinesIsolated", testInsertIdentityPipelines},
+	{"InsertIdentityQueuesIsolated", testInsertIdentityPipelines},
 	{"InsertIdentityInTx", testInsertIdentityInTx},
 	{"InsertIdentityBindingLeavesItAlone", testInsertIdentityBindLeavesAlone},
 }
@@ -48,20 +48,20 @@ func (b *bundle) insertMany(ex relaydriver.Executor, ps ...*relaydriver.MessageI
 	return res
 }
 
-// requireAbsent checks that no message id exists in pipeline.
-func (b *bundle) requireAbsent(pipeline string, id int64) {
+// requireAbsent checks that no message id exists in queue.
+func (b *bundle) requireAbsent(queue string, id int64) {
 	b.t.Helper()
-	_, err := b.ex.MessageGet(b.ctx, pipeline, id)
-	require.ErrorIs(b.t, err, relaytype.ErrNotFound, "message %s/%d", pipeline, id)
+	_, err := b.ex.MessageGet(b.ctx, queue, id)
+	require.ErrorIs(b.t, err, relaytype.ErrNotFound, "message %s/%d", queue, id)
 }
 
 // A message inserted with an identity holds it from the start; inputs
 // without one stay unbound, and no input of a plain batch is a duplicate.
 func testInsertIdentityBound(t *testing.T, b *bundle) {
 	res := b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A", Payload: []byte("a")},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Payload: []byte("plain")},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 100, Identity: "B"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "A", Payload: []byte("a")},
+		&relaydriver.MessageInsertParams{Queue: "p", Payload: []byte("plain")},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 100, Identity: "B"},
 	)
 	require.Equal(t, 3, res.Inserted)
 	require.Equal(t, []bool{false, false, false}, res.Duplicate)
@@ -74,8 +74,8 @@ func testInsertIdentityBound(t *testing.T, b *bundle) {
 
 	// Intake's batches (explicit ids, no identity) keep insert-if-absent.
 	res = b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 100},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 101},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 100},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 101},
 	)
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, []int64{100, 101}, res.IDs)
@@ -86,15 +86,15 @@ func testInsertIdentityBound(t *testing.T, b *bundle) {
 // A later call with a held identity inserts nothing and names the holder,
 // whether its id is allocated or explicit.
 func testInsertIdentityAcrossCalls(t *testing.T, b *bundle) {
-	first := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A", Payload: []byte("first")})
+	first := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A", Payload: []byte("first")})
 	require.Equal(t, 1, first.Inserted)
 	owner := first.IDs[0]
 
 	b.now = at(time.Minute)
 	res := b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A", Payload: []byte("again")},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 500, Identity: "A"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "B"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "A", Payload: []byte("again")},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 500, Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "B"},
 	)
 	require.Equal(t, 1, res.Inserted, "only B is new")
 	require.Equal(t, []bool{true, true, false}, res.Duplicate)
@@ -108,7 +108,7 @@ func testInsertIdentityAcrossCalls(t *testing.T, b *bundle) {
 
 	// A finished holder still holds its identity.
 	b.complete("p", owner, relaytype.StateSucceeded, "", "")
-	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	require.Equal(t, []bool{true}, res.Duplicate)
 	require.Equal(t, []int64{owner}, res.IDs)
 	require.Zero(t, res.Inserted)
@@ -119,11 +119,11 @@ func testInsertIdentityAcrossCalls(t *testing.T, b *bundle) {
 // its duplicates.
 func testInsertIdentityRepeatedInCall(t *testing.T, b *bundle) {
 	res := b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "X", Payload: []byte("x1")},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "Y"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "X", Payload: []byte("x2")},
-		&relaydriver.MessageInsertParams{Pipeline: "p"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "Y"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "X", Payload: []byte("x1")},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "Y"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "X", Payload: []byte("x2")},
+		&relaydriver.MessageInsertParams{Queue: "p"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "Y"},
 	)
 	require.Equal(t, 3, res.Inserted)
 	require.Equal(t, []bool{false, false, true, false, true}, res.Duplicate)
@@ -133,8 +133,8 @@ func testInsertIdentityRepeatedInCall(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{res.IDs[0], res.IDs[1], res.IDs[3]}, b.head("p"))
 
 	res = b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "q", ID: 20, Identity: "Z"},
-		&relaydriver.MessageInsertParams{Pipeline: "q", ID: 10, Identity: "Z"},
+		&relaydriver.MessageInsertParams{Queue: "q", ID: 20, Identity: "Z"},
+		&relaydriver.MessageInsertParams{Queue: "q", ID: 10, Identity: "Z"},
 	)
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, []bool{false, true}, res.Duplicate)
@@ -148,14 +148,14 @@ func testInsertIdentityRepeatedInCall(t *testing.T, b *bundle) {
 func testInsertIdentityOfBinding(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	require.Equal(t, int64(1), b.bindOne("p", 1, "A").OwnerID)
-	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	require.Equal(t, []bool{true}, res.Duplicate)
 	require.Equal(t, []int64{1}, res.IDs)
 	require.Equal(t, []int64{1, 2}, b.head("p"))
 
 	// And the other way round: an identity inserted first makes a later
 	// binding of it a duplicate.
-	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "B"})
+	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "B"})
 	require.Equal(t, []bool{false}, res.Duplicate)
 	require.Equal(t, res.IDs[0], b.bindOne("p", 2, "B").OwnerID)
 	require.Empty(t, b.get("p", 2).IdentityKey)
@@ -164,14 +164,14 @@ func testInsertIdentityOfBinding(t *testing.T, b *bundle) {
 // An ARCHIVED shadow keeps its identity (seed 000 §9.3), so it is still the
 // holder an insert is a duplicate of.
 func testInsertIdentityOfArchived(t *testing.T, b *bundle) {
-	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	owner := res.IDs[0]
 	b.complete("p", owner, relaytype.StateSucceeded, "", "")
 	b.now = at(time.Hour)
 	require.Equal(t, 1, b.archive("p", at(time.Minute), 10))
 	require.Equal(t, relaytype.StateArchived, b.get("p", owner).State)
 
-	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	require.Equal(t, []bool{true}, res.Duplicate)
 	require.Equal(t, []int64{owner}, res.IDs)
 	require.Empty(t, b.head("p"))
@@ -182,7 +182,7 @@ func testInsertIdentityOfArchived(t *testing.T, b *bundle) {
 // is absent with a held identity is a duplicate and takes no row.
 func testInsertIdentityExplicitIDs(t *testing.T, b *bundle) {
 	b.insert("p", 5)
-	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", ID: 5, Identity: "A"})
+	res := b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", ID: 5, Identity: "A"})
 	require.Zero(t, res.Inserted)
 	require.Equal(t, []int64{5}, res.IDs)
 	require.Equal(t, []bool{false}, res.Duplicate)
@@ -191,9 +191,9 @@ func testInsertIdentityExplicitIDs(t *testing.T, b *bundle) {
 	// A is still free, so the next input with it is inserted; the one after
 	// it (an explicit id repeated in the call) finds its id present.
 	res = b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 6, Identity: "A", Payload: []byte("six")},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 6, Identity: "B"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 7, Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 6, Identity: "A", Payload: []byte("six")},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 6, Identity: "B"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 7, Identity: "A"},
 	)
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, []int64{6, 6, 6}, res.IDs)
@@ -205,9 +205,9 @@ func testInsertIdentityExplicitIDs(t *testing.T, b *bundle) {
 	// The first input of an identity is a present id: the second input of
 	// that identity is decided on its own (inserted, as one by one).
 	res = b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 5, Identity: "C"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "C"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "C"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 5, Identity: "C"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "C"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "C"},
 	)
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, []bool{false, false, true}, res.Duplicate)
@@ -219,9 +219,9 @@ func testInsertIdentityExplicitIDs(t *testing.T, b *bundle) {
 	// A duplicate takes no row, so a later input with its explicit id is
 	// inserted.
 	res = b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 20, Identity: "D"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 21, Identity: "D"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 21, Identity: "E", Payload: []byte("e")},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 20, Identity: "D"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 21, Identity: "D"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 21, Identity: "E", Payload: []byte("e")},
 	)
 	require.Equal(t, 2, res.Inserted)
 	require.Equal(t, []int64{20, 20, 21}, res.IDs)
@@ -230,11 +230,11 @@ func testInsertIdentityExplicitIDs(t *testing.T, b *bundle) {
 	require.Equal(t, []byte("e"), b.get("p", 21).Payload)
 }
 
-// Identities are unique per pipeline only.
+// Identities are unique per queue only.
 func testInsertIdentityPipelines(t *testing.T, b *bundle) {
 	res := b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"},
-		&relaydriver.MessageInsertParams{Pipeline: "q", Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "p", Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "q", Identity: "A"},
 	)
 	require.Equal(t, 2, res.Inserted)
 	require.Equal(t, []bool{false, false}, res.Duplicate)
@@ -245,32 +245,32 @@ func testInsertIdentityPipelines(t *testing.T, b *bundle) {
 // Inside a transaction a duplicate leaves it usable, the transaction sees its
 // own insert as the holder, and a rollback frees the identity.
 func testInsertIdentityInTx(t *testing.T, b *bundle) {
-	b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", ID: 1, Identity: "held"})
+	b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", ID: 1, Identity: "held"})
 
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
 	res := b.insertMany(tx,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 2, Identity: "held"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 3, Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 2, Identity: "held"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 3, Identity: "A"},
 	)
 	require.Equal(t, []bool{true, false}, res.Duplicate)
 	require.Equal(t, []int64{1, 3}, res.IDs)
-	res = b.insertMany(tx, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res = b.insertMany(tx, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	require.Equal(t, []bool{true}, res.Duplicate)
 	require.Equal(t, []int64{3}, res.IDs)
 	require.NoError(t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: "p", ID: 3, State: relaytype.StateSucceeded, Now: b.now,
+		Queue: "p", ID: 3, State: relaytype.StateSucceeded, Now: b.now,
 	}), "the transaction is still usable")
 	require.NoError(t, tx.Rollback(b.ctx))
 
 	b.requireAbsent("p", 3)
-	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Pipeline: "p", Identity: "A"})
+	res = b.insertMany(b.ex, &relaydriver.MessageInsertParams{Queue: "p", Identity: "A"})
 	require.Equal(t, []bool{false}, res.Duplicate)
 	require.Equal(t, 1, res.Inserted)
 
 	tx, err = b.d.Begin(b.ctx)
 	require.NoError(t, err)
-	res = b.insertMany(tx, &relaydriver.MessageInsertParams{Pipeline: "p", ID: 9, Identity: "B"})
+	res = b.insertMany(tx, &relaydriver.MessageInsertParams{Queue: "p", ID: 9, Identity: "B"})
 	require.Equal(t, 1, res.Inserted)
 	require.NoError(t, tx.Commit(b.ctx))
 	require.Equal(t, "B", b.get("p", 9).IdentityKey)
@@ -281,8 +281,8 @@ func testInsertIdentityInTx(t *testing.T, b *bundle) {
 // the owner of its own identity, one by one or set-based.
 func testInsertIdentityBindLeavesAlone(t *testing.T, b *bundle) {
 	res := b.insertMany(b.ex,
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 1, Identity: "A"},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 2, Identity: "B"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 1, Identity: "A"},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 2, Identity: "B"},
 	)
 	require.Equal(t, 2, res.Inserted)
 	one := b.bindOne("p", 1, "decoded")

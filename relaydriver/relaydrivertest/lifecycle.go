@@ -16,22 +16,22 @@ import (
 func testReplay(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3, 4, 5)
 	for id, identity := range map[int64]string{1: "I1", 2: "I2", 3: "I3"} {
-		_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: id, Identity: identity})
+		_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: id, Identity: identity})
 		require.NoError(t, err)
 	}
 	b.fail("p", 1, relaytype.ClassInfra, at(time.Hour))
 	b.fail("p", 1, relaytype.ClassInfra, at(time.Hour))
 	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, LastError: "bad xml", AckIntent: true, Now: b.now,
+		Queue: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, LastError: "bad xml", AckIntent: true, Now: b.now,
 	}))
 	b.fail("p", 3, relaytype.ClassCodec, at(time.Hour))
-	require.NoError(t, b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: 3, MaxAttempts: 1, AckIntent: true, Now: b.now}))
+	require.NoError(t, b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Queue: "p", ID: 3, MaxAttempts: 1, AckIntent: true, Now: b.now}))
 	b.complete("p", 4, relaytype.StateSucceeded, "", "")
 	b.complete("p", 5, relaytype.StateDead, relaytype.ClassProtocol, "half package")
 
 	b.now = at(time.Minute)
 	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{
-		Pipeline: "p", Classes: []relaytype.ErrorClass{relaytype.ClassMalformed, relaytype.ClassExhausted}, Now: b.now,
+		Queue: "p", Classes: []relaytype.ErrorClass{relaytype.ClassMalformed, relaytype.ClassExhausted}, Now: b.now,
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -54,12 +54,12 @@ func testReplay(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{1, 2, 3}, b.head("p"))
 
 	// A replayed message's identity still binds to itself.
-	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "I2"})
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 2, Identity: "I2"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.OwnerID)
 
 	n, err = b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{
-		Pipeline: "p", Classes: []relaytype.ErrorClass{relaytype.ClassMalformed, relaytype.ClassExhausted}, Now: b.now,
+		Queue: "p", Classes: []relaytype.ErrorClass{relaytype.ClassMalformed, relaytype.ClassExhausted}, Now: b.now,
 	})
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to replay")
@@ -72,7 +72,7 @@ func testReplayIDs(t *testing.T, b *bundle) {
 		b.complete("p", id, relaytype.StateDead, relaytype.ClassProtocol, "rejected")
 	}
 	n, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{
-		Pipeline: "p", Classes: []relaytype.ErrorClass{relaytype.ClassProtocol}, IDs: []int64{1, 3, 99}, Now: b.now,
+		Queue: "p", Classes: []relaytype.ErrorClass{relaytype.ClassProtocol}, IDs: []int64{1, 3, 99}, Now: b.now,
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -87,7 +87,7 @@ func testStats(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	require.Zero(t, st.Backlog())
 	require.Zero(t, st.MaxID)
-	requireTime(t, time.Time{}, st.OldestUnfinishedEnqueuedAt, "OldestUnfinishedEnqueuedAt of an empty pipeline")
+	requireTime(t, time.Time{}, st.OldestUnfinishedEnqueuedAt, "OldestUnfinishedEnqueuedAt of an empty queue")
 
 	for i, id := range []int64{1, 2, 3, 4, 5} {
 		b.now = at(time.Duration(i) * time.Second)
@@ -118,10 +118,10 @@ func testCursorSave(t *testing.T, b *bundle) {
 	_, err := b.ex.CursorGet(b.ctx, "p")
 	require.ErrorIs(t, err, relaytype.ErrNotFound)
 
-	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 10, Now: b.now}))
+	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 10, Now: b.now}))
 	c, err := b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
-	require.Equal(t, "p", c.Pipeline)
+	require.Equal(t, "p", c.Queue)
 	require.Equal(t, int64(10), c.Watermark)
 	requireTime(t, time.Time{}, c.HoleSince, "HoleSince")
 	requireTime(t, time.Time{}, c.SeededAt, "SeededAt")
@@ -130,7 +130,7 @@ func testCursorSave(t *testing.T, b *bundle) {
 
 	holeSince := at(time.Second)
 	b.now = at(2 * time.Second)
-	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 12, HoleSince: holeSince, Now: b.now}))
+	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 12, HoleSince: holeSince, Now: b.now}))
 	c, err = b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
 	require.Equal(t, int64(12), c.Watermark)
@@ -138,13 +138,13 @@ func testCursorSave(t *testing.T, b *bundle) {
 	requireTime(t, b.now, c.UpdatedAt, "UpdatedAt")
 
 	// Clearing the hole.
-	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 14, Now: b.now}))
+	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 14, Now: b.now}))
 	c, err = b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
 	requireTime(t, time.Time{}, c.HoleSince, "HoleSince after release")
 
 	// seed 000 §4.3: an instance that already has a watermark refuses seeding.
-	err = b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Pipeline: "p", Watermark: 100, Mode: "max", Now: b.now})
+	err = b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Queue: "p", Watermark: 100, Mode: "max", Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrSeedRefused)
 	c, err = b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func testCursorSave(t *testing.T, b *bundle) {
 // seed 000 §4.3: seeding stores the watermark with SeededAt and the mode; a
 // second seeding is refused; a later save keeps the seeding facts.
 func testCursorSeed(t *testing.T, b *bundle) {
-	require.NoError(t, b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Pipeline: "p", Watermark: 100, Mode: "max", Now: b.now}))
+	require.NoError(t, b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Queue: "p", Watermark: 100, Mode: "max", Now: b.now}))
 	c, err := b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
 	require.Equal(t, int64(100), c.Watermark)
@@ -166,10 +166,10 @@ func testCursorSeed(t *testing.T, b *bundle) {
 	requireTime(t, b.now, c.UpdatedAt, "UpdatedAt")
 	requireTime(t, time.Time{}, c.HoleSince, "HoleSince")
 
-	err = b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Pipeline: "p", Watermark: 0, Mode: "zero", Now: at(time.Second)})
+	err = b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Queue: "p", Watermark: 0, Mode: "zero", Now: at(time.Second)})
 	require.ErrorIs(t, err, relaytype.ErrSeedRefused)
 
-	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 105, HoleSince: at(time.Minute), Now: at(time.Hour)}))
+	require.NoError(t, b.ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 105, HoleSince: at(time.Minute), Now: at(time.Hour)}))
 	c, err = b.ex.CursorGet(b.ctx, "p")
 	require.NoError(t, err)
 	require.Equal(t, int64(105), c.Watermark)
@@ -177,14 +177,14 @@ func testCursorSeed(t *testing.T, b *bundle) {
 	requireTime(t, t0, c.SeededAt, "SeededAt after a save")
 	requireTime(t, at(time.Hour), c.UpdatedAt, "UpdatedAt after a save")
 
-	require.NoError(t, b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Pipeline: "q", Watermark: 0, Mode: "zero", Now: b.now}), "pipelines seed independently")
+	require.NoError(t, b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Queue: "q", Watermark: 0, Mode: "zero", Now: b.now}), "queues seed independently")
 }
 
 // seed 000 §4.3: an instance with processing records refuses seeding even
 // without a cursor row.
 func testCursorSeedRefusedWithMessages(t *testing.T, b *bundle) {
 	b.insert("p", 42)
-	err := b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Pipeline: "p", Watermark: 100, Mode: "max", Now: b.now})
+	err := b.ex.CursorSeed(b.ctx, &relaydriver.CursorSeedParams{Queue: "p", Watermark: 100, Mode: "max", Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrSeedRefused)
 	_, err = b.ex.CursorGet(b.ctx, "p")
 	require.ErrorIs(t, err, relaytype.ErrNotFound, "a refused seed writes nothing")
@@ -196,17 +196,17 @@ func testHoles(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	require.Empty(t, hs)
 
-	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Pipeline: "p", ID: 7, FirstSeenAt: t0, ReleasedAt: at(time.Minute)}))
-	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Pipeline: "p", ID: 5, FirstSeenAt: t0, ReleasedAt: at(2 * time.Minute)}))
-	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Pipeline: "p", ID: 7, FirstSeenAt: at(time.Hour), ReleasedAt: at(2 * time.Hour)}), "idempotent")
-	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Pipeline: "q", ID: 1, FirstSeenAt: t0, ReleasedAt: t0}))
+	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "p", ID: 7, FirstSeenAt: t0, ReleasedAt: at(time.Minute)}))
+	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "p", ID: 5, FirstSeenAt: t0, ReleasedAt: at(2 * time.Minute)}))
+	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "p", ID: 7, FirstSeenAt: at(time.Hour), ReleasedAt: at(2 * time.Hour)}), "idempotent")
+	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "q", ID: 1, FirstSeenAt: t0, ReleasedAt: t0}))
 
 	hs, err = b.ex.HoleList(b.ctx, "p")
 	require.NoError(t, err)
 	require.Len(t, hs, 2)
 	require.Equal(t, int64(5), hs[0].ID)
 	require.Equal(t, int64(7), hs[1].ID)
-	require.Equal(t, "p", hs[1].Pipeline)
+	require.Equal(t, "p", hs[1].Queue)
 	requireTime(t, t0, hs[1].FirstSeenAt, "FirstSeenAt of the first insert")
 	requireTime(t, at(time.Minute), hs[1].ReleasedAt, "ReleasedAt of the first insert")
 }

@@ -15,16 +15,16 @@ import (
 func testInsertIfAbsent(t *testing.T, b *bundle) {
 	received := at(-time.Hour)
 	res, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Key: "k1", Payload: []byte("one"), ReceivedAt: received, Now: b.now},
-		{Pipeline: "p", ID: 2, Payload: []byte("two"), Now: b.now},
-		{Pipeline: "p", ID: 3, Now: b.now},
+		{Queue: "p", ID: 1, Key: "k1", Payload: []byte("one"), ReceivedAt: received, Now: b.now},
+		{Queue: "p", ID: 2, Payload: []byte("two"), Now: b.now},
+		{Queue: "p", ID: 3, Now: b.now},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Inserted)
 	require.Equal(t, []int64{1, 2, 3}, res.IDs)
 
 	m := b.get("p", 1)
-	require.Equal(t, "p", m.Pipeline)
+	require.Equal(t, "p", m.Queue)
 	require.Equal(t, int64(1), m.ID)
 	require.Equal(t, "k1", m.Key)
 	require.Equal(t, relaytype.StatePending, m.State)
@@ -49,9 +49,9 @@ func testInsertIfAbsent(t *testing.T, b *bundle) {
 	// and enqueue time.
 	b.now = at(time.Minute)
 	res, err = b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 2, Payload: []byte("changed"), Now: b.now},
-		{Pipeline: "p", ID: 3, Now: b.now},
-		{Pipeline: "p", ID: 4, Now: b.now},
+		{Queue: "p", ID: 2, Payload: []byte("changed"), Now: b.now},
+		{Queue: "p", ID: 3, Now: b.now},
+		{Queue: "p", ID: 4, Now: b.now},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Inserted)
@@ -62,7 +62,7 @@ func testInsertIfAbsent(t *testing.T, b *bundle) {
 
 	// The same id twice in one batch counts once.
 	res, err = b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 5, Now: b.now}, {Pipeline: "p", ID: 5, Now: b.now},
+		{Queue: "p", ID: 5, Now: b.now}, {Queue: "p", ID: 5, Now: b.now},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Inserted)
@@ -77,9 +77,9 @@ func testInsertIfAbsent(t *testing.T, b *bundle) {
 // never reused by a later batch.
 func testInsertAllocatesIDs(t *testing.T, b *bundle) {
 	res, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", Payload: []byte("a"), Now: b.now},
-		{Pipeline: "p", Payload: []byte("b"), Now: b.now},
-		{Pipeline: "p", Payload: []byte("c"), Now: b.now},
+		{Queue: "p", Payload: []byte("a"), Now: b.now},
+		{Queue: "p", Payload: []byte("b"), Now: b.now},
+		{Queue: "p", Payload: []byte("c"), Now: b.now},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Inserted)
@@ -92,15 +92,15 @@ func testInsertAllocatesIDs(t *testing.T, b *bundle) {
 		require.Equal(t, []byte{"abc"[i]}, b.get("p", id).Payload)
 	}
 
-	res2, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", Now: b.now}})
+	res2, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", Now: b.now}})
 	require.NoError(t, err)
 	require.Equal(t, 1, res2.Inserted)
 	require.Greater(t, res2.IDs[0], res.IDs[2])
 	require.Equal(t, append(res.IDs, res2.IDs[0]), b.head("p"))
 }
 
-// Ids are unique per pipeline; pipelines never see each other's rows.
-func testPipelinesIsolated(t *testing.T, b *bundle) {
+// Ids are unique per queue; queues never see each other's rows.
+func testQueuesIsolated(t *testing.T, b *bundle) {
 	b.insert("p", 1)
 	b.insert("q", 1)
 	require.Equal(t, []int64{1}, b.head("q"))
@@ -131,11 +131,11 @@ func testHeadOrder(t *testing.T, b *bundle) {
 	b.insert("p", 20)
 	require.Equal(t, []int64{10, 20, 30}, b.head("p"))
 
-	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", AfterID: 10, Limit: 10})
+	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Queue: "p", AfterID: 10, Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []int64{20, 30}, ids(ms))
 
-	ms, err = b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 2})
+	ms, err = b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Queue: "p", Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int64{10, 20}, ids(ms))
 }
@@ -144,7 +144,7 @@ func testHeadOrder(t *testing.T, b *bundle) {
 func testHeadFailedHolds(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	b.fail("p", 1, relaytype.ClassInfra, at(time.Hour))
-	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 1})
+	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Queue: "p", Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, int64(1), ms[0].ID)
@@ -175,10 +175,10 @@ func testHeadTerminalReleases(t *testing.T, b *bundle) {
 // both dialects accept.
 func testArchivedExcluded(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3)
-	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "I1"})
+	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "I1"})
 	require.NoError(t, err)
 	b.complete("p", 1, relaytype.StateDead, relaytype.ClassMalformed, "bad")
-	n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE pipeline = $2 AND id = $3",
+	n, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET state = $1 WHERE queue = $2 AND id = $3",
 		string(relaytype.StateArchived), "p", int64(1))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
@@ -190,17 +190,17 @@ func testArchivedExcluded(t *testing.T, b *bundle) {
 	require.Zero(t, st.Counts[relaytype.StateDead])
 	require.Equal(t, int64(2), st.Backlog())
 
-	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "I1"})
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 2, Identity: "I1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.OwnerID, "the archived row keeps its identity")
 
 	require.Equal(t, []int64{2, 3}, b.claim("p", false, 10, "w", time.Minute))
-	replayed, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Pipeline: "p", Classes: relaytype.KnownClasses, Now: b.now})
+	replayed, err := b.ex.MessageReplay(b.ctx, &relaydriver.MessageReplayParams{Queue: "p", Classes: relaytype.KnownClasses, Now: b.now})
 	require.NoError(t, err)
 	require.Zero(t, replayed)
 	require.Equal(t, relaytype.StateArchived, b.get("p", 1).State)
 
-	err = b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now})
+	err = b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict)
 }
 
@@ -211,7 +211,7 @@ func testBindIdentity(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	bind := func(id int64, identity string) *relaydriver.MessageBindIdentityResult {
 		t.Helper()
-		res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: id, Identity: identity})
+		res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: id, Identity: identity})
 		require.NoError(t, err)
 		return res
 	}
@@ -227,34 +227,34 @@ func testBindIdentity(t *testing.T, b *bundle) {
 
 	require.Equal(t, &relaydriver.MessageBindIdentityResult{OwnerID: 2, Identity: "B"}, bind(2, "B"))
 
-	// Identities are unique per pipeline only.
+	// Identities are unique per queue only.
 	b.insert("q", 7)
-	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "q", ID: 7, Identity: "A"})
+	res, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "q", ID: 7, Identity: "A"})
 	require.NoError(t, err)
 	require.Equal(t, int64(7), res.OwnerID)
 
-	_, err = b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 99, Identity: "Z"})
+	_, err = b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 99, Identity: "Z"})
 	require.ErrorIs(t, err, relaytype.ErrNotFound)
 }
 
 // A duplicate found inside a transaction must leave the transaction usable.
 func testBindIdentityInTx(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
-	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "A"})
+	_, err := b.ex.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "A"})
 	require.NoError(t, err)
 
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
-	res, err := tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "A"})
+	res, err := tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 2, Identity: "A"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.OwnerID)
 	require.NoError(t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "duplicate-of:1", Now: b.now,
+		Queue: "p", ID: 2, State: relaytype.StateSkipped, LastError: "duplicate-of:1", Now: b.now,
 	}))
-	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 3, Now: b.now}})
+	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 3, Now: b.now}})
 	require.NoError(t, err)
-	res, err = tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 3, Identity: "C"})
+	res, err = tx.MessageBindIdentity(b.ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 3, Identity: "C"})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), res.OwnerID)
 	require.NoError(t, tx.Commit(b.ctx))
@@ -267,9 +267,9 @@ func testBindIdentityInTx(t *testing.T, b *bundle) {
 func testCompleteGuards(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	b.complete("p", 1, relaytype.StateSucceeded, "", "")
-	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: b.now})
+	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict)
-	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 1, ErrorClass: relaytype.ClassInfra, Now: b.now})
+	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 1, ErrorClass: relaytype.ClassInfra, Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict)
 	m := b.get("p", 1)
 	require.Equal(t, relaytype.StateSucceeded, m.State)
@@ -287,20 +287,20 @@ func testCompleteLeaseGuard(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	require.Equal(t, []int64{1, 2}, b.claim("p", false, 10, "w1", time.Minute))
 
-	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w2", Now: b.now})
+	err := b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w2", Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict)
-	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w2", Now: b.now})
+	_, err = b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w2", Now: b.now})
 	require.ErrorIs(t, err, relaytype.ErrConflict)
 	require.Equal(t, relaytype.StatePending, b.get("p", 1).State)
 	require.Zero(t, b.get("p", 2).Attempts)
 
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}))
 	m := b.get("p", 1)
 	require.Equal(t, relaytype.StateSucceeded, m.State)
 	require.Empty(t, m.LeaseOwner)
 	requireTime(t, time.Time{}, m.LeaseExpiresAt, "LeaseExpiresAt after complete")
 
-	n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w1", Now: b.now})
+	n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 2, ErrorClass: relaytype.ClassInfra, LeaseOwner: "w1", Now: b.now})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	m = b.get("p", 2)
@@ -313,7 +313,7 @@ func testCompleteLeaseGuard(t *testing.T, b *bundle) {
 func testAckIntent(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3)
 	b.now = at(time.Second)
-	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}))
 	m := b.get("p", 1)
 	requireTime(t, b.now, m.AckNextAt, "AckNextAt with intent")
 	requireTime(t, b.now, m.UpdatedAt, "UpdatedAt")
@@ -324,7 +324,7 @@ func testAckIntent(t *testing.T, b *bundle) {
 
 	b.fail("p", 3, relaytype.ClassInfra, time.Time{})
 	b.now = at(2 * time.Second)
-	require.NoError(t, b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: 3, MaxAttempts: 1, AckIntent: true, Now: b.now}))
+	require.NoError(t, b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Queue: "p", ID: 3, MaxAttempts: 1, AckIntent: true, Now: b.now}))
 	requireTime(t, b.now, b.get("p", 3).AckNextAt, "AckNextAt of an exhausted message")
 }
 
@@ -337,9 +337,9 @@ func testCompleteMany(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{1, 3}, b.claim("p", false, 2, "w1", time.Minute), "2 is FAILED and not due")
 	b.now = at(time.Second)
 	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{
-		{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now},
-		{Pipeline: "p", ID: 2, State: relaytype.StateSkipped, LastError: "ignored:LDM", Now: b.now.Add(time.Millisecond)},
-		{Pipeline: "p", ID: 3, State: relaytype.StateSucceeded, LeaseOwner: "w1", AckIntent: true, Now: b.now},
+		{Queue: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now},
+		{Queue: "p", ID: 2, State: relaytype.StateSkipped, LastError: "ignored:LDM", Now: b.now.Add(time.Millisecond)},
+		{Queue: "p", ID: 3, State: relaytype.StateSucceeded, LeaseOwner: "w1", AckIntent: true, Now: b.now},
 	}))
 	m := b.get("p", 1)
 	require.Equal(t, relaytype.StateSucceeded, m.State)
@@ -363,8 +363,8 @@ func testCompleteMany(t *testing.T, b *bundle) {
 func testCompleteManyInTx(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2, 3)
 	params := []*relaydriver.MessageCompleteParams{
-		{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now},
-		{Pipeline: "p", ID: 2, State: relaytype.StateSucceeded, Now: b.now},
+		{Queue: "p", ID: 1, State: relaytype.StateSucceeded, Now: b.now},
+		{Queue: "p", ID: 2, State: relaytype.StateSucceeded, Now: b.now},
 	}
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
@@ -388,7 +388,7 @@ func testCompleteManyGuards(t *testing.T, b *bundle) {
 	b.complete("p", 3, relaytype.StateSucceeded, "", "")
 	require.Equal(t, []int64{1, 2, 4, 5}, b.claim("p", false, 10, "w1", time.Minute))
 	ok := func(id int64) *relaydriver.MessageCompleteParams {
-		return &relaydriver.MessageCompleteParams{Pipeline: "p", ID: id, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}
+		return &relaydriver.MessageCompleteParams{Queue: "p", ID: id, State: relaytype.StateSucceeded, AckIntent: true, Now: b.now}
 	}
 	leased := func(id int64, owner string) *relaydriver.MessageCompleteParams {
 		p := ok(id)
@@ -435,7 +435,7 @@ func testFailCountsAttempts(t *testing.T, b *bundle) {
 		b.now = at(time.Duration(i+1) * time.Minute)
 		next := b.now.Add(30 * time.Second)
 		n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{
-			Pipeline: "p", ID: 1, ErrorClass: class, LastError: "failure " + string(class), NextAttemptAt: next, Now: b.now,
+			Queue: "p", ID: 1, ErrorClass: class, LastError: "failure " + string(class), NextAttemptAt: next, Now: b.now,
 		})
 		require.NoError(t, err)
 		require.Equal(t, i+1, n)
@@ -455,7 +455,7 @@ func testFailCountsAttempts(t *testing.T, b *bundle) {
 func testExhaust(t *testing.T, b *bundle) {
 	b.insert("p", 1, 2)
 	exhaust := func(id int64, max int) error {
-		return b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Pipeline: "p", ID: id, MaxAttempts: max, Now: b.now})
+		return b.ex.MessageExhaust(b.ctx, &relaydriver.MessageExhaustParams{Queue: "p", ID: id, MaxAttempts: max, Now: b.now})
 	}
 	require.ErrorIs(t, exhaust(2, 0), relaytype.ErrConflict, "PENDING is never exhausted")
 
@@ -464,7 +464,7 @@ func testExhaust(t *testing.T, b *bundle) {
 	require.ErrorIs(t, exhaust(1, 3), relaytype.ErrConflict, "below the limit")
 	require.Equal(t, relaytype.StateFailed, b.get("p", 1).State)
 
-	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: 1, ErrorClass: relaytype.ClassCodec, LastError: "root cause", Now: b.now})
+	_, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{Queue: "p", ID: 1, ErrorClass: relaytype.ClassCodec, LastError: "root cause", Now: b.now})
 	require.NoError(t, err)
 	b.now = at(time.Minute)
 	require.NoError(t, exhaust(1, 3))

@@ -39,7 +39,7 @@ var cases = []struct {
 }{
 	{"InsertIfAbsent", testInsertIfAbsent},
 	{"InsertAllocatesIDs", testInsertAllocatesIDs},
-	{"PipelinesIsolated", testPipelinesIsolated},
+	{"QueuesIsolated", testQueuesIsolated},
 	{"GetNotFound", testGetNotFound},
 	{"HeadOrder", testHeadOrder},
 	{"HeadFailedHolds", testHeadFailedHolds},
@@ -90,59 +90,59 @@ type bundle struct {
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
 // insert inserts messages with the given ids and key "" at b.now.
-func (b *bundle) insert(pipeline string, ids ...int64) {
+func (b *bundle) insert(queue string, ids ...int64) {
 	b.t.Helper()
 	ps := make([]*relaydriver.MessageInsertParams, len(ids))
 	for i, id := range ids {
-		ps[i] = &relaydriver.MessageInsertParams{Pipeline: pipeline, ID: id, Now: b.now}
+		ps[i] = &relaydriver.MessageInsertParams{Queue: queue, ID: id, Now: b.now}
 	}
 	_, err := b.ex.MessageInsertMany(b.ctx, ps)
 	require.NoError(b.t, err)
 }
 
 // insertKeyed inserts one message with a key at b.now.
-func (b *bundle) insertKeyed(pipeline, key string, id int64) {
+func (b *bundle) insertKeyed(queue, key string, id int64) {
 	b.t.Helper()
-	_, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: pipeline, ID: id, Key: key, Now: b.now}})
+	_, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: queue, ID: id, Key: key, Now: b.now}})
 	require.NoError(b.t, err)
 }
 
-func (b *bundle) get(pipeline string, id int64) *relaytype.Message {
+func (b *bundle) get(queue string, id int64) *relaytype.Message {
 	b.t.Helper()
-	m, err := b.ex.MessageGet(b.ctx, pipeline, id)
+	m, err := b.ex.MessageGet(b.ctx, queue, id)
 	require.NoError(b.t, err)
 	return m
 }
 
-func (b *bundle) complete(pipeline string, id int64, state relaytype.State, class relaytype.ErrorClass, lastErr string) {
+func (b *bundle) complete(queue string, id int64, state relaytype.State, class relaytype.ErrorClass, lastErr string) {
 	b.t.Helper()
 	require.NoError(b.t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
-		Pipeline: pipeline, ID: id, State: state, ErrorClass: class, LastError: lastErr, Now: b.now,
+		Queue: queue, ID: id, State: state, ErrorClass: class, LastError: lastErr, Now: b.now,
 	}))
 }
 
-func (b *bundle) fail(pipeline string, id int64, class relaytype.ErrorClass, next time.Time) int {
+func (b *bundle) fail(queue string, id int64, class relaytype.ErrorClass, next time.Time) int {
 	b.t.Helper()
 	n, err := b.ex.MessageFail(b.ctx, &relaydriver.MessageFailParams{
-		Pipeline: pipeline, ID: id, ErrorClass: class, LastError: "boom", NextAttemptAt: next, Now: b.now,
+		Queue: queue, ID: id, ErrorClass: class, LastError: "boom", NextAttemptAt: next, Now: b.now,
 	})
 	require.NoError(b.t, err)
 	return n
 }
 
 // head returns the ids of the unfinished messages, head first.
-func (b *bundle) head(pipeline string) []int64 {
+func (b *bundle) head(queue string) []int64 {
 	b.t.Helper()
-	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: pipeline, Limit: 1000})
+	ms, err := b.ex.MessageListUnfinished(b.ctx, &relaydriver.MessageListUnfinishedParams{Queue: queue, Limit: 1000})
 	require.NoError(b.t, err)
 	return ids(ms)
 }
 
 // claim leases messages for owner until b.now+lease and returns their ids.
-func (b *bundle) claim(pipeline string, perKey bool, limit int, owner string, lease time.Duration) []int64 {
+func (b *bundle) claim(queue string, perKey bool, limit int, owner string, lease time.Duration) []int64 {
 	b.t.Helper()
 	ms, err := b.ex.MessageClaim(b.ctx, &relaydriver.MessageClaimParams{
-		Pipeline: pipeline, PerKey: perKey, Limit: limit, Owner: owner, LeaseUntil: b.now.Add(lease), Now: b.now,
+		Queue: queue, PerKey: perKey, Limit: limit, Owner: owner, LeaseUntil: b.now.Add(lease), Now: b.now,
 	})
 	require.NoError(b.t, err)
 	got := ids(ms)

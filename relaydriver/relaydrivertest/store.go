@@ -75,9 +75,9 @@ func testTxRollback(t *testing.T, b *bundle) {
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
 	require.NotNil(t, tx.Unwrap())
-	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 1, Now: b.now}})
+	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 1, Now: b.now}})
 	require.NoError(t, err)
-	require.NoError(t, tx.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 1, Now: b.now}))
+	require.NoError(t, tx.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1, Now: b.now}))
 	_, err = tx.MessageGet(b.ctx, "p", 1)
 	require.NoError(t, err, "a transaction reads its own writes")
 	require.NoError(t, tx.Rollback(b.ctx))
@@ -90,9 +90,9 @@ func testTxRollback(t *testing.T, b *bundle) {
 	// seed 000 §5.3: insert and cursor save commit together.
 	tx, err = b.d.Begin(b.ctx)
 	require.NoError(t, err)
-	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 1, Now: b.now}})
+	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 1, Now: b.now}})
 	require.NoError(t, err)
-	require.NoError(t, tx.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 1, Now: b.now}))
+	require.NoError(t, tx.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1, Now: b.now}))
 	require.NoError(t, tx.Commit(b.ctx))
 	require.Equal(t, []int64{1}, b.head("p"))
 	c, err := b.ex.CursorGet(b.ctx, "p")
@@ -112,7 +112,7 @@ func testTxSavepoint(t *testing.T, b *bundle) {
 	b.complete2(tx, 1)
 	require.NoError(t, tx.Savepoint(b.ctx, "msg_2"))
 	b.complete2(tx, 2)
-	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 4, Now: b.now}})
+	_, err = tx.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 4, Now: b.now}})
 	require.NoError(t, err)
 	require.NoError(t, tx.RollbackTo(b.ctx, "msg_2"))
 	require.NoError(t, tx.ReleaseSavepoint(b.ctx, "msg_2"))
@@ -130,7 +130,7 @@ func testTxSavepoint(t *testing.T, b *bundle) {
 
 func (b *bundle) complete2(tx relaydriver.ExecutorTx, id int64) {
 	b.t.Helper()
-	require.NoError(b.t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: id, State: relaytype.StateSucceeded, Now: b.now}))
+	require.NoError(b.t, tx.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: id, State: relaytype.StateSucceeded, Now: b.now}))
 }
 
 // seed 000 §4.5 PRE-5: one holder per lock name; released locks can be taken
@@ -139,21 +139,21 @@ func testLock(t *testing.T, b *bundle) {
 	lp := func(name, owner string) *relaydriver.LockParams {
 		return &relaydriver.LockParams{Name: name, Owner: owner, TTL: time.Minute, Now: b.now}
 	}
-	l1, err := b.d.TryLock(b.ctx, lp("pipeline:a", "o1"))
+	l1, err := b.d.TryLock(b.ctx, lp("queue:a", "o1"))
 	require.NoError(t, err)
 	require.NoError(t, l1.Renew(b.ctx, b.now.Add(time.Second)))
 
-	_, err = b.d.TryLock(b.ctx, lp("pipeline:a", "o2"))
+	_, err = b.d.TryLock(b.ctx, lp("queue:a", "o2"))
 	require.ErrorIs(t, err, relaytype.ErrLocked)
 
-	l2, err := b.d.TryLock(b.ctx, lp("pipeline:b", "o2"))
+	l2, err := b.d.TryLock(b.ctx, lp("queue:b", "o2"))
 	require.NoError(t, err, "different names are independent")
 
 	require.NoError(t, l1.Release(b.ctx))
 	require.NoError(t, l1.Release(b.ctx), "Release is idempotent")
 	require.ErrorIs(t, l1.Renew(b.ctx, b.now.Add(2*time.Second)), relaytype.ErrLocked, "a released lock is lost")
 
-	l3, err := b.d.TryLock(b.ctx, lp("pipeline:a", "o2"))
+	l3, err := b.d.TryLock(b.ctx, lp("queue:a", "o2"))
 	require.NoError(t, err, "a released lock can be taken")
 	require.NoError(t, l3.Renew(b.ctx, b.now.Add(2*time.Second)))
 	require.NoError(t, l2.Renew(b.ctx, b.now.Add(2*time.Second)))
@@ -165,7 +165,7 @@ func testLock(t *testing.T, b *bundle) {
 // QueryRow without a row is ErrNotFound.
 func testRawQuerier(t *testing.T, b *bundle) {
 	b.insert("p", 3, 1, 2)
-	rows, err := b.ex.Query(b.ctx, "SELECT id FROM relay_message WHERE pipeline = $1 ORDER BY id", "p")
+	rows, err := b.ex.Query(b.ctx, "SELECT id FROM relay_message WHERE queue = $1 ORDER BY id", "p")
 	require.NoError(t, err)
 	var got []int64
 	for rows.Next() {
@@ -178,14 +178,14 @@ func testRawQuerier(t *testing.T, b *bundle) {
 	require.Equal(t, []int64{1, 2, 3}, got)
 
 	var n int64
-	require.NoError(t, b.ex.QueryRow(b.ctx, "SELECT count(*) FROM relay_message WHERE pipeline = $1", "p").Scan(&n))
+	require.NoError(t, b.ex.QueryRow(b.ctx, "SELECT count(*) FROM relay_message WHERE queue = $1", "p").Scan(&n))
 	require.Equal(t, int64(3), n)
 
 	var id int64
-	err = b.ex.QueryRow(b.ctx, "SELECT id FROM relay_message WHERE pipeline = $1", "nope").Scan(&id)
+	err = b.ex.QueryRow(b.ctx, "SELECT id FROM relay_message WHERE queue = $1", "nope").Scan(&id)
 	require.ErrorIs(t, err, relaytype.ErrNotFound)
 
-	affected, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET key = $1 WHERE pipeline = $2 AND id > $3", "k", "p", int64(1))
+	affected, err := b.ex.Exec(b.ctx, "UPDATE relay_message SET key = $1 WHERE queue = $2 AND id > $3", "k", "p", int64(1))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), affected)
 	require.Equal(t, "k", b.get("p", 3).Key)
@@ -194,7 +194,7 @@ func testRawQuerier(t *testing.T, b *bundle) {
 	tx, err := b.d.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
-	affected, err = tx.Exec(b.ctx, "UPDATE relay_message SET key = $1 WHERE pipeline = $2", "t", "p")
+	affected, err = tx.Exec(b.ctx, "UPDATE relay_message SET key = $1 WHERE queue = $2", "t", "p")
 	require.NoError(t, err)
 	require.Equal(t, int64(3), affected)
 	require.NoError(t, tx.QueryRow(b.ctx, "SELECT count(*) FROM relay_message WHERE key = $1", "t").Scan(&n))

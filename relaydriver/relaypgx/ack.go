@@ -41,7 +41,7 @@ var _ relaydriver.AckExecutor = (*executor)(nil)
 // AckScan returns up to Limit messages owing an acknowledgement, in the seed's
 // order (attempts, then id). A Limit <= 0 means LimitDefault.
 func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParams) ([]*relaytype.Message, error) {
-	op := "ack scan of " + params.Pipeline
+	op := "ack scan of " + params.Queue
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
@@ -49,7 +49,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	r, err := e.db.Query(ctx, ackQueries[qAckScan], params.Pipeline, ts(params.Now), ts(params.Now.Add(-params.R)), limit)
+	r, err := e.db.Query(ctx, ackQueries[qAckScan], params.Queue, ts(params.Now), ts(params.Now.Add(-params.R)), limit)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -63,14 +63,14 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 // AckDone sets ack_at = Now on the given rows still owing an acknowledgement,
 // in one statement, and returns how many it set.
 func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParams) (int, error) {
-	op := "ack done on " + params.Pipeline
+	op := "ack done on " + params.Queue
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return 0, nil
 	}
-	tag, err := e.db.Exec(ctx, ackQueries[qAckDone], params.Pipeline, params.IDs, ts(params.Now))
+	tag, err := e.db.Exec(ctx, ackQueries[qAckDone], params.Queue, params.IDs, ts(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -81,16 +81,16 @@ func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParam
 // acknowledgement (confirmed, abandoned, not terminal) is relaytype.ErrConflict;
 // an unknown row is relaytype.ErrNotFound.
 func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryParams) error {
-	op := fmt.Sprintf("ack retry %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("ack retry %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, ackQueries[qAckRetry], params.Pipeline, params.ID, ts(params.NextAt))
+	tag, err := e.db.Exec(ctx, ackQueries[qAckRetry], params.Queue, params.ID, ts(params.NextAt))
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+		return e.ackRefused(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -98,16 +98,16 @@ func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryPar
 // AckAbandon stops automatic retries of one row with Reason; ack_at stays
 // NULL. Refusals as AckRetry.
 func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbandonParams) error {
-	op := fmt.Sprintf("ack abandon %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("ack abandon %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, ackQueries[qAckAbandon], params.Pipeline, params.ID, params.Reason, ts(params.Now))
+	tag, err := e.db.Exec(ctx, ackQueries[qAckAbandon], params.Queue, params.ID, params.Reason, ts(params.Now))
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+		return e.ackRefused(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbando
 // AckReopen clears abandonments (by IDs, or with IDs empty by Reason) so the
 // rows are due at once, and returns how many it reopened.
 func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenParams) (int, error) {
-	op := "ack reopen on " + params.Pipeline
+	op := "ack reopen on " + params.Queue
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
@@ -123,7 +123,7 @@ func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenP
 	if ids == nil {
 		ids = []int64{}
 	}
-	tag, err := e.db.Exec(ctx, ackQueries[qAckReopen], params.Pipeline, ids, params.Reason, ts(params.Now))
+	tag, err := e.db.Exec(ctx, ackQueries[qAckReopen], params.Queue, ids, params.Reason, ts(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -132,12 +132,12 @@ func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenP
 
 // ackRefused explains a guarded update that changed nothing: ErrNotFound for
 // an unknown row, ErrConflict for a row that does not owe an acknowledgement.
-func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64) error {
+func (e *executor) ackRefused(ctx context.Context, op, queue string, id int64) error {
 	var (
 		state            string
 		acked, abandoned bool
 	)
-	err := e.db.QueryRow(ctx, ackQueries[qAckRowState], pipeline, id).Scan(&state, &acked, &abandoned)
+	err := e.db.QueryRow(ctx, ackQueries[qAckRowState], queue, id).Scan(&state, &acked, &abandoned)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("relaypgx: %s: %w", op, relaytype.ErrNotFound)
 	}
@@ -148,12 +148,12 @@ func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64
 		op, relaytype.ErrConflict, state, acked, abandoned)
 }
 
-// AckStats counts the pipeline's terminal messages by acknowledgement state.
-func (e *executor) AckStats(ctx context.Context, pipeline string) (*relaydriver.AckStats, error) {
+// AckStats counts the queue's terminal messages by acknowledgement state.
+func (e *executor) AckStats(ctx context.Context, queue string) (*relaydriver.AckStats, error) {
 	st := &relaydriver.AckStats{}
-	err := e.db.QueryRow(ctx, ackQueries[qAckStats], pipeline).Scan(&st.Owing, &st.Abandoned, &st.Acknowledged)
+	err := e.db.QueryRow(ctx, ackQueries[qAckStats], queue).Scan(&st.Owing, &st.Abandoned, &st.Acknowledged)
 	if err != nil {
-		return nil, mapErr("ack stats of "+pipeline, err)
+		return nil, mapErr("ack stats of "+queue, err)
 	}
 	return st, nil
 }

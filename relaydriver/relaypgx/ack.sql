@@ -8,12 +8,12 @@
 -- Exactly the seed's predicate and order (§6.1); ARCHIVED is excluded
 -- explicitly, not only by the state list (§9.3). $3 is Now − R, computed by the
 -- caller from its parameters.
-SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND state <> 'ARCHIVED'
   AND ack_at IS NULL
   AND ack_abandoned_at IS NULL
@@ -25,14 +25,14 @@ LIMIT $4;
 -- The source's mark is confirmed: only rows still owing an acknowledgement.
 -- Rows are found by primary-key probes and updated by ctid, as in
 -- MessageCompleteMany (a generic plan on an empty table otherwise read every
--- terminal row of the pipeline through relay_message_archive_idx).
+-- terminal row of the queue through relay_message_archive_idx).
 UPDATE relay_message t
 SET ack_at = $3
 FROM (SELECT r.tid
       FROM unnest($2::bigint[]) AS u(id),
            LATERAL (SELECT x.ctid AS tid FROM relay_message x
-                    WHERE x.pipeline = $1 AND x.id = u.id LIMIT 1) r) v
-WHERE t.ctid = v.tid AND t.pipeline = $1
+                    WHERE x.queue = $1 AND x.id = u.id LIMIT 1) r) v
+WHERE t.ctid = v.tid AND t.queue = $1
   AND t.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND t.ack_at IS NULL AND t.ack_abandoned_at IS NULL;
 
@@ -40,7 +40,7 @@ WHERE t.ctid = v.tid AND t.pipeline = $1
 -- One transient failure: attempts+1 and the next try.
 UPDATE relay_message
 SET ack_attempts = ack_attempts + 1, ack_next_at = $3
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ack_at IS NULL AND ack_abandoned_at IS NULL;
 
@@ -48,7 +48,7 @@ WHERE pipeline = $1 AND id = $2
 -- Stop automatic retries; ack_at stays NULL (abandoned is not acknowledged).
 UPDATE relay_message
 SET ack_abandoned_at = $4, ack_abandon_reason = $3
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ack_at IS NULL AND ack_abandoned_at IS NULL;
 
@@ -57,7 +57,7 @@ WHERE pipeline = $1 AND id = $2
 -- row) with reason $3 (empty: any reason); due at once. ack_attempts is kept.
 UPDATE relay_message
 SET ack_abandoned_at = NULL, ack_abandon_reason = '', ack_next_at = $4
-WHERE pipeline = $1
+WHERE queue = $1
   AND ack_abandoned_at IS NOT NULL AND ack_at IS NULL
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[]))
@@ -68,12 +68,12 @@ WHERE pipeline = $1
 -- facts, or no row.
 SELECT state, ack_at IS NOT NULL, ack_abandoned_at IS NOT NULL
 FROM relay_message
-WHERE pipeline = $1 AND id = $2;
+WHERE queue = $1 AND id = $2;
 
 -- name: AckStats
--- Terminal rows of the pipeline by acknowledgement state.
+-- Terminal rows of the queue by acknowledgement state.
 SELECT count(*) FILTER (WHERE ack_at IS NULL AND ack_abandoned_at IS NULL),
        count(*) FILTER (WHERE ack_at IS NULL AND ack_abandoned_at IS NOT NULL),
        count(*) FILTER (WHERE ack_at IS NOT NULL)
 FROM relay_message
-WHERE pipeline = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');
+WHERE queue = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');

@@ -30,7 +30,7 @@ var _ relaydriver.AdminExecutor = (*executor)(nil)
 // payloads. A Limit <= 0 means LimitDefault; above
 // relaydriver.MessageListLimitMax it is refused.
 func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageListParams) ([]*relaytype.Message, error) {
-	op := "list messages of " + params.Pipeline
+	op := "list messages of " + params.Queue
 	limit := params.Limit
 	if limit <= 0 {
 		limit = LimitDefault
@@ -46,7 +46,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	for _, c := range params.Classes {
 		classes = append(classes, string(c))
 	}
-	r, err := e.db.Query(ctx, adminQueries[qAdminMessageList], params.Pipeline, states, classes,
+	r, err := e.db.Query(ctx, adminQueries[qAdminMessageList], params.Queue, states, classes,
 		params.AckAbandoned, params.AfterID, limit)
 	if err != nil {
 		return nil, mapErr(op, err)

@@ -6,12 +6,12 @@
 -- Keyset pagination by id. $2 states (empty: every state but ARCHIVED, which is
 -- listed only when named), $3 classes (empty: any), $4 abandoned
 -- acknowledgements only.
-SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
        identity_key, NULL::bytea AS payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND id > $5
+WHERE queue = $1 AND id > $5
   AND (CASE WHEN cardinality($2::text[]) = 0 THEN state <> 'ARCHIVED' ELSE state = ANY($2::text[]) END)
   AND (cardinality($3::text[]) = 0 OR error_class = ANY($3::text[]))
   AND (NOT $4::boolean OR (ack_abandoned_at IS NOT NULL AND ack_at IS NULL))

@@ -46,16 +46,16 @@ type archiveCandidate struct {
 // MessageArchive selects, copies and shadows up to Limit settled terminal
 // rows in one transaction (the caller's or its own).
 func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.MessageArchiveParams) (int, error) {
-	op := "archive " + params.Pipeline
+	op := "archive " + params.Queue
 	if err := params.Check(); err != nil {
-		return 0, fmt.Errorf("relaypgx: archive %q: %w", params.Pipeline, err)
+		return 0, fmt.Errorf("relaypgx: archive %q: %w", params.Queue, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
 		limit = LimitDefault
 	}
 	run := func(x *executor) (int, error) {
-		r, err := x.db.Query(ctx, archiveQueries[qArchiveSelect], params.Pipeline, ts(params.TerminalBefore), limit)
+		r, err := x.db.Query(ctx, archiveQueries[qArchiveSelect], params.Queue, ts(params.TerminalBefore), limit)
 		if err != nil {
 			return 0, mapErr(op, err)
 		}
@@ -107,7 +107,7 @@ func (e *executor) archiveCandidates(ctx context.Context, op string, params *rel
 		idv[i], states[i], updated[i] = c.id, c.state, c.updatedAt
 	}
 	collect := func(q string) (map[int64]bool, error) {
-		r, err := e.db.Query(ctx, archiveQueries[q], params.Pipeline, idv, states, updated, ts(params.Now))
+		r, err := e.db.Query(ctx, archiveQueries[q], params.Queue, idv, states, updated, ts(params.Now))
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +141,7 @@ func (e *executor) archiveCandidates(ctx context.Context, op string, params *rel
 		}
 	}
 	if len(refused) > 0 {
-		if _, err := e.db.Exec(ctx, archiveQueries[qArchiveUncopy], params.Pipeline, refused); err != nil {
+		if _, err := e.db.Exec(ctx, archiveQueries[qArchiveUncopy], params.Queue, refused); err != nil {
 			return 0, mapErr(op+": uncopy", err)
 		}
 	}

@@ -12,7 +12,7 @@
 -- concurrent replay.
 SELECT id, state, updated_at
 FROM relay_message
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND (ack_at IS NOT NULL
        OR (ack_next_at IS NULL AND ack_at IS NULL AND ack_abandoned_at IS NULL))
@@ -23,25 +23,25 @@ LIMIT $3;
 -- name: ArchiveCopy
 -- INSERT INTO history … SELECT the whole row, only while it still has the
 -- state (and updated_at) it was selected with. Returns the copied ids.
-INSERT INTO relay_message_history (pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+INSERT INTO relay_message_history (queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
                                    identity_key, payload, received_at, enqueued_at, updated_at, ack_next_at,
                                    ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason, lease_owner,
                                    lease_expires_at, archived_at)
-SELECT m.pipeline, m.id, m.key, m.state, m.attempts, m.next_attempt_at, m.error_class, m.last_error,
+SELECT m.queue, m.id, m.key, m.state, m.attempts, m.next_attempt_at, m.error_class, m.last_error,
        m.identity_key, m.payload, m.received_at, m.enqueued_at, m.updated_at, m.ack_next_at,
        m.ack_at, m.ack_attempts, m.ack_abandoned_at, m.ack_abandon_reason, m.lease_owner,
        m.lease_expires_at, $5::timestamptz
 FROM relay_message AS m
 JOIN unnest($2::bigint[], $3::text[], $4::timestamptz[]) AS c(id, state, updated_at)
   ON m.id = c.id AND m.state = c.state AND m.updated_at = c.updated_at
-WHERE m.pipeline = $1
+WHERE m.queue = $1
 RETURNING id;
 
 -- name: ArchiveShadow
 -- The write guarded by the state the candidate had when selected (and its
 -- updated_at, so a row replayed and finished again meanwhile is not taken for
 -- the copy). A replay that moved the row back to PENDING first makes the
--- predicate false: 0 rows for it. Keeps pipeline, id, identity_key and
+-- predicate false: 0 rows for it. Keeps queue, id, identity_key and
 -- enqueued_at; clears everything else. Returns the shadowed ids.
 UPDATE relay_message AS m
 SET state = 'ARCHIVED', payload = NULL, key = '', attempts = 0, next_attempt_at = NULL,
@@ -49,10 +49,10 @@ SET state = 'ARCHIVED', payload = NULL, key = '', attempts = 0, next_attempt_at 
     ack_next_at = NULL, ack_at = NULL, ack_attempts = 0, ack_abandoned_at = NULL, ack_abandon_reason = '',
     lease_owner = '', lease_expires_at = NULL
 FROM unnest($2::bigint[], $3::text[], $4::timestamptz[]) AS c(id, state, updated_at)
-WHERE m.pipeline = $1 AND m.id = c.id AND m.state = c.state AND m.updated_at = c.updated_at
+WHERE m.queue = $1 AND m.id = c.id AND m.state = c.state AND m.updated_at = c.updated_at
 RETURNING m.id;
 
 -- name: ArchiveUncopy
 -- Removes the history copies of rows whose guarded update touched nothing.
 DELETE FROM relay_message_history
-WHERE pipeline = $1 AND id = ANY($2::bigint[]);
+WHERE queue = $1 AND id = ANY($2::bigint[]);

@@ -45,7 +45,7 @@ func TestTimesUTC(t *testing.T) {
 	d := testdb.PGDriver(t)
 	ex := d.GetExecutor()
 	zoned := t0.In(time.FixedZone("CST", 8*3600))
-	_, err := ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 1, ReceivedAt: zoned, Now: zoned}})
+	_, err := ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Queue: "p", ID: 1, ReceivedAt: zoned, Now: zoned}})
 	require.NoError(t, err)
 	m, err := ex.MessageGet(t.Context(), "p", 1)
 	require.NoError(t, err)
@@ -60,15 +60,15 @@ func TestInsertAllocatedIDCollision(t *testing.T) {
 	t.Parallel()
 	d := testdb.PGDriver(t)
 	ex := d.GetExecutor()
-	res, err := ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Pipeline: "p", Now: t0}})
+	res, err := ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Queue: "p", Now: t0}})
 	require.NoError(t, err)
 	x := res.IDs[0]
 	_, err = ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: x + 1, Payload: []byte("explicit"), Now: t0},
-		{Pipeline: "p", ID: x + 2, Payload: []byte("explicit"), Now: t0},
+		{Queue: "p", ID: x + 1, Payload: []byte("explicit"), Now: t0},
+		{Queue: "p", ID: x + 2, Payload: []byte("explicit"), Now: t0},
 	})
 	require.NoError(t, err)
-	res, err = ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Pipeline: "p", Payload: []byte("allocated"), Now: t0}})
+	res, err = ex.MessageInsertMany(t.Context(), []*relaydriver.MessageInsertParams{{Queue: "p", Payload: []byte("allocated"), Now: t0}})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Inserted)
 	require.Greater(t, res.IDs[0], x+2)
@@ -82,10 +82,10 @@ func TestErrorMapping(t *testing.T) {
 	d := testdb.PGDriver(t)
 	ex := d.GetExecutor()
 	ctx := t.Context()
-	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: 1, Now: t0}})
+	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 1, Now: t0}})
 	require.NoError(t, err)
 
-	_, err = ex.Exec(ctx, "INSERT INTO relay_message (pipeline, id, enqueued_at, updated_at) VALUES ($1, $2, $3, $3)", "p", int64(1), t0)
+	_, err = ex.Exec(ctx, "INSERT INTO relay_message (queue, id, enqueued_at, updated_at) VALUES ($1, $2, $3, $3)", "p", int64(1), t0)
 	require.ErrorIs(t, err, relaytype.ErrConflict)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
@@ -118,7 +118,7 @@ func TestLockFreedWhenSessionDies(t *testing.T) {
 		return d
 	}
 	a, b := open(), open() // two instances on one database
-	params := &relaydriver.LockParams{Name: "pipeline:x", Owner: "a"}
+	params := &relaydriver.LockParams{Name: "queue:x", Owner: "a"}
 	la, err := a.TryLock(ctx, params)
 	require.NoError(t, err)
 	_, err = b.TryLock(ctx, params)
@@ -159,7 +159,7 @@ func TestLockCloseAndSchemaScope(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	other := testdb.PGDriver(t) // another schema of the same database
 
-	params := &relaydriver.LockParams{Name: "pipeline:y", Owner: "a"}
+	params := &relaydriver.LockParams{Name: "queue:y", Owner: "a"}
 	_, err = a.TryLock(ctx, params)
 	require.NoError(t, err)
 	lo, err := other.TryLock(ctx, params)
@@ -188,7 +188,7 @@ func TestInsertConcurrentOverlap(t *testing.T) {
 			if reverse {
 				id = int64(200 - i)
 			}
-			ps[i] = &relaydriver.MessageInsertParams{Pipeline: "p", ID: id, Now: t0}
+			ps[i] = &relaydriver.MessageInsertParams{Queue: "p", ID: id, Now: t0}
 		}
 		return ps
 	}
@@ -261,9 +261,9 @@ func TestLeaseRenewSkipsLockedRows(t *testing.T) {
 	ex := d.GetExecutor()
 	ctx := t.Context()
 	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Now: t0}, {Pipeline: "p", ID: 2, Now: t0}})
+		{Queue: "p", ID: 1, Now: t0}, {Queue: "p", ID: 2, Now: t0}})
 	require.NoError(t, err)
-	ms, err := ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", Limit: 2, Owner: "w1",
+	ms, err := ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Queue: "p", Limit: 2, Owner: "w1",
 		LeaseUntil: t0.Add(time.Minute), Now: t0})
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
@@ -271,7 +271,7 @@ func TestLeaseRenewSkipsLockedRows(t *testing.T) {
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
+	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0}))
 
 	renew := func() []int64 {
@@ -279,7 +279,7 @@ func TestLeaseRenewSkipsLockedRows(t *testing.T) {
 		// Bounded: a renewal that waited for the open transaction would fail here.
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		res, err := ex.MessageLeaseRenew(rctx, &relaydriver.MessageLeaseRenewParams{Pipeline: "p", Owner: "w1",
+		res, err := ex.MessageLeaseRenew(rctx, &relaydriver.MessageLeaseRenewParams{Queue: "p", Owner: "w1",
 			IDs: []int64{1, 2}, LeaseUntil: t0.Add(2 * time.Minute)})
 		require.NoError(t, err)
 		return res.Lost

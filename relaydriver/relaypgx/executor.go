@@ -105,7 +105,7 @@ func scanMessage(r pgx.Row) (*relaytype.Message, error) {
 		next, received, enqueued, updated          pgtype.Timestamptz
 		ackNext, ackAt, ackAbandoned, leaseExpires pgtype.Timestamptz
 	)
-	err := r.Scan(&m.Pipeline, &m.ID, &m.Key, &state, &m.Attempts, &next, &class, &m.LastError,
+	err := r.Scan(&m.Queue, &m.ID, &m.Key, &state, &m.Attempts, &next, &class, &m.LastError,
 		&identity, &m.Payload, &received, &enqueued, &updated,
 		&ackNext, &ackAt, &m.AckAttempts, &ackAbandoned, &m.AckAbandonReason,
 		&m.LeaseOwner, &leaseExpires)
@@ -141,8 +141,8 @@ func (e *executor) queryMessages(ctx context.Context, op, query string, args ...
 	return out, nil
 }
 
-// MessageInsertMany inserts each message unless (pipeline, id) exists, or,
-// for an input with an Identity, unless a message of its pipeline holds that
+// MessageInsertMany inserts each message unless (queue, id) exists, or,
+// for an input with an Identity, unless a message of its queue holds that
 // identity (a duplicate). IDs of ID-0 inputs come from relay_message_id_seq;
 // an allocated id that collides with an explicitly inserted one is
 // reallocated.
@@ -155,7 +155,7 @@ func (e *executor) queryMessages(ctx context.Context, op, query string, args ...
 // takes a new snapshot (READ COMMITTED), so it sees the row a waited-for
 // transaction committed, and tells for each input whether its id is present
 // and who holds its identity. A round sends only the first input of each
-// explicit (pipeline, id) and of each (pipeline, identity); a later input
+// explicit (queue, id) and of each (queue, identity); a later input
 // repeating one of those keys (a follower) is decided in input order from
 // the outcome of the first one and the lookup, as inserting one by one would
 // decide it. Only a follower whose first input does not decide it (that
@@ -205,10 +205,10 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 		var next []int
 		for _, i := range send {
 			p := params[i]
-			key := pipelineID{p.Pipeline, res.IDs[i]}
+			key := queueID{p.Queue, res.IDs[i]}
 			switch {
 			case inserted[key]:
-				delete(inserted, key) // one row per sent (pipeline, id)
+				delete(inserted, key) // one row per sent (queue, id)
 				res.Inserted++
 				outcome[i] = insertedNew
 			case p.ID != 0 && (p.Identity == "" || found[i].present):
@@ -307,25 +307,25 @@ const (
 )
 
 // insertFollower is an input a round of MessageInsertMany does not send
-// because an earlier input of the round has the same explicit (pipeline, id)
-// (sameID: the first such input) or the same (pipeline, identity)
+// because an earlier input of the round has the same explicit (queue, id)
+// (sameID: the first such input) or the same (queue, identity)
 // (sameIdentity); -1: none.
 type insertFollower struct {
 	index, sameID, sameIdentity int
 }
 
 // splitRound splits the inputs todo (in input order) into those a round
-// sends — inputs whose explicit (pipeline, id) and (pipeline, identity) no
+// sends — inputs whose explicit (queue, id) and (queue, identity) no
 // earlier input of todo has — and the followers, in input order.
 func splitRound(params []*relaydriver.MessageInsertParams, todo []int) (send []int, follow []insertFollower) {
-	type identityKey struct{ pipeline, identity string }
-	byID := make(map[pipelineID]int)
+	type identityKey struct{ queue, identity string }
+	byID := make(map[queueID]int)
 	byIdentity := make(map[identityKey]int)
 	for _, i := range todo {
 		p := params[i]
 		f := insertFollower{index: i, sameID: -1, sameIdentity: -1}
 		if p.ID != 0 {
-			k := pipelineID{p.Pipeline, p.ID}
+			k := queueID{p.Queue, p.ID}
 			if first, ok := byID[k]; ok {
 				f.sameID = first
 			} else {
@@ -333,7 +333,7 @@ func splitRound(params []*relaydriver.MessageInsertParams, todo []int) (send []i
 			}
 		}
 		if p.Identity != "" {
-			k := identityKey{p.Pipeline, p.Identity}
+			k := identityKey{p.Queue, p.Identity}
 			if first, ok := byIdentity[k]; ok {
 				f.sameIdentity = first
 			} else {
@@ -349,9 +349,9 @@ func splitRound(params []*relaydriver.MessageInsertParams, todo []int) (send []i
 	return send, follow
 }
 
-type pipelineID struct {
-	pipeline string
-	id       int64
+type queueID struct {
+	queue string
+	id    int64
 }
 
 func (e *executor) allocateIDs(ctx context.Context, ids []int64, alloc []int) error {
@@ -374,7 +374,7 @@ func (e *executor) allocateIDs(ctx context.Context, ids []int64, alloc []int) er
 }
 
 // insertFound is what the MessageInsertLookup statement found for one input
-// after the INSERT: whether its (pipeline, id) exists and which message holds
+// after the INSERT: whether its (queue, id) exists and which message holds
 // its identity.
 type insertFound struct {
 	present bool
@@ -385,9 +385,9 @@ type insertFound struct {
 // each identity at most once) and looks up the inputs at indexes look, in one
 // batch. It returns the keys of the rows that were new and, per input index,
 // what the lookup found (zero for inputs not looked up).
-func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.MessageInsertParams, ids []int64, send, look []int) (map[pipelineID]bool, []insertFound, error) {
+func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.MessageInsertParams, ids []int64, send, look []int) (map[queueID]bool, []insertFound, error) {
 	var (
-		pipelines  = make([]string, len(send))
+		queues     = make([]string, len(send))
 		idv        = make([]int64, len(send))
 		keys       = make([]string, len(send))
 		identities = make([]pgtype.Text, len(send))
@@ -397,18 +397,18 @@ func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.Mes
 	)
 	for k, i := range send {
 		p := params[i]
-		pipelines[k], idv[k], keys[k], payloads[k] = p.Pipeline, ids[i], p.Key, p.Payload
+		queues[k], idv[k], keys[k], payloads[k] = p.Queue, ids[i], p.Key, p.Payload
 		received[k], nows[k] = ts(p.ReceivedAt), ts(p.Now)
 		if p.Identity != "" {
 			identities[k] = pgtype.Text{String: p.Identity, Valid: true}
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(queries[qMessageInsertMany], pipelines, idv, keys, payloads, received, nows, identities)
+	b.Queue(queries[qMessageInsertMany], queues, idv, keys, payloads, received, nows, identities)
 	if len(look) > 0 {
 		lp, li, lk := make([]string, len(look)), make([]int64, len(look)), make([]string, len(look))
 		for j, i := range look {
-			lp[j], li[j], lk[j] = params[i].Pipeline, ids[i], params[i].Identity
+			lp[j], li[j], lk[j] = params[i].Queue, ids[i], params[i].Identity
 		}
 		b.Queue(queries[qMessageInsertLookup], lp, li, lk)
 	}
@@ -425,14 +425,14 @@ func (e *executor) insertMessages(ctx context.Context, params []*relaydriver.Mes
 
 // scanInsertBatch reads the batch of insertMessages: the keys the INSERT
 // returned, then (when queued) the lookup's rows for the input indexes look.
-func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]bool, []insertFound, error) {
+func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[queueID]bool, []insertFound, error) {
 	r, err := br.Query()
 	if err != nil {
 		return nil, nil, err
 	}
-	inserted := map[pipelineID]bool{}
-	var k pipelineID
-	if _, err := pgx.ForEachRow(r, []any{&k.pipeline, &k.id}, func() error {
+	inserted := map[queueID]bool{}
+	var k queueID
+	if _, err := pgx.ForEachRow(r, []any{&k.queue, &k.id}, func() error {
 		inserted[k] = true
 		return nil
 	}); err != nil {
@@ -468,10 +468,10 @@ func scanInsertBatch(br pgx.BatchResults, n int, look []int) (map[pipelineID]boo
 }
 
 // MessageGet returns one message or relaytype.ErrNotFound.
-func (e *executor) MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error) {
-	m, err := scanMessage(e.db.QueryRow(ctx, queries[qMessageGet], pipeline, id))
+func (e *executor) MessageGet(ctx context.Context, queue string, id int64) (*relaytype.Message, error) {
+	m, err := scanMessage(e.db.QueryRow(ctx, queries[qMessageGet], queue, id))
 	if err != nil {
-		return nil, mapErr(fmt.Sprintf("get message %s/%d", pipeline, id), err)
+		return nil, mapErr(fmt.Sprintf("get message %s/%d", queue, id), err)
 	}
 	return m, nil
 }
@@ -482,7 +482,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	return e.queryMessages(ctx, "list unfinished messages", qMessageListUnfinished, params.Pipeline, params.AfterID, limit)
+	return e.queryMessages(ctx, "list unfinished messages", qMessageListUnfinished, params.Queue, params.AfterID, limit)
 }
 
 // MessageBindIdentity binds the identity when still NULL (seed 000 §2). Inside
@@ -490,7 +490,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 // (the identity belongs to another message) does not abort the caller's
 // transaction.
 func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
-	op := fmt.Sprintf("bind identity of message %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("bind identity of message %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
@@ -515,10 +515,10 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 		// crash before that is simply bound again (WHERE identity_key IS
 		// NULL). This takes an fsync off every message's path. The batch is one
 		// round trip and one implicit transaction.
-		err = e.asyncCommit(ctx, queries[qMessageBindIdentity], []any{params.Pipeline, params.ID, params.Identity},
+		err = e.asyncCommit(ctx, queries[qMessageBindIdentity], []any{params.Queue, params.ID, params.Identity},
 			func(br pgx.BatchResults) error { return br.QueryRow().Scan(&id) })
 	} else {
-		err = db.QueryRow(ctx, queries[qMessageBindIdentity], params.Pipeline, params.ID, params.Identity).Scan(&id)
+		err = db.QueryRow(ctx, queries[qMessageBindIdentity], params.Queue, params.ID, params.Identity).Scan(&id)
 	}
 	switch {
 	case err == nil:
@@ -536,7 +536,7 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 			}
 		}
 		var cur string
-		if err := e.db.QueryRow(ctx, queries[qMessageIdentityOf], params.Pipeline, params.ID).Scan(&cur); err != nil {
+		if err := e.db.QueryRow(ctx, queries[qMessageIdentityOf], params.Queue, params.ID).Scan(&cur); err != nil {
 			return nil, mapErr(op, err)
 		}
 		return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: cur}, nil
@@ -551,7 +551,7 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 	}
 	// Another message owns the identity: a duplicate.
 	var owner int64
-	if err := e.db.QueryRow(ctx, queries[qMessageIdentityOwner], params.Pipeline, params.Identity).Scan(&owner); err != nil {
+	if err := e.db.QueryRow(ctx, queries[qMessageIdentityOwner], params.Queue, params.Identity).Scan(&owner); err != nil {
 		return nil, mapErr(op+": look up owner", err)
 	}
 	return &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}, nil
@@ -559,9 +559,9 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 
 // guardFailed explains a guarded UPDATE that touched no row: ErrNotFound when
 // the message does not exist, ErrConflict when its state or lease refused.
-func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int64, why string) error {
+func (e *executor) guardFailed(ctx context.Context, op, queue string, id int64, why string) error {
 	var exists bool
-	if err := e.db.QueryRow(ctx, queries[qMessageIDExists], pipeline, id).Scan(&exists); err != nil {
+	if err := e.db.QueryRow(ctx, queries[qMessageIDExists], queue, id).Scan(&exists); err != nil {
 		return mapErr(op, err)
 	}
 	if !exists {
@@ -573,17 +573,17 @@ func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int6
 // MessageComplete moves an unfinished message to a terminal state with its
 // acknowledgement intent in one UPDATE.
 func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
-	op := fmt.Sprintf("complete message %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("complete message %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Pipeline, params.ID, string(params.State),
+	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Queue, params.ID, string(params.State),
 		string(params.ErrorClass), params.LastError, params.AckIntent, ts(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return e.guardFailed(ctx, op, params.Pipeline, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
+		return e.guardFailed(ctx, op, params.Queue, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
 	}
 	return nil
 }
@@ -598,30 +598,30 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 	}
 	n := len(params)
 	var (
-		pipelines = make([]string, n)
-		idv       = make([]int64, n)
-		states    = make([]string, n)
-		classes   = make([]string, n)
-		lastErrs  = make([]string, n)
-		acks      = make([]bool, n)
-		nows      = make([]pgtype.Timestamptz, n)
-		owners    = make([]string, n)
+		queues   = make([]string, n)
+		idv      = make([]int64, n)
+		states   = make([]string, n)
+		classes  = make([]string, n)
+		lastErrs = make([]string, n)
+		acks     = make([]bool, n)
+		nows     = make([]pgtype.Timestamptz, n)
+		owners   = make([]string, n)
 	)
 	for i, p := range params {
 		if err := p.Check(); err != nil {
-			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Pipeline, p.ID, err)
+			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Queue, p.ID, err)
 		}
-		pipelines[i], idv[i], states[i], classes[i] = p.Pipeline, p.ID, string(p.State), string(p.ErrorClass)
+		queues[i], idv[i], states[i], classes[i] = p.Queue, p.ID, string(p.State), string(p.ErrorClass)
 		lastErrs[i], acks[i], nows[i], owners[i] = p.LastError, p.AckIntent, ts(p.Now), p.LeaseOwner
 	}
 	run := func(x *executor) error {
-		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], pipelines, idv, states, classes, lastErrs, acks, nows, owners)
+		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks, nows, owners)
 		if err != nil {
 			return mapErr(fmt.Sprintf("complete %d messages", n), err)
 		}
-		done := make(map[pipelineID]int, n)
-		var key pipelineID
-		_, err = pgx.ForEachRow(r, []any{&key.pipeline, &key.id}, func() error {
+		done := make(map[queueID]int, n)
+		var key queueID
+		_, err = pgx.ForEachRow(r, []any{&key.queue, &key.id}, func() error {
 			done[key]++
 			return nil
 		})
@@ -629,13 +629,13 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 			return mapErr(fmt.Sprintf("complete %d messages", n), err)
 		}
 		for _, p := range params {
-			k := pipelineID{p.Pipeline, p.ID}
+			k := queueID{p.Queue, p.ID}
 			if done[k] > 0 {
 				done[k]-- // a row touched once satisfies one input only
 				continue
 			}
-			return x.guardFailed(ctx, fmt.Sprintf("complete message %s/%d (batch of %d)", p.Pipeline, p.ID, n),
-				p.Pipeline, p.ID, "not PENDING/FAILED, not leased to "+cmp.Or(p.LeaseOwner, "anyone")+", or twice in the batch")
+			return x.guardFailed(ctx, fmt.Sprintf("complete message %s/%d (batch of %d)", p.Queue, p.ID, n),
+				p.Queue, p.ID, "not PENDING/FAILED, not leased to "+cmp.Or(p.LeaseOwner, "anyone")+", or twice in the batch")
 		}
 		return nil
 	}
@@ -657,15 +657,15 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
-	op := fmt.Sprintf("fail message %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("fail message %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	var attempts int
-	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Pipeline, params.ID, string(params.ErrorClass),
+	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Queue, params.ID, string(params.ErrorClass),
 		params.LastError, ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, e.guardFailed(ctx, op, params.Pipeline, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
+		return 0, e.guardFailed(ctx, op, params.Queue, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
 	}
 	if err != nil {
 		return 0, mapErr(op, err)
@@ -675,17 +675,17 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 
 // MessageExhaust moves a FAILED message at its attempt limit to DEAD(EXHAUSTED).
 func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
-	op := fmt.Sprintf("exhaust message %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("exhaust message %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, queries[qMessageExhaust], params.Pipeline, params.ID, params.MaxAttempts,
+	tag, err := e.db.Exec(ctx, queries[qMessageExhaust], params.Queue, params.ID, params.MaxAttempts,
 		params.AckIntent, ts(params.Now))
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return e.guardFailed(ctx, op, params.Pipeline, params.ID, fmt.Sprintf("not FAILED with attempts >= %d", params.MaxAttempts))
+		return e.guardFailed(ctx, op, params.Queue, params.ID, fmt.Sprintf("not FAILED with attempts >= %d", params.MaxAttempts))
 	}
 	return nil
 }
@@ -694,7 +694,7 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 // ascending id order.
 func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
 	if err := params.Check(); err != nil {
-		return nil, fmt.Errorf("relaypgx: claim messages of %s: %w", params.Pipeline, err)
+		return nil, fmt.Errorf("relaypgx: claim messages of %s: %w", params.Queue, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
@@ -704,8 +704,8 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	if params.PerKey {
 		query = qMessageClaimPerKey
 	}
-	op := "claim messages of " + params.Pipeline
-	args := []any{params.Pipeline, ts(params.Now), limit, params.Owner, ts(params.LeaseUntil), params.SkipExpired}
+	op := "claim messages of " + params.Queue
+	args := []any{params.Queue, ts(params.Now), limit, params.Owner, ts(params.LeaseUntil), params.SkipExpired}
 	var out []*relaytype.Message
 	var err error
 	if e.inTx {
@@ -724,14 +724,14 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // returns the ids no longer leased to Owner; rows locked by another
 // transaction are skipped, neither renewed nor lost.
 func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
-	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
+	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Queue)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params.IDs) == 0 {
 		return &relaydriver.MessageLeaseRenewResult{}, nil
 	}
-	r, err := e.db.Query(ctx, queries[qMessageLeaseRenew], params.Pipeline, params.IDs, params.Owner, ts(params.LeaseUntil))
+	r, err := e.db.Query(ctx, queries[qMessageLeaseRenew], params.Queue, params.IDs, params.Owner, ts(params.LeaseUntil))
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -743,13 +743,13 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 }
 
 // MessageLeaseRelease clears every lease Owner holds on unfinished messages
-// of the pipeline.
+// of the queue.
 func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
-	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
+	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Queue)
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, queries[qMessageLeaseRelease], params.Pipeline, params.Owner)
+	tag, err := e.db.Exec(ctx, queries[qMessageLeaseRelease], params.Queue, params.Owner)
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -804,7 +804,7 @@ func (e *executor) asyncCommit(ctx context.Context, query string, args []any, re
 // MessageReplay moves FAILED/DEAD messages of the given classes back to PENDING.
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
 	if err := params.Check(); err != nil {
-		return 0, fmt.Errorf("relaypgx: replay messages of %s: %w", params.Pipeline, err)
+		return 0, fmt.Errorf("relaypgx: replay messages of %s: %w", params.Queue, err)
 	}
 	classes := make([]string, len(params.Classes))
 	for i, c := range params.Classes {
@@ -814,17 +814,17 @@ func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.Messag
 	if ids == nil {
 		ids = []int64{}
 	}
-	tag, err := e.db.Exec(ctx, queries[qMessageReplay], params.Pipeline, classes, ids, ts(params.Now))
+	tag, err := e.db.Exec(ctx, queries[qMessageReplay], params.Queue, classes, ids, ts(params.Now))
 	if err != nil {
-		return 0, mapErr("replay messages of "+params.Pipeline, err)
+		return 0, mapErr("replay messages of "+params.Queue, err)
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// MessageStats aggregates a pipeline in one query.
-func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydriver.MessageStats, error) {
-	op := "stats of " + pipeline
-	r, err := e.db.Query(ctx, queries[qMessageStats], pipeline)
+// MessageStats aggregates a queue in one query.
+func (e *executor) MessageStats(ctx context.Context, queue string) (*relaydriver.MessageStats, error) {
+	op := "stats of " + queue
+	r, err := e.db.Query(ctx, queries[qMessageStats], queue)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -849,26 +849,26 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	return st, nil
 }
 
-// MessageExists reports whether the pipeline has any message.
-func (e *executor) MessageExists(ctx context.Context, pipeline string) (bool, error) {
+// MessageExists reports whether the queue has any message.
+func (e *executor) MessageExists(ctx context.Context, queue string) (bool, error) {
 	var ok bool
-	if err := e.db.QueryRow(ctx, queries[qMessageExists], pipeline).Scan(&ok); err != nil {
-		return false, mapErr("message exists in "+pipeline, err)
+	if err := e.db.QueryRow(ctx, queries[qMessageExists], queue).Scan(&ok); err != nil {
+		return false, mapErr("message exists in "+queue, err)
 	}
 	return ok, nil
 }
 
 // ---------------------------------------------------------------- cursor, holes
 
-// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
-func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error) {
+// CursorGet returns the queue's cursor or relaytype.ErrNotFound.
+func (e *executor) CursorGet(ctx context.Context, queue string) (*relaytype.Cursor, error) {
 	var (
 		c                              relaytype.Cursor
 		holeSince, seededAt, updatedAt pgtype.Timestamptz
 	)
-	err := e.db.QueryRow(ctx, queries[qCursorGet], pipeline).Scan(&c.Pipeline, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &updatedAt)
+	err := e.db.QueryRow(ctx, queries[qCursorGet], queue).Scan(&c.Queue, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &updatedAt)
 	if err != nil {
-		return nil, mapErr("get cursor of "+pipeline, err)
+		return nil, mapErr("get cursor of "+queue, err)
 	}
 	c.HoleSince, c.SeededAt, c.UpdatedAt = fromTS(holeSince), fromTS(seededAt), fromTS(updatedAt)
 	return &c, nil
@@ -877,23 +877,23 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 // CursorSave upserts (W, holeSince), leaving the seeding facts alone.
 func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
 	if err := params.Check(); err != nil {
-		return fmt.Errorf("relaypgx: save cursor of %s: %w", params.Pipeline, err)
+		return fmt.Errorf("relaypgx: save cursor of %s: %w", params.Queue, err)
 	}
-	_, err := e.db.Exec(ctx, queries[qCursorSave], params.Pipeline, params.Watermark, ts(params.HoleSince), ts(params.Now))
-	return mapErr("save cursor of "+params.Pipeline, err)
+	_, err := e.db.Exec(ctx, queries[qCursorSave], params.Queue, params.Watermark, ts(params.HoleSince), ts(params.Now))
+	return mapErr("save cursor of "+params.Queue, err)
 }
 
 // CursorSeed stores the first watermark, or returns relaytype.ErrSeedRefused.
 func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
 	if err := params.Check(); err != nil {
-		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Pipeline, err)
+		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Queue, err)
 	}
 	var p string
-	err := e.db.QueryRow(ctx, queries[qCursorSeed], params.Pipeline, params.Watermark, params.Mode, ts(params.Now)).Scan(&p)
+	err := e.db.QueryRow(ctx, queries[qCursorSeed], params.Queue, params.Watermark, params.Mode, ts(params.Now)).Scan(&p)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Pipeline, relaytype.ErrSeedRefused)
+		return fmt.Errorf("relaypgx: seed cursor of %s: %w", params.Queue, relaytype.ErrSeedRefused)
 	}
-	return mapErr("seed cursor of "+params.Pipeline, err)
+	return mapErr("seed cursor of "+params.Queue, err)
 }
 
 // HoleInsert logs a permanent hole; inserting it again is a no-op.
@@ -901,14 +901,14 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 	if err := relaydriver.CheckHoleInsert(hole); err != nil {
 		return fmt.Errorf("relaypgx: insert hole: %w", err)
 	}
-	_, err := e.db.Exec(ctx, queries[qHoleInsert], hole.Pipeline, hole.ID, ts(hole.FirstSeenAt), ts(hole.ReleasedAt))
-	return mapErr(fmt.Sprintf("insert hole %s/%d", hole.Pipeline, hole.ID), err)
+	_, err := e.db.Exec(ctx, queries[qHoleInsert], hole.Queue, hole.ID, ts(hole.FirstSeenAt), ts(hole.ReleasedAt))
+	return mapErr(fmt.Sprintf("insert hole %s/%d", hole.Queue, hole.ID), err)
 }
 
-// HoleList returns the pipeline's holes in id order.
-func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error) {
-	op := "list holes of " + pipeline
-	r, err := e.db.Query(ctx, queries[qHoleList], pipeline)
+// HoleList returns the queue's holes in id order.
+func (e *executor) HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
+	op := "list holes of " + queue
+	r, err := e.db.Query(ctx, queries[qHoleList], queue)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -917,7 +917,7 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 			h               relaytype.Hole
 			first, released pgtype.Timestamptz
 		)
-		if err := r.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+		if err := r.Scan(&h.Queue, &h.ID, &first, &released); err != nil {
 			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = fromTS(first), fromTS(released)

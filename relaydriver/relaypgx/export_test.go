@@ -18,7 +18,7 @@ func ArchiveCandidatesForTest(ctx context.Context, tx relaydriver.ExecutorTx, pa
 		cs[i] = archiveCandidate{id: c.ID, state: c.State, updatedAt: ts(c.UpdatedAt)}
 	}
 	x := tx.(*txExecutor)
-	return x.archiveCandidates(ctx, "archive "+params.Pipeline, params, cs)
+	return x.archiveCandidates(ctx, "archive "+params.Queue, params, cs)
 }
 
 // QueryForTest returns the SQL of the named engine or acknowledgement query.

@@ -53,7 +53,7 @@ func distinctIDs(ids []int64) bool {
 // back to MessageBindIdentity per input, in order; bindings the statement
 // made are idempotent, so the outcome is the in-order one either way.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
-	op := fmt.Sprintf("bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
+	op := fmt.Sprintf("bind identities of %d messages of %s", len(params.IDs), params.Queue)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
@@ -123,7 +123,7 @@ func (e *executor) bindIdentitiesStatement(ctx context.Context, params *relaydri
 	} else {
 		b.Queue(queries[qSessionAsyncCommit]) // see MessageBindIdentity
 	}
-	b.Queue(queries[qMessageBindIdentities], params.Pipeline, params.IDs, params.Identities)
+	b.Queue(queries[qMessageBindIdentities], params.Queue, params.IDs, params.Identities)
 	if e.inTx {
 		b.Queue(release)
 	}
@@ -193,7 +193,7 @@ func (e *executor) bindIdentitiesEach(ctx context.Context, params *relaydriver.M
 	}
 	for i, id := range params.IDs {
 		r, err := e.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{
-			Pipeline: params.Pipeline, ID: id, Identity: params.Identities[i],
+			Queue: params.Queue, ID: id, Identity: params.Identities[i],
 		})
 		if err != nil {
 			return nil, err

@@ -102,16 +102,16 @@ func TestBindIdentitiesOneRoundTrip(t *testing.T) {
 	ex := d.GetExecutor()
 	var ins []*relaydriver.MessageInsertParams
 	for id := int64(1); id <= 40; id++ {
-		ins = append(ins, &relaydriver.MessageInsertParams{Pipeline: "p", ID: id, Now: t0})
+		ins = append(ins, &relaydriver.MessageInsertParams{Queue: "p", ID: id, Now: t0})
 	}
 	_, err := ex.MessageInsertMany(ctx, ins)
 	require.NoError(t, err)
-	_, err = ex.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "I1"})
+	_, err = ex.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "I1"})
 	require.NoError(t, err)
 
 	bind := func(ex relaydriver.Executor, from, to int64) *relaydriver.MessageBindIdentitiesResult {
 		t.Helper()
-		p := &relaydriver.MessageBindIdentitiesParams{Pipeline: "p"}
+		p := &relaydriver.MessageBindIdentitiesParams{Queue: "p"}
 		for id := from; id <= to; id++ {
 			identity := "I" + string(rune('0'+id%10)) // repeats every ten ids; I1 is owned by 1
 			p.IDs, p.Identities = append(p.IDs, id), append(p.Identities, identity)
@@ -178,14 +178,14 @@ func TestBindIdentitiesConcurrentWriter(t *testing.T) {
 				d := openOn(t, dsn, app, nil)
 				ctx := t.Context()
 				_, err := rival.GetExecutor().MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-					{Pipeline: "p", ID: 1, Now: t0}, {Pipeline: "p", ID: 2, Now: t0}, {Pipeline: "p", ID: 3, Now: t0},
+					{Queue: "p", ID: 1, Now: t0}, {Queue: "p", ID: 2, Now: t0}, {Queue: "p", ID: 3, Now: t0},
 				})
 				require.NoError(t, err)
 
 				rtx, err := rival.Begin(ctx)
 				require.NoError(t, err)
 				defer rtx.Rollback(ctx) //nolint:errcheck
-				_, err = rtx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: c.rivalID, Identity: c.rivalIdentity})
+				_, err = rtx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: c.rivalID, Identity: c.rivalIdentity})
 				require.NoError(t, err)
 
 				var ex relaydriver.Executor = d.GetExecutor()
@@ -203,7 +203,7 @@ func TestBindIdentitiesConcurrentWriter(t *testing.T) {
 				done := make(chan outcome, 1)
 				go func() {
 					res, err := ex.MessageBindIdentities(ctx, &relaydriver.MessageBindIdentitiesParams{
-						Pipeline: "p", IDs: []int64{1, 3}, Identities: []string{"X", "Y"},
+						Queue: "p", IDs: []int64{1, 3}, Identities: []string{"X", "Y"},
 					})
 					done <- outcome{res, err}
 				}()
@@ -223,7 +223,7 @@ func TestBindIdentitiesConcurrentWriter(t *testing.T) {
 				require.Equal(t, c.want, got.res)
 				if inTx {
 					require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{
-						Pipeline: "p", ID: 3, State: relaytype.StateSucceeded, Now: t0,
+						Queue: "p", ID: 3, State: relaytype.StateSucceeded, Now: t0,
 					}), "the transaction is still usable")
 					require.NoError(t, tx.Commit(ctx))
 				}

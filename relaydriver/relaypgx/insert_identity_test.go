@@ -28,14 +28,14 @@ func TestInsertIdentitiesOneRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		return res
 	}
-	insert(&relaydriver.MessageInsertParams{Pipeline: "p", ID: 1, Identity: "held", Now: t0}) // also warms the statement cache
+	insert(&relaydriver.MessageInsertParams{Queue: "p", ID: 1, Identity: "held", Now: t0}) // also warms the statement cache
 
 	tr.reset()
 	res := insert(
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 2, Identity: "A", Now: t0},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 3, Identity: "held", Now: t0},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 4, Identity: "A", Now: t0},
-		&relaydriver.MessageInsertParams{Pipeline: "p", ID: 5, Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 2, Identity: "A", Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 3, Identity: "held", Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 4, Identity: "A", Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "p", ID: 5, Now: t0},
 	)
 	queries, batches := tr.sent()
 	require.Empty(t, queries)
@@ -45,13 +45,13 @@ func TestInsertIdentitiesOneRoundTrip(t *testing.T) {
 	require.Equal(t, []bool{false, true, true, false}, res.Duplicate)
 	require.Equal(t, 2, res.Inserted)
 
-	// Allocated ids come from a sequence shared by every pipeline; pipeline
+	// Allocated ids come from a sequence shared by every queue; queue
 	// q has no explicit ids they could collide with.
-	held := insert(&relaydriver.MessageInsertParams{Pipeline: "q", Identity: "held", Now: t0}).IDs[0]
+	held := insert(&relaydriver.MessageInsertParams{Queue: "q", Identity: "held", Now: t0}).IDs[0]
 	tr.reset()
 	res = insert(
-		&relaydriver.MessageInsertParams{Pipeline: "q", Identity: "B", Now: t0},
-		&relaydriver.MessageInsertParams{Pipeline: "q", Identity: "held", Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "q", Identity: "B", Now: t0},
+		&relaydriver.MessageInsertParams{Queue: "q", Identity: "held", Now: t0},
 	)
 	queries, batches = tr.sent()
 	require.Len(t, queries, 1, "the id allocation")
@@ -61,7 +61,7 @@ func TestInsertIdentitiesOneRoundTrip(t *testing.T) {
 
 	// Without identities (intake) the batch is the INSERT alone.
 	tr.reset()
-	insert(&relaydriver.MessageInsertParams{Pipeline: "p", ID: 10, Now: t0}, &relaydriver.MessageInsertParams{Pipeline: "p", ID: 11, Now: t0})
+	insert(&relaydriver.MessageInsertParams{Queue: "p", ID: 10, Now: t0}, &relaydriver.MessageInsertParams{Queue: "p", ID: 11, Now: t0})
 	queries, batches = tr.sent()
 	require.Empty(t, queries)
 	require.Len(t, batches, 1)
@@ -95,7 +95,7 @@ func TestInsertIdentityConcurrentTransactions(t *testing.T) {
 			rtx, err := rival.Begin(ctx)
 			require.NoError(t, err)
 			defer rtx.Rollback(ctx) //nolint:errcheck
-			rres, err := rtx.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", Identity: "X", Payload: []byte("rival"), Now: t0}})
+			rres, err := rtx.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Queue: "p", Identity: "X", Payload: []byte("rival"), Now: t0}})
 			require.NoError(t, err)
 			require.Equal(t, 1, rres.Inserted)
 			rivalID := rres.IDs[0]
@@ -115,8 +115,8 @@ func TestInsertIdentityConcurrentTransactions(t *testing.T) {
 			done := make(chan outcome, 1)
 			go func() {
 				res, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-					{Pipeline: "p", Identity: "Y", Now: t0},
-					{Pipeline: "p", Identity: "X", Payload: []byte("mine"), Now: t0},
+					{Queue: "p", Identity: "Y", Now: t0},
+					{Queue: "p", Identity: "X", Payload: []byte("mine"), Now: t0},
 				})
 				done <- outcome{res, err}
 			}()
@@ -153,7 +153,7 @@ func TestInsertIdentityConcurrentTransactions(t *testing.T) {
 			var payload []byte
 			var holder int64
 			require.NoError(t, rival.GetExecutor().QueryRow(ctx,
-				"SELECT count(*) OVER (), id, payload FROM relay_message WHERE pipeline = 'p' AND identity_key = 'X'").Scan(&n, &holder, &payload))
+				"SELECT count(*) OVER (), id, payload FROM relay_message WHERE queue = 'p' AND identity_key = 'X'").Scan(&n, &holder, &payload))
 			require.Equal(t, 1, n, "exactly one row holds the identity")
 			require.Equal(t, got.res.IDs[1], holder)
 			if c.rivalCommit {

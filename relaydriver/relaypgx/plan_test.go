@@ -51,7 +51,7 @@ func genericPlan(t *testing.T, ctx context.Context, d *relaypgx.Driver, sql stri
 // alike, and such plans had the claim join back through the identity index
 // (reading every unbound message per claimed row), the batch completion and
 // the acknowledgement hash over or scan every unfinished or terminal row, the
-// identity binding hash over the whole pipeline, and the outbox's SENT mark
+// identity binding hash over the whole queue, and the outbox's SENT mark
 // scan the whole outbox: each fine on an empty table, each slower with every
 // row it holds.
 func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
@@ -62,13 +62,13 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 		query string
 		want  []string // each must appear in the plan
 	}{
-		{"MessageClaim", []string{`Index Cond: ((pipeline = ready.pipeline) AND (id = ready.id))`}},
-		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = u.pipeline) AND (id = u.id))`}},
-		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((pipeline = $1) AND (id = u.id))`}},
+		{"MessageClaim", []string{`Index Cond: ((queue = ready.queue) AND (id = ready.id))`}},
+		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = u.queue) AND (id = u.id))`}},
+		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = $1) AND (id = u.id))`}},
 		{"OutboxMarkSent", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
-		{"MessageLeaseRenew", []string{`Index Cond: ((pipeline = $1) AND (id = u.id))`, `Tid Scan on relay_message t`}},
-		{"MessageBindIdentities", []string{`Index Cond: ((pipeline = $1) AND (id = i.id))`,
-			`Index Cond: ((pipeline = $1) AND (identity_key = i.identity))`, `Index Cond: ((pipeline = f.pipeline) AND (id = f.id))`}},
+		{"MessageLeaseRenew", []string{`Index Cond: ((queue = $1) AND (id = u.id))`, `Tid Scan on relay_message t`}},
+		{"MessageBindIdentities", []string{`Index Cond: ((queue = $1) AND (id = i.id))`,
+			`Index Cond: ((queue = $1) AND (identity_key = i.identity))`, `Index Cond: ((queue = f.queue) AND (id = f.id))`}},
 	} {
 		plan := genericPlan(t, ctx, d, relaypgx.QueryForTest(c.query))
 		for _, w := range c.want {

@@ -8,58 +8,58 @@ SELECT nextval('relay_message_id_seq') FROM generate_series(1, $1::integer);
 
 -- name: MessageInsertMany
 -- Insert if absent (seed 000 §4.1 step 5). $7 is each input's identity (NULL:
--- none); an input whose identity a message of its pipeline holds is not
+-- none); an input whose identity a message of its queue holds is not
 -- inserted (a duplicate). ON CONFLICT has no target, so both the primary key
 -- and the partial unique identity index (migration 006) are arbiters: an input
 -- conflicting with a row of a transaction still in progress waits for it and
--- is skipped if that transaction commits. Go sends each (pipeline, id) and
--- each (pipeline, identity) at most once per statement. Rows are inserted in
--- (pipeline, identity, id) order — id order for rows without an identity, as
+-- is skipped if that transaction commits. Go sends each (queue, id) and
+-- each (queue, identity) at most once per statement. Rows are inserted in
+-- (queue, identity, id) order — id order for rows without an identity, as
 -- intake sends them — so that concurrent batches overlapping on ids, or on
 -- identities, take their conflicts in the same order and cannot deadlock.
-INSERT INTO relay_message (pipeline, id, key, state, payload, received_at, enqueued_at, updated_at, identity_key)
-SELECT u.pipeline, u.id, u.key, 'PENDING', u.payload, u.received_at, u.now, u.now, u.identity
+INSERT INTO relay_message (queue, id, key, state, payload, received_at, enqueued_at, updated_at, identity_key)
+SELECT u.queue, u.id, u.key, 'PENDING', u.payload, u.received_at, u.now, u.now, u.identity
 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[], $5::timestamptz[], $6::timestamptz[], $7::text[])
-     AS u(pipeline, id, key, payload, received_at, now, identity)
-ORDER BY u.pipeline, u.identity NULLS FIRST, u.id
+     AS u(queue, id, key, payload, received_at, now, identity)
+ORDER BY u.queue, u.identity NULLS FIRST, u.id
 ON CONFLICT DO NOTHING
-RETURNING pipeline, id;
+RETURNING queue, id;
 
 -- name: MessageInsertLookup
 -- Runs right after MessageInsertMany in the same batch, with a snapshot of its
--- own: for each input with an identity ($1 pipeline, $2 id, $3 identity; ord
--- its position) whether its (pipeline, id) exists now and which message holds
+-- own: for each input with an identity ($1 queue, $2 id, $3 identity; ord
+-- its position) whether its (queue, id) exists now and which message holds
 -- its identity — including a row of a concurrent transaction the INSERT waited
 -- for. Both lookups are LATERAL subqueries with LIMIT 1, so even a generic
 -- plan made on an empty table probes the primary key and the identity index
 -- once per input (see MessageBindIdentities).
 SELECT u.ord, m.id IS NOT NULL AS present, o.id AS owner
-FROM unnest($1::text[], $2::bigint[], $3::text[]) WITH ORDINALITY AS u(pipeline, id, identity, ord)
+FROM unnest($1::text[], $2::bigint[], $3::text[]) WITH ORDINALITY AS u(queue, id, identity, ord)
 LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
-                   WHERE x.pipeline = u.pipeline AND x.id = u.id LIMIT 1) m ON true
+                   WHERE x.queue = u.queue AND x.id = u.id LIMIT 1) m ON true
 LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
-                   WHERE x.pipeline = u.pipeline AND x.identity_key = u.identity LIMIT 1) o ON true
+                   WHERE x.queue = u.queue AND x.identity_key = u.identity LIMIT 1) o ON true
 ORDER BY u.ord;
 
 -- name: MessageGet
-SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND id = $2;
+WHERE queue = $1 AND id = $2;
 
 -- name: MessageIDExists
-SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1 AND id = $2);
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1 AND id = $2);
 
 -- name: MessageListUnfinished
 -- ARCHIVED is excluded explicitly, not only by the state list (seed 000 §9.3).
-SELECT pipeline, id, key, state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND id > $2
+WHERE queue = $1 AND id > $2
   AND state IN ('PENDING', 'FAILED') AND state <> 'ARCHIVED'
 ORDER BY id
 LIMIT $3;
@@ -68,7 +68,7 @@ LIMIT $3;
 -- One independent idempotent statement (seed 000 §2); a unique violation means
 -- another message owns the identity.
 UPDATE relay_message SET identity_key = $3
-WHERE pipeline = $1 AND id = $2 AND identity_key IS NULL
+WHERE queue = $1 AND id = $2 AND identity_key IS NULL
 RETURNING id;
 
 -- name: SessionAsyncCommit
@@ -79,10 +79,10 @@ RETURNING id;
 SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: MessageIdentityOwner
-SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $2;
+SELECT id FROM relay_message WHERE queue = $1 AND identity_key = $2;
 
 -- name: MessageIdentityOf
-SELECT coalesce(identity_key, '') FROM relay_message WHERE pipeline = $1 AND id = $2;
+SELECT coalesce(identity_key, '') FROM relay_message WHERE queue = $1 AND id = $2;
 
 -- name: MessageComplete
 -- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
@@ -90,13 +90,13 @@ SELECT coalesce(identity_key, '') FROM relay_message WHERE pipeline = $1 AND id 
 -- state CHECK) in every statement that finds a message by id, so that no
 -- partial index on unfinished rows can serve it and the planner takes the
 -- primary key: without statistics (a fresh table, autovacuum behind) it
--- otherwise picked a (pipeline, key, id) index, whose scan reads every
--- unfinished row of the pipeline to find one id.
+-- otherwise picked a (queue, key, id) index, whose scan reads every
+-- unfinished row of the queue to find one id.
 UPDATE relay_message
 SET state = $3, error_class = $4, last_error = $5,
     ack_next_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE NULL END,
     updated_at = $7, lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND ($8::text = '' OR lease_owner = $8::text);
 
@@ -117,13 +117,13 @@ SET state = v.state, error_class = v.error_class, last_error = v.last_error,
 FROM (SELECT u.*, r.tid
       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[],
                   $7::timestamptz[], $8::text[])
-           AS u(pipeline, id, state, error_class, last_error, ack, now, owner),
+           AS u(queue, id, state, error_class, last_error, ack, now, owner),
            LATERAL (SELECT x.ctid AS tid FROM relay_message x
-                    WHERE x.pipeline = u.pipeline AND x.id = u.id LIMIT 1) r) v
+                    WHERE x.queue = u.queue AND x.id = u.id LIMIT 1) r) v
 WHERE t.ctid = v.tid
   AND t.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND (v.owner = '' OR t.lease_owner = v.owner)
-RETURNING t.pipeline, t.id;
+RETURNING t.queue, t.id;
 
 -- name: MessageFail
 -- One increment per failure, where it happens (seed 000 §9.1). The guard is
@@ -131,7 +131,7 @@ RETURNING t.pipeline, t.id;
 UPDATE relay_message
 SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,
     next_attempt_at = $5, updated_at = $6, lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
   AND ($7::text = '' OR lease_owner = $7::text)
 RETURNING attempts;
@@ -142,7 +142,7 @@ UPDATE relay_message
 SET state = 'DEAD', error_class = 'EXHAUSTED',
     ack_next_at = CASE WHEN $4::boolean THEN $5::timestamptz ELSE NULL END,
     updated_at = $5, lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
+WHERE queue = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
 
 -- name: MessageClaim
 -- Unordered: the smallest ready ids, skipping rows another claimer is locking.
@@ -153,9 +153,9 @@ WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
 -- (SkipExpired) says this call may skip that search. The union keeps the
 -- smallest $3 ids of both.
 WITH fresh AS (
-    SELECT m.pipeline, m.id
+    SELECT m.queue, m.id
     FROM relay_message m
-    WHERE m.pipeline = $1
+    WHERE m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND m.lease_owner = ''
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
@@ -163,10 +163,10 @@ WITH fresh AS (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT m.pipeline, m.id
+    SELECT m.queue, m.id
     FROM relay_message m
     WHERE NOT $6::boolean
-      AND m.pipeline = $1
+      AND m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND m.lease_owner <> ''
       AND m.lease_expires_at <= $2
@@ -175,17 +175,17 @@ WITH fresh AS (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), ready AS (
-    SELECT pipeline, id FROM fresh
+    SELECT queue, id FROM fresh
     UNION ALL
-    SELECT pipeline, id FROM expired
+    SELECT queue, id FROM expired
     ORDER BY id
     LIMIT $3
 )
 UPDATE relay_message t
 SET lease_owner = $4, lease_expires_at = $5
 FROM ready
-WHERE t.pipeline = ready.pipeline AND t.id = ready.id
-RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
+WHERE t.queue = ready.queue AND t.id = ready.id
+RETURNING t.queue, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
           t.identity_key, t.payload, t.received_at, t.enqueued_at, t.updated_at,
           t.ack_next_at, t.ack_at, t.ack_attempts, t.ack_abandoned_at, t.ack_abandon_reason,
           t.lease_owner, t.lease_expires_at;
@@ -198,25 +198,25 @@ RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.err
 -- (relay_message_leased_idx; skipped when $6), as in MessageClaim. Both checks are
 -- correlated scalar subqueries rather than NOT EXISTS: the planner turns NOT
 -- EXISTS into an anti-join, and without statistics it then scanned every
--- unfinished row of the pipeline once per candidate; a subquery runs as a
--- probe by (pipeline, key, id) of relay_message_key_order_idx (whose predicate
+-- unfinished row of the queue once per candidate; a subquery runs as a
+-- probe by (queue, key, id) of relay_message_key_order_idx (whose predicate
 -- only the spelling "state BETWEEN 'FAILED' AND 'PENDING'" implies, see
--- migration 005), and by (pipeline, key, lease_expires_at) of
+-- migration 005), and by (queue, key, lease_expires_at) of
 -- relay_message_leased_idx (the key's live leases only), whatever the
 -- statistics say.
 WITH fresh AS (
-    SELECT m.pipeline, m.id
+    SELECT m.queue, m.id
     FROM relay_message m
-    WHERE m.pipeline = $1
+    WHERE m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND m.lease_owner = ''
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
       AND (SELECT o.id FROM relay_message o
-           WHERE o.pipeline = m.pipeline AND o.key = m.key
+           WHERE o.queue = m.queue AND o.key = m.key
              AND o.state BETWEEN 'FAILED' AND 'PENDING' AND o.id < m.id
            LIMIT 1) IS NULL
       AND (SELECT l.id FROM relay_message l
-           WHERE l.pipeline = m.pipeline AND l.key = m.key
+           WHERE l.queue = m.queue AND l.key = m.key
              AND l.state IN ('PENDING', 'FAILED') AND l.lease_owner <> ''
              AND l.lease_expires_at > $2
            LIMIT 1) IS NULL
@@ -224,20 +224,20 @@ WITH fresh AS (
     LIMIT $3
     FOR UPDATE OF m SKIP LOCKED
 ), expired AS (
-    SELECT m.pipeline, m.id
+    SELECT m.queue, m.id
     FROM relay_message m
     WHERE NOT $6::boolean
-      AND m.pipeline = $1
+      AND m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND m.lease_owner <> ''
       AND m.lease_expires_at <= $2
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $2)
       AND (SELECT o.id FROM relay_message o
-           WHERE o.pipeline = m.pipeline AND o.key = m.key
+           WHERE o.queue = m.queue AND o.key = m.key
              AND o.state BETWEEN 'FAILED' AND 'PENDING' AND o.id < m.id
            LIMIT 1) IS NULL
       AND (SELECT l.id FROM relay_message l
-           WHERE l.pipeline = m.pipeline AND l.key = m.key
+           WHERE l.queue = m.queue AND l.key = m.key
              AND l.state IN ('PENDING', 'FAILED') AND l.lease_owner <> ''
              AND l.id <> m.id AND l.lease_expires_at > $2
            LIMIT 1) IS NULL
@@ -245,17 +245,17 @@ WITH fresh AS (
     LIMIT $3
     FOR UPDATE OF m SKIP LOCKED
 ), ready AS (
-    SELECT pipeline, id FROM fresh
+    SELECT queue, id FROM fresh
     UNION ALL
-    SELECT pipeline, id FROM expired
+    SELECT queue, id FROM expired
     ORDER BY id
     LIMIT $3
 )
 UPDATE relay_message t
 SET lease_owner = $4, lease_expires_at = $5
 FROM ready
-WHERE t.pipeline = ready.pipeline AND t.id = ready.id
-RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
+WHERE t.queue = ready.queue AND t.id = ready.id
+RETURNING t.queue, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.error_class, t.last_error,
           t.identity_key, t.payload, t.received_at, t.enqueued_at, t.updated_at,
           t.ack_next_at, t.ack_at, t.ack_attempts, t.ack_abandoned_at, t.ack_abandon_reason,
           t.lease_owner, t.lease_expires_at;
@@ -274,13 +274,13 @@ RETURNING t.pipeline, t.id, t.key, t.state, t.attempts, t.next_attempt_at, t.err
 -- subquery, which the planner cannot turn into a join; "unfinished" spelled
 -- as in MessageComplete) and the update reaches the locked row by its ctid,
 -- as in MessageCompleteMany: a generic plan made on an empty table otherwise
--- scanned the whole pipeline or hash-joined over every row.
+-- scanned the whole queue or hash-joined over every row.
 WITH renewed AS (
     UPDATE relay_message t
     SET lease_expires_at = $4
     FROM unnest($2::bigint[]) AS u(id),
          LATERAL (SELECT m.ctid AS tid FROM relay_message m
-                  WHERE m.pipeline = $1 AND m.id = u.id
+                  WHERE m.queue = $1 AND m.id = u.id
                     AND m.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
                     AND m.lease_owner = $3::text
                   LIMIT 1
@@ -291,7 +291,7 @@ WITH renewed AS (
 SELECT u.id
 FROM unnest($2::bigint[]) AS u(id)
 WHERE (SELECT m.id FROM relay_message m
-       WHERE m.pipeline = $1 AND m.id = u.id
+       WHERE m.queue = $1 AND m.id = u.id
          AND m.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
          AND m.lease_owner = $3::text
        LIMIT 1) IS NULL
@@ -305,7 +305,7 @@ ORDER BY u.id;
 -- the backlog.
 UPDATE relay_message
 SET lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('PENDING', 'FAILED')
   AND lease_owner <> ''
   AND lease_owner = $2::text;
@@ -316,7 +316,7 @@ UPDATE relay_message
 SET state = 'PENDING', attempts = 0, next_attempt_at = NULL, error_class = '', last_error = '',
     ack_next_at = NULL, ack_at = NULL, ack_attempts = 0, ack_abandoned_at = NULL,
     ack_abandon_reason = '', lease_owner = '', lease_expires_at = NULL, updated_at = $4
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('FAILED', 'DEAD')
   AND error_class = ANY($2::text[])
   AND (coalesce(cardinality($3::bigint[]), 0) = 0 OR id = ANY($3::bigint[]));
@@ -326,42 +326,42 @@ SELECT state, count(*),
        min(enqueued_at) FILTER (WHERE state IN ('PENDING', 'FAILED')),
        max(id)
 FROM relay_message
-WHERE pipeline = $1
+WHERE queue = $1
 GROUP BY state;
 
 -- name: MessageExists
-SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1);
 
 -- name: CursorGet
-SELECT pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at
+SELECT queue, watermark, hole_since, seeded_at, seed_mode, updated_at
 FROM relay_cursor
-WHERE pipeline = $1;
+WHERE queue = $1;
 
 -- name: CursorSave
 -- Never changes seeded_at / seed_mode.
-INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+INSERT INTO relay_cursor (queue, watermark, hole_since, seeded_at, seed_mode, updated_at)
 VALUES ($1, $2, $3, NULL, '', $4)
-ON CONFLICT (pipeline) DO UPDATE
+ON CONFLICT (queue) DO UPDATE
 SET watermark = EXCLUDED.watermark, hole_since = EXCLUDED.hole_since, updated_at = EXCLUDED.updated_at;
 
 -- name: CursorSeed
--- Check and insert in one statement: refused (no row) when the pipeline already
+-- Check and insert in one statement: refused (no row) when the queue already
 -- has a cursor or any message (seed 000 §4.3).
-INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+INSERT INTO relay_cursor (queue, watermark, hole_since, seeded_at, seed_mode, updated_at)
 SELECT $1::text, $2::bigint, NULL, $4::timestamptz, $3::text, $4::timestamptz
-WHERE NOT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1::text)
-ON CONFLICT (pipeline) DO NOTHING
-RETURNING pipeline;
+WHERE NOT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1::text)
+ON CONFLICT (queue) DO NOTHING
+RETURNING queue;
 
 -- name: HoleInsert
-INSERT INTO relay_hole (pipeline, id, first_seen_at, released_at)
+INSERT INTO relay_hole (queue, id, first_seen_at, released_at)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (pipeline, id) DO NOTHING;
+ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: HoleList
-SELECT pipeline, id, first_seen_at, released_at
+SELECT queue, id, first_seen_at, released_at
 FROM relay_hole
-WHERE pipeline = $1
+WHERE queue = $1
 ORDER BY id;
 
 -- name: OutboxAppend
@@ -579,7 +579,7 @@ LISTEN relay_outbox;
 -- would one by one in order (seed 000 §2). $2/$3 are the inputs (distinct
 -- ids), ord their position. "cur" reads each input's message (found), its
 -- identity (bound) and the current owner of the input's identity (owner,
--- through the (pipeline, identity_key) unique index). An input is free when
+-- through the (queue, identity_key) unique index). An input is free when
 -- its message exists unbound and its identity has no owner; of several free
 -- inputs with one identity only the first binds, the later ones are its
 -- duplicates. Nothing binds when an id is unknown. Each binding is still an
@@ -591,12 +591,12 @@ LISTEN relay_outbox;
 -- Every access is written so that even a generic plan made while the table
 -- was empty (no statistics: all paths cost alike) probes an index per input:
 -- the two lookups are LATERAL subqueries with LIMIT 1 (which the planner
--- cannot flatten into a join it might hash over the whole pipeline), and the
--- update joins on (pipeline, id) as join columns, which only the primary key
+-- cannot flatten into a join it might hash over the whole queue), and the
+-- update joins on (queue, id) as join columns, which only the primary key
 -- serves. The "still unbound" test is num_nulls(t.identity_key) = 1 rather
 -- than "IS NULL", which an identity index holding NULLs could answer: a stale
 -- generic plan drove the update that way and compared every unbound message
--- of the pipeline with every input — 118 ms per call at a 10,000-message
+-- of the queue with every input — 118 ms per call at a 10,000-message
 -- backlog.
 WITH u AS (
     SELECT i.id, i.identity, i.ord
@@ -605,11 +605,11 @@ WITH u AS (
     SELECT u.ord, u.id, u.identity, m.id IS NOT NULL AS found, m.identity_key AS bound, o.id AS owner
     FROM u
     LEFT JOIN LATERAL (SELECT x.id, x.identity_key FROM relay_message x
-                       WHERE x.pipeline = $1 AND x.id = u.id LIMIT 1) m ON true
+                       WHERE x.queue = $1 AND x.id = u.id LIMIT 1) m ON true
     LEFT JOIN LATERAL (SELECT x.id FROM relay_message x
-                       WHERE x.pipeline = $1 AND x.identity_key = u.identity LIMIT 1) o ON true
+                       WHERE x.queue = $1 AND x.identity_key = u.identity LIMIT 1) o ON true
 ), free AS (
-    SELECT DISTINCT ON (c.identity) $1::text AS pipeline, c.id, c.identity
+    SELECT DISTINCT ON (c.identity) $1::text AS queue, c.id, c.identity
     FROM cur c
     WHERE c.found AND c.bound IS NULL AND c.owner IS NULL
     ORDER BY c.identity, c.ord
@@ -617,7 +617,7 @@ WITH u AS (
     UPDATE relay_message t
     SET identity_key = f.identity
     FROM free f
-    WHERE t.pipeline = f.pipeline AND t.id = f.id AND num_nulls(t.identity_key) = 1
+    WHERE t.queue = f.queue AND t.id = f.id AND num_nulls(t.identity_key) = 1
       AND NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.found)
     RETURNING t.id
 )

@@ -43,7 +43,7 @@ var _ relaydriver.AckExecutor = (*executor)(nil)
 // AckScan returns up to Limit messages owing an acknowledgement, in the seed's
 // order (attempts, then id). A Limit <= 0 means LimitDefault.
 func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParams) ([]*relaytype.Message, error) {
-	op := "ack scan of " + params.Pipeline
+	op := "ack scan of " + params.Queue
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -51,7 +51,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	rows, err := e.rawDB(false).QueryContext(ctx, ackQueries[qAckScan], params.Pipeline,
+	rows, err := e.rawDB(false).QueryContext(ctx, ackQueries[qAckScan], params.Queue,
 		timeArg(params.Now), timeArg(params.Now.Add(-params.R)), limit)
 	if err != nil {
 		return nil, mapErr(op, err)
@@ -63,7 +63,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 // AckDone sets ack_at = Now on the given rows still owing an acknowledgement,
 // in one statement, and returns how many it set.
 func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParams) (int, error) {
-	op := "ack done on " + params.Pipeline
+	op := "ack done on " + params.Queue
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -74,23 +74,23 @@ func (e *executor) AckDone(ctx context.Context, params *relaydriver.AckDoneParam
 	if err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	return e.ackExec(ctx, op, qAckDone, params.Pipeline, string(ids), timeArg(params.Now))
+	return e.ackExec(ctx, op, qAckDone, params.Queue, string(ids), timeArg(params.Now))
 }
 
 // AckRetry records one transient failure. A row that does not owe an
 // acknowledgement (confirmed, abandoned, not terminal) is relaytype.ErrConflict;
 // an unknown row is relaytype.ErrNotFound.
 func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryParams) error {
-	op := fmt.Sprintf("ack retry %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("ack retry %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	n, err := e.ackExec(ctx, op, qAckRetry, params.Pipeline, params.ID, timeArg(params.NextAt))
+	n, err := e.ackExec(ctx, op, qAckRetry, params.Queue, params.ID, timeArg(params.NextAt))
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+		return e.ackRefused(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -98,16 +98,16 @@ func (e *executor) AckRetry(ctx context.Context, params *relaydriver.AckRetryPar
 // AckAbandon stops automatic retries of one row with Reason; ack_at stays
 // NULL. Refusals as AckRetry.
 func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbandonParams) error {
-	op := fmt.Sprintf("ack abandon %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("ack abandon %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	n, err := e.ackExec(ctx, op, qAckAbandon, params.Pipeline, params.ID, params.Reason, timeArg(params.Now))
+	n, err := e.ackExec(ctx, op, qAckAbandon, params.Queue, params.ID, params.Reason, timeArg(params.Now))
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return e.ackRefused(ctx, op, params.Pipeline, params.ID)
+		return e.ackRefused(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (e *executor) AckAbandon(ctx context.Context, params *relaydriver.AckAbando
 // AckReopen clears abandonments (by IDs, or with IDs empty by Reason) so the
 // rows are due at once, and returns how many it reopened.
 func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenParams) (int, error) {
-	op := "ack reopen on " + params.Pipeline
+	op := "ack reopen on " + params.Queue
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -127,7 +127,7 @@ func (e *executor) AckReopen(ctx context.Context, params *relaydriver.AckReopenP
 		}
 		ids = string(b)
 	}
-	return e.ackExec(ctx, op, qAckReopen, params.Pipeline, ids, params.Reason, timeArg(params.Now))
+	return e.ackExec(ctx, op, qAckReopen, params.Queue, ids, params.Reason, timeArg(params.Now))
 }
 
 // ackExec runs one acknowledgement write on the writer (or the transaction)
@@ -143,12 +143,12 @@ func (e *executor) ackExec(ctx context.Context, op, name string, args ...any) (i
 
 // ackRefused explains a guarded update that changed nothing: ErrNotFound for
 // an unknown row, ErrConflict for a row that does not owe an acknowledgement.
-func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64) error {
+func (e *executor) ackRefused(ctx context.Context, op, queue string, id int64) error {
 	var (
 		state            string
 		acked, abandoned bool
 	)
-	err := e.rawDB(false).QueryRowContext(ctx, ackQueries[qAckRowState], pipeline, id).Scan(&state, &acked, &abandoned)
+	err := e.rawDB(false).QueryRowContext(ctx, ackQueries[qAckRowState], queue, id).Scan(&state, &acked, &abandoned)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("relaysqlite: %s: %w", op, relaytype.ErrNotFound)
 	}
@@ -159,12 +159,12 @@ func (e *executor) ackRefused(ctx context.Context, op, pipeline string, id int64
 		op, relaytype.ErrConflict, state, acked, abandoned)
 }
 
-// AckStats counts the pipeline's terminal messages by acknowledgement state.
-func (e *executor) AckStats(ctx context.Context, pipeline string) (*relaydriver.AckStats, error) {
+// AckStats counts the queue's terminal messages by acknowledgement state.
+func (e *executor) AckStats(ctx context.Context, queue string) (*relaydriver.AckStats, error) {
 	st := &relaydriver.AckStats{}
-	err := e.rawDB(false).QueryRowContext(ctx, ackQueries[qAckStats], pipeline).Scan(&st.Owing, &st.Abandoned, &st.Acknowledged)
+	err := e.rawDB(false).QueryRowContext(ctx, ackQueries[qAckStats], queue).Scan(&st.Owing, &st.Abandoned, &st.Acknowledged)
 	if err != nil {
-		return nil, mapErr("ack stats of "+pipeline, err)
+		return nil, mapErr("ack stats of "+queue, err)
 	}
 	return st, nil
 }

@@ -9,12 +9,12 @@
 -- Exactly the seed's predicate and order (§6.1); ARCHIVED is excluded
 -- explicitly, not only by the state list (§9.3). $3 is Now − R, computed by the
 -- caller from its parameters.
-SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND state <> 'ARCHIVED'
   AND ack_at IS NULL
   AND ack_abandoned_at IS NULL
@@ -26,7 +26,7 @@ LIMIT $4;
 -- The source's mark is confirmed: only rows still owing an acknowledgement.
 UPDATE relay_message
 SET ack_at = $3
-WHERE pipeline = $1 AND id IN (SELECT value FROM json_each($2))
+WHERE queue = $1 AND id IN (SELECT value FROM json_each($2))
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ack_at IS NULL AND ack_abandoned_at IS NULL;
 
@@ -34,7 +34,7 @@ WHERE pipeline = $1 AND id IN (SELECT value FROM json_each($2))
 -- One transient failure: attempts+1 and the next try.
 UPDATE relay_message
 SET ack_attempts = ack_attempts + 1, ack_next_at = $3
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ack_at IS NULL AND ack_abandoned_at IS NULL;
 
@@ -42,7 +42,7 @@ WHERE pipeline = $1 AND id = $2
 -- Stop automatic retries; ack_at stays NULL (abandoned is not acknowledged).
 UPDATE relay_message
 SET ack_abandoned_at = $4, ack_abandon_reason = $3
-WHERE pipeline = $1 AND id = $2
+WHERE queue = $1 AND id = $2
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ack_at IS NULL AND ack_abandoned_at IS NULL;
 
@@ -51,7 +51,7 @@ WHERE pipeline = $1 AND id = $2
 -- with reason $3 (empty: any reason); due at once. ack_attempts is kept.
 UPDATE relay_message
 SET ack_abandoned_at = NULL, ack_abandon_reason = '', ack_next_at = $4
-WHERE pipeline = $1
+WHERE queue = $1
   AND ack_abandoned_at IS NOT NULL AND ack_at IS NULL
   AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
   AND ($2 IS NULL OR id IN (SELECT value FROM json_each($2)))
@@ -62,12 +62,12 @@ WHERE pipeline = $1
 -- facts, or no row.
 SELECT state, ack_at IS NOT NULL, ack_abandoned_at IS NOT NULL
 FROM relay_message
-WHERE pipeline = $1 AND id = $2;
+WHERE queue = $1 AND id = $2;
 
 -- name: AckStats
--- Terminal rows of the pipeline by acknowledgement state.
+-- Terminal rows of the queue by acknowledgement state.
 SELECT coalesce(sum(CASE WHEN ack_at IS NULL AND ack_abandoned_at IS NULL THEN 1 ELSE 0 END), 0),
        coalesce(sum(CASE WHEN ack_at IS NULL AND ack_abandoned_at IS NOT NULL THEN 1 ELSE 0 END), 0),
        coalesce(sum(CASE WHEN ack_at IS NOT NULL THEN 1 ELSE 0 END), 0)
 FROM relay_message
-WHERE pipeline = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');
+WHERE queue = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');

@@ -33,7 +33,7 @@ var _ relaydriver.AdminExecutor = (*executor)(nil)
 // payloads. A Limit <= 0 means LimitDefault; above
 // relaydriver.MessageListLimitMax it is refused.
 func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageListParams) ([]*relaytype.Message, error) {
-	op := "list messages of " + params.Pipeline
+	op := "list messages of " + params.Queue
 	limit := params.Limit
 	if limit <= 0 {
 		limit = LimitDefault
@@ -53,7 +53,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 	if params.AckAbandoned {
 		abandoned = 1
 	}
-	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageList], params.Pipeline, states, classes,
+	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageList], params.Queue, states, classes,
 		abandoned, params.AfterID, limit)
 	if err != nil {
 		return nil, mapErr(op, err)

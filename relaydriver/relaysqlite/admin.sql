@@ -7,12 +7,12 @@
 -- Keyset pagination by id. $2 states (NULL: every state but ARCHIVED, which is
 -- listed only when named), $3 classes (NULL: any), $4 abandoned
 -- acknowledgements only (0/1).
-SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
        identity_key, NULL AS payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND id > $5
+WHERE queue = $1 AND id > $5
   AND (CASE WHEN $2 IS NULL THEN state <> 'ARCHIVED' ELSE state IN (SELECT value FROM json_each($2)) END)
   AND ($3 IS NULL OR error_class IN (SELECT value FROM json_each($3)))
   AND ($4 = 0 OR (ack_abandoned_at IS NOT NULL AND ack_at IS NULL))

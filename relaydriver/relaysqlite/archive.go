@@ -52,16 +52,16 @@ type archiveCandidate struct {
 // MessageArchive selects, copies and shadows up to Limit settled terminal
 // rows in one transaction (the caller's or an IMMEDIATE one of its own).
 func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.MessageArchiveParams) (int, error) {
-	op := "archive " + params.Pipeline
+	op := "archive " + params.Queue
 	if err := params.Check(); err != nil {
-		return 0, fmt.Errorf("relaysqlite: archive %q: %w", params.Pipeline, err)
+		return 0, fmt.Errorf("relaysqlite: archive %q: %w", params.Queue, err)
 	}
 	limit := params.Limit
 	if limit <= 0 {
 		limit = LimitDefault
 	}
 	run := func(q archiveRunner) (int, error) {
-		cands, err := selectArchiveCandidates(ctx, q, params.Pipeline, timeArg(params.TerminalBefore), limit)
+		cands, err := selectArchiveCandidates(ctx, q, params.Queue, timeArg(params.TerminalBefore), limit)
 		if err != nil {
 			return 0, err
 		}
@@ -89,8 +89,8 @@ func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.Messa
 }
 
 // selectArchiveCandidates runs ArchiveSelect.
-func selectArchiveCandidates(ctx context.Context, q archiveRunner, pipeline string, before any, limit int) ([]archiveCandidate, error) {
-	r, err := q.QueryContext(ctx, archiveQueries[qArchiveSelect], pipeline, before, limit)
+func selectArchiveCandidates(ctx context.Context, q archiveRunner, queue string, before any, limit int) ([]archiveCandidate, error) {
+	r, err := q.QueryContext(ctx, archiveQueries[qArchiveSelect], queue, before, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func archiveCandidates(ctx context.Context, q archiveRunner, params *relaydriver
 	now := timeArg(params.Now)
 	archived := 0
 	for _, c := range cands {
-		args := []any{params.Pipeline, c.id, c.state, c.updatedAt, now}
+		args := []any{params.Queue, c.id, c.state, c.updatedAt, now}
 		copied, err := q.ExecContext(ctx, archiveQueries[qArchiveCopy], args...)
 		if err != nil {
 			return 0, fmt.Errorf("copy %d: %w", c.id, err)
@@ -129,7 +129,7 @@ func archiveCandidates(ctx context.Context, q archiveRunner, params *relaydriver
 		case ns == 1 && nc == 1:
 			archived++
 		case ns == 0 && nc == 1:
-			if _, err := q.ExecContext(ctx, archiveQueries[qArchiveUncopy], params.Pipeline, c.id); err != nil {
+			if _, err := q.ExecContext(ctx, archiveQueries[qArchiveUncopy], params.Queue, c.id); err != nil {
 				return 0, fmt.Errorf("uncopy %d: %w", c.id, err)
 			}
 		case ns == 1:

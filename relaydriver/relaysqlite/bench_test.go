@@ -16,14 +16,14 @@ func BenchmarkProcessOne(b *testing.B) {
 	ex := d.GetExecutor()
 	ps := make([]*relaydriver.MessageInsertParams, b.N)
 	for i := range ps {
-		ps[i] = &relaydriver.MessageInsertParams{Pipeline: "p", ID: int64(i + 1), Now: t0}
+		ps[i] = &relaydriver.MessageInsertParams{Queue: "p", ID: int64(i + 1), Now: t0}
 	}
 	if _, err := ex.MessageInsertMany(ctx, ps); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		ms, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 1})
+		ms, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{Queue: "p", Limit: 1})
 		if err != nil || len(ms) != 1 || ms[0].ID != int64(i+1) {
 			b.Fatal(err, ms)
 		}
@@ -31,7 +31,7 @@ func BenchmarkProcessOne(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: ms[0].ID,
+		if err := tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: ms[0].ID,
 			State: relaytype.StateSucceeded, AckIntent: true, Now: t0}); err != nil {
 			b.Fatal(err)
 		}

@@ -36,11 +36,11 @@ func openB(t testing.TB) *relaysqlite.Driver {
 	return d
 }
 
-func insert(t *testing.T, ex relaydriver.Executor, pipeline string, ids ...int64) []int64 {
+func insert(t *testing.T, ex relaydriver.Executor, queue string, ids ...int64) []int64 {
 	t.Helper()
 	ps := make([]*relaydriver.MessageInsertParams, len(ids))
 	for i, id := range ids {
-		ps[i] = &relaydriver.MessageInsertParams{Pipeline: pipeline, ID: id, Now: t0}
+		ps[i] = &relaydriver.MessageInsertParams{Queue: queue, ID: id, Now: t0}
 	}
 	res, err := ex.MessageInsertMany(t.Context(), ps)
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestMigrationFS(t *testing.T) {
 	require.NoError(t, relaymigrate.Check(ctx, d, relaymigrate.EngineLineOf(d)))
 	v, err := d.Migrator().AppliedVersions(ctx, relaymigrate.EngineLine)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4}, v)
+	require.Equal(t, []int{1, 2, 3, 4, 5}, v)
 	res, err := relaymigrate.Up(ctx, d, relayclock.System{}, relaymigrate.EngineLineOf(d))
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second Up applies nothing")
@@ -170,8 +170,8 @@ func TestTimeRoundTrip(t *testing.T) {
 	recv := time.Date(2030, 1, 2, 11, 4, 5, 123456789, zone)
 	now := time.Date(2030, 1, 2, 3, 4, 6, 999999999, time.UTC)
 	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, ReceivedAt: recv, Now: now},
-		{Pipeline: "p", ID: 2, Now: now}, // ReceivedAt zero → NULL
+		{Queue: "p", ID: 1, ReceivedAt: recv, Now: now},
+		{Queue: "p", ID: 2, Now: now}, // ReceivedAt zero → NULL
 	})
 	require.NoError(t, err)
 
@@ -193,21 +193,21 @@ func TestTimeRoundTrip(t *testing.T) {
 	// The column really holds integer microseconds (numeric comparisons).
 	var raw int64
 	var typ string
-	require.NoError(t, ex.QueryRow(ctx, "SELECT received_at, typeof(received_at) FROM relay_message WHERE pipeline = $1 AND id = $2", "p", 1).Scan(&raw, &typ))
+	require.NoError(t, ex.QueryRow(ctx, "SELECT received_at, typeof(received_at) FROM relay_message WHERE queue = $1 AND id = $2", "p", 1).Scan(&raw, &typ))
 	require.Equal(t, "integer", typ)
 	require.Equal(t, recv.UnixMicro(), raw)
 	var null sql.NullInt64
-	require.NoError(t, ex.QueryRow(ctx, "SELECT received_at FROM relay_message WHERE pipeline = $1 AND id = $2", "p", 2).Scan(&null))
+	require.NoError(t, ex.QueryRow(ctx, "SELECT received_at FROM relay_message WHERE queue = $1 AND id = $2", "p", 2).Scan(&null))
 	require.False(t, null.Valid)
 
 	// Times before 1970 and far in the future survive too.
 	for _, ts := range []time.Time{time.Date(1969, 12, 31, 23, 59, 59, 1000, time.UTC), time.Date(2999, 12, 31, 0, 0, 0, 1000, time.UTC)} {
-		require.NoError(t, ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: "c", Watermark: 1, HoleSince: ts, Now: now}))
+		require.NoError(t, ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: "c", Watermark: 1, HoleSince: ts, Now: now}))
 		c, err := ex.CursorGet(ctx, "c")
 		require.NoError(t, err)
 		require.True(t, c.HoleSince.Equal(ts), "want %v got %v", ts, c.HoleSince)
 	}
-	require.NoError(t, ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: "c", Watermark: 2, Now: now}))
+	require.NoError(t, ex.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: "c", Watermark: 2, Now: now}))
 	c, err := ex.CursorGet(ctx, "c")
 	require.NoError(t, err)
 	require.True(t, c.HoleSince.IsZero(), "zero HoleSince is stored as NULL")
@@ -230,7 +230,7 @@ func TestConcurrentWriters(t *testing.T) {
 				id := int64(w*per + i + 1)
 				if i%2 == 0 {
 					_, err := d.GetExecutor().MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-						{Pipeline: "p", ID: id, Now: t0}, {Pipeline: "q", Now: t0}})
+						{Queue: "p", ID: id, Now: t0}, {Queue: "q", Now: t0}})
 					errs <- err
 					continue
 				}
@@ -239,9 +239,9 @@ func TestConcurrentWriters(t *testing.T) {
 					errs <- err
 					continue
 				}
-				_, err = tx.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Pipeline: "p", ID: id, Now: t0}, {Pipeline: "q", Now: t0}})
+				_, err = tx.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: id, Now: t0}, {Queue: "q", Now: t0}})
 				if err == nil {
-					_, err = tx.MessageFail(ctx, &relaydriver.MessageFailParams{Pipeline: "p", ID: id, ErrorClass: relaytype.ClassInfra, Now: t0})
+					_, err = tx.MessageFail(ctx, &relaydriver.MessageFailParams{Queue: "p", ID: id, ErrorClass: relaytype.ClassInfra, Now: t0})
 				}
 				if err != nil {
 					errs <- errors.Join(err, tx.Rollback(ctx))
@@ -285,7 +285,7 @@ func TestReadsProceedDuringWriteTx(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	insert(t, tx, "p", 2)
-	require.NoError(t, tx.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 2, Now: t0}))
+	require.NoError(t, tx.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 2, Now: t0}))
 
 	// These return while tx is open (they would hang if they needed the writer).
 	ex := d.GetExecutor()
@@ -295,7 +295,7 @@ func TestReadsProceedDuringWriteTx(t *testing.T) {
 	require.ErrorIs(t, err, relaytype.ErrNotFound, "uncommitted row is invisible to readers")
 	_, err = ex.CursorGet(ctx, "p")
 	require.ErrorIs(t, err, relaytype.ErrNotFound)
-	ms, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{Pipeline: "p", Limit: 10})
+	ms, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{Queue: "p", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	ok, err := ex.MessageExists(ctx, "p")
@@ -326,11 +326,11 @@ func TestWriteThroughGetExecutorWhileHoldingTx(t *testing.T) {
 	defer tx.Rollback(ctx)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err = d.GetExecutor().CursorSave(short, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 1, Now: t0})
+	err = d.GetExecutor().CursorSave(short, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1, Now: t0})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, relaytype.ErrTransient)
 	// The transaction is unharmed.
-	require.NoError(t, tx.CursorSave(ctx, &relaydriver.CursorSaveParams{Pipeline: "p", Watermark: 1, Now: t0}))
+	require.NoError(t, tx.CursorSave(ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1, Now: t0}))
 	require.NoError(t, tx.Commit(ctx))
 }
 
@@ -339,12 +339,12 @@ func TestRawQueryThroughGetExecutorIsReadOnly(t *testing.T) {
 	d := open(t)
 	ctx := t.Context()
 	var id int64
-	err := d.GetExecutor().QueryRow(ctx, "INSERT INTO relay_sequence (pipeline, last_id) VALUES ('x', 1) RETURNING last_id").Scan(&id)
+	err := d.GetExecutor().QueryRow(ctx, "INSERT INTO relay_sequence (queue, last_id) VALUES ('x', 1) RETURNING last_id").Scan(&id)
 	require.Error(t, err, "raw QueryRow runs on the query-only read pool")
 
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, tx.QueryRow(ctx, "INSERT INTO relay_sequence (pipeline, last_id) VALUES ('x', 1) RETURNING last_id").Scan(&id))
+	require.NoError(t, tx.QueryRow(ctx, "INSERT INTO relay_sequence (queue, last_id) VALUES ('x', 1) RETURNING last_id").Scan(&id))
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, int64(1), id)
 }
@@ -355,11 +355,11 @@ func TestRawErrorsMapped(t *testing.T) {
 	ctx := t.Context()
 	ex := d.GetExecutor()
 	insert(t, ex, "p", 1)
-	_, err := ex.Exec(ctx, "INSERT INTO relay_message (pipeline, id, enqueued_at, updated_at) VALUES ($1, $2, 0, 0)", "p", 1)
+	_, err := ex.Exec(ctx, "INSERT INTO relay_message (queue, id, enqueued_at, updated_at) VALUES ($1, $2, 0, 0)", "p", 1)
 	require.ErrorIs(t, err, relaytype.ErrConflict)
-	err = ex.QueryRow(ctx, "SELECT id FROM relay_message WHERE pipeline = $1", "nope").Scan(new(int64))
+	err = ex.QueryRow(ctx, "SELECT id FROM relay_message WHERE queue = $1", "nope").Scan(new(int64))
 	require.ErrorIs(t, err, relaytype.ErrNotFound)
-	_, err = ex.Exec(ctx, "UPDATE relay_message SET state = 'BOGUS' WHERE pipeline = $1", "p")
+	_, err = ex.Exec(ctx, "UPDATE relay_message SET state = 'BOGUS' WHERE queue = $1", "p")
 	require.Error(t, err)
 	require.NotErrorIs(t, err, relaytype.ErrConflict, "a CHECK failure is a bug, not a conflict")
 }
@@ -370,7 +370,7 @@ func TestLeaseLockExpiry(t *testing.T) {
 	ctx := t.Context()
 	const ttl = 10 * time.Second
 	lp := func(owner string, now time.Time) *relaydriver.LockParams {
-		return &relaydriver.LockParams{Name: "pipeline:p", Owner: owner, TTL: ttl, Now: now}
+		return &relaydriver.LockParams{Name: "queue:p", Owner: owner, TTL: ttl, Now: now}
 	}
 	a, err := d.TryLock(ctx, lp("a", t0))
 	require.NoError(t, err)
@@ -424,7 +424,7 @@ func TestAllocatedIDsSkipExplicitOnes(t *testing.T) {
 	got = insert(t, ex, "p", 0, 5, 0)
 	require.Equal(t, []int64{11, 5, 12}, got)
 	got = insert(t, ex, "other", 0)
-	require.Equal(t, []int64{1}, got, "allocation is per pipeline")
+	require.Equal(t, []int64{1}, got, "allocation is per queue")
 }
 
 func TestSavepointNames(t *testing.T) {
@@ -457,14 +457,14 @@ func TestBindIdentityUniqueViolationInTx(t *testing.T) {
 	tx, err := d.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	r, err := tx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 1, Identity: "k"})
+	r, err := tx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 1, Identity: "k"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), r.OwnerID)
-	r, err = tx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Pipeline: "p", ID: 2, Identity: "k"})
+	r, err = tx.MessageBindIdentity(ctx, &relaydriver.MessageBindIdentityParams{Queue: "p", ID: 2, Identity: "k"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), r.OwnerID, "duplicate reports the owner")
 	// The transaction goes on after the statement-level unique violation.
-	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 2,
+	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 2,
 		State: relaytype.StateSkipped, LastError: fmt.Sprintf("duplicate-of:%d", r.OwnerID), Now: t0}))
 	require.NoError(t, tx.Commit(ctx))
 	m, err := d.GetExecutor().MessageGet(ctx, "p", 2)
@@ -479,12 +479,12 @@ func TestClaimPerKeySerialisesKeys(t *testing.T) {
 	ctx := t.Context()
 	ex := d.GetExecutor()
 	_, err := ex.MessageInsertMany(ctx, []*relaydriver.MessageInsertParams{
-		{Pipeline: "p", ID: 1, Key: "a", Now: t0}, {Pipeline: "p", ID: 2, Key: "b", Now: t0},
-		{Pipeline: "p", ID: 3, Key: "a", Now: t0}, {Pipeline: "p", ID: 4, Key: "c", Now: t0},
+		{Queue: "p", ID: 1, Key: "a", Now: t0}, {Queue: "p", ID: 2, Key: "b", Now: t0},
+		{Queue: "p", ID: 3, Key: "a", Now: t0}, {Queue: "p", ID: 4, Key: "c", Now: t0},
 	})
 	require.NoError(t, err)
 	claim := func(owner string, now time.Time) []int64 {
-		ms, err := ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", PerKey: true, Limit: 10,
+		ms, err := ex.MessageClaim(ctx, &relaydriver.MessageClaimParams{Queue: "p", PerKey: true, Limit: 10,
 			Owner: owner, LeaseUntil: now.Add(time.Minute), Now: now})
 		require.NoError(t, err)
 		out := []int64{}
@@ -495,12 +495,12 @@ func TestClaimPerKeySerialisesKeys(t *testing.T) {
 	}
 	require.Equal(t, []int64{1, 2, 4}, claim("w1", t0))
 	require.Equal(t, []int64{}, claim("w2", t0), "every key is leased or behind its head")
-	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1,
+	require.NoError(t, ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0}))
 	require.Equal(t, []int64{3}, claim("w2", t0))
 	// Leases expire at +1m (expires_at <= now): every head is claimable again.
 	require.Equal(t, []int64{2, 3, 4}, claim("w3", t0.Add(time.Minute)))
-	err = ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 2,
+	err = ex.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 2,
 		State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: t0})
 	require.ErrorIs(t, err, relaytype.ErrConflict, "w1 lost the lease to w3")
 }
@@ -526,10 +526,10 @@ func TestSchemaMigratedElsewhere(t *testing.T) {
 	tx, err := early.Begin(ctx)
 	require.NoError(t, err)
 	insert(t, tx, "p", 1, 2)
-	ms, err := tx.MessageClaim(ctx, &relaydriver.MessageClaimParams{Pipeline: "p", Limit: 1, Owner: "o", LeaseUntil: t0.Add(time.Minute), Now: t0})
+	ms, err := tx.MessageClaim(ctx, &relaydriver.MessageClaimParams{Queue: "p", Limit: 1, Owner: "o", LeaseUntil: t0.Add(time.Minute), Now: t0})
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "o", Now: t0}))
+	require.NoError(t, tx.MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 1, State: relaytype.StateSucceeded, LeaseOwner: "o", Now: t0}))
 	require.NoError(t, tx.Commit(ctx))
 
 	insert(t, other.GetExecutor(), "p", 3)
@@ -537,7 +537,7 @@ func TestSchemaMigratedElsewhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), st.Counts[relaytype.StatePending])
 	require.Equal(t, int64(1), st.Counts[relaytype.StateSucceeded])
-	require.NoError(t, early.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{Pipeline: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: t0}))
+	require.NoError(t, early.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, Now: t0}))
 	m, err := other.GetExecutor().MessageGet(ctx, "p", 2)
 	require.NoError(t, err)
 	require.Equal(t, relaytype.StateDead, m.State)

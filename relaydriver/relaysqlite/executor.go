@@ -121,9 +121,9 @@ func (r sqlRow) Scan(dest ...any) error { return mapErr("query row", r.r.Scan(de
 
 // --- messages --------------------------------------------------------------
 
-// MessageInsertMany inserts each message unless (pipeline, id) exists, or,
-// for an input with an Identity, unless a message of its pipeline holds that
-// identity (a duplicate); ID 0 allocates past both the pipeline's counter and
+// MessageInsertMany inserts each message unless (queue, id) exists, or,
+// for an input with an Identity, unless a message of its queue holds that
+// identity (a duplicate); ID 0 allocates past both the queue's counter and
 // its largest id, under the single writer. Inputs are decided one by one in
 // input order, which is the contract's outcome by construction; an input
 // with an identity is looked up before its id is allocated, so a duplicate
@@ -147,7 +147,7 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 					present bool
 					owner   sql.NullInt64
 				)
-				if err := q.queryRow(ctx, qMessageInsertLookup, p.Pipeline, id, p.Identity).Scan(&present, &owner); err != nil {
+				if err := q.queryRow(ctx, qMessageInsertLookup, p.Queue, id, p.Identity).Scan(&present, &owner); err != nil {
 					return fmt.Errorf("params[%d]: look up id %d and identity: %w", i, id, err)
 				}
 				switch {
@@ -160,11 +160,11 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 				}
 			}
 			if id == 0 {
-				if err := q.queryRow(ctx, qSequenceNext, p.Pipeline).Scan(&id); err != nil {
+				if err := q.queryRow(ctx, qSequenceNext, p.Queue).Scan(&id); err != nil {
 					return fmt.Errorf("allocate id: %w", err)
 				}
 			}
-			r, err := q.exec(ctx, qMessageInsert, p.Pipeline, id, p.Key, p.Payload,
+			r, err := q.exec(ctx, qMessageInsert, p.Queue, id, p.Key, p.Payload,
 				timeArg(p.ReceivedAt), timeArg(p.Now), identity)
 			if err != nil {
 				return fmt.Errorf("id %d: %w", id, err)
@@ -186,10 +186,10 @@ func (e *executor) MessageInsertMany(ctx context.Context, params []*relaydriver.
 }
 
 // MessageGet returns one message or relaytype.ErrNotFound.
-func (e *executor) MessageGet(ctx context.Context, pipeline string, id int64) (*relaytype.Message, error) {
-	m, err := scanMessage(e.reader().queryRow(ctx, qMessageGet, pipeline, id))
+func (e *executor) MessageGet(ctx context.Context, queue string, id int64) (*relaytype.Message, error) {
+	m, err := scanMessage(e.reader().queryRow(ctx, qMessageGet, queue, id))
 	if err != nil {
-		return nil, mapErr(fmt.Sprintf("message get %s/%d", pipeline, id), err)
+		return nil, mapErr(fmt.Sprintf("message get %s/%d", queue, id), err)
 	}
 	return m, nil
 }
@@ -201,7 +201,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 	if limit <= 0 {
 		limit = LimitDefault
 	}
-	rows, err := e.reader().query(ctx, qMessageListUnfinished, params.Pipeline, params.AfterID, limit)
+	rows, err := e.reader().query(ctx, qMessageListUnfinished, params.Queue, params.AfterID, limit)
 	if err != nil {
 		return nil, mapErr("message list unfinished", err)
 	}
@@ -213,7 +213,7 @@ func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydrive
 // seed 000 §2). A unique violation means another message owns it; that owner
 // is returned. A message already bound keeps its identity and reports itself.
 func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
-	op := fmt.Sprintf("message bind identity %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("message bind identity %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -235,7 +235,7 @@ func (e *executor) MessageBindIdentity(ctx context.Context, params *relaydriver.
 // cheap as a set-based statement and is the in-order semantics by
 // construction. On error nothing of an own transaction is committed.
 func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydriver.MessageBindIdentitiesParams) (*relaydriver.MessageBindIdentitiesResult, error) {
-	op := fmt.Sprintf("message bind identities of %d messages of %s", len(params.IDs), params.Pipeline)
+	op := fmt.Sprintf("message bind identities of %d messages of %s", len(params.IDs), params.Queue)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -248,7 +248,7 @@ func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydrive
 	err := e.atomically(ctx, op, func(q runner) error {
 		for i, id := range params.IDs {
 			r, err := bindIdentity(ctx, q, &relaydriver.MessageBindIdentityParams{
-				Pipeline: params.Pipeline, ID: id, Identity: params.Identities[i],
+				Queue: params.Queue, ID: id, Identity: params.Identities[i],
 			})
 			if err != nil {
 				return fmt.Errorf("message %d: %w", id, err)
@@ -265,14 +265,14 @@ func (e *executor) MessageBindIdentities(ctx context.Context, params *relaydrive
 
 // bindIdentity is one binding of MessageBindIdentity, run with q.
 func bindIdentity(ctx context.Context, q runner, params *relaydriver.MessageBindIdentityParams) (*relaydriver.MessageBindIdentityResult, error) {
-	r, err := q.exec(ctx, qMessageBindIdentity, params.Pipeline, params.ID, params.Identity)
+	r, err := q.exec(ctx, qMessageBindIdentity, params.Queue, params.ID, params.Identity)
 	if err != nil {
 		if !isUniqueViolation(err) {
 			return nil, err
 		}
 		// SQLite aborts only the statement, so the transaction goes on.
 		var owner int64
-		if err := q.queryRow(ctx, qMessageIdentityOwner, params.Pipeline, params.Identity).Scan(&owner); err != nil {
+		if err := q.queryRow(ctx, qMessageIdentityOwner, params.Queue, params.Identity).Scan(&owner); err != nil {
 			return nil, fmt.Errorf("look up identity owner: %w", err)
 		}
 		return &relaydriver.MessageBindIdentityResult{OwnerID: owner, Identity: params.Identity}, nil
@@ -284,7 +284,7 @@ func bindIdentity(ctx context.Context, q runner, params *relaydriver.MessageBind
 	}
 	// Already bound (to this identity on a retry, or to another one), or absent.
 	var existing sql.NullString
-	if err := q.queryRow(ctx, qMessageIdentityOf, params.Pipeline, params.ID).Scan(&existing); err != nil {
+	if err := q.queryRow(ctx, qMessageIdentityOf, params.Queue, params.ID).Scan(&existing); err != nil {
 		return nil, err
 	}
 	return &relaydriver.MessageBindIdentityResult{OwnerID: params.ID, Identity: existing.String}, nil
@@ -292,9 +292,9 @@ func bindIdentity(ctx context.Context, q runner, params *relaydriver.MessageBind
 
 // guardFailed explains an UPDATE of a state guard that touched no row:
 // ErrNotFound when the message does not exist, ErrConflict otherwise.
-func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int64) error {
+func (e *executor) guardFailed(ctx context.Context, op, queue string, id int64) error {
 	var n int
-	if err := e.reader().queryRow(ctx, qMessageExistsByID, pipeline, id).Scan(&n); err != nil {
+	if err := e.reader().queryRow(ctx, qMessageExistsByID, queue, id).Scan(&n); err != nil {
 		return mapErr(op, err)
 	}
 	if n == 0 {
@@ -306,7 +306,7 @@ func (e *executor) guardFailed(ctx context.Context, op, pipeline string, id int6
 // MessageComplete moves an unfinished message to a terminal state with its
 // acknowledgement intent in one UPDATE, clearing the lease.
 func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.MessageCompleteParams) error {
-	op := fmt.Sprintf("message complete %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("message complete %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -314,7 +314,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	if params.AckIntent {
 		ackNext = timeArg(params.Now)
 	}
-	r, err := e.writer().exec(ctx, qMessageComplete, params.Pipeline, params.ID, string(params.State),
+	r, err := e.writer().exec(ctx, qMessageComplete, params.Queue, params.ID, string(params.State),
 		string(params.ErrorClass), params.LastError, ackNext, timeArg(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
@@ -322,7 +322,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	if n, err := r.RowsAffected(); err != nil {
 		return mapErr(op, err)
 	} else if n == 0 {
-		return e.guardFailed(ctx, op, params.Pipeline, params.ID)
+		return e.guardFailed(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -338,7 +338,7 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 	op := fmt.Sprintf("complete %d messages", len(params))
 	for _, p := range params {
 		if err := p.Check(); err != nil {
-			return fmt.Errorf("relaysqlite: message complete %s/%d: %w", p.Pipeline, p.ID, err)
+			return fmt.Errorf("relaysqlite: message complete %s/%d: %w", p.Queue, p.ID, err)
 		}
 	}
 	return e.atomically(ctx, op, func(q runner) error {
@@ -347,13 +347,13 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 			if p.AckIntent {
 				ackNext = timeArg(p.Now)
 			}
-			n, err := q.affected(ctx, qMessageComplete, p.Pipeline, p.ID, string(p.State),
+			n, err := q.affected(ctx, qMessageComplete, p.Queue, p.ID, string(p.State),
 				string(p.ErrorClass), p.LastError, ackNext, timeArg(p.Now), p.LeaseOwner)
 			if err != nil {
 				return err
 			}
 			if n == 0 {
-				return e.guardFailed(ctx, fmt.Sprintf("message complete %s/%d", p.Pipeline, p.ID), p.Pipeline, p.ID)
+				return e.guardFailed(ctx, fmt.Sprintf("message complete %s/%d", p.Queue, p.ID), p.Queue, p.ID)
 			}
 		}
 		return nil
@@ -362,16 +362,16 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 
 // MessageFail records one failed attempt and returns the new attempt count.
 func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageFailParams) (int, error) {
-	op := fmt.Sprintf("message fail %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("message fail %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	var attempts int
-	err := e.writer().queryRow(ctx, qMessageFail, params.Pipeline, params.ID,
+	err := e.writer().queryRow(ctx, qMessageFail, params.Queue, params.ID,
 		string(params.ErrorClass), params.LastError, timeArg(params.NextAttemptAt),
 		timeArg(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, e.guardFailed(ctx, op, params.Pipeline, params.ID)
+		return 0, e.guardFailed(ctx, op, params.Queue, params.ID)
 	}
 	if err != nil {
 		return 0, mapErr(op, err)
@@ -382,7 +382,7 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 // MessageExhaust moves a FAILED message with attempts >= MaxAttempts to
 // DEAD(EXHAUSTED), keeping LastError.
 func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.MessageExhaustParams) error {
-	op := fmt.Sprintf("message exhaust %s/%d", params.Pipeline, params.ID)
+	op := fmt.Sprintf("message exhaust %s/%d", params.Queue, params.ID)
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -390,7 +390,7 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 	if params.AckIntent {
 		ackNext = timeArg(params.Now)
 	}
-	r, err := e.writer().exec(ctx, qMessageExhaust, params.Pipeline, params.ID, params.MaxAttempts,
+	r, err := e.writer().exec(ctx, qMessageExhaust, params.Queue, params.ID, params.MaxAttempts,
 		ackNext, timeArg(params.Now))
 	if err != nil {
 		return mapErr(op, err)
@@ -398,7 +398,7 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 	if n, err := r.RowsAffected(); err != nil {
 		return mapErr(op, err)
 	} else if n == 0 {
-		return e.guardFailed(ctx, op, params.Pipeline, params.ID)
+		return e.guardFailed(ctx, op, params.Queue, params.ID)
 	}
 	return nil
 }
@@ -408,7 +408,7 @@ func (e *executor) MessageExhaust(ctx context.Context, params *relaydriver.Messa
 // writer serialises claims: one short IMMEDIATE transaction selects the ready
 // rows and sets their lease (SQLite has no SKIP LOCKED and needs none).
 func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.MessageClaimParams) ([]*relaytype.Message, error) {
-	op := "message claim " + params.Pipeline
+	op := "message claim " + params.Queue
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -422,7 +422,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	}
 	var out []*relaytype.Message
 	err := e.atomically(ctx, op, func(q runner) error {
-		rows, err := q.query(ctx, name, params.Pipeline, params.Owner,
+		rows, err := q.query(ctx, name, params.Queue, params.Owner,
 			timeArg(params.LeaseUntil), timeArg(params.Now), limit)
 		if err != nil {
 			return err
@@ -442,7 +442,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 // returns the ids no longer leased to Owner. Under the single writer no row
 // is ever in doubt, so every input is either renewed or lost.
 func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.MessageLeaseRenewParams) (*relaydriver.MessageLeaseRenewResult, error) {
-	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Pipeline)
+	op := fmt.Sprintf("renew %d leases of %s", len(params.IDs), params.Queue)
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -453,7 +453,7 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 	if err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	rows, err := e.writer().query(ctx, qMessageLeaseRenew, params.Pipeline, params.Owner,
+	rows, err := e.writer().query(ctx, qMessageLeaseRenew, params.Queue, params.Owner,
 		timeArg(params.LeaseUntil), string(ids))
 	if err != nil {
 		return nil, mapErr(op, err)
@@ -474,20 +474,20 @@ func (e *executor) MessageLeaseRenew(ctx context.Context, params *relaydriver.Me
 }
 
 // MessageLeaseRelease clears every lease Owner holds on unfinished messages
-// of the pipeline.
+// of the queue.
 func (e *executor) MessageLeaseRelease(ctx context.Context, params *relaydriver.MessageLeaseReleaseParams) (int, error) {
-	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Pipeline)
+	op := fmt.Sprintf("release leases of %q on %s", params.Owner, params.Queue)
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	n, err := e.writer().affected(ctx, qMessageLeaseRelease, params.Pipeline, params.Owner)
+	n, err := e.writer().affected(ctx, qMessageLeaseRelease, params.Queue, params.Owner)
 	return int(n), mapErr(op, err)
 }
 
 // MessageReplay moves FAILED/DEAD messages of the given classes (and ids, when
 // IDs is non-empty) back to PENDING, keeping the identity (seed 000 §9.1).
 func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.MessageReplayParams) (int, error) {
-	op := "message replay " + params.Pipeline
+	op := "message replay " + params.Queue
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
@@ -503,7 +503,7 @@ func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.Messag
 		}
 		ids = string(b)
 	}
-	r, err := e.writer().exec(ctx, qMessageReplay, params.Pipeline, timeArg(params.Now), string(classes), ids)
+	r, err := e.writer().exec(ctx, qMessageReplay, params.Queue, timeArg(params.Now), string(classes), ids)
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -511,10 +511,10 @@ func (e *executor) MessageReplay(ctx context.Context, params *relaydriver.Messag
 	return int(n), mapErr(op, err)
 }
 
-// MessageStats aggregates the pipeline in one statement (one snapshot).
-func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydriver.MessageStats, error) {
-	op := "message stats " + pipeline
-	rows, err := e.reader().query(ctx, qMessageStats, pipeline)
+// MessageStats aggregates the queue in one statement (one snapshot).
+func (e *executor) MessageStats(ctx context.Context, queue string) (*relaydriver.MessageStats, error) {
+	op := "message stats " + queue
+	rows, err := e.reader().query(ctx, qMessageStats, queue)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -545,25 +545,25 @@ func (e *executor) MessageStats(ctx context.Context, pipeline string) (*relaydri
 	return st, nil
 }
 
-// MessageExists reports whether the pipeline has any message.
-func (e *executor) MessageExists(ctx context.Context, pipeline string) (bool, error) {
+// MessageExists reports whether the queue has any message.
+func (e *executor) MessageExists(ctx context.Context, queue string) (bool, error) {
 	var ok bool
-	err := e.reader().queryRow(ctx, qMessageExists, pipeline).Scan(&ok)
-	return ok, mapErr("message exists "+pipeline, err)
+	err := e.reader().queryRow(ctx, qMessageExists, queue).Scan(&ok)
+	return ok, mapErr("message exists "+queue, err)
 }
 
 // --- cursor and holes --------------------------------------------------------
 
-// CursorGet returns the pipeline's cursor or relaytype.ErrNotFound.
-func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.Cursor, error) {
+// CursorGet returns the queue's cursor or relaytype.ErrNotFound.
+func (e *executor) CursorGet(ctx context.Context, queue string) (*relaytype.Cursor, error) {
 	var (
 		c                        relaytype.Cursor
 		holeSince, seededAt, upd sql.NullInt64
 	)
-	err := e.reader().queryRow(ctx, qCursorGet, pipeline).
-		Scan(&c.Pipeline, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &upd)
+	err := e.reader().queryRow(ctx, qCursorGet, queue).
+		Scan(&c.Queue, &c.Watermark, &holeSince, &seededAt, &c.SeedMode, &upd)
 	if err != nil {
-		return nil, mapErr("cursor get "+pipeline, err)
+		return nil, mapErr("cursor get "+queue, err)
 	}
 	c.HoleSince, c.SeededAt, c.UpdatedAt = timeOf(holeSince), timeOf(seededAt), timeOf(upd)
 	return &c, nil
@@ -571,11 +571,11 @@ func (e *executor) CursorGet(ctx context.Context, pipeline string) (*relaytype.C
 
 // CursorSave upserts (W, holeSince), never touching SeededAt/SeedMode.
 func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSaveParams) error {
-	op := "cursor save " + params.Pipeline
+	op := "cursor save " + params.Queue
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	_, err := e.writer().exec(ctx, qCursorSave, params.Pipeline, params.Watermark,
+	_, err := e.writer().exec(ctx, qCursorSave, params.Queue, params.Watermark,
 		timeArg(params.HoleSince), timeArg(params.Now))
 	return mapErr(op, err)
 }
@@ -583,11 +583,11 @@ func (e *executor) CursorSave(ctx context.Context, params *relaydriver.CursorSav
 // CursorSeed stores the first watermark; the refusal check and the insert are
 // one statement (seed 000 §4.3).
 func (e *executor) CursorSeed(ctx context.Context, params *relaydriver.CursorSeedParams) error {
-	op := "cursor seed " + params.Pipeline
+	op := "cursor seed " + params.Queue
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	r, err := e.writer().exec(ctx, qCursorSeed, params.Pipeline, params.Watermark,
+	r, err := e.writer().exec(ctx, qCursorSeed, params.Queue, params.Watermark,
 		params.Mode, timeArg(params.Now))
 	if err != nil {
 		return mapErr(op, err)
@@ -605,17 +605,17 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 	if err := relaydriver.CheckHoleInsert(hole); err != nil {
 		return fmt.Errorf("relaysqlite: hole insert: %w", err)
 	}
-	op := fmt.Sprintf("hole insert %s/%d", hole.Pipeline, hole.ID)
+	op := fmt.Sprintf("hole insert %s/%d", hole.Queue, hole.ID)
 
-	_, err := e.writer().exec(ctx, qHoleInsert, hole.Pipeline, hole.ID,
+	_, err := e.writer().exec(ctx, qHoleInsert, hole.Queue, hole.ID,
 		timeArg(hole.FirstSeenAt), timeArg(hole.ReleasedAt))
 	return mapErr(op, err)
 }
 
-// HoleList returns the pipeline's permanent holes in id order.
-func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.Hole, error) {
-	op := "hole list " + pipeline
-	rows, err := e.reader().query(ctx, qHoleList, pipeline)
+// HoleList returns the queue's permanent holes in id order.
+func (e *executor) HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
+	op := "hole list " + queue
+	rows, err := e.reader().query(ctx, qHoleList, queue)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -624,7 +624,7 @@ func (e *executor) HoleList(ctx context.Context, pipeline string) ([]*relaytype.
 			h               relaytype.Hole
 			first, released sql.NullInt64
 		)
-		if err := s.Scan(&h.Pipeline, &h.ID, &first, &released); err != nil {
+		if err := s.Scan(&h.Queue, &h.ID, &first, &released); err != nil {
 			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = timeOf(first), timeOf(released)
@@ -647,7 +647,7 @@ func scanMessage(s scanner) (*relaytype.Message, error) {
 		leaseExp                                             sql.NullInt64
 		identity                                             sql.NullString
 	)
-	err := s.Scan(&m.Pipeline, &m.ID, &m.Key, &state, &m.Attempts, &nextAt, &m.ErrorClass, &m.LastError,
+	err := s.Scan(&m.Queue, &m.ID, &m.Key, &state, &m.Attempts, &nextAt, &m.ErrorClass, &m.LastError,
 		&identity, &m.Payload, &recvAt, &enqAt, &updAt,
 		&ackNext, &ackAt, &m.AckAttempts, &ackAbn, &m.AckAbandonReason,
 		&m.LeaseOwner, &leaseExp)

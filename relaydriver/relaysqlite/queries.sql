@@ -41,45 +41,45 @@ SELECT count(*) FROM relay_migration WHERE line = $1 AND version = $2;
 INSERT INTO relay_migration (line, version, name, applied_at) VALUES ($1, $2, $3, $4);
 
 -- name: SequenceNext
--- The next id is past both the counter and every id already in the pipeline,
+-- The next id is past both the counter and every id already in the queue,
 -- so an allocated id never collides with an explicit (source) id.
-INSERT INTO relay_sequence (pipeline, last_id)
-VALUES ($1, coalesce((SELECT max(id) FROM relay_message WHERE pipeline = $1), 0) + 1)
-ON CONFLICT (pipeline) DO UPDATE
+INSERT INTO relay_sequence (queue, last_id)
+VALUES ($1, coalesce((SELECT max(id) FROM relay_message WHERE queue = $1), 0) + 1)
+ON CONFLICT (queue) DO UPDATE
 SET last_id = max(relay_sequence.last_id,
-                  coalesce((SELECT max(id) FROM relay_message WHERE pipeline = $1), 0)) + 1
+                  coalesce((SELECT max(id) FROM relay_message WHERE queue = $1), 0)) + 1
 RETURNING last_id;
 
 -- name: MessageInsert
 -- Insert if absent (seed 000 §4.1 step 5). $7 is the identity the message is
 -- inserted bound to (NULL: none); Go looked up first (MessageInsertLookup) that
 -- no message holds it, under the single writer.
-INSERT INTO relay_message (pipeline, id, "key", state, payload, received_at, enqueued_at, updated_at, identity_key)
+INSERT INTO relay_message (queue, id, "key", state, payload, received_at, enqueued_at, updated_at, identity_key)
 VALUES ($1, $2, $3, 'PENDING', $4, $5, $6, $6, $7)
-ON CONFLICT (pipeline, id) DO NOTHING;
+ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: MessageInsertLookup
 -- For an input with an identity, before its insert: whether its explicit id
 -- ($2; 0 for an allocated one) is present and which message holds its
 -- identity $3 (NULL: none).
-SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1 AND id = $2),
-       (SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $3);
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1 AND id = $2),
+       (SELECT id FROM relay_message WHERE queue = $1 AND identity_key = $3);
 
 -- name: MessageGet
-SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND id = $2;
+WHERE queue = $1 AND id = $2;
 
 -- name: MessageListUnfinished
-SELECT pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
        identity_key, payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at
 FROM relay_message
-WHERE pipeline = $1 AND state IN ('PENDING', 'FAILED') AND id > $2
+WHERE queue = $1 AND state IN ('PENDING', 'FAILED') AND id > $2
 ORDER BY id
 LIMIT $3;
 
@@ -87,27 +87,27 @@ LIMIT $3;
 -- One idempotent statement (seed 000 §2): binds only an unbound message. A
 -- unique violation means another message owns the identity.
 UPDATE relay_message SET identity_key = $3
-WHERE pipeline = $1 AND id = $2 AND identity_key IS NULL;
+WHERE queue = $1 AND id = $2 AND identity_key IS NULL;
 
 -- name: MessageIdentityOf
-SELECT identity_key FROM relay_message WHERE pipeline = $1 AND id = $2;
+SELECT identity_key FROM relay_message WHERE queue = $1 AND id = $2;
 
 -- name: MessageIdentityOwner
-SELECT id FROM relay_message WHERE pipeline = $1 AND identity_key = $2;
+SELECT id FROM relay_message WHERE queue = $1 AND identity_key = $2;
 
 -- name: MessageComplete
 -- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
 UPDATE relay_message
 SET state = $3, error_class = $4, last_error = $5, ack_next_at = $6, updated_at = $7,
     lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
+WHERE queue = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
   AND ($8 = '' OR lease_owner = $8);
 
 -- name: MessageFail
 UPDATE relay_message
 SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,
     next_attempt_at = $5, updated_at = $6, lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
+WHERE queue = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
   AND ($7 = '' OR lease_owner = $7)
 RETURNING attempts;
 
@@ -116,25 +116,25 @@ RETURNING attempts;
 UPDATE relay_message
 SET state = 'DEAD', error_class = 'EXHAUSTED', ack_next_at = $4, updated_at = $5,
     lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
+WHERE queue = $1 AND id = $2 AND state = 'FAILED' AND attempts >= $3;
 
 -- name: MessageExistsByID
-SELECT count(*) FROM relay_message WHERE pipeline = $1 AND id = $2;
+SELECT count(*) FROM relay_message WHERE queue = $1 AND id = $2;
 
 -- name: MessageClaim
 -- Ready = unfinished, due, not under a live lease. The single writer
 -- serialises claims, so no row can be claimed twice.
 UPDATE relay_message
 SET lease_owner = $2, lease_expires_at = $3
-WHERE pipeline = $1 AND id IN (
+WHERE queue = $1 AND id IN (
     SELECT m.id FROM relay_message m
-    WHERE m.pipeline = $1
+    WHERE m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $4)
       AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $4)
     ORDER BY m.id
     LIMIT $5)
-RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+RETURNING queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
           identity_key, payload, received_at, enqueued_at, updated_at,
           ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
           lease_owner, lease_expires_at;
@@ -144,24 +144,24 @@ RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, la
 -- same key) and only keys where no other message holds a live lease.
 UPDATE relay_message
 SET lease_owner = $2, lease_expires_at = $3
-WHERE pipeline = $1 AND id IN (
+WHERE queue = $1 AND id IN (
     SELECT m.id FROM relay_message m
-    WHERE m.pipeline = $1
+    WHERE m.queue = $1
       AND m.state IN ('PENDING', 'FAILED')
       AND (m.state = 'PENDING' OR m.next_attempt_at IS NULL OR m.next_attempt_at <= $4)
       AND (m.lease_expires_at IS NULL OR m.lease_expires_at <= $4)
       AND NOT EXISTS (
           SELECT 1 FROM relay_message h
-          WHERE h.pipeline = m.pipeline AND h."key" = m."key"
+          WHERE h.queue = m.queue AND h."key" = m."key"
             AND h.state IN ('PENDING', 'FAILED') AND h.id < m.id)
       AND NOT EXISTS (
           SELECT 1 FROM relay_message l
-          WHERE l.pipeline = m.pipeline AND l."key" = m."key"
+          WHERE l.queue = m.queue AND l."key" = m."key"
             AND l.state IN ('PENDING', 'FAILED') AND l.id <> m.id
             AND l.lease_expires_at > $4)
     ORDER BY m.id
     LIMIT $5)
-RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+RETURNING queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
           identity_key, payload, received_at, enqueued_at, updated_at,
           ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
           lease_owner, lease_expires_at;
@@ -172,7 +172,7 @@ RETURNING pipeline, id, "key", state, attempts, next_attempt_at, error_class, la
 -- every row settled, so each other input is no longer $2's.
 UPDATE relay_message
 SET lease_expires_at = $3
-WHERE pipeline = $1
+WHERE queue = $1
   AND id IN (SELECT value FROM json_each($4))
   AND state IN ('PENDING', 'FAILED')
   AND lease_owner = $2
@@ -183,7 +183,7 @@ RETURNING id;
 -- instance's own leases, relay.Config.InstanceID).
 UPDATE relay_message
 SET lease_owner = '', lease_expires_at = NULL
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('PENDING', 'FAILED')
   AND lease_owner = $2;
 
@@ -196,7 +196,7 @@ SET state = 'PENDING', attempts = 0, next_attempt_at = NULL, error_class = '',
     last_error = '', updated_at = $2, lease_owner = '', lease_expires_at = NULL,
     ack_next_at = NULL, ack_at = NULL, ack_attempts = 0, ack_abandoned_at = NULL,
     ack_abandon_reason = ''
-WHERE pipeline = $1
+WHERE queue = $1
   AND state IN ('FAILED', 'DEAD')
   AND error_class IN (SELECT value FROM json_each($3))
   AND ($4 IS NULL OR id IN (SELECT value FROM json_each($4)));
@@ -207,38 +207,38 @@ WHERE pipeline = $1
 SELECT state, count(*),
        min(CASE WHEN state IN ('PENDING', 'FAILED') THEN enqueued_at END),
        max(id)
-FROM relay_message WHERE pipeline = $1 GROUP BY state;
+FROM relay_message WHERE queue = $1 GROUP BY state;
 
 -- name: MessageExists
-SELECT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+SELECT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1);
 
 -- name: CursorGet
-SELECT pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at
-FROM relay_cursor WHERE pipeline = $1;
+SELECT queue, watermark, hole_since, seeded_at, seed_mode, updated_at
+FROM relay_cursor WHERE queue = $1;
 
 -- name: CursorSave
 -- Never touches seeded_at / seed_mode.
-INSERT INTO relay_cursor (pipeline, watermark, hole_since, updated_at)
+INSERT INTO relay_cursor (queue, watermark, hole_since, updated_at)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (pipeline) DO UPDATE
+ON CONFLICT (queue) DO UPDATE
 SET watermark = excluded.watermark, hole_since = excluded.hole_since,
     updated_at = excluded.updated_at;
 
 -- name: CursorSeed
 -- Check and insert in one statement (seed 000 §4.3): 0 rows means refused.
-INSERT INTO relay_cursor (pipeline, watermark, hole_since, seeded_at, seed_mode, updated_at)
+INSERT INTO relay_cursor (queue, watermark, hole_since, seeded_at, seed_mode, updated_at)
 SELECT $1, $2, NULL, $4, $3, $4
-WHERE NOT EXISTS (SELECT 1 FROM relay_cursor WHERE pipeline = $1)
-  AND NOT EXISTS (SELECT 1 FROM relay_message WHERE pipeline = $1);
+WHERE NOT EXISTS (SELECT 1 FROM relay_cursor WHERE queue = $1)
+  AND NOT EXISTS (SELECT 1 FROM relay_message WHERE queue = $1);
 
 -- name: HoleInsert
-INSERT INTO relay_hole (pipeline, id, first_seen_at, released_at)
+INSERT INTO relay_hole (queue, id, first_seen_at, released_at)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (pipeline, id) DO NOTHING;
+ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: HoleList
-SELECT pipeline, id, first_seen_at, released_at
-FROM relay_hole WHERE pipeline = $1 ORDER BY id;
+SELECT queue, id, first_seen_at, released_at
+FROM relay_hole WHERE queue = $1 ORDER BY id;
 
 -- name: LockAcquire
 -- Take the lease when absent, expired, or already ours; 0 rows means held.

@@ -54,7 +54,7 @@ func TestPipelineToKafka(t *testing.T) {
 		}
 		return relay.Succeeded()
 	})
-	engine, err := relay.NewEngine(d, relay.Config{Pipeline: "p", Handler: handler, FIFOBatch: 16, Clock: clock,
+	engine, err := relay.NewEngine(d, relay.Config{Queue: "p", Handler: handler, FIFOBatch: 16, Clock: clock,
 		MaxAttempts: 3, Backoff: []time.Duration{time.Second, time.Second}})
 	require.NoError(t, err)
 	params := make([]*relay.EnqueueParams, n)

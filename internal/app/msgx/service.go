@@ -104,20 +104,20 @@ func New(o Options) (*Service, error) {
 	if s.table, err = MailboxTable(o.Mailbox, o.Logger); err != nil {
 		return nil, err
 	}
-	if s.intake, err = relayintake.New(o.Store, s.table, relayintake.Config{Pipeline: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
+	if s.intake, err = relayintake.New(o.Store, s.table, relayintake.Config{Queue: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
 		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
 		Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
 	s.requester = NewRequester(cfg, o.Store.Pool(), o.Mailbox, o.Clock, o.Logger)
 	s.processor = NewProcessor(cfg, ProcessorDeps{Clock: o.Clock, Logger: o.Logger, TraceDB: o.Store.Pool(), Sends: s.requester})
-	if s.engine, err = relay.NewEngine(o.Store, relay.Config{Pipeline: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
+	if s.engine, err = relay.NewEngine(o.Store, relay.Config{Queue: cfg.Pipeline, Mode: relay.ModeFIFO, Handler: s.processor,
 		MaxAttempts: cfg.MaxAttempts, Backoff: cfg.Backoff, IgnoreRules: cfg.IgnoreRules, AckIntent: true,
 		Watermarked: true, FIFOBatch: cfg.FIFOBatch, PollInterval: cfg.PollInterval, HandlerTimeout: cfg.HandlerTimeout,
 		InstanceID: o.Owner, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
-	if s.ack, err = relay.NewAckWriter(o.Store, s.table, relay.AckConfig{Pipeline: cfg.Pipeline, Gate: s.engine.Gate(),
+	if s.ack, err = relay.NewAckWriter(o.Store, s.table, relay.AckConfig{Queue: cfg.Pipeline, Gate: s.engine.Gate(),
 		R: cfg.BackfillDeadline, MaxAttemptsAlert: cfg.BackfillMaxAttempts, BatchSize: cfg.BackfillBatch,
 		PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	archiver, err := relay.NewArchiver(o.Store, relay.ArchiverConfig{Pipeline: cfg.Pipeline, After: cfg.ArchiveAfter,
+	archiver, err := relay.NewArchiver(o.Store, relay.ArchiverConfig{Queue: cfg.Pipeline, After: cfg.ArchiveAfter,
 		Every: cfg.LifecycleEvery, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
