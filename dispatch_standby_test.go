@@ -386,8 +386,8 @@ func TestDispatcherStats(t *testing.T) {
 
 		for i, at := range []time.Duration{0, 10 * time.Minute, 20 * time.Minute} {
 			key := []string{"a", "a", "b"}[i]
-			_, err := d.GetExecutor().OutboxAppend(ctx, []*relaydriver.OutboxAppendParams{{EventID: "e" + strconv.Itoa(i),
-				Target: "t", Key: key, Type: relaydriver.OutboxUpsert, Payload: []byte("x"), Now: t0.Add(at)}})
+			_, err := d.GetExecutor().OutboxAppend(ctx, []*relaydriver.OutboxAppendParams{{Event: relaytype.Event{ID: "e" + strconv.Itoa(i),
+				Target: "t", Key: key, Type: relaydriver.OutboxUpsert, Payload: []byte("x")}, Now: t0.Add(at)}})
 			require.NoError(t, err)
 		}
 		st, err = disp.Stats(ctx)

@@ -142,7 +142,7 @@ func latestParams(op string, tx Tx, evs []*LatestEvent) (relaydriver.ExecutorTx,
 		}
 		seen[k] = i
 		params[i] = &relaydriver.LatestUpsertParams{
-			Target: ev.Target, Topic: ev.Topic, Key: ev.Key, Version: ev.Version, Type: string(typ),
+			Target: ev.Target, Topic: ev.Topic, Key: ev.Key, Version: ev.Version, Type: typ,
 			Headers: ev.Headers, Payload: ev.Payload, Now: now,
 		}
 	}

@@ -6,30 +6,15 @@ import (
 	"fmt"
 
 	"github.com/relayhq/relay/relaydriver"
-	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaytype"
 )
 
-// OutboxEvent is one event a transaction appends to the transactional outbox
-// (seed 000 §8.1). A Dispatcher of the same Target delivers it to its sink at
-// least once, in commit order per Key.
-type OutboxEvent struct {
-	// ID is the stable, unique event id consumers dedupe by. Required.
-	ID string
-	// Target names the Dispatcher (sink) that delivers the event. Required.
-	Target string
-	// Topic is the destination inside the sink (Kafka topic, stream, subject).
-	Topic string
-	// Key is the ordering (partition) key: events of one (Target, Key) get the
-	// sequence 1, 2, 3 … in commit order and are delivered in that order.
-	Key string
-	// Type is relaysink.Upsert (the default when empty) or relaysink.Tombstone.
-	Type relaysink.EventType
-	// Headers are delivered with the event.
-	Headers map[string]string
-	// Payload is the body; must be nil for a Tombstone.
-	Payload []byte
-}
+// OutboxEvent is one event a transaction appends to the transactional
+// outbox: relaytype.Event, the one event struct the store keeps and the sinks
+// publish (see its fields). A Dispatcher of the same Target delivers it to its
+// sink at least once, in commit order per Key. Seq is left 0: the store
+// assigns it and AppendEventsTx returns it.
+type OutboxEvent = relaytype.Event
 
 // AppendEventResult is where AppendEventsTx put one event.
 type AppendEventResult struct {
@@ -78,24 +63,14 @@ func AppendEventsTx(ctx context.Context, tx Tx, events ...*OutboxEvent) ([]Appen
 		if e == nil {
 			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d] is nil", i)
 		}
-		typ := e.Type
-		if typ == "" {
-			typ = relaysink.Upsert
+		p := &relaydriver.OutboxAppendParams{Event: *e, Now: now}
+		if p.Type == "" {
+			p.Type = relaytype.EventUpsert
 		}
-		switch {
-		case e.ID == "":
-			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].ID is empty", i)
-		case e.Target == "":
-			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].Target is empty", i)
-		case typ != relaysink.Upsert && typ != relaysink.Tombstone:
-			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d].Type %q is neither %s nor %s", i, typ, relaysink.Upsert, relaysink.Tombstone)
-		case typ == relaysink.Tombstone && e.Payload != nil:
-			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d]: a %s carries no payload", i, relaysink.Tombstone)
+		if err := p.CheckAppend(); err != nil {
+			return nil, fmt.Errorf("relay: AppendEventsTx: events[%d]: %w", i, err)
 		}
-		params[i] = &relaydriver.OutboxAppendParams{
-			EventID: e.ID, Target: e.Target, Topic: e.Topic, Key: e.Key, Type: string(typ),
-			Headers: e.Headers, Payload: e.Payload, Now: now,
-		}
+		params[i] = p
 	}
 	appended, err := ex.OutboxAppend(ctx, params)
 	if err != nil {

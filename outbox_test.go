@@ -445,7 +445,7 @@ func TestAppendEventsTxInHandler(t *testing.T) {
 		rs, err := b.d.GetExecutor().OutboxList(b.ctx, &relaydriver.OutboxListParams{Target: "kafka:msg"})
 		require.NoError(t, err)
 		require.Len(t, rs, 1, "message 2's event was rolled back with its Retry")
-		require.Equal(t, "m1-a0", rs[0].EventID)
+		require.Equal(t, "m1-a0", rs[0].ID)
 		require.Equal(t, int64(1), rs[0].Seq)
 		require.True(t, t0.Equal(rs[0].CreatedAt), "created_at from the engine's clock")
 
@@ -455,7 +455,7 @@ func TestAppendEventsTxInHandler(t *testing.T) {
 		require.NoError(t, err)
 		got := []string{}
 		for _, r := range rs {
-			got = append(got, fmt.Sprintf("%d:%s:%s", r.Seq, r.EventID, r.Payload))
+			got = append(got, fmt.Sprintf("%d:%s:%s", r.Seq, r.ID, r.Payload))
 		}
 		require.Equal(t, []string{"1:m1-a0:1", "2:m2-a1:2", "3:m3-a0:3"}, got, "no gap: the rolled-back seq was reused")
 
@@ -503,7 +503,7 @@ func TestAppendEventsTxResults(t *testing.T) {
 			rs, err := d.GetExecutor().OutboxList(ctx, &relaydriver.OutboxListParams{Target: target})
 			require.NoError(t, err)
 			for _, r := range rs {
-				ids[r.EventID] = r.ID
+				ids[r.ID] = r.RowID
 			}
 		}
 		for i, id := range []string{"a1", "b1", "a2", "u1"} {
@@ -520,6 +520,12 @@ func TestAppendEventsTxResults(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, res)
 		require.NotNil(t, res, "no events: an empty slice")
+		bad := ev("x1", "t", "a")
+		bad.Seq = 9
+		_, err = relay.AppendEventsTx(ctx, tx, bad)
+		require.ErrorIs(t, err, relaytype.ErrInvalidEvent, "the store assigns Seq")
+		_, err = relay.AppendEventsTx(ctx, tx, &relay.OutboxEvent{ID: "x2", Target: "t", Type: relaytype.EventTombstone, Payload: []byte{}})
+		require.ErrorIs(t, err, relaytype.ErrInvalidEvent, "a tombstone carries no payload")
 		_, err = relay.AppendEventsTx(ctx, tx, ev("a1", "t", "a"))
 		require.ErrorIs(t, err, relaytype.ErrConflict)
 	})
@@ -666,7 +672,7 @@ func TestOutboxConcurrentCommitOrder(t *testing.T) {
 	require.NoError(t, err)
 	ids := map[string]bool{}
 	for _, r := range rs {
-		ids[r.EventID] = true
+		ids[r.ID] = true
 		require.Equal(t, relaydriver.OutboxSent, r.State)
 	}
 	for _, id := range rolledBack {

@@ -10,6 +10,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // retentionRows appends events a/1..a/n of target in one transaction and
@@ -18,8 +19,8 @@ func retentionRows(t *testing.T, d relaydriver.Driver, target string, n int) []i
 	t.Helper()
 	ps := make([]*relaydriver.OutboxAppendParams, n)
 	for i := range ps {
-		ps[i] = &relaydriver.OutboxAppendParams{EventID: target + "-" + itoa(int64(i)), Target: target, Key: "a",
-			Type: relaydriver.OutboxUpsert, Payload: []byte("p"), Now: t0}
+		ps[i] = &relaydriver.OutboxAppendParams{Event: relaytype.Event{ID: target + "-" + itoa(int64(i)), Target: target, Key: "a",
+			Type: relaydriver.OutboxUpsert, Payload: []byte("p")}, Now: t0}
 	}
 	tx, err := d.Begin(t.Context())
 	require.NoError(t, err)

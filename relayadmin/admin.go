@@ -286,8 +286,8 @@ func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit 
 			return nil, fmt.Errorf("relayadmin: DLQ of %q: %w", target, err)
 		}
 		for _, r := range rs {
-			out.Items = append(out.Items, OutboxEvent{ID: r.ID, EventID: r.EventID, Target: r.Target, Topic: r.Topic,
-				Key: r.Key, Seq: r.Seq, Type: r.Type, Attempts: r.Attempts, LastError: r.LastError,
+			out.Items = append(out.Items, OutboxEvent{ID: r.RowID, EventID: r.ID, Target: r.Target, Topic: r.Topic,
+				Key: r.Key, Seq: r.Seq, Type: string(r.Type), Attempts: r.Attempts, LastError: r.LastError,
 				CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 		}
 	}

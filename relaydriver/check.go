@@ -18,16 +18,11 @@ func CheckOutboxAppend(params []*OutboxAppendParams) error {
 		switch {
 		case p == nil:
 			return fmt.Errorf("params[%d] is nil", i)
-		case p.EventID == "":
-			return fmt.Errorf("params[%d].EventID is empty", i)
-		case p.Target == "":
-			return fmt.Errorf("params[%d].Target is empty", i)
-		case p.Type != OutboxUpsert && p.Type != OutboxTombstone:
-			return fmt.Errorf("params[%d].Type %q is neither UPSERT nor TOMBSTONE", i, p.Type)
-		case p.Type == OutboxTombstone && p.Payload != nil:
-			return fmt.Errorf("params[%d]: a TOMBSTONE has no payload", i)
 		case p.Now.IsZero():
 			return fmt.Errorf("params[%d].Now is required", i)
+		}
+		if err := p.CheckAppend(); err != nil {
+			return fmt.Errorf("params[%d]: %w", i, err)
 		}
 	}
 	return nil

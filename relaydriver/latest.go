@@ -3,6 +3,8 @@ package relaydriver
 import (
 	"context"
 	"time"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
 // LatestExecutor is the store side of latest-state outbox rows (seed 000
@@ -72,7 +74,7 @@ type LatestUpsertParams struct {
 	// stored one is accepted.
 	Version int64
 	// Type is OutboxUpsert or OutboxTombstone.
-	Type string
+	Type relaytype.EventType
 	// Headers are delivered with the state (stored as JSON text).
 	Headers map[string]string
 	// Payload is the full state; must be nil for a tombstone.
@@ -132,7 +134,7 @@ type LatestRecord struct {
 	Key           string
 	Version       int64
 	Generation    int64
-	Type          string
+	Type          relaytype.EventType
 	Headers       map[string]string
 	Payload       []byte
 	State         string

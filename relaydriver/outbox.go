@@ -84,27 +84,16 @@ const (
 // values are relaytype's, declared once.
 const (
 	// OutboxUpsert carries a payload.
-	OutboxUpsert = string(relaytype.EventUpsert)
+	OutboxUpsert = relaytype.EventUpsert
 	// OutboxTombstone removes the key's state; its payload is NULL.
-	OutboxTombstone = string(relaytype.EventTombstone)
+	OutboxTombstone = relaytype.EventTombstone
 )
 
-// OutboxAppendParams is one event to append (seed 000 §8.1).
+// OutboxAppendParams is one event to append: the event (Type set, Seq 0;
+// see relaytype.Event.CheckAppend) and the time that becomes its created_at.
+// Headers are stored as JSON text.
 type OutboxAppendParams struct {
-	// EventID is the stable, unique event id consumers dedupe by. Required.
-	EventID string
-	// Target names the dispatcher (sink) that delivers the event. Required.
-	Target string
-	// Topic is the destination inside the sink.
-	Topic string
-	// Key is the ordering (partition) key; seqs are allocated per (Target, Key).
-	Key string
-	// Type is OutboxUpsert or OutboxTombstone.
-	Type string
-	// Headers are delivered with the event (stored as JSON text).
-	Headers map[string]string
-	// Payload is the body; must be nil for a tombstone.
-	Payload []byte
+	relaytype.Event
 	// Now becomes created_at.
 	Now time.Time
 }
@@ -175,17 +164,13 @@ type OutboxListParams struct {
 	Limit int
 }
 
-// OutboxRecord is one stored outbox event.
+// OutboxRecord is one stored outbox event: the event as appended, with its
+// Seq, and its delivery state.
 type OutboxRecord struct {
-	ID            int64
-	EventID       string
-	Target        string
-	Topic         string
-	Key           string
-	Seq           int64
-	Type          string
-	Headers       map[string]string
-	Payload       []byte
+	// RowID is the row id the store allocated: unique in the store, with no
+	// ordering meaning across keys. Event.ID is the event's own id.
+	RowID int64
+	relaytype.Event
 	State         string
 	Attempts      int
 	NextAttemptAt time.Time // zero: NULL

@@ -3,6 +3,8 @@ package relaysink
 import (
 	"errors"
 	"fmt"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Errors a Publish result wraps, whatever sink produced it: test with
@@ -16,7 +18,7 @@ var (
 	// ErrInvalidEvent: the event breaks the Event contract (see
 	// Event.Validate) or cannot be carried by this sink (a topic that is not
 	// a NATS subject, a header HTTP cannot carry, …) and was not sent.
-	ErrInvalidEvent = errors.New("invalid event")
+	ErrInvalidEvent = relaytype.ErrInvalidEvent
 	// ErrEarlierFailed: an earlier event of the same (topic, key) in the
 	// batch was not confirmed, so this one is not confirmed either (see
 	// EnforceKeyOrder). It may still have been delivered if the sink had

@@ -11,7 +11,6 @@ package relaysink
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/relayhq/relay/relaytype"
 )
@@ -39,42 +38,11 @@ const (
 	HeaderType = "relay-type"
 )
 
-// Event is one outbox event as a sink publishes it.
-type Event struct {
-	// ID is the stable event id (dedupe key); never empty.
-	ID string
-	// Topic is the destination inside the sink: a Kafka topic, a Redis stream, a
-	// NATS subject, a webhook path.
-	Topic string
-	// Key is the partition key; events of one key are delivered in Seq order.
-	Key string
-	// Seq is the event's position in its key's sequence (1, 2, 3 … in commit
-	// order, without gaps).
-	Seq int64
-	// Type is Upsert or Tombstone.
-	Type EventType
-	// Headers are extra headers, delivered as given.
-	Headers map[string]string
-	// Payload is the body; nil for a Tombstone.
-	Payload []byte
-}
-
-// Validate checks ev against the Event contract every sink relies on: a
-// non-empty ID (the consumers' dedupe key), a non-empty Topic and a Type
-// that is Upsert or Tombstone. The error wraps ErrInvalidEvent and names
-// the broken field. Sinks call it before sending and add the checks of
-// their own system (a NATS subject, HTTP header characters).
-func (ev Event) Validate() error {
-	switch {
-	case ev.ID == "":
-		return fmt.Errorf("%w: empty ID", ErrInvalidEvent)
-	case ev.Topic == "":
-		return fmt.Errorf("%w: empty topic", ErrInvalidEvent)
-	case ev.Type != Upsert && ev.Type != Tombstone:
-		return fmt.Errorf("%w: type %q", ErrInvalidEvent, ev.Type)
-	}
-	return nil
-}
+// Event is one outbox event as a sink publishes it: relaytype.Event, the
+// struct the engine appends and the store keeps. A sink reads ID, Topic, Key,
+// Seq, Type, Headers and Payload (Target chose the sink and is not
+// delivered). Event.Validate checks the contract every sink relies on.
+type Event = relaytype.Event
 
 // Sink delivers events to one external system. Implementations are safe for
 // concurrent use.

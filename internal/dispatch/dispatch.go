@@ -568,10 +568,7 @@ func batchKeys(batch []*relaydriver.OutboxRecord) []string {
 func (x *Dispatcher) publishEvents(ctx context.Context, batch []*relaydriver.OutboxRecord) []error {
 	events := make([]relaysink.Event, len(batch))
 	for i, r := range batch {
-		events[i] = relaysink.Event{
-			ID: r.EventID, Topic: r.Topic, Key: r.Key, Seq: r.Seq, Type: relaysink.EventType(r.Type),
-			Headers: r.Headers, Payload: r.Payload,
-		}
+		events[i] = r.Event
 	}
 	return x.publish(ctx, events)
 }
@@ -597,7 +594,7 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 		switch {
 		case blocked[r.Key]:
 		case errs[i] == nil:
-			sent = append(sent, r.ID)
+			sent = append(sent, r.RowID)
 		default:
 			blocked[r.Key] = true
 			failed = append(failed, i)
@@ -628,21 +625,21 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.OutboxFail(ctx, &relaydriver.OutboxFailParams{
-			ID: r.ID, Error: errs[i].Error(), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
+			ID: r.RowID, Error: errs[i].Error(), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if err != nil {
-			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.EventID, err)
+			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.ID, err)
 		}
 		n++
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
-			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.EventID,
+			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.ID,
 				"key", r.Key, "seq", r.Seq, "attempts", res.Attempts, "error", errs[i].Error())
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: outbox delivery failed; key paused", "target", x.cfg.Target,
-			"event_id", r.EventID, "key", r.Key, "seq", r.Seq, "attempts", res.Attempts,
+			"event_id", r.ID, "key", r.Key, "seq", r.Seq, "attempts", res.Attempts,
 			"next_attempt_at", next, "error", errs[i].Error())
 	}
 	return n, nil

@@ -36,11 +36,11 @@ var outboxSerial atomic.Int64
 
 // ev builds an event of target/key with a unique id.
 func ev(b *bundle, target, key string, payload string) *relaydriver.OutboxAppendParams {
-	return &relaydriver.OutboxAppendParams{
-		EventID: fmt.Sprintf("%s-%s-%d", target, key, outboxSerial.Add(1)),
-		Target:  target, Topic: "topic-" + target, Key: key, Type: relaydriver.OutboxUpsert,
-		Payload: []byte(payload), Now: b.now,
-	}
+	return &relaydriver.OutboxAppendParams{Event: relaytype.Event{
+		ID:     fmt.Sprintf("%s-%s-%d", target, key, outboxSerial.Add(1)),
+		Target: target, Topic: "topic-" + target, Key: key, Type: relaydriver.OutboxUpsert,
+		Payload: []byte(payload),
+	}, Now: b.now}
 }
 
 func (b *bundle) outboxAppend(ps ...*relaydriver.OutboxAppendParams) []relaydriver.OutboxAppended {
@@ -86,7 +86,7 @@ func keySeqs(rs []*relaydriver.OutboxRecord) []string {
 func testOutboxSeqPerKey(t *testing.T, b *bundle) {
 	first := ev(b, "t1", "a", "a1")
 	first.Headers = map[string]string{"h": "v"}
-	tomb := &relaydriver.OutboxAppendParams{EventID: "tomb-a", Target: "t1", Key: "a", Type: relaydriver.OutboxTombstone, Now: b.now}
+	tomb := &relaydriver.OutboxAppendParams{Event: relaytype.Event{ID: "tomb-a", Target: "t1", Key: "a", Type: relaydriver.OutboxTombstone}, Now: b.now}
 	got := b.outboxAppend(first, ev(b, "t1", "b", "b1"), ev(b, "t1", "a", "a2"), ev(b, "t2", "a", "x1"), tomb)
 	seqs := []int64{}
 	for _, g := range got {
@@ -102,7 +102,7 @@ func testOutboxSeqPerKey(t *testing.T, b *bundle) {
 	all := b.outboxAll("t1")
 	require.Len(t, all, 6)
 	r := all["a/1"]
-	require.Equal(t, first.EventID, r.EventID)
+	require.Equal(t, first.ID, r.ID)
 	require.Equal(t, "t1", r.Target)
 	require.Equal(t, "topic-t1", r.Topic)
 	require.Equal(t, relaydriver.OutboxUpsert, r.Type)
@@ -122,12 +122,14 @@ func testOutboxSeqPerKey(t *testing.T, b *bundle) {
 	require.Len(t, b.outboxAll("t2"), 1)
 
 	// A tombstone with a payload, an unknown type or a missing Now is refused.
-	_, err := b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{EventID: "x", Target: "t1", Key: "a", Type: relaydriver.OutboxTombstone, Payload: []byte("p"), Now: b.now}})
+	_, err := b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{Event: relaytype.Event{ID: "x", Target: "t1", Key: "a", Type: relaydriver.OutboxTombstone, Payload: []byte("p")}, Now: b.now}})
+	require.ErrorIs(t, err, relaytype.ErrInvalidEvent)
+	_, err = b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{Event: relaytype.Event{ID: "x", Target: "t1", Key: "a", Type: "DELETE"}, Now: b.now}})
 	require.Error(t, err)
-	_, err = b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{EventID: "x", Target: "t1", Key: "a", Type: "DELETE", Now: b.now}})
+	_, err = b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{Event: relaytype.Event{ID: "x", Target: "t1", Key: "a", Type: relaydriver.OutboxUpsert}}})
 	require.Error(t, err)
-	_, err = b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{EventID: "x", Target: "t1", Key: "a", Type: relaydriver.OutboxUpsert}})
-	require.Error(t, err)
+	_, err = b.ex.OutboxAppend(b.ctx, []*relaydriver.OutboxAppendParams{{Event: relaytype.Event{ID: "x", Target: "t1", Key: "a", Type: relaydriver.OutboxUpsert, Seq: 7}, Now: b.now}})
+	require.ErrorIs(t, err, relaytype.ErrInvalidEvent, "a Seq set by the caller is refused: the store assigns it")
 }
 
 // A rolled-back transaction consumes no number: the next commit gets the next

@@ -93,7 +93,7 @@ func (e *executor) LatestUpsertMany(ctx context.Context, params []*relaydriver.L
 		if err != nil {
 			return nil, fmt.Errorf("relaypgx: %s: %s/%s: headers: %w", op, p.Target, p.Key, err)
 		}
-		targets[i], keys[i], topics[i], versions[i], types[i] = p.Target, p.Key, p.Topic, p.Version, p.Type
+		targets[i], keys[i], topics[i], versions[i], types[i] = p.Target, p.Key, p.Topic, p.Version, string(p.Type)
 		headers[i], payloads[i], nows[i] = h, p.Payload, ts(p.Now)
 		index[latestKey{p.Target, p.Key}] = i
 		out[i] = &relaydriver.LatestUpserted{}

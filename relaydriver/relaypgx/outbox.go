@@ -24,7 +24,7 @@ import (
 func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
 	const op = "outbox append"
 	if err := relaydriver.CheckOutboxAppend(params); err != nil {
-		return nil, fmt.Errorf("relaypgx: %s: %s", op, err)
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	if len(params) == 0 {
 		return nil, nil
@@ -57,11 +57,11 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 	for i, p := range params {
 		h, err := relaydriver.EncodeHeaders(p.Headers)
 		if err != nil {
-			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.EventID, err)
+			return nil, fmt.Errorf("relaypgx: %s: event %s: headers: %w", op, p.ID, err)
 		}
-		ids[i], targets[i], topics[i], keys[i], types[i], headers[i] = p.EventID, p.Target, p.Topic, p.Key, p.Type, h
+		ids[i], targets[i], topics[i], keys[i], types[i], headers[i] = p.ID, p.Target, p.Topic, p.Key, string(p.Type), h
 		payloads[i], times[i] = p.Payload, ts(p.Now)
-		at[p.EventID] = i
+		at[p.ID] = i
 	}
 	b := &pgx.Batch{}
 	b.Queue(queries[qOutboxAppend], ids, targets, topics, keys, types, headers, payloads, times)
@@ -125,13 +125,13 @@ func scanOutbox(r pgx.Row, extra ...any) (*relaydriver.OutboxRecord, error) {
 		next, created, sent pgtype.Timestamptz
 		updated             pgtype.Timestamptz
 	)
-	err := r.Scan(append([]any{&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
+	err := r.Scan(append([]any{&o.RowID, &o.ID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
 		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
 	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
-		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
+		return nil, fmt.Errorf("event %s: headers: %w", o.ID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = fromTS(next), fromTS(created), fromTS(sent), fromTS(updated)
 	return &o, nil

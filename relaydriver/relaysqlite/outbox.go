@@ -28,7 +28,7 @@ const outboxAppendSavepoint = "relay_outbox_append"
 func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.OutboxAppendParams) ([]relaydriver.OutboxAppended, error) {
 	const op = "outbox append"
 	if err := relaydriver.CheckOutboxAppend(params); err != nil {
-		return nil, fmt.Errorf("relaysqlite: %s: %s", op, err)
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
 	if len(params) == 0 {
 		return nil, nil
@@ -46,18 +46,18 @@ func (e *executor) OutboxAppend(ctx context.Context, params []*relaydriver.Outbo
 			p := params[i]
 			headers, err := relaydriver.EncodeHeaders(p.Headers)
 			if err != nil {
-				return fmt.Errorf("event %s: headers: %w", p.EventID, err)
+				return fmt.Errorf("event %s: headers: %w", p.ID, err)
 			}
 			if err := q.queryRow(ctx, qOutboxKeyNext, p.Target, p.Key).Scan(&out[i].Seq); err != nil {
-				return fmt.Errorf("event %s: allocate seq: %w", p.EventID, err)
+				return fmt.Errorf("event %s: allocate seq: %w", p.ID, err)
 			}
 			var payload any
 			if p.Payload != nil {
 				payload = p.Payload
 			}
-			if err := q.queryRow(ctx, qOutboxInsert, p.EventID, p.Target, p.Topic, p.Key, out[i].Seq,
-				p.Type, headers, payload, timeArg(p.Now)).Scan(&out[i].ID); err != nil {
-				return fmt.Errorf("event %s: %w", p.EventID, err)
+			if err := q.queryRow(ctx, qOutboxInsert, p.ID, p.Target, p.Topic, p.Key, out[i].Seq,
+				string(p.Type), headers, payload, timeArg(p.Now)).Scan(&out[i].ID); err != nil {
+				return fmt.Errorf("event %s: %w", p.ID, err)
 			}
 		}
 		return nil
@@ -89,13 +89,13 @@ func scanOutbox(s scanner) (*relaydriver.OutboxRecord, error) {
 		headers                      string
 		next, created, sent, updated sql.NullInt64
 	)
-	err := s.Scan(&o.ID, &o.EventID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
+	err := s.Scan(&o.RowID, &o.ID, &o.Target, &o.Topic, &o.Key, &o.Seq, &o.Type, &headers, &o.Payload,
 		&o.State, &o.Attempts, &next, &o.LastError, &created, &sent, &updated)
 	if err != nil {
 		return nil, err
 	}
 	if o.Headers, err = relaydriver.DecodeHeaders(headers); err != nil {
-		return nil, fmt.Errorf("event %s: headers: %w", o.EventID, err)
+		return nil, fmt.Errorf("event %s: headers: %w", o.ID, err)
 	}
 	o.NextAttemptAt, o.CreatedAt, o.SentAt, o.UpdatedAt = timeOf(next), timeOf(created), timeOf(sent), timeOf(updated)
 	return &o, nil
