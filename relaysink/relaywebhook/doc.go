@@ -9,15 +9,26 @@
 // headers are the event's user headers, then the standard relaysink headers
 // (relay-event-id, relay-seq, relay-type), HeaderKey (relay-key, the event key
 // percent-encoded with url.PathEscape, so any key fits an HTTP header),
-// Idempotency-Key (the event id) and HeaderSignature (Relay-Signature,
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of t + "." + body>" under
-// Config.Secret). A tombstone is an empty body with relay-type TOMBSTONE; a
-// receiver tells it from an empty upsert by that header. A user header never
-// replaces one of the sink's own (see Publish).
+// Idempotency-Key (the event id) and the signatures under Config.Secret:
+// HeaderSignatureV2 (Relay-Signature-V2, "t=<unix seconds>,v2=<hex
+// HMAC-SHA256>" over the timestamp, event id, type, key, sequence, topic and
+// body, length-prefixed; see SignV2) and, unless Config.DisableV1Signature,
+// the older HeaderSignature (Relay-Signature, "t=<unix seconds>,v1=<hex
+// HMAC-SHA256 of t + "." + body>"), which binds only the timestamp and body.
+// A tombstone is an empty body with relay-type TOMBSTONE; a receiver tells it
+// from an empty upsert by that header. A user header never replaces one of
+// the sink's own (see Publish).
 //
-// Receivers check the signature with VerifySignature before trusting a
-// request, and dedupe by relay-event-id (or Idempotency-Key): delivery is at
-// least once.
+// # Receiving
+//
+// A Receiver checks a request before it is trusted: the v2 signature
+// (constant-time), the timestamp within a tolerance of an injected clock, a
+// bounded body, and no replay of a request it already verified within the
+// tolerance window (bounded memory). Use Receiver.Verify in a handler or
+// Receiver.Handler as middleware; VerifySignatureV2 is the stateless check
+// for receivers not built on net/http, and VerifySignature checks v1 for
+// receivers not yet moved to v2. Delivery is at least once: receivers dedupe
+// by the verified event id.
 //
 // # Confirmation and order
 //

@@ -64,6 +64,12 @@ type Config struct {
 	URL string
 	// Secret is the HMAC-SHA256 key requests are signed with; required.
 	Secret []byte
+	// DisableV1Signature stops the v1 signature (HeaderSignature, over the
+	// timestamp and body only). By default every request carries both the
+	// v2 signature (HeaderSignatureV2, always sent) and v1, so receivers
+	// that check v1 keep working while they move to v2; set it once they
+	// all check v2.
+	DisableV1Signature bool
 	// Clock stamps the signatures; default relayclock.System{}.
 	Clock relaytype.Clock
 	// RequestTimeout bounds each request (on top of Publish's ctx); default
@@ -82,20 +88,25 @@ type Config struct {
 
 // String describes cfg with the secret and any URL password redacted.
 func (cfg Config) String() string {
-	secret := "<none>"
-	if len(cfg.Secret) > 0 {
-		secret = "<redacted>"
-	}
 	u := "<invalid>"
 	if p, err := url.Parse(cfg.URL); err == nil {
 		u = p.Redacted()
 	}
-	return fmt.Sprintf("relaywebhook.Config{URL: %s, Secret: %s, RequestTimeout: %v, Concurrency: %d, custom Client: %t}",
-		u, secret, cfg.RequestTimeout, cfg.Concurrency, cfg.Client != nil)
+	return fmt.Sprintf("relaywebhook.Config{URL: %s, Secret: %s, DisableV1Signature: %t, RequestTimeout: %v, Concurrency: %d, custom Client: %t}",
+		u, redacted(cfg.Secret), cfg.DisableV1Signature, cfg.RequestTimeout, cfg.Concurrency, cfg.Client != nil)
 }
 
 // GoString is String, so %#v redacts too.
 func (cfg Config) GoString() string { return cfg.String() }
+
+// redacted stands for a secret in a String: "<redacted>", or "<none>" for
+// an empty one.
+func redacted(secret []byte) string {
+	if len(secret) == 0 {
+		return "<none>"
+	}
+	return "<redacted>"
+}
 
 // validate names the first bad field of cfg (after defaults are applied).
 func (cfg Config) validate() error {
@@ -125,6 +136,7 @@ func (cfg Config) validate() error {
 type Sink struct {
 	base      string // Config.URL without a trailing slash
 	secret    []byte
+	noV1      bool // Config.DisableV1Signature
 	clock     relaytype.Clock
 	timeout   time.Duration
 	client    *http.Client
@@ -157,6 +169,7 @@ func New(cfg Config) (*Sink, error) {
 	s := &Sink{
 		base:    strings.TrimRight(cfg.URL, "/"),
 		secret:  bytes.Clone(cfg.Secret),
+		noV1:    cfg.DisableV1Signature,
 		clock:   cfg.Clock,
 		timeout: cfg.RequestTimeout,
 		sem:     make(chan struct{}, cfg.Concurrency),
@@ -203,10 +216,11 @@ type streamKey struct{ topic, key string }
 //
 // User headers come first; a user header named like one the sink sets
 // (relay-event-id, relay-seq, relay-type, relay-key, Idempotency-Key,
-// Relay-Signature) or one of HTTP's framing headers (Host, Content-Length,
-// Transfer-Encoding, Connection, …) is dropped, as relaykafka drops the
-// standard names; Content-Type may be set by the event. A header name or
-// value HTTP cannot carry (control characters) makes the event invalid.
+// Relay-Signature, Relay-Signature-V2) or one of HTTP's framing headers
+// (Host, Content-Length, Transfer-Encoding, Connection, …) is dropped, as
+// relaykafka drops the standard names; Content-Type may be set by the event.
+// A header name or value HTTP cannot carry (control characters) makes the
+// event invalid.
 func (s *Sink) Publish(ctx context.Context, events []relaysink.Event) []error {
 	errs := make([]error, len(events))
 	if len(events) == 0 {
@@ -300,9 +314,13 @@ func (s *Sink) send(ctx context.Context, ev relaysink.Event) error {
 	}
 	rctx, cancel := context.WithTimeoutCause(ctx, s.timeout, relaysink.ErrPublishTimeout)
 	defer cancel()
-	// The signature is stamped when the request goes out, after any wait
+	// The signatures are stamped when the request goes out, after any wait
 	// for a token, so that a receiver's tolerance measures the network.
-	req.Header.Set(HeaderSignature, Sign(s.secret, s.clock.Now(), bodyOf(ev)))
+	now := s.clock.Now()
+	req.Header.Set(HeaderSignatureV2, SignV2(s.secret, now, ev))
+	if !s.noV1 {
+		req.Header.Set(HeaderSignature, Sign(s.secret, now, bodyOf(ev)))
+	}
 	resp, err := s.client.Do(req.WithContext(rctx))
 	if err != nil {
 		if cause := context.Cause(rctx); cause != nil {
@@ -335,7 +353,7 @@ var reserved = map[string]bool{}
 func init() {
 	for _, name := range []string{
 		relaysink.HeaderEventID, relaysink.HeaderSeq, relaysink.HeaderType,
-		HeaderKey, HeaderIdempotencyKey, HeaderSignature,
+		HeaderKey, HeaderIdempotencyKey, HeaderSignature, HeaderSignatureV2,
 		"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive",
 		"Proxy-Connection", "Upgrade", "Te", "Trailer", "Expect",
 	} {

@@ -188,9 +188,13 @@ func (rc *receiver) handle(r *http.Request, topic, key string, body []byte) int 
 	if r.Context().Err() != nil {
 		return 0 // the client gave up: not processed
 	}
-	if err := relaywebhook.VerifySignature(secret, r.Header.Get(relaywebhook.HeaderSignature), body, rc.clock.Now(), time.Minute); err != nil {
-		rc.problem("%s key=%s: %v", topic, key, err)
-		return http.StatusUnauthorized
+	// v1 where the sink sends it (TestRequestShape pins that it does by
+	// default); v2 always, below, once the signed fields are decoded.
+	if v1 := r.Header.Get(relaywebhook.HeaderSignature); v1 != "" {
+		if err := relaywebhook.VerifySignature(secret, v1, body, rc.clock.Now(), time.Minute); err != nil {
+			rc.problem("%s key=%s: %v", topic, key, err)
+			return http.StatusUnauthorized
+		}
 	}
 	headers := make(map[string]string, len(r.Header))
 	for name, values := range r.Header {
@@ -215,6 +219,11 @@ func (rc *receiver) handle(r *http.Request, topic, key string, body []byte) int 
 	if err != nil {
 		rc.problem("%s: %v", topic, err)
 		return http.StatusBadRequest
+	}
+	signed := relaysink.Event{ID: d.ID, Topic: topic, Key: key, Seq: d.Seq, Type: d.Type, Payload: payload}
+	if err := relaywebhook.VerifySignatureV2(secret, r.Header.Get(relaywebhook.HeaderSignatureV2), signed, rc.clock.Now(), time.Minute); err != nil {
+		rc.problem("%s key=%s: %v", topic, key, err)
+		return http.StatusUnauthorized
 	}
 
 	rc.mu.Lock()

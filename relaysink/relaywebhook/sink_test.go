@@ -32,7 +32,8 @@ func TestRequestShape(t *testing.T) {
 	withHeaders.Headers = map[string]string{
 		"content-type": "application/json", "x-tenant": "t-42", "x-empty": "",
 		// Names of the sink's own headers and of HTTP framing: dropped.
-		"relay-seq": "999", "Idempotency-Key": "forged", "relay-signature": "t=1,v1=00", "Host": "evil.example",
+		"relay-seq": "999", "Idempotency-Key": "forged", "relay-signature": "t=1,v1=00", "relay-signature-v2": "t=1,v2=00",
+		"Host": "evil.example",
 	}
 	plain := relaysinktest.Event("orders/eu", "a b/ü%", 2)
 	plain.Payload = []byte{}
@@ -43,7 +44,7 @@ func TestRequestShape(t *testing.T) {
 
 	reqs := rc.requestsSeen()
 	require.Len(t, reqs, 3)
-	wantSig := "t=" + strconv.FormatInt(clock.Now().Unix(), 10) + ",v1="
+	stamp := "t=" + strconv.FormatInt(clock.Now().Unix(), 10)
 	for i, want := range []relaysink.Event{withHeaders, plain, del} {
 		r := reqs[i]
 		require.Equal(t, "orders/eu", r.topic)
@@ -52,7 +53,11 @@ func TestRequestShape(t *testing.T) {
 		require.Equal(t, strconv.FormatInt(want.Seq, 10), r.header.Get(relaysink.HeaderSeq))
 		require.Equal(t, string(want.Type), r.header.Get(relaysink.HeaderType))
 		require.Equal(t, "a%20b%2F%C3%BC%25", r.header.Get(relaywebhook.HeaderKey))
-		require.True(t, strings.HasPrefix(r.header.Get(relaywebhook.HeaderSignature), wantSig), r.header.Get(relaywebhook.HeaderSignature))
+		// Both signatures by default, stamped by the clock (the receiver
+		// verified both).
+		require.Equal(t, relaywebhook.Sign(secret, clock.Now(), want.Payload), r.header.Get(relaywebhook.HeaderSignature))
+		require.Equal(t, relaywebhook.SignV2(secret, clock.Now(), want), r.header.Get(relaywebhook.HeaderSignatureV2))
+		require.True(t, strings.HasPrefix(r.header.Get(relaywebhook.HeaderSignatureV2), stamp+",v2="))
 		require.Equal(t, string(want.Payload), string(r.body))
 	}
 	require.Equal(t, "application/json", reqs[0].header.Get("Content-Type"))
