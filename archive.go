@@ -93,3 +93,12 @@ func (a *Archiver) Stop(ctx context.Context) error { return a.a.Stop(ctx) }
 // transaction, until a batch comes back short. A store error ends the pass
 // (the rows not yet archived go next pass).
 func (a *Archiver) Work(ctx context.Context) (int, error) { return a.a.Work(ctx) }
+
+// MaintenanceStats is what a maintenance job (Archiver, Retention) has done
+// since it was created, in this process: passes run and failed, rows settled
+// (archived or deleted), and the last pass's time, count and error. It is
+// kept in memory and read without I/O.
+type MaintenanceStats = service.PassStats
+
+// Stats returns the job's progress so far (see MaintenanceStats).
+func (a *Archiver) Stats() MaintenanceStats { return a.a.Stats() }

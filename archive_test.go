@@ -76,6 +76,7 @@ func TestArchiverArchivesAfterThreshold(t *testing.T) {
 		require.Equal(t, "X", m1.IdentityKey)
 		require.Nil(t, m1.Payload)
 		require.Equal(t, 2.0, archivedTotal(t, reg))
+		require.Equal(t, relay.MaintenanceStats{Passes: 3, Done: 2, LastPassAt: b.clock.Now(), LastDone: 2}, a.Stats())
 
 		// A duplicate of an archived identity is still a duplicate.
 		b.enqueuePayloads(map[int64]string{4: "X|OK"})

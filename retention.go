@@ -90,3 +90,7 @@ func (r *Retention) Stop(ctx context.Context) error { return r.r.Stop(ctx) }
 // before it are deleted in batches of BatchLimit until a batch comes back
 // short. A store error ends the pass (the rows not yet deleted go next pass).
 func (r *Retention) Work(ctx context.Context) (int, error) { return r.r.Work(ctx) }
+
+// Stats returns the job's progress so far: passes, events deleted, and the
+// last pass's time, count and error (see MaintenanceStats).
+func (r *Retention) Stats() MaintenanceStats { return r.r.Stats() }

@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -88,12 +89,23 @@ func TestRetentionDeletesSentAfterRetention(t *testing.T) {
 		require.Equal(t, map[string]int{"DEAD": 1, "PENDING": 1}, outboxStates(t, d, "kafka:msg"))
 		require.Equal(t, map[string]int{"SENT": 1}, outboxStates(t, d, "kafka:other"), "not a configured target")
 		require.Equal(t, 5.0, counter())
+		require.Equal(t, relay.MaintenanceStats{Passes: 3, Done: 5, LastPassAt: clock.Now(), LastDone: 5}, r.Stats())
 
 		clock.Advance(365 * 24 * time.Hour)
 		n, err = r.Work(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "DEAD and PENDING are never deleted")
 		require.Equal(t, map[string]int{"DEAD": 1, "PENDING": 1}, outboxStates(t, d, "kafka:msg"))
+
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = r.Work(cctx)
+		require.Error(t, err)
+		st := r.Stats()
+		require.Equal(t, int64(5), st.Passes)
+		require.Equal(t, int64(1), st.Failed, "a pass that ended in an error is counted")
+		require.ErrorIs(t, st.LastError, context.Canceled)
+		require.Equal(t, int64(5), st.Done)
 	})
 }
 

@@ -158,6 +158,18 @@ func TestPartsOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"engine", "dispatcher a", "dispatcher b", "ack writer", "retention", "archiver"},
 		partNames(partsOf(cfg)))
+
+	// Stats carries the maintenance jobs' progress.
+	svc, err := New(cfg)
+	require.NoError(t, err)
+	_, err = cfg.Archiver.Work(t.Context())
+	require.NoError(t, err)
+	st, err := svc.Stats(t.Context())
+	require.NoError(t, err)
+	require.NotNil(t, st.Archiver)
+	require.Equal(t, int64(1), st.Archiver.Passes)
+	require.NotNil(t, st.Retention)
+	require.Zero(t, st.Retention.Passes)
 }
 
 func partNames(ps []named) []string {

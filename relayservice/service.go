@@ -312,6 +312,9 @@ type Stats struct {
 	Intake *relayintake.Stats
 	// Ack is the acknowledgement writer's Stats; nil without an AckWriter.
 	Ack *relaydriver.AckStats
+	// Archiver and Retention are the maintenance jobs' Stats; nil when the
+	// Service runs none.
+	Archiver, Retention *relay.MaintenanceStats
 	// Outbox holds each dispatcher's Stats, keyed by target: its events (or,
 	// for a latest-state dispatcher, its latest-state rows) per state, the
 	// oldest pending age and whether this instance's dispatcher delivers.
@@ -349,6 +352,14 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		if st.Ack, err = s.cfg.AckWriter.Stats(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if s.cfg.Archiver != nil {
+		a := s.cfg.Archiver.Stats()
+		st.Archiver = &a
+	}
+	if s.cfg.Retention != nil {
+		r := s.cfg.Retention.Stats()
+		st.Retention = &r
 	}
 	for _, x := range s.cfg.Dispatchers {
 		ob, err := x.Stats(ctx)

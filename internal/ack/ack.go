@@ -113,7 +113,7 @@ func New(d relaydriver.Driver, src relaysource.Acknowledger, cfg Config) (*Write
 		What: fmt.Sprintf("ack writer of %q", cfg.Queue), Driver: d, Logger: cfg.Logger,
 		Failed: "relay: ack round failed", Attrs: []any{"queue", cfg.Queue},
 		Started: "relay: ack writer started", StartedAttrs: []any{"queue", cfg.Queue, "r", cfg.R},
-		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.PollInterval) },
+		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.PollInterval) }, Clock: cfg.Clock,
 	}, w.pass)
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer, cfg.Queue)

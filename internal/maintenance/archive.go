@@ -82,7 +82,7 @@ func NewArchiver(d relaydriver.Driver, cfg ArchiverConfig) (*Archiver, error) {
 		What: fmt.Sprintf("archiver of %q", cfg.Queue), Driver: d, Logger: cfg.Logger,
 		Failed: "relay: archival pass failed", Attrs: []any{"queue", cfg.Queue},
 		Started: "relay: archiver started", StartedAttrs: []any{"queue", cfg.Queue, "after", cfg.After, "every", cfg.Every},
-		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.Every) },
+		Idle: func() <-chan time.Time { return cfg.Clock.After(cfg.Every) }, Clock: cfg.Clock,
 	}, a.pass)
 	if cfg.Registerer != nil {
 		m := service.NewMetrics(cfg.Registerer)

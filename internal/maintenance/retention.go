@@ -82,6 +82,7 @@ func NewRetention(d relaydriver.Driver, cfg RetentionConfig) (*Retention, error)
 		Started:      "relay: outbox retention started",
 		StartedAttrs: []any{"targets", cfg.Targets, "sent_retention", cfg.SentRetention, "every", cfg.Every},
 		Idle:         func() <-chan time.Time { return cfg.Clock.After(cfg.Every) },
+		Clock:        cfg.Clock,
 	}, r.pass)
 	if cfg.Registerer != nil {
 		m := service.NewMetrics(cfg.Registerer)

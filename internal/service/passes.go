@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // PassesConfig describes a service that works in passes, for NewPasses.
@@ -30,6 +31,28 @@ type PassesConfig struct {
 	// Idle returns the channel a started loop waits on between passes when
 	// nothing notifies it (the clock's After of the service's interval).
 	Idle func() <-chan time.Time
+	// Clock stamps PassStats.LastPassAt. Required.
+	Clock relaytype.Clock
+}
+
+// PassStats is what a service that works in passes has done since it was
+// created (in this process; nothing is read from the store).
+type PassStats struct {
+	// Passes counts finished passes, failed ones included (Work calls and
+	// the started loop's passes).
+	Passes int64
+	// Failed counts the passes that returned an error (a pass cut short by
+	// Stop or a cancelled ctx included).
+	Failed int64
+	// Done counts the rows that reached an outcome over all passes.
+	Done int64
+	// LastPassAt is when the last pass ended, on the service's clock; zero
+	// before the first.
+	LastPassAt time.Time
+	// LastDone is how many rows the last pass settled.
+	LastDone int
+	// LastError is the last pass's error; nil when it succeeded.
+	LastError error
 }
 
 // Passes is the scaffolding of a service that works in passes (the ack
@@ -42,6 +65,9 @@ type Passes struct {
 	pass func(ctx context.Context, stop <-chan struct{}) (int, error)
 	mu   sync.Mutex // serialises passes
 	lc   *Lifecycle
+
+	statsMu sync.Mutex
+	stats   PassStats
 }
 
 // NewPasses returns the scaffolding that runs pass as cfg describes.
@@ -75,8 +101,26 @@ func (p *Passes) Notify() { p.lc.Notify() }
 // Work runs one pass now.
 func (p *Passes) Work(ctx context.Context) (int, error) { return p.run(ctx, nil) }
 
+// Stats returns what the passes have done so far. It never blocks on a
+// pass in flight.
+func (p *Passes) Stats() PassStats {
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	return p.stats
+}
+
 func (p *Passes) run(ctx context.Context, stop <-chan struct{}) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pass(ctx, stop)
+	n, err := p.pass(ctx, stop)
+	at := p.cfg.Clock.Now()
+	p.statsMu.Lock()
+	defer p.statsMu.Unlock()
+	p.stats.Passes++
+	p.stats.Done += int64(n)
+	p.stats.LastPassAt, p.stats.LastDone, p.stats.LastError = at, n, err
+	if err != nil {
+		p.stats.Failed++
+	}
+	return n, err
 }
