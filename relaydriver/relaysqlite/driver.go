@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -238,7 +239,8 @@ func (m migrator) Apply(ctx context.Context, line string, version int, name, sql
 }
 
 // TryLock takes the lease row params.Name for params.Owner when it is absent,
-// expired (expires_at <= Now) or already held by the same Owner, setting its
+// expired (expires_at <= Now), already held by the same Owner, or held by a
+// process of this machine that no longer exists (see holder.go), setting its
 // expiry to Now+TTL; otherwise it returns relaytype.ErrLocked at once. Name,
 // Owner, a positive TTL and Now are required.
 func (d *Driver) TryLock(ctx context.Context, params *relaydriver.LockParams) (relaydriver.Lock, error) {
@@ -248,17 +250,56 @@ func (d *Driver) TryLock(ctx context.Context, params *relaydriver.LockParams) (r
 	if params.TTL <= 0 || params.Now.IsZero() {
 		return nil, fmt.Errorf("relaysqlite: trylock %q: a positive TTL and Now are required (SQLite locks are leases)", params.Name)
 	}
+	holder, pid := holderID(), os.Getpid()
+	expires := timeArg(params.Now.Add(params.TTL))
 	res, err := d.write.ExecContext(ctx, query(qLockAcquire), params.Name, params.Owner,
-		timeArg(params.Now.Add(params.TTL)), timeArg(params.Now))
+		expires, timeArg(params.Now), holder, pid)
 	if err != nil {
 		return nil, mapErr("trylock "+params.Name, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
+	n, err := res.RowsAffected()
+	if err != nil {
 		return nil, mapErr("trylock "+params.Name, err)
-	} else if n == 0 {
+	}
+	if n == 0 {
+		if n, err = d.takeOverDead(ctx, params, expires, holder, pid); err != nil {
+			return nil, mapErr("trylock "+params.Name, err)
+		}
+	}
+	if n == 0 {
 		return nil, fmt.Errorf("relaysqlite: trylock %q: %w", params.Name, relaytype.ErrLocked)
 	}
 	return &lease{d: d, name: params.Name, owner: params.Owner, ttl: params.TTL}, nil
+}
+
+// takeOverDead takes the held lock row params.Name when its holder is a
+// process of this machine and PID namespace that no longer exists (see
+// holder.go), and returns 1 if it did. The row changes hands only if it still
+// names the dead process.
+func (d *Driver) takeOverDead(ctx context.Context, params *relaydriver.LockParams, expires any, holder string, pid int) (int64, error) {
+	if holder == "" {
+		return 0, nil
+	}
+	var (
+		owner, rowHolder string
+		rowPID           int
+	)
+	err := d.write.QueryRowContext(ctx, query(qLockHolder), params.Name).Scan(&owner, &rowHolder, &rowPID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // released meanwhile: the caller's next try takes it
+	}
+	if err != nil {
+		return 0, err
+	}
+	if rowHolder != holder || rowPID == pid || !processGone(rowPID) {
+		return 0, nil
+	}
+	res, err := d.write.ExecContext(ctx, query(qLockTakeOver), params.Name, params.Owner, expires,
+		holder, pid, owner, rowPID)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // lease is a held relay_lock row.

@@ -49,6 +49,8 @@ const (
 	qLockAcquire           = "LockAcquire"
 	qLockRenew             = "LockRenew"
 	qLockRelease           = "LockRelease"
+	qLockHolder            = "LockHolder"
+	qLockTakeOver          = "LockTakeOver"
 	qOutboxKeyNext         = "OutboxKeyNext"
 	qOutboxInsert          = "OutboxInsert"
 	qOutboxFetch           = "OutboxFetch"
@@ -69,7 +71,7 @@ var queryNames = []string{
 	qMessageLeaseRenew, qMessageLeaseRelease,
 	qMessageReplay, qMessageStats, qMessageExists,
 	qCursorGet, qCursorSave, qCursorSeed, qHoleInsert, qHoleList,
-	qLockAcquire, qLockRenew, qLockRelease,
+	qLockAcquire, qLockRenew, qLockRelease, qLockHolder, qLockTakeOver,
 	qOutboxKeyNext, qOutboxInsert, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists,
 	qOutboxDeleteSent, qOutboxList, qOutboxStats,
 }

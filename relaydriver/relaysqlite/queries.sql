@@ -242,10 +242,21 @@ FROM relay_hole WHERE queue = $1 ORDER BY id;
 
 -- name: LockAcquire
 -- Take the lease when absent, expired, or already ours; 0 rows means held.
-INSERT INTO relay_lock (name, owner, expires_at) VALUES ($1, $2, $3)
+-- holder and holder_pid name this process (see 006_lock_holder).
+INSERT INTO relay_lock (name, owner, expires_at, holder, holder_pid) VALUES ($1, $2, $3, $5, $6)
 ON CONFLICT (name) DO UPDATE
-SET owner = excluded.owner, expires_at = excluded.expires_at
+SET owner = excluded.owner, expires_at = excluded.expires_at,
+    holder = excluded.holder, holder_pid = excluded.holder_pid
 WHERE relay_lock.expires_at <= $4 OR relay_lock.owner = excluded.owner;
+
+-- name: LockHolder
+SELECT owner, holder, holder_pid FROM relay_lock WHERE name = $1;
+
+-- name: LockTakeOver
+-- Take a lease whose holding process is gone: only if the row still names
+-- the owner and process that were found dead (compare and swap).
+UPDATE relay_lock SET owner = $2, expires_at = $3, holder = $4, holder_pid = $5
+WHERE name = $1 AND owner = $6 AND holder = $4 AND holder_pid = $7;
 
 -- name: LockRenew
 UPDATE relay_lock SET expires_at = $3 WHERE name = $1 AND owner = $2;
