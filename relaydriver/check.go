@@ -12,6 +12,15 @@ import (
 // the same calls with the same words. Drivers prefix the error with their
 // name and operation.
 
+// LimitOr returns limit, or def when limit <= 0: the rule of every Limit
+// field of the driver calls ("<= 0 means the driver's LimitDefault").
+func LimitOr(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return limit
+}
+
 // CheckOutboxAppend validates the events of one OutboxAppend call.
 func CheckOutboxAppend(params []*OutboxAppendParams) error {
 	for i, p := range params {

@@ -45,10 +45,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	r, err := e.db.Query(ctx, ackQueries[qAckScan], params.Queue, ts(params.Now), ts(params.Now.Add(-params.R)), limit)
 	if err != nil {
 		return nil, mapErr(op, err)

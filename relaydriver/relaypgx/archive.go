@@ -50,10 +50,7 @@ func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.Messa
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaypgx: archive %q: %w", params.Queue, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	run := func(x *executor) (int, error) {
 		r, err := x.db.Query(ctx, archiveQueries[qArchiveSelect], params.Queue, ts(params.TerminalBefore), limit)
 		if err != nil {

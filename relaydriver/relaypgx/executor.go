@@ -478,10 +478,7 @@ func (e *executor) MessageGet(ctx context.Context, queue string, id int64) (*rel
 
 // MessageListUnfinished returns PENDING/FAILED messages after AfterID, ascending.
 func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydriver.MessageListUnfinishedParams) ([]*relaytype.Message, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	return e.queryMessages(ctx, "list unfinished messages", qMessageListUnfinished, params.Queue, params.AfterID, limit)
 }
 
@@ -696,10 +693,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: claim messages of %s: %w", params.Queue, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	query := qMessageClaim
 	if params.PerKey {
 		query = qMessageClaimPerKey

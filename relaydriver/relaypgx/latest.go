@@ -146,10 +146,7 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	r, err := e.db.Query(ctx, latestQueries[qLatestFetch], params.Target, ts(params.Now), limit)
 	if err != nil {
 		return nil, mapErr(op, err)

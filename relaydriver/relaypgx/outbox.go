@@ -156,10 +156,7 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	skip := params.SkipKeys
 	if skip == nil {
 		skip = []string{}
@@ -255,9 +252,7 @@ func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefo
 	if err := relaydriver.CheckOutboxDeleteSent(sentBefore); err != nil {
 		return 0, fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit = relaydriver.LimitOr(limit, LimitDefault)
 	tag, err := e.db.Exec(ctx, queries[qOutboxDeleteSent], target, ts(sentBefore), limit)
 	if err != nil {
 		return 0, mapErr(op, err)
@@ -267,10 +262,7 @@ func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefo
 
 // OutboxList lists a target's events in (key, seq) order.
 func (e *executor) OutboxList(ctx context.Context, params *relaydriver.OutboxListParams) ([]*relaydriver.OutboxRecord, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	return e.queryOutbox(ctx, "outbox list "+params.Target, qOutboxList, params.Target, params.State, limit)
 }
 

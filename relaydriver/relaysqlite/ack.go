@@ -47,10 +47,7 @@ func (e *executor) AckScan(ctx context.Context, params *relaydriver.AckScanParam
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	rows, err := e.rawDB(false).QueryContext(ctx, ackQueries[qAckScan], params.Queue,
 		timeArg(params.Now), timeArg(params.Now.Add(-params.R)), limit)
 	if err != nil {

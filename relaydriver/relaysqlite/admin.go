@@ -34,10 +34,7 @@ var _ relaydriver.AdminExecutor = (*executor)(nil)
 // relaydriver.MessageListLimitMax it is refused.
 func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageListParams) ([]*relaytype.Message, error) {
 	op := "list messages of " + params.Queue
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	if err := relaydriver.CheckMessageListLimit(limit); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}

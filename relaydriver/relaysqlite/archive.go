@@ -56,10 +56,7 @@ func (e *executor) MessageArchive(ctx context.Context, params *relaydriver.Messa
 	if err := params.Check(); err != nil {
 		return 0, fmt.Errorf("relaysqlite: archive %q: %w", params.Queue, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	run := func(q archiveRunner) (int, error) {
 		cands, err := selectArchiveCandidates(ctx, q, params.Queue, timeArg(params.TerminalBefore), limit)
 		if err != nil {

@@ -197,10 +197,7 @@ func (e *executor) MessageGet(ctx context.Context, queue string, id int64) (*rel
 // MessageListUnfinished returns up to Limit PENDING/FAILED messages with
 // id > AfterID, ascending. A Limit <= 0 means LimitDefault.
 func (e *executor) MessageListUnfinished(ctx context.Context, params *relaydriver.MessageListUnfinishedParams) ([]*relaytype.Message, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	rows, err := e.reader().query(ctx, qMessageListUnfinished, params.Queue, params.AfterID, limit)
 	if err != nil {
 		return nil, mapErr("message list unfinished", err)
@@ -412,10 +409,7 @@ func (e *executor) MessageClaim(ctx context.Context, params *relaydriver.Message
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	name := qMessageClaim
 	if params.PerKey {
 		name = qMessageClaimPerKey

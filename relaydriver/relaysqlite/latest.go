@@ -163,10 +163,7 @@ func (e *executor) LatestFetch(ctx context.Context, params *relaydriver.LatestFe
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	rows, err := e.rawDB(false).QueryContext(ctx, latestQueries[qLatestFetch], params.Target, timeArg(params.Now), limit)
 	if err != nil {
 		return nil, mapErr(op, err)

@@ -117,10 +117,7 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	if err := params.Check(); err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	skip, err := jsonList(params.SkipKeys)
 	if err != nil {
 		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
@@ -180,19 +177,14 @@ func (e *executor) OutboxDeleteSent(ctx context.Context, target string, sentBefo
 	if err := relaydriver.CheckOutboxDeleteSent(sentBefore); err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit = relaydriver.LimitOr(limit, LimitDefault)
 	n, err := e.writer().affected(ctx, qOutboxDeleteSent, target, timeArg(sentBefore), limit)
 	return int(n), mapErr(op, err)
 }
 
 // OutboxList lists a target's events in (key, seq) order.
 func (e *executor) OutboxList(ctx context.Context, params *relaydriver.OutboxListParams) ([]*relaydriver.OutboxRecord, error) {
-	limit := params.Limit
-	if limit <= 0 {
-		limit = LimitDefault
-	}
+	limit := relaydriver.LimitOr(params.Limit, LimitDefault)
 	return e.queryOutbox(ctx, "outbox list "+params.Target, qOutboxList, params.Target, params.State, limit)
 }
 
