@@ -578,7 +578,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Pipeline, params.ID, string(params.State),
-		string(params.ErrorClass), params.LastError, params.AckIntent, ts(params.Now), params.LeaseOwner)
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -612,7 +612,7 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Pipeline, p.ID, err)
 		}
 		pipelines[i], idv[i], states[i], classes[i] = p.Pipeline, p.ID, string(p.State), string(p.ErrorClass)
-		lastErrs[i], acks[i], nows[i], owners[i] = p.LastError, p.AckIntent, ts(p.Now), p.LeaseOwner
+		lastErrs[i], acks[i], nows[i], owners[i] = relaydriver.StoredText(p.LastError), p.AckIntent, ts(p.Now), p.LeaseOwner
 	}
 	run := func(x *executor) error {
 		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], pipelines, idv, states, classes, lastErrs, acks, nows, owners)
@@ -663,7 +663,7 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 	}
 	var attempts int
 	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Pipeline, params.ID, string(params.ErrorClass),
-		params.LastError, ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
+		relaydriver.StoredText(params.LastError), ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, e.guardFailed(ctx, op, params.Pipeline, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
 	}

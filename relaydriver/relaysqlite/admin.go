@@ -54,7 +54,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 		abandoned = 1
 	}
 	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageList], params.Pipeline, states, classes,
-		abandoned, params.AfterID, limit)
+		abandoned, params.AfterID, limit, relaytype.MaxErrorText)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
