@@ -31,6 +31,22 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
 
+# Fuzz every decoder that reads outside input (STYLE.md §3), FUZZTIME per
+# target (default 1m; CI runs 3s). -fuzz takes one target of one package, so
+# each runs alone; a target missing from FUZZ_TARGETS fails the run.
+FUZZTIME ?= 1m
+FUZZ_TARGETS = FuzzDecode:./internal/app/msgx/sisxml FuzzEncodeRoundTrip:./internal/app/msgx/sisxml \
+	FuzzParse:./internal/demo FuzzParseEvent:./examples/orders
+
+fuzz:
+	@for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //' | sort -u); do \
+		case " $(FUZZ_TARGETS) " in *" $$f:"*) ;; *) echo "fuzz: $$f is not in FUZZ_TARGETS" >&2; exit 1;; esac; \
+	done
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz: $${t%%:*} in $${t#*:} for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t#*:}"; \
+	done
+
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 

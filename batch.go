@@ -71,7 +71,7 @@ func (e *Engine) guardHandler(ctx context.Context, id int64, call func(ctx conte
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.ErrorContext(ctx, "relay: handler panicked", "queue", e.cfg.Queue,
-				"message_id", id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				"message_id", id, "panic", logText(fmt.Sprint(p)), "stack", string(debug.Stack()))
 			res, replaced = Retry(relaytype.ClassInternal, fmt.Errorf("handler panic: %v", p)), true
 		}
 		if errors.Is(context.Cause(hctx), errHandlerTimeout) {

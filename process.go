@@ -153,7 +153,7 @@ func (e *Engine) decode(ctx context.Context, m *relaytype.Message) (dec *Decoded
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.ErrorContext(ctx, "relay: decoder panicked", "queue", e.cfg.Queue,
-				"message_id", m.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				"message_id", m.ID, "panic", logText(fmt.Sprint(p)), "stack", string(debug.Stack()))
 			dec, err = nil, Classify(relaytype.ClassInternal, fmt.Errorf("decoder panic: %v", p))
 		}
 	}()
@@ -269,7 +269,7 @@ func (e *Engine) fail(ctx context.Context, a attempt, res Result) (outcome, erro
 		return outcomeNone, nil
 	}
 	if err != nil {
-		return outcomeNone, fmt.Errorf("relay: record failure of message %d (%s: %v): %w", a.m.ID, class, res.err, err)
+		return outcomeNone, fmt.Errorf("relay: record failure of message %d (%s: %s): %w", a.m.ID, class, errText(res.err), err)
 	}
 	a.m.State, a.m.Attempts, a.m.ErrorClass, a.m.LastError = relaytype.StateFailed, attempts, class, errText(res.err)
 	a.m.NextAttemptAt = now.Add(delay)
@@ -321,14 +321,14 @@ func (e *Engine) decided(ctx context.Context, a attempt, o outcome, reason strin
 	switch o {
 	case outcomeSkipped:
 		level = slog.LevelInfo
-		attrs = append(attrs, "reason", reason)
+		attrs = append(attrs, "reason", logText(reason))
 	case outcomeRetry:
 		level = slog.LevelWarn
 		attrs = append(attrs, "error_class", a.m.ErrorClass, "attempts", a.m.Attempts,
-			"next_attempt_at", a.m.NextAttemptAt, "error", cause)
+			"next_attempt_at", a.m.NextAttemptAt, "error", errText(cause))
 	case outcomeDead, outcomeExhausted:
 		level = slog.LevelError
-		attrs = append(attrs, "attempts", a.m.Attempts, "last_error", reason)
+		attrs = append(attrs, "attempts", a.m.Attempts, "last_error", logText(reason))
 	}
 	e.log.Log(ctx, level, "relay: message "+o.String(), attrs...)
 	return o

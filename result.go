@@ -82,10 +82,10 @@ func (r Result) String() string {
 	return "Result(invalid)"
 }
 
-// errText is the LastError recorded for a failure.
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
+// errText is the LastError recorded and logged for a failure: its text
+// bounded to relaytype.MaxErrorText bytes (the store bounds it again).
+func errText(err error) string { return relaytype.ErrorText(err) }
+
+// logText bounds other text the engine logs that a handler or decoder chose
+// (a skip reason, a panic value) like error text.
+func logText(s string) string { return relaytype.BoundText(s, relaytype.MaxErrorText) }

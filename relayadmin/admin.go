@@ -11,11 +11,13 @@
 // and AckWriter.Reopen — so they run inside its lifecycle gate and never
 // interleave with acknowledgement write-back: a replay resets the
 // acknowledgement facts a concurrent write-back batch might be marking.
-// Responses never carry payloads.
+// Responses never carry payloads, and are bounded: a row's text fields are
+// cut to relaytype.MaxErrorText bytes, a listing to MaxResponseBytes.
 package relayadmin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,6 +34,13 @@ const (
 	// LimitMax is the largest page a request may ask for.
 	LimitMax = relaydriver.MessageListLimitMax
 )
+
+// MaxResponseBytes bounds the JSON answer of a listing (1 MiB): rows stop
+// before it would be passed — a message page then sets NextAfter, the DLQ
+// Truncated. Every row's error text, key and event id is cut to
+// relaytype.MaxErrorText bytes first, and the message listing reads no more
+// than that many characters of error text from the store.
+const MaxResponseBytes = 1 << 20
 
 // Stats is the answer of GET /admin/stats.
 type Stats struct {
@@ -100,7 +109,7 @@ type Message struct {
 type MessagePage struct {
 	Items []Message `json:"items"`
 	// NextAfter, when non-zero, is the `after` of the next page (the page was
-	// full, so more may follow).
+	// full, or cut at MaxResponseBytes, so more may follow).
 	NextAfter int64 `json:"next_after,omitempty"`
 }
 
@@ -122,6 +131,9 @@ type OutboxEvent struct {
 // DLQ is the answer of GET /admin/dlq.
 type DLQ struct {
 	Items []OutboxEvent `json:"items"`
+	// Truncated reports that events were left out to keep the answer under
+	// MaxResponseBytes (the DLQ has no paging; ?target= lists one target's).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Hole is one logged permanent hole.
@@ -258,10 +270,16 @@ func readMessages(ctx context.Context, d relaydriver.Driver, p *relaydriver.Mess
 		return nil, fmt.Errorf("relayadmin: list messages of %q: %w", p.Queue, err)
 	}
 	out := &MessagePage{Items: make([]Message, 0, len(ms))}
+	var b budget
 	for _, m := range ms {
-		out.Items = append(out.Items, Message{ID: m.ID, Key: m.Key, State: m.State, Class: m.ErrorClass,
-			LastError: m.LastError, Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, UpdatedAt: m.UpdatedAt,
-			AckAbandonedAt: timePtr(m.AckAbandonedAt), AckReason: m.AckAbandonReason, AckAttempts: m.AckAttempts})
+		item := Message{ID: m.ID, Key: bound(m.Key), State: m.State, Class: m.ErrorClass,
+			LastError: bound(m.LastError), Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, UpdatedAt: m.UpdatedAt,
+			AckAbandonedAt: timePtr(m.AckAbandonedAt), AckReason: m.AckAbandonReason, AckAttempts: m.AckAttempts}
+		if !b.take(item) {
+			out.NextAfter = out.Items[len(out.Items)-1].ID
+			return out, nil
+		}
+		out.Items = append(out.Items, item)
 	}
 	if len(ms) == p.Limit {
 		out.NextAfter = ms[len(ms)-1].ID
@@ -279,6 +297,7 @@ func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit 
 		return nil, fmt.Errorf("relayadmin: limit %d above %d", limit, LimitMax)
 	}
 	out := &DLQ{Items: []OutboxEvent{}}
+	var b budget
 	for _, target := range targets {
 		rs, err := d.GetExecutor().OutboxList(ctx, &relaydriver.OutboxListParams{Target: target,
 			State: relaydriver.OutboxDead, Limit: limit})
@@ -286,12 +305,48 @@ func ReadDLQ(ctx context.Context, d relaydriver.Driver, targets []string, limit 
 			return nil, fmt.Errorf("relayadmin: DLQ of %q: %w", target, err)
 		}
 		for _, r := range rs {
-			out.Items = append(out.Items, OutboxEvent{ID: r.RowID, EventID: r.ID, Target: r.Target, Topic: r.Topic,
-				Key: r.Key, Seq: r.Seq, Type: string(r.Type), Attempts: r.Attempts, LastError: r.LastError,
-				CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+			item := OutboxEvent{ID: r.RowID, EventID: bound(r.ID), Target: r.Target, Topic: r.Topic,
+				Key: bound(r.Key), Seq: r.Seq, Type: string(r.Type), Attempts: r.Attempts, LastError: bound(r.LastError),
+				CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+			if !b.take(item) {
+				out.Truncated = true
+				return out, nil
+			}
+			out.Items = append(out.Items, item)
 		}
 	}
 	return out, nil
+}
+
+// bound cuts a text field of a listing row (error text, key, event id) to
+// relaytype.MaxErrorText bytes.
+func bound(s string) string { return relaytype.BoundText(s, relaytype.MaxErrorText) }
+
+// budget counts the JSON bytes of a listing's rows against MaxResponseBytes,
+// less a reserve for the rest of the answer.
+type budget struct{ used int }
+
+const (
+	// answerReserve is kept for what a listing holds besides its rows.
+	answerReserve = 4 << 10
+	// rowIndent is the most the indented answer adds to a row's compact JSON:
+	// 8 bytes per field line and the braces' lines.
+	rowIndent = 160
+)
+
+// take reports whether row still fits the answer, counting it if so. The
+// first row always fits: its text fields are bounded.
+func (b *budget) take(row any) bool {
+	raw, err := json.Marshal(row)
+	n := len(raw) + rowIndent
+	if err != nil {
+		n = MaxResponseBytes // not a row of ours: never let it in after another
+	}
+	if b.used > 0 && b.used+n > MaxResponseBytes-answerReserve {
+		return false
+	}
+	b.used += n
+	return true
 }
 
 // ReadHoles returns the cursor and up to limit permanent holes (GET

@@ -64,7 +64,9 @@ type Deps struct {
 // writer), 503 (instance not active) or 500. Mount it on a mux as
 // mux.Handle("/admin/", relayadmin.Handler(deps)); it serves only those paths.
 // Each request's ctx governs its store calls. The handler is safe for
-// concurrent use; it does no I/O until a request arrives.
+// concurrent use; it does no I/O until a request arrives. Answers never carry
+// a payload and are bounded: MaxResponseBytes per listing, relaytype.MaxErrorText
+// bytes per text field of a row and per error.
 func Handler(deps Deps) http.Handler {
 	if deps.Clock == nil {
 		deps.Clock = relayclock.System{}
@@ -295,7 +297,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, &Error{Error: err.Error()})
+	writeJSON(w, status, &Error{Error: relaytype.ErrorText(err)})
 }
 
 // jsonMuxErrors turns the mux's plain-text 404 and 405 into JSON errors.

@@ -20,9 +20,10 @@ type AdminExecutor interface {
 	// next AfterID), filtered by States (empty: every state except ARCHIVED,
 	// which is listed only when named), Classes (empty: any class) and, with
 	// AckAbandoned, only rows whose acknowledgement was abandoned (abandoned, not
-	// acknowledged). Payload is never read: every returned Payload is nil. A
-	// Limit <= 0 means the driver's LimitDefault; above MessageListLimitMax it
-	// is refused.
+	// acknowledged). Payload is never read: every returned Payload is nil, and
+	// LastError holds at most relaytype.MaxErrorText characters, even of a row
+	// stored before error text was bounded (StoredText). A Limit <= 0 means the
+	// driver's LimitDefault; above MessageListLimitMax it is refused.
 	MessageList(ctx context.Context, params *MessageListParams) ([]*relaytype.Message, error)
 }
 

@@ -119,7 +119,7 @@ type LatestFailParams struct {
 	Target     string
 	Key        string
 	Generation int64
-	Error      string
+	Error      string // stored as StoredText bounds it
 	// NextAttemptAt is when the row may be tried again.
 	NextAttemptAt time.Time
 	// MaxAttempts is the attempt limit: attempts+1 ≥ MaxAttempts makes it DEAD.

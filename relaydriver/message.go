@@ -85,7 +85,7 @@ type MessageCompleteParams struct {
 	ID         int64
 	State      relaytype.State // SUCCEEDED, SKIPPED or DEAD
 	ErrorClass relaytype.ErrorClass
-	LastError  string // error text, or the skip reason (duplicate-of:<id>, ignored:<rule>)
+	LastError  string // error text, or the skip reason (duplicate-of:<id>, ignored:<rule>); stored as StoredText bounds it
 	// AckIntent records that an acknowledgement is owed (AckNextAt = Now).
 	AckIntent bool
 	// LeaseOwner, when set, requires the message to be leased to this owner.
@@ -98,7 +98,7 @@ type MessageFailParams struct {
 	Queue         string
 	ID            int64
 	ErrorClass    relaytype.ErrorClass
-	LastError     string
+	LastError     string // stored as StoredText bounds it
 	NextAttemptAt time.Time
 	LeaseOwner    string
 	Now           time.Time

@@ -139,7 +139,7 @@ type OutboxMarkSentParams struct {
 // OutboxFailParams records a failed delivery.
 type OutboxFailParams struct {
 	ID    int64
-	Error string
+	Error string // stored as StoredText bounds it
 	// NextAttemptAt is when the event (and so its key) may be tried again.
 	NextAttemptAt time.Time
 	// MaxAttempts is the attempt limit: attempts+1 ≥ MaxAttempts makes it DEAD.

@@ -254,6 +254,9 @@ func (a *adminCmd) dlq(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(a.env.Stdout, "%d dead events\n", len(dlq.Items))
+	if dlq.Truncated {
+		fmt.Fprintln(a.env.Stdout, "more dead events were left out to bound the answer; --target lists one target's")
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -80,25 +81,42 @@ type Handler struct {
 	// Target, when set, is the outbox target the handler appends one change
 	// event to per applied message, in the same transaction (seed 000 §8.1).
 	Target string
+	// MaxPayload is the largest payload Decode reads, in bytes (<= 0:
+	// MaxPayloadDefault); a larger one is MALFORMED (ErrTooLarge) unread.
+	MaxPayload int
 }
+
+// MaxPayloadDefault is the default Handler.MaxPayload: 4 KiB, a hundred times
+// the demo's own messages.
+const MaxPayloadDefault = 4 << 10
+
+// ErrTooLarge is wrapped by the MALFORMED error of a payload over
+// Handler.MaxPayload.
+var ErrTooLarge = errors.New("demo: payload too large")
 
 // EventTopic is the topic the demo's change events go to.
 const EventTopic = "demo"
 
 var _ relay.Decoder = (*Handler)(nil)
 
-// Decode parses the payload.
+// Decode parses the payload. Its errors quote at most
+// relaytype.MaxQuotedValue bytes of a field.
 func (h *Handler) Decode(_ context.Context, m *relaytype.Message) (*relay.Decoded, error) {
-	rec, err := parse(m.Payload)
+	rec, err := parse(m.Payload, cmp.Or(max(h.MaxPayload, 0), MaxPayloadDefault))
 	if err != nil {
 		return nil, relay.Classify(relaytype.ClassMalformed, err)
 	}
 	return &relay.Decoded{Identity: rec.identity, Kind: rec.kind, Value: rec}, nil
 }
 
-func parse(payload []byte) (record, error) {
-	if len(payload) == 0 {
+// parse reads a payload of at most maxSize bytes; the size is checked before
+// anything is copied.
+func parse(payload []byte, maxSize int) (record, error) {
+	switch {
+	case len(payload) == 0:
 		return record{}, errors.New("demo: raw content missing")
+	case len(payload) > maxSize:
+		return record{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), maxSize)
 	}
 	parts := strings.Split(string(payload), "|")
 	if len(parts) != 4 {
@@ -106,7 +124,12 @@ func parse(payload []byte) (record, error) {
 	}
 	v, err := strconv.ParseInt(parts[3], 10, 64)
 	if err != nil {
-		return record{}, fmt.Errorf("demo: VALUE is not an integer: %w", err)
+		// strconv's error quotes the whole field; keep only its reason.
+		var ne *strconv.NumError
+		if errors.As(err, &ne) {
+			err = ne.Err
+		}
+		return record{}, fmt.Errorf("demo: VALUE %s is not an integer: %w", relaytype.QuoteValue(parts[3]), err)
 	}
 	if parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return record{}, errors.New("demo: KIND, IDENTITY and KEY must not be empty")

@@ -132,7 +132,7 @@ func Reconcile(ctx context.Context, d relaydriver.Driver, src *sql.DB, queue str
 
 // classify counts m's outcome and checks it matches what row should produce.
 func (r *Report) classify(m *relaytype.Message, row PlanRow) {
-	rec, perr := parse([]byte(row.Payload))
+	rec, perr := parse([]byte(row.Payload), MaxPayloadDefault)
 	switch {
 	case m.State == relaytype.StateSucceeded:
 		r.Succeeded++

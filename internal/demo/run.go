@@ -35,7 +35,8 @@ type Options struct {
 	// Plan shapes the generated source.
 	Plan PlanOptions
 	// MaxCommitDelay ages holes (default 500ms); LateAfter is how long after the
-	// rows behind it a late row commits (default 100ms, well inside the delay).
+	// rows behind it a late row commits (default a fifth of MaxCommitDelay,
+	// well inside it).
 	MaxCommitDelay time.Duration
 	LateAfter      time.Duration
 	// Chunk rows are written every ChunkEvery (defaults 500 rows, 10ms).
@@ -219,7 +220,10 @@ func (o *Options) defaults() {
 		o.MaxCommitDelay = 500 * time.Millisecond
 	}
 	if o.LateAfter == 0 {
-		o.LateAfter = 100 * time.Millisecond
+		// Well inside the delay whatever it is set to: a late row that
+		// commits after its hole was released is lost, and the run would
+		// not reconcile (the point of the demo is that holes fill in time).
+		o.LateAfter = o.MaxCommitDelay / 5
 	}
 	if o.Chunk == 0 {
 		o.Chunk = 500

@@ -625,7 +625,7 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.OutboxFail(ctx, &relaydriver.OutboxFailParams{
-			ID: r.RowID, Error: errs[i].Error(), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
+			ID: r.RowID, Error: relaytype.ErrorText(errs[i]), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if err != nil {
 			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.ID, err)
@@ -634,13 +634,13 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
 			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.ID,
-				"key", r.Key, "seq", r.Seq, "attempts", res.Attempts, "error", errs[i].Error())
+				"key", r.Key, "seq", r.Seq, "attempts", res.Attempts, "error", relaytype.ErrorText(errs[i]))
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: outbox delivery failed; key paused", "target", x.cfg.Target,
 			"event_id", r.ID, "key", r.Key, "seq", r.Seq, "attempts", res.Attempts,
-			"next_attempt_at", next, "error", errs[i].Error())
+			"next_attempt_at", next, "error", relaytype.ErrorText(errs[i]))
 	}
 	return n, nil
 }

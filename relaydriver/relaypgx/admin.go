@@ -44,7 +44,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 		classes = append(classes, string(c))
 	}
 	r, err := e.db.Query(ctx, adminQueries[qAdminMessageList], params.Queue, states, classes,
-		params.AckAbandoned, params.AfterID, limit)
+		params.AckAbandoned, params.AfterID, limit, relaytype.MaxErrorText)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

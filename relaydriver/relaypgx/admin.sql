@@ -5,8 +5,9 @@
 -- name: MessageList
 -- Keyset pagination by id. $2 states (empty: every state but ARCHIVED, which is
 -- listed only when named), $3 classes (empty: any), $4 abandoned
--- acknowledgements only.
-SELECT queue, id, key, state, attempts, next_attempt_at, error_class, last_error,
+-- acknowledgements only. $7 bounds the characters of last_error read
+-- (relaytype.MaxErrorText): rows stored before error text was bounded stay small.
+SELECT queue, id, key, state, attempts, next_attempt_at, error_class, left(last_error, $7::int) AS last_error,
        identity_key, NULL::bytea AS payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at

@@ -575,7 +575,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), params.LastError, params.AckIntent, ts(params.Now), params.LeaseOwner)
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -609,7 +609,7 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Queue, p.ID, err)
 		}
 		queues[i], idv[i], states[i], classes[i] = p.Queue, p.ID, string(p.State), string(p.ErrorClass)
-		lastErrs[i], acks[i], nows[i], owners[i] = p.LastError, p.AckIntent, ts(p.Now), p.LeaseOwner
+		lastErrs[i], acks[i], nows[i], owners[i] = relaydriver.StoredText(p.LastError), p.AckIntent, ts(p.Now), p.LeaseOwner
 	}
 	run := func(x *executor) error {
 		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks, nows, owners)
@@ -660,7 +660,7 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 	}
 	var attempts int
 	err := e.db.QueryRow(ctx, queries[qMessageFail], params.Queue, params.ID, string(params.ErrorClass),
-		params.LastError, ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
+		relaydriver.StoredText(params.LastError), ts(params.NextAttemptAt), ts(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, e.guardFailed(ctx, op, params.Queue, params.ID, "not PENDING/FAILED or not leased to "+cmp.Or(params.LeaseOwner, "anyone"))
 	}

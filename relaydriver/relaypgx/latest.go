@@ -191,7 +191,7 @@ func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFai
 		res   relaydriver.OutboxFailed
 		state string
 	)
-	err := e.db.QueryRow(ctx, latestQueries[qLatestFail], params.Target, params.Key, params.Generation, params.Error,
+	err := e.db.QueryRow(ctx, latestQueries[qLatestFail], params.Target, params.Key, params.Generation, relaydriver.StoredText(params.Error),
 		ts(params.NextAttemptAt), params.MaxAttempts, ts(params.Now)).Scan(&res.Attempts, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := e.LatestGet(ctx, params.Target, params.Key)

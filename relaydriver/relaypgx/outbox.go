@@ -227,7 +227,7 @@ func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFai
 		res   relaydriver.OutboxFailed
 		state string
 	)
-	err := e.db.QueryRow(ctx, queries[qOutboxFail], params.ID, params.Error, ts(params.NextAttemptAt),
+	err := e.db.QueryRow(ctx, queries[qOutboxFail], params.ID, relaydriver.StoredText(params.Error), ts(params.NextAttemptAt),
 		params.MaxAttempts, ts(params.Now)).Scan(&res.Attempts, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool

@@ -51,7 +51,7 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 		abandoned = 1
 	}
 	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageList], params.Queue, states, classes,
-		abandoned, params.AfterID, limit)
+		abandoned, params.AfterID, limit, relaytype.MaxErrorText)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

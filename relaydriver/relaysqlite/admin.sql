@@ -6,8 +6,9 @@
 -- name: MessageList
 -- Keyset pagination by id. $2 states (NULL: every state but ARCHIVED, which is
 -- listed only when named), $3 classes (NULL: any), $4 abandoned
--- acknowledgements only (0/1).
-SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, last_error,
+-- acknowledgements only (0/1). $7 bounds the characters of last_error read
+-- (relaytype.MaxErrorText): rows stored before error text was bounded stay small.
+SELECT queue, id, "key", state, attempts, next_attempt_at, error_class, substr(last_error, 1, $7) AS last_error,
        identity_key, NULL AS payload, received_at, enqueued_at, updated_at,
        ack_next_at, ack_at, ack_attempts, ack_abandoned_at, ack_abandon_reason,
        lease_owner, lease_expires_at

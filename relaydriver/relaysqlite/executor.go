@@ -312,7 +312,7 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		ackNext = timeArg(params.Now)
 	}
 	r, err := e.writer().exec(ctx, qMessageComplete, params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), params.LastError, ackNext, timeArg(params.Now), params.LeaseOwner)
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), ackNext, timeArg(params.Now), params.LeaseOwner)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -345,7 +345,7 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 				ackNext = timeArg(p.Now)
 			}
 			n, err := q.affected(ctx, qMessageComplete, p.Queue, p.ID, string(p.State),
-				string(p.ErrorClass), p.LastError, ackNext, timeArg(p.Now), p.LeaseOwner)
+				string(p.ErrorClass), relaydriver.StoredText(p.LastError), ackNext, timeArg(p.Now), p.LeaseOwner)
 			if err != nil {
 				return err
 			}
@@ -365,7 +365,7 @@ func (e *executor) MessageFail(ctx context.Context, params *relaydriver.MessageF
 	}
 	var attempts int
 	err := e.writer().queryRow(ctx, qMessageFail, params.Queue, params.ID,
-		string(params.ErrorClass), params.LastError, timeArg(params.NextAttemptAt),
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), timeArg(params.NextAttemptAt),
 		timeArg(params.Now), params.LeaseOwner).Scan(&attempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, e.guardFailed(ctx, op, params.Queue, params.ID)

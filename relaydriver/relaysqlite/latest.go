@@ -210,7 +210,7 @@ func (e *executor) LatestFail(ctx context.Context, params *relaydriver.LatestFai
 		state string
 	)
 	err := e.rawDB(true).QueryRowContext(ctx, latestQueries[qLatestFail], params.Target, params.Key, params.Generation,
-		params.Error, timeArg(params.NextAttemptAt), params.MaxAttempts, timeArg(params.Now)).Scan(&res.Attempts, &state)
+		relaydriver.StoredText(params.Error), timeArg(params.NextAttemptAt), params.MaxAttempts, timeArg(params.Now)).Scan(&res.Attempts, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		cur, gerr := e.LatestGet(ctx, params.Target, params.Key)
 		if gerr != nil {

@@ -152,7 +152,7 @@ func (e *executor) OutboxFail(ctx context.Context, params *relaydriver.OutboxFai
 		res   relaydriver.OutboxFailed
 		state string
 	)
-	err := e.writer().queryRow(ctx, qOutboxFail, params.ID, params.Error, timeArg(params.NextAttemptAt),
+	err := e.writer().queryRow(ctx, qOutboxFail, params.ID, relaydriver.StoredText(params.Error), timeArg(params.NextAttemptAt),
 		params.MaxAttempts, timeArg(params.Now)).Scan(&res.Attempts, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		var n int

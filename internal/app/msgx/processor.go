@@ -136,7 +136,7 @@ func (p *Processor) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) 
 		// seed 000 §5.2: a kind no coordinator covers is FAILED(UNSUPPORTED) and
 		// retried (a deploy can pick it up), not MALFORMED. Ignored kinds never
 		// get here: the engine's ignore rules skip them first.
-		return relay.Retry(relaytype.ClassUnsupported, fmt.Errorf("msgx: no coordinator for %s", m.Meta.Kind()))
+		return relay.Retry(relaytype.ClassUnsupported, fmt.Errorf("msgx: no coordinator for %s", relaytype.QuoteValue(m.Meta.Kind())))
 	}
 }
 

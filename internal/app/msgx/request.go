@@ -90,7 +90,7 @@ func (c *call) reference(ctx context.Context) relay.Result {
 		return relay.Skip("resp-guard:" + reason)
 	}
 	if r.Scope != ref.RTYP {
-		return relay.Dead(relaytype.ClassProtocol, fmt.Errorf("msgx: REFD-RESP of type %s answers a request for %s", ref.RTYP, r.Scope))
+		return relay.Dead(relaytype.ClassProtocol, fmt.Errorf("msgx: REFD-RESP of type %s answers a request for %s", relaytype.QuoteValue(ref.RTYP), r.Scope))
 	}
 	rows := make([]flightstore.RefRow, len(ref.Records))
 	for i, rec := range ref.Records {

@@ -2,6 +2,7 @@ package sisxml
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -13,9 +14,26 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// MaxSize is the largest raw message Decode accepts (1 MiB); larger input is
-// MALFORMED without being parsed.
+// MaxSize is the largest raw message Decode accepts by default (1 MiB,
+// Limits.MaxSize); larger input is MALFORMED without being parsed.
 const MaxSize = 1 << 20
+
+// MaxElementsDefault is the most XML elements Decode accepts in one message
+// by default (Limits.MaxElements): 65,536, above the ~54,000 of a 1 MiB
+// message of nothing but full resource items, below the ~150,000 of 1 MiB of
+// <ITEM/>. The elements are counted in the raw bytes before anything is
+// parsed, so a message past the limit is refused without allocating.
+const MaxElementsDefault = 1 << 16
+
+// Limits bound what one Decode call reads. The zero value means the defaults;
+// Limits is a plain value, safe to share.
+type Limits struct {
+	// MaxSize is the largest raw message in bytes (<= 0: MaxSize).
+	MaxSize int
+	// MaxElements is the most XML elements one message may hold, the root
+	// and every nested element counted (<= 0: MaxElementsDefault).
+	MaxElements int
+}
 
 // TimeLayout is the SIS date-time format of DTTM and every time element:
 // YYYYMMDDhhmmss, a zone-less wall clock.
@@ -30,8 +48,13 @@ var FlopSubtypes = []string{"BASE", "STAT", "SHAR", "GATE", "CKIC", "BELT", "STN
 // REGN, RSTA, EROR — not ERROR). Their bodies are never read.
 var IgnoredTypes = []string{"LDM", "REGN", "RSTA", "EROR"}
 
-// ErrTooLarge is wrapped by the MALFORMED error for input over MaxSize.
-var ErrTooLarge = errors.New("sisxml: message larger than 1 MiB")
+// ErrTooLarge is wrapped by the MALFORMED error for input over
+// Limits.MaxSize.
+var ErrTooLarge = errors.New("sisxml: message too large")
+
+// ErrTooManyElements is wrapped by the MALFORMED error for a message with
+// more XML elements than Limits.MaxElements.
+var ErrTooManyElements = errors.New("sisxml: too many XML elements")
 
 // ErrEmpty is wrapped by the MALFORMED error for missing raw content.
 var ErrEmpty = errors.New("sisxml: raw content missing")
@@ -40,13 +63,25 @@ var ErrEmpty = errors.New("sisxml: raw content missing")
 // never panics. Errors carry a class (relaytype.ClassOf): MALFORMED for input
 // that is not a valid message (never retried) and CODEC_ERROR for a valid
 // envelope whose body this codec cannot map (retried). An unknown TYPE-STYP is
-// not an error: it decodes to KindUnsupported.
-func Decode(raw []byte) (*Message, error) {
-	if len(raw) > MaxSize {
-		return nil, malformed("%w (%d bytes)", ErrTooLarge, len(raw))
+// not an error: it decodes to KindUnsupported. It applies the default Limits.
+// Error text quotes at most relaytype.MaxQuotedValue bytes of any value and
+// is at most relaytype.MaxErrorText bytes long.
+func Decode(raw []byte) (*Message, error) { return Limits{}.Decode(raw) }
+
+// Decode is the package's Decode under the limits l: input over l.MaxSize is
+// MALFORMED (ErrTooLarge) without being parsed, and a message with more than
+// l.MaxElements elements is MALFORMED (ErrTooManyElements) before it is parsed.
+func (l Limits) Decode(raw []byte) (*Message, error) {
+	if maxSize := cmp.Or(max(l.MaxSize, 0), MaxSize); len(raw) > maxSize {
+		return nil, relaytype.Classify(relaytype.ClassMalformed,
+			fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), maxSize))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, relaytype.Classify(relaytype.ClassMalformed, ErrEmpty)
+	}
+	if maxElements := cmp.Or(max(l.MaxElements, 0), MaxElementsDefault); elementsOver(raw, maxElements) {
+		return nil, relaytype.Classify(relaytype.ClassMalformed,
+			fmt.Errorf("%w: more than %d", ErrTooManyElements, maxElements))
 	}
 	var r rawMsg
 	if err := parse(raw, &r); err != nil {
@@ -130,12 +165,17 @@ func (st *state) fail(err error) {
 	}
 }
 
+// malformed and codecErr make every error Decode returns. Values are quoted
+// with relaytype.QuoteValue where they are formatted; the bound here is the
+// last guard for names from the input (an element name in a syntax error).
 func malformed(format string, args ...any) error {
-	return relaytype.Classify(relaytype.ClassMalformed, fmt.Errorf("sisxml: "+format, args...))
+	return relaytype.Classify(relaytype.ClassMalformed,
+		relaytype.BoundError(fmt.Errorf("sisxml: "+format, args...), relaytype.MaxErrorText))
 }
 
 func codecErr(format string, args ...any) error {
-	return relaytype.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: "+format, args...))
+	return relaytype.Classify(relaytype.ClassCodec,
+		relaytype.BoundError(fmt.Errorf("sisxml: "+format, args...), relaytype.MaxErrorText))
 }
 
 // charsetError is returned by the CharsetReader for any declared encoding
@@ -143,7 +183,50 @@ func codecErr(format string, args ...any) error {
 // message, so it is CODEC_ERROR, not MALFORMED.
 type charsetError struct{ label string }
 
-func (e *charsetError) Error() string { return "unsupported charset " + strconv.Quote(e.label) }
+func (e *charsetError) Error() string { return "unsupported charset " + relaytype.QuoteValue(e.label) }
+
+// elementsOver reports whether raw holds more than limit start tags ('<'
+// followed by anything but '/', '!' or '?') outside comments and CDATA
+// sections, which it skips as encoding/xml does. In well-formed XML (UTF-8 or
+// ASCII, the only encodings Decode reads) that is the number of elements; in
+// other input it can only overcount, making a message that is MALFORMED
+// anyway MALFORMED sooner. It reads raw once and allocates nothing.
+func elementsOver(raw []byte, limit int) bool {
+	n := 0
+	for i := 0; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '<')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		rest := raw[i:]
+		switch {
+		case bytes.HasPrefix(rest, commentOpen):
+			i += skipSection(rest, commentOpen, commentEnd)
+		case bytes.HasPrefix(rest, cdataOpen):
+			i += skipSection(rest, cdataOpen, cdataEnd)
+		case len(rest) > 0 && rest[0] != '/' && rest[0] != '!' && rest[0] != '?':
+			if n++; n > limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	commentOpen, commentEnd = []byte("!--"), []byte("-->")
+	cdataOpen, cdataEnd     = []byte("![CDATA["), []byte("]]>")
+)
+
+// skipSection returns the length of the section that b starts with: open,
+// its content and the first end after open (all of b when end is missing).
+func skipSection(b, open, end []byte) int {
+	if k := bytes.Index(b[len(open):], end); k >= 0 {
+		return len(open) + k + len(end)
+	}
+	return len(b)
+}
 
 // parse checks well-formedness and unmarshals the single MSG root into r.
 // Text before or any element after the root is MALFORMED.
@@ -162,7 +245,7 @@ func parse(raw []byte, r *rawMsg) error {
 		if err != nil {
 			var ce *charsetError
 			if errors.As(err, &ce) {
-				return relaytype.Classify(relaytype.ClassCodec, fmt.Errorf("sisxml: %w", err))
+				return codecErr("%w", err)
 			}
 			if errors.Is(err, io.EOF) {
 				return malformed("no root element")
@@ -179,7 +262,7 @@ func parse(raw []byte, r *rawMsg) error {
 		}
 	}
 	if start.Name.Local != "MSG" {
-		return malformed("root element is <%s>, want <MSG>", start.Name.Local)
+		return malformed("root element is %s, want <MSG>", relaytype.QuoteValue(start.Name.Local))
 	}
 	if err := d.DecodeElement(r, start); err != nil {
 		return malformed("not well-formed XML: %w", err)
@@ -194,7 +277,7 @@ func parse(raw []byte, r *rawMsg) error {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			return malformed("second root element <%s>", t.Name.Local)
+			return malformed("second root element %s", relaytype.QuoteValue(t.Name.Local))
 		case xml.CharData:
 			if len(bytes.TrimSpace(t)) != 0 {
 				return malformed("text after the root element")
@@ -227,7 +310,7 @@ func (st *state) decodeMeta(r *rawMeta) (Meta, error) {
 	}
 	t, err := parseTime(dttm)
 	if err != nil {
-		st.fail(codecErr("META/DTTM %q: %w", dttm, err))
+		st.fail(codecErr("META/DTTM %s: %w", relaytype.QuoteValue(dttm), err))
 	}
 	m.DTTM = t
 	return m, nil
@@ -282,7 +365,7 @@ func decodeCount(p *string, have int, where string) (int, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 31)
 	if err != nil {
-		return 0, malformed("%s/RCNT %q is not a count", where, s)
+		return 0, malformed("%s/RCNT %s is not a count", where, relaytype.QuoteValue(s))
 	}
 	if int(n) != have {
 		return 0, malformed("%s/RCNT declares %d records, have %d", where, n, have)
@@ -374,8 +457,8 @@ func (st *state) decodeRequest(styp string, r *rawReqt) (*Request, error) {
 		if q.ODAY.Presence != Set {
 			return nil, malformed("REQT-SCHD: ODAY missing")
 		}
-		if _, err := time.Parse("20060102", q.ODAY.Value); err != nil {
-			st.fail(codecErr("REQT-SCHD: ODAY %q: %w", q.ODAY.Value, err))
+		if _, err := parseDay(q.ODAY.Value); err != nil {
+			st.fail(codecErr("REQT-SCHD: ODAY %s: %w", relaytype.QuoteValue(q.ODAY.Value), err))
 		}
 	case "REFD":
 		if q.RTYP.Presence != Set {
@@ -402,6 +485,16 @@ func str(p *string) Field[string] {
 		return Val(s)
 	}
 	return Cleared[string]()
+}
+
+// parseDay parses an operating day, YYYYMMDD. The length is checked first:
+// time's errors quote the whole value.
+func parseDay(s string) (time.Time, error) {
+	const layout = "20060102"
+	if len(s) != len(layout) {
+		return time.Time{}, fmt.Errorf("want %d digits YYYYMMDD", len(layout))
+	}
+	return time.Parse(layout, s)
 }
 
 func parseTime(s string) (time.Time, error) {
@@ -461,7 +554,7 @@ func (d *fieldDecoder) oneOf(p *string, name string, allowed ...string) Field[st
 }
 
 func (d *fieldDecoder) fail(name, v string, err error) {
-	d.st.fail(codecErr("%s/%s %q: %w", d.where, name, v, err))
+	d.st.fail(codecErr("%s/%s %s: %w", d.where, name, relaytype.QuoteValue(v), err))
 }
 
 // list maps a collection element: absent, empty (no ITEM: clear) or items.

@@ -5,7 +5,10 @@
 //
 // Decode never panics, reads at most MaxSize bytes and does no I/O: encoding/xml
 // processes no DTD, so no external (or internal) entity is ever expanded; an
-// undefined entity reference is a syntax error (MALFORMED).
+// undefined entity reference is a syntax error (MALFORMED). A message with more
+// than MaxElementsDefault elements is MALFORMED before it is parsed; Limits
+// sets other bounds. Error text quotes at most relaytype.MaxQuotedValue bytes
+// of a value and is at most relaytype.MaxErrorText bytes long.
 //
 // Errors are classified for the engine with relaytype.Classify: MALFORMED (the
 // message itself is invalid — never retried) or CODEC_ERROR (a recognised

@@ -48,7 +48,7 @@ func Encode(m *Message) ([]byte, error) {
 		return nil, e.err
 	}
 	if e.b.Len() > MaxSize {
-		return nil, fmt.Errorf("sisxml: encode %s SEQN %s: %w (%d bytes)", m.Meta.Kind(), m.Meta.SEQN, ErrTooLarge, e.b.Len())
+		return nil, fmt.Errorf("sisxml: encode %s SEQN %s: %w: %d bytes, limit %d", m.Meta.Kind(), m.Meta.SEQN, ErrTooLarge, e.b.Len(), MaxSize)
 	}
 	return e.b.Bytes(), nil
 }

@@ -178,7 +178,7 @@ func TestEncodeRejects(t *testing.T) {
 		{"REQT-REFD RTYP missing", &sisxml.Message{Meta: aodb("1", "REQT", "REFD"), Kind: sisxml.KindRequest, Request: &sisxml.Request{Subtype: "REFD"}}, "RTYP missing"},
 		{"REFD RKEY missing", &sisxml.Message{Meta: aodb("1", "REFD", "RESP"), Kind: sisxml.KindRef, Ref: &sisxml.RefData{RTYP: "A", Records: []sisxml.RefRecord{{}}}}, "RKEY missing"},
 		{"SCHD FLID missing", &sisxml.Message{Meta: aodb("1", "SCHD", "DNLD"), Kind: sisxml.KindSchd, Schd: &sisxml.Schedule{Subtype: "DNLD", Flights: []sisxml.Flight{{}}}}, "FLGT[1]: FLID missing"},
-		{"too large", &sisxml.Message{Meta: aodb("1", "SCHD", "DNLD"), Kind: sisxml.KindSchd, Schd: &sisxml.Schedule{Subtype: "DNLD", Flights: huge}}, "larger than 1 MiB"},
+		{"too large", &sisxml.Message{Meta: aodb("1", "SCHD", "DNLD"), Kind: sisxml.KindSchd, Schd: &sisxml.Schedule{Subtype: "DNLD", Flights: huge}}, "message too large"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

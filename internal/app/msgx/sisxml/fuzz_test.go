@@ -1,6 +1,10 @@
 package sisxml_test
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,11 +30,22 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`<?xml version="1.0" encoding="GBK"?><MSG/>`))
 	f.Add([]byte(`<!DOCTYPE MSG [<!ENTITY x "y">]><MSG>&x;</MSG>`))
+	f.Add([]byte(`<MSG><!-- <a><b> --><X><![CDATA[<c>]]></X><?pi <d>?></MSG>`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		// The element limit never undercounts: one element below what
+		// encoding/xml reads from raw, Decode refuses raw by that limit.
+		if k := countElements(raw); k > 1 && len(raw) <= sisxml.MaxSize && len(bytes.TrimSpace(raw)) > 0 {
+			if _, err := (sisxml.Limits{MaxElements: k - 1}).Decode(raw); !errors.Is(err, sisxml.ErrTooManyElements) {
+				t.Fatalf("%d elements read, limit %d: %v", k, k-1, err)
+			}
+		}
 		m, err := sisxml.Decode(raw)
 		if err != nil {
 			if m != nil {
 				t.Fatalf("message and error both returned: %v", err)
+			}
+			if len(err.Error()) > relaytype.MaxErrorText+32 { // the class prefix comes on top
+				t.Fatalf("error text of %d bytes", len(err.Error()))
 			}
 			switch c := relaytype.ClassOf(err, relaytype.ClassNone); c {
 			case relaytype.ClassMalformed, relaytype.ClassCodec:
@@ -65,4 +80,21 @@ func FuzzDecode(f *testing.F) {
 		}
 		_ = sisxml.Identity(m.Meta, true)
 	})
+}
+
+// countElements counts the start elements encoding/xml reads from raw before
+// its first error.
+func countElements(raw []byte) int {
+	d := xml.NewDecoder(bytes.NewReader(raw))
+	d.CharsetReader = func(_ string, in io.Reader) (io.Reader, error) { return in, nil }
+	n := 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return n
+		}
+		if _, ok := tok.(xml.StartElement); ok {
+			n++
+		}
+	}
 }
