@@ -17,7 +17,7 @@ import (
 func runDemo(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "demo", "demo [--n N] [--store URL] [--keys K] [--holes PERMILLE] [--seed S]")
 	n := fs.Int("n", 10000, "ids to generate in the source table (rows plus holes)")
-	store := fs.String("store", "", "store: empty for a fresh SQLite file in a temp dir, or postgres://…")
+	store := fs.String("store", "", "store: empty for a fresh SQLite file in a temp dir, or postgres://…, a keyword/value DSN, sqlite:PATH or a path like ./relay.db")
 	keys := fs.Int("keys", 50, "distinct projection keys")
 	holes := fs.Int("holes", 2, "permille of ids left as holes (half fill late, half never)")
 	seed := fs.Uint64("seed", 1, "generator seed (same seed, same source)")
