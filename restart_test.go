@@ -86,9 +86,9 @@ func (h hangingDecoder) Decode(_ context.Context, m *relaytype.Message) (*relay.
 
 // startAdvancing starts e and, while Start waits, moves clock a second at a
 // time once at least parked timers wait on it (everything that runs on the
-// clock is parked, so each step is deterministic). It returns Start's error
-// and how far the clock moved.
-func startAdvancing(t *testing.T, e *relay.Engine, clock *relayclock.Fake, parked int) (error, time.Duration) {
+// clock is parked, so each step is deterministic). It returns how far the
+// clock moved and Start's error.
+func startAdvancing(t *testing.T, e *relay.Engine, clock *relayclock.Fake, parked int) (time.Duration, error) {
 	t.Helper()
 	from := clock.Now()
 	started := make(chan error, 1)
@@ -106,7 +106,7 @@ func startAdvancing(t *testing.T, e *relay.Engine, clock *relayclock.Fake, parke
 			}
 		}, 20*time.Second, time.Millisecond)
 		if done {
-			return err, clock.Now().Sub(from)
+			return clock.Now().Sub(from), err
 		}
 		clock.Advance(time.Second)
 	}
@@ -163,7 +163,7 @@ func TestRestartReleasesOwnLeasesAtOnce(t *testing.T) {
 			// B waits for A's lock lease (InstanceLockTTL) to run out; the
 			// clock may move on a little more while Start finishes, since B's
 			// own lock renewal is parked on it by then.
-			err, waited := startAdvancing(t, b.engine, clockB, 1)
+			waited, err := startAdvancing(t, b.engine, clockB, 1)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, waited, relay.InstanceLockTTL, "A's lock lease ran out first")
 		}
@@ -210,7 +210,7 @@ func TestSecondLiveInstanceRefused(t *testing.T) {
 
 		b := setupOn(t, d, cfg)
 		// Parked: A's idle loop, A's lock renewal, B's next try.
-		err, waited := startAdvancing(t, b.engine, clock, 3)
+		waited, err := startAdvancing(t, b.engine, clock, 3)
 		require.ErrorIs(t, err, relaytype.ErrLocked)
 		require.ErrorContains(t, err, `InstanceID "pod-0" is in use by another live engine`)
 		require.GreaterOrEqual(t, waited, relay.InstanceLockTTL)

@@ -43,13 +43,13 @@ func CheckLatestUpsert(p *LatestUpsertParams) error {
 	case p == nil:
 		return errors.New("params is nil")
 	case p.Target == "":
-		return errors.New("Target is empty")
+		return errors.New("params.Target is empty")
 	case p.Type != OutboxUpsert && p.Type != OutboxTombstone:
-		return fmt.Errorf("Type %q is neither UPSERT nor TOMBSTONE", p.Type)
+		return fmt.Errorf("params.Type %q is neither UPSERT nor TOMBSTONE", p.Type)
 	case p.Type == OutboxTombstone && p.Payload != nil:
 		return errors.New("a TOMBSTONE has no payload")
 	case p.Now.IsZero():
-		return errors.New("Now is required")
+		return errNowRequired
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func CheckLatestUpsertMany(params []*LatestUpsertParams) error {
 
 // errNowRequired is the refusal of a call whose Now is the zero time: the
 // store never reads its own clock.
-var errNowRequired = errors.New("Now is required")
+var errNowRequired = errors.New("params.Now is required")
 
 // CheckMessageInsertMany validates the inputs of one MessageInsertMany call.
 func CheckMessageInsertMany(params []*MessageInsertParams) error {
@@ -147,7 +147,7 @@ func (p *MessageExhaustParams) Check() error {
 func (p *MessageClaimParams) Check() error {
 	switch {
 	case p.Owner == "":
-		return errors.New("Owner is required")
+		return errors.New("params.Owner is required")
 	case p.Now.IsZero() || !p.LeaseUntil.After(p.Now):
 		return fmt.Errorf("LeaseUntil %v is not after Now %v", p.LeaseUntil, p.Now)
 	}
@@ -157,7 +157,7 @@ func (p *MessageClaimParams) Check() error {
 // Check validates a MessageLeaseRenew call.
 func (p *MessageLeaseRenewParams) Check() error {
 	if p.Owner == "" || p.LeaseUntil.IsZero() {
-		return errors.New("Owner and LeaseUntil are required")
+		return errors.New("params.Owner and LeaseUntil are required")
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (p *MessageLeaseRenewParams) Check() error {
 // Check validates a MessageLeaseRelease call.
 func (p *MessageLeaseReleaseParams) Check() error {
 	if p.Owner == "" {
-		return errors.New("Owner is required")
+		return errors.New("params.Owner is required")
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func (p *MessageLeaseReleaseParams) Check() error {
 func (p *MessageReplayParams) Check() error {
 	switch {
 	case len(p.Classes) == 0:
-		return errors.New("Classes is required")
+		return errors.New("params.Classes is required")
 	case p.Now.IsZero():
 		return errNowRequired
 	}
@@ -211,7 +211,7 @@ func (p *AckScanParams) Check() error {
 	case p.Now.IsZero():
 		return errNowRequired
 	case p.R <= 0:
-		return fmt.Errorf("R %s must be positive", p.R)
+		return fmt.Errorf("params.R %s must be positive", p.R)
 	}
 	return nil
 }
@@ -227,7 +227,7 @@ func (p *AckDoneParams) Check() error {
 // Check validates an AckRetry call.
 func (p *AckRetryParams) Check() error {
 	if p.Now.IsZero() || p.NextAt.IsZero() {
-		return errors.New("Now and NextAt are required")
+		return errors.New("params.Now and NextAt are required")
 	}
 	return nil
 }
@@ -321,7 +321,7 @@ func checkFail(now time.Time, maxAttempts int) error {
 func (p *MessageArchiveParams) Check() error {
 	switch {
 	case p.Queue == "":
-		return errors.New("Queue is empty")
+		return errors.New("params.Queue is empty")
 	case p.Now.IsZero():
 		return errNowRequired
 	case p.TerminalBefore.IsZero():

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/bench"
+	"github.com/relayhq/relay/internal/demo"
 	"github.com/relayhq/relay/relayclock"
 )
 
@@ -63,7 +64,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 			var rates []float64
 			for r := 0; r < *rounds; r++ {
 				res, err := bench.RunFIFO(ctx, d, bench.FIFOOptions{
-					Queue: fmt.Sprintf("bench-fifo-%s-%d", randomSuffix(), r), N: *n, FIFOBatch: b, Clock: clock})
+					Queue: demo.UniqueName(fmt.Sprintf("bench-fifo-%d", r)), N: *n, FIFOBatch: b, Clock: clock})
 				if err != nil {
 					d.Close()
 					return fmt.Errorf("%s batch %d: %w", store, b, err)

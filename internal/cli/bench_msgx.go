@@ -4,16 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"slices"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay/internal/app/msgx/msgxbench"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -84,31 +84,28 @@ func median(v []float64) float64 {
 func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o msgxbench.Options) (msgxbench.Result, error) {
 	name := fmt.Sprintf("relay_bench_msgx_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	// PostgreSQL: a fresh schema selected by search_path.
+	schemaURL, err := dsn.WithParam(pgURL, "search_path", name)
+	if err != nil {
+		return msgxbench.Result{}, fmt.Errorf("--postgres: %w", err)
+	}
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
-		return msgxbench.Result{}, err
+		return msgxbench.Result{}, fmt.Errorf("--postgres %s: %w", dsn.Redact(pgURL), dsn.Scrub(err, pgURL))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		return msgxbench.Result{}, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+name+" CASCADE")
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		return msgxbench.Result{}, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	store, err := relaypgx.Open(ctx, u.String())
+	store, err := relaypgx.Open(ctx, schemaURL)
 	if err != nil {
 		return msgxbench.Result{}, err
 	}
 	defer store.Close()
 	// MariaDB: a fresh database.
-	cfg, err := mysql.ParseDSN(mariaDSN)
+	cfg, err := mysqldsn.Parse(mariaDSN)
 	if err != nil {
-		return msgxbench.Result{}, err
+		return msgxbench.Result{}, fmt.Errorf("--mariadb: %w", err)
 	}
 	cfg.DBName, cfg.ParseTime, cfg.Loc = "", true, time.UTC
 	admin, err := sql.Open("mysql", cfg.FormatDSN())

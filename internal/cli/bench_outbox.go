@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/bench"
+	"github.com/relayhq/relay/internal/demo"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaysink"
 	"github.com/relayhq/relay/relaysink/relaykafka"
@@ -93,11 +94,11 @@ func runBenchOutbox(ctx context.Context, env *Env, args []string) error {
 				topic := "bench"
 				if s.Name() == "redis" {
 					// A stream per run, deleted afterwards: the shared Redis keeps nothing.
-					topic = "relay-bench-" + randomSuffix()
+					topic = demo.UniqueName("relay-bench")
 					cleanup = append(cleanup, topic)
 				}
 				res, err := bench.RunOutbox(ctx, d, s, bench.OutboxOptions{
-					Target: fmt.Sprintf("bench-%s-%s", s.Name(), randomSuffix()), Topic: topic, Events: *events, Keys: *keys,
+					Target: demo.UniqueName("bench-" + s.Name()), Topic: topic, Events: *events, Keys: *keys,
 					PerTx: *perTx, BatchSize: b, Clock: clock})
 				if err != nil {
 					return fmt.Errorf("%s batch %d: %w", s.Name(), b, err)

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,7 +15,7 @@ import (
 func runDemo(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "demo", "demo [--n N] [--store URL] [--keys K] [--holes PERMILLE] [--seed S]")
 	n := fs.Int("n", 10000, "ids to generate in the source table (rows plus holes)")
-	store := fs.String("store", "", "store: empty for a fresh SQLite file in a temp dir, or postgres://…")
+	store := fs.String("store", "", "store: empty for a fresh SQLite file in a temp dir, or postgres://…, a keyword/value DSN, sqlite:PATH or a path like ./relay.db")
 	keys := fs.Int("keys", 50, "distinct projection keys")
 	holes := fs.Int("holes", 2, "permille of ids left as holes (half fill late, half never)")
 	seed := fs.Uint64("seed", 1, "generator seed (same seed, same source)")
@@ -53,7 +51,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 
 	_, err = demo.Run(ctx, demo.Options{
 		Store:          d,
-		Queue:          "demo-" + randomSuffix(),
+		Queue:          demo.UniqueName("demo"),
 		Dir:            dir,
 		Plan:           demo.PlanOptions{N: *n, Keys: *keys, Seed: *seed, Holes: *holes},
 		MaxCommitDelay: *delay,
@@ -62,16 +60,6 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 		Kafka:          *kafka,
 	}, env.Stdout)
 	return err
-}
-
-// randomSuffix returns 8 hex characters, so demo runs on a shared store never
-// collide.
-func randomSuffix() string {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Sprintf("%d", os.Getpid())
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // runChaos runs the crash harness (internal/crash) on store d with this very
@@ -89,6 +77,7 @@ func runChaos(ctx context.Context, env *Env, d relaydriver.Driver, url, dir stri
 		res.Report.Write(env.Stdout)
 		fmt.Fprintf(env.Stdout, "  kills              %7d   %d at engine fault points; %d processing marks written back\n",
 			res.Kills, res.FaultKills, res.AcksWritten)
+		fmt.Fprintf(env.Stdout, "  queue              %s   (its own on every run: a rerun on the same store starts afresh)\n", res.Queue)
 	}
 	return err
 }

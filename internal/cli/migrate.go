@@ -10,7 +10,7 @@ import (
 
 func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "migrate", "migrate --store URL")
-	store := fs.String("store", envOr("RELAY_STORE", ""), "store URL (postgres://… or a SQLite path); env RELAY_STORE")
+	store := fs.String("store", envOr("RELAY_STORE", ""), "store: postgres://…, a keyword/value DSN (host=… dbname=…), sqlite:PATH or a path like ./relay.db; env RELAY_STORE")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

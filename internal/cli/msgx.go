@@ -13,12 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
@@ -113,11 +114,11 @@ func msgxConfigFlags(fs *flag.FlagSet) func() (msgx.Config, error) {
 
 // openMailbox opens the MariaDB/MySQL mailbox with the DSN options intake
 // needs (parseTime, UTC).
-func openMailbox(ctx context.Context, dsn string) (*sql.DB, error) {
-	if dsn == "" {
-		return nil, errors.New("--mailbox is required (a go-sql-driver/mysql DSN, e.g. root@tcp(127.0.0.1:3306)/aodb)")
+func openMailbox(ctx context.Context, mailbox string) (*sql.DB, error) {
+	if mailbox == "" {
+		return nil, errors.New("--mailbox is required (" + mysqldsn.Form + ")")
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysqldsn.Parse(mailbox)
 	if err != nil {
 		return nil, fmt.Errorf("--mailbox: %w", err)
 	}
@@ -125,24 +126,13 @@ func openMailbox(ctx context.Context, dsn string) (*sql.DB, error) {
 	cfg.Loc = time.UTC
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mailbox %s: %w", dsn.Redact(mailbox), dsn.Scrub(err, mailbox))
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("mailbox %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("mailbox %s: %w", dsn.Redact(mailbox), dsn.Scrub(err, mailbox))
 	}
 	return db, nil
-}
-
-func openPG(ctx context.Context, url string) (*relaypgx.Driver, error) {
-	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
-		return nil, fmt.Errorf("--store %q: msgx runs on PostgreSQL (postgres://…)", redactURL(url))
-	}
-	d, err := relaypgx.Open(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("open PostgreSQL store %s: %w", redactURL(url), err)
-	}
-	return d, nil
 }
 
 // openMsgxStores opens the msgx store and the mailbox; close releases both.
@@ -160,7 +150,7 @@ func openMsgxStores(ctx context.Context, storeURL, mailboxDSN string) (d *relayp
 }
 
 func storeFlag(fs *flag.FlagSet) *string {
-	return fs.String("store", envOr("RELAY_STORE", ""), "msgx PostgreSQL store URL (postgres://…); env RELAY_STORE")
+	return fs.String("store", envOr("RELAY_STORE", ""), "msgx PostgreSQL store (postgres://… or a keyword/value DSN); env RELAY_STORE")
 }
 
 func mailboxFlag(fs *flag.FlagSet) *string {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/demo"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relayintake"
@@ -34,7 +36,7 @@ import (
 // pipeline is active: others wait for the pipeline lock (seed 000 §4.5).
 func runServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "serve", "serve --store URL --source-driver sqlite|mysql --source-dsn DSN [flags]")
-	store := fs.String("store", envOr("RELAY_STORE", ""), "store URL (postgres://… or a SQLite path); env RELAY_STORE")
+	store := fs.String("store", envOr("RELAY_STORE", ""), "store: postgres://…, a keyword/value DSN (host=… dbname=…), sqlite:PATH or a path like ./relay.db; env RELAY_STORE")
 	queue := fs.String("queue", "demo", "queue name")
 	srcDriver := fs.String("source-driver", "sqlite", "foreign source driver: sqlite or mysql")
 	srcDSN := fs.String("source-dsn", "", "foreign source DSN (SQLite file path, or a go-sql-driver/mysql DSN)")
@@ -63,6 +65,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if dialect != relaysource.DialectSQLite && dialect != relaysource.DialectMySQL {
 		return fmt.Errorf("--source-driver %q: want sqlite or mysql", *srcDriver)
 	}
+	if dialect == relaysource.DialectMySQL {
+		if _, err := mysqldsn.Parse(*srcDSN); err != nil {
+			return fmt.Errorf("--source-dsn: %w", err)
+		}
+	}
 	d, err := openStore(ctx, *store)
 	if err != nil {
 		return err
@@ -78,7 +85,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	src, err := sql.Open(*srcDriver, *srcDSN)
 	if err != nil {
-		return fmt.Errorf("open source: %w", err)
+		return fmt.Errorf("open source %s: %w", dsn.Redact(*srcDSN), dsn.Scrub(err, *srcDSN))
 	}
 	defer src.Close()
 	tableCfg := relaysource.SQLTableConfig{

@@ -3,49 +3,51 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
 )
 
-// openStore opens the store a --store flag names:
-//
-//	postgres://… or postgresql://…   PostgreSQL (pgx)
-//	sqlite:PATH, file:PATH or PATH    SQLite file (created if absent)
-func openStore(ctx context.Context, url string) (relaydriver.Driver, error) {
-	switch {
-	case url == "":
-		return nil, fmt.Errorf("--store is empty: give postgres://… or a SQLite file path")
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		d, err := relaypgx.Open(ctx, url)
-		if err != nil {
-			return nil, fmt.Errorf("open PostgreSQL store %s: %w", redactURL(url), err)
-		}
-		return d, nil
-	default:
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "file:")
-		d, err := relaysqlite.Open(ctx, path)
-		if err != nil {
-			return nil, fmt.Errorf("open SQLite store %s: %w", path, err)
-		}
-		return d, nil
+// openStore opens the store a --store flag names, in one of the forms
+// dsn.ParseStore accepts (dsn.Forms): a PostgreSQL URL or keyword/value DSN,
+// sqlite:PATH, or an explicit SQLite file path. Anything else is refused
+// before a file is created. Messages show the store only redacted.
+func openStore(ctx context.Context, s string) (relaydriver.Driver, error) {
+	st, err := dsn.ParseStore(s)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
 	}
+	if st.Kind == dsn.Postgres {
+		return openPostgres(ctx, st)
+	}
+	d, err := relaysqlite.Open(ctx, st.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite store %s: %w", st, err)
+	}
+	return d, nil
 }
 
-// redactURL hides a password in a connection URL for messages and logs.
-func redactURL(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
+// openPG opens the PostgreSQL store a --store flag names; msgx runs on
+// PostgreSQL only.
+func openPG(ctx context.Context, s string) (*relaypgx.Driver, error) {
+	st, err := dsn.ParseStore(s)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return url
+	if st.Kind != dsn.Postgres {
+		return nil, fmt.Errorf("--store %s: msgx runs on PostgreSQL (postgres://… or a keyword/value DSN)", st)
 	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx@" + host
+	return openPostgres(ctx, st)
+}
+
+func openPostgres(ctx context.Context, st dsn.Store) (*relaypgx.Driver, error) {
+	d, err := relaypgx.Open(ctx, st.Conn)
+	if err != nil {
+		// relaypgx.Open scrubs its errors already; scrubbing again costs
+		// nothing and keeps this message safe whatever the driver returns.
+		return nil, fmt.Errorf("open PostgreSQL store %s: %w", st, dsn.Scrub(err, st.Conn))
 	}
-	return url
+	return d, nil
 }

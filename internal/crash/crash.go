@@ -10,6 +10,7 @@
 package crash
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -43,7 +44,12 @@ type Options struct {
 	// connection to it for progress and reconciliation.
 	StoreURL string
 	Store    relaydriver.Driver
-	// Dir holds the source database file.
+	// Queue names the run's queue, and with it its outbox target
+	// (kafka-<Queue>), pipeline lock and source file. Empty: crash-<8 random
+	// hex digits>, so that every run starts on a queue of its own and a second
+	// run on the same store is not refused as a second cutover seeding.
+	Queue string
+	// Dir holds the source database file (<Queue>.source.db).
 	Dir string
 	// Kills is how many times the child is killed (≥ 20 for a real run).
 	Kills int
@@ -60,20 +66,21 @@ type Options struct {
 
 // Result is what a run did and found.
 type Result struct {
+	// Queue is the queue the run used (Options.Queue or the generated name).
+	Queue             string
 	Kills, FaultKills int
 	Report            *demo.Report
 	AcksWritten       int
 }
 
-const queue = "crash"
-
 // Run executes the harness. It returns an error when the run could not be
 // carried out or the reconciliation found any mismatch.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	began := time.Now()
+	queue := cmp.Or(o.Queue, demo.UniqueName("crash"))
 	r := rand.New(rand.NewPCG(o.Seed, 0xc0ffee))
 	plan := demo.NewPlan(demo.PlanOptions{N: o.Rows, Keys: 20, Seed: o.Seed, Holes: 0})
-	srcPath := filepath.Join(o.Dir, "source.db")
+	srcPath := filepath.Join(o.Dir, queue+".source.db")
 	src, err := demo.OpenSource(ctx, srcPath)
 	if err != nil {
 		return nil, err
@@ -116,7 +123,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			"--kafka-brokers", brokers, "--ack", "--log-level", "warn"}
 	}
 
-	res := &Result{}
+	res := &Result{Queue: queue}
 	written := 0
 	writeNext := func(n int) error {
 		end := min(written+n, len(plan.Rows))
@@ -132,7 +139,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Before: func(int) error { return writeNext(chunk) },
 		After: func(i int, wait time.Duration, fault bool) {
 			if o.Out != nil {
-				p, _ := progress(ctx, o.Store, src)
+				p, _ := progress(ctx, o.Store, src, queue)
 				fmt.Fprintf(o.Out, "  kill %2d/%d after %-5s %s  written=%d %s\n", i+1, o.Kills, wait.Round(time.Millisecond),
 					KillKind(fault), written, p)
 			}
@@ -146,8 +153,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// Last run without faults: drain everything, then stop cleanly.
 	lastID := plan.Rows[len(plan.Rows)-1].ID
-	if err := Drain(ctx, o.Binary, args(), func() (bool, error) { return isDrained(ctx, o.Store, src, lastID) },
-		func() string { p, _ := progress(ctx, o.Store, src); return p }); err != nil {
+	if err := Drain(ctx, o.Binary, args(), func() (bool, error) { return isDrained(ctx, o.Store, src, queue, lastID) },
+		func() string { p, _ := progress(ctx, o.Store, src, queue); return p }); err != nil {
 		return nil, err
 	}
 
@@ -204,7 +211,7 @@ func (c *child) faultKilled() bool {
 	return c.killed() && strings.Contains(c.out.String(), "faultpoint: ")
 }
 
-func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB) (string, error) {
+func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB, queue string) (string, error) {
 	st, err := d.GetExecutor().MessageStats(ctx, queue)
 	if err != nil {
 		return "", err
@@ -225,7 +232,7 @@ func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB) (string, e
 		total, st.Backlog(), ob.Sent, ob.Pending, unmarked), nil
 }
 
-func isDrained(ctx context.Context, d relaydriver.Driver, src *sql.DB, lastID int64) (bool, error) {
+func isDrained(ctx context.Context, d relaydriver.Driver, src *sql.DB, queue string, lastID int64) (bool, error) {
 	cur, err := d.GetExecutor().CursorGet(ctx, queue)
 	if errors.Is(err, relaytype.ErrNotFound) {
 		return false, nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 )
 
 // MariaDBDSNDefault is the server part of the MariaDB DSN tests use when
@@ -44,9 +44,9 @@ func MariaDBWithDSN(t testing.TB) (*sql.DB, string) {
 	if server == "" {
 		server = MariaDBDSNDefault
 	}
-	cfg, err := mysql.ParseDSN(server)
+	cfg, err := mysqldsn.Parse(server)
 	if err != nil {
-		t.Fatalf("testdb: parse TEST_MARIADB_DSN %q: %v", server, err)
+		t.Fatalf("testdb: TEST_MARIADB_DSN: %v", err)
 	}
 	cfg.DBName = ""
 	cfg.ParseTime = true

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
@@ -32,29 +32,29 @@ func PGURL() string {
 }
 
 // PGSchema creates a fresh schema t_<random> on the server of PGURL and returns
-// a URL whose search_path (a runtime parameter pgx sends at connect) selects
-// only that schema, so every connection opened from it sees the test's own
-// tables. The schema is dropped (CASCADE) in t.Cleanup. The test fails when the
+// PGURL (a URL or a keyword/value DSN) with search_path set to it (a runtime
+// parameter pgx sends at connect, dsn.WithParam), so every connection opened
+// from it sees the test's own tables. The schema is dropped (CASCADE) in t.Cleanup. The test fails when the
 // server cannot be reached.
 func PGSchema(t testing.TB) string {
 	t.Helper()
 	base := PGURL()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("testdb: parse TEST_DATABASE_URL %q: %v", base, err)
-	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatalf("testdb: random schema name: %v", err)
 	}
 	schema := "t_" + hex.EncodeToString(b[:])
+	schemaURL, err := dsn.WithParam(base, "search_path", schema)
+	if err != nil {
+		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatalf("testdb: PostgreSQL at %s is not reachable (%v); start it "+
-			"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set TEST_DATABASE_URL", redact(u), err)
+			"(pg_ctlcluster --skip-systemctl-redirect <version> main start) or set TEST_DATABASE_URL", dsn.Redact(base), dsn.Scrub(err, base))
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
@@ -65,7 +65,7 @@ func PGSchema(t testing.TB) string {
 		defer cancel()
 		conn, err := pgx.Connect(ctx, base)
 		if err != nil {
-			t.Errorf("testdb: drop schema %s: connect: %v", schema, err)
+			t.Errorf("testdb: drop schema %s: connect: %v", schema, dsn.Scrub(err, base))
 			return
 		}
 		defer conn.Close(ctx)
@@ -73,11 +73,7 @@ func PGSchema(t testing.TB) string {
 			t.Errorf("testdb: drop schema %s: %v", schema, err)
 		}
 	})
-
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return schemaURL
 }
 
 // PGDriver opens a relaypgx driver on a fresh schema (PGSchema) with the engine
@@ -96,7 +92,7 @@ func PGDriverAt(t testing.TB, dsn string) *relaypgx.Driver {
 	defer cancel()
 	d, err := relaypgx.Open(ctx, dsn)
 	if err != nil {
-		t.Fatalf("testdb: open relaypgx driver: %v", err)
+		t.Fatalf("testdb: open relaypgx driver: %v", err) // relaypgx.Open shows no password
 	}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
@@ -109,6 +105,3 @@ func PGDriverAt(t testing.TB, dsn string) *relaypgx.Driver {
 	}
 	return d
 }
-
-// redact hides a password in u for messages.
-func redact(u *url.URL) string { return u.Redacted() }

@@ -295,3 +295,24 @@ func TestLeaseRenewSkipsLockedRows(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, []int64{1}, renew(), "finished")
 }
+
+// TestOpenErrorsShowNoPassword: pgx's parse and connect errors may quote the
+// connection string; Open's never show a password, and a connect failure is
+// still classified transient.
+func TestOpenErrorsShowNoPassword(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct{ conn, secret string }{
+		{"postgres://relay:Pars3Pass@127.0.0.1:1/relay?pool_max_conns=many", "Pars3Pass"},
+		{"host=127.0.0.1 port=1 password = 'Pars3 Pass' pool_max_conns=many", "Pars3"},
+		{"host=127.0.0.1 port=1 password=Pars3Pass tail9x", "tail9x"},
+	} {
+		_, err := relaypgx.Open(ctx, c.conn)
+		require.ErrorContains(t, err, "relaypgx: parse connection string")
+		require.NotContains(t, err.Error(), c.secret)
+	}
+	_, err := relaypgx.Open(ctx, "postgres://relay@127.0.0.1:1/relay?connect_timeout=2&password=C0nnectPass")
+	require.ErrorContains(t, err, "relaypgx: connect to 127.0.0.1:1")
+	require.NotContains(t, err.Error(), "C0nnectPass")
+	require.ErrorIs(t, err, relaytype.ErrTransient)
+}

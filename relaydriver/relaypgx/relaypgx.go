@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relaydriver"
 )
 
@@ -65,21 +66,25 @@ const PoolMaxConnsDefault = 16
 // every worker's transaction, the claim, the lease renewal, the listener and
 // the instance locks each need one at once, and a renewal that waits for a
 // connection lets leases expire).
+//
+// Errors never show a password of url: pgx's own parse and connect errors
+// may quote the connection string, so their text is scrubbed (dsn.Scrub;
+// errors.As still reaches pgx's error, whose own text must not be printed).
 func Open(ctx context.Context, url string) (*Driver, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("relaypgx: parse connection string: %w", err)
+		return nil, fmt.Errorf("relaypgx: parse connection string %s: %w", dsn.Redact(url), dsn.Scrub(err, url))
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = max(cfg.MaxConns, PoolMaxConnsDefault)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, mapErr("open pool", err)
+		return nil, dsn.Scrub(mapErr("open pool", err), url)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, mapErr(fmt.Sprintf("connect to %s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), err)
+		return nil, dsn.Scrub(mapErr(fmt.Sprintf("connect to %s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port), err), url)
 	}
 	d := New(pool)
 	d.ownsPool = true

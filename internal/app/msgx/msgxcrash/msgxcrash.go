@@ -7,6 +7,7 @@ package msgxcrash
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,7 +19,9 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
 	"github.com/relayhq/relay/internal/crash"
+	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Options shape one msgx harness run.
@@ -86,6 +89,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUnused(ctx, o.Store, cfg); err != nil {
+		return nil, err
+	}
 	r := rand.New(rand.NewPCG(o.Seed, 0xa0db))
 	if err := simulate.CreateMailbox(ctx, o.Mailbox); err != nil {
 		return nil, err
@@ -149,6 +155,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("crash: msgx verification failed: %s", strings.Join(rep.Problems, "; "))
 	}
 	return res, nil
+}
+
+// checkUnused refuses a store an earlier run used. msgx keeps one flight state
+// per schema (its tables are not scoped by queue) and reads one mailbox per
+// database, so a second run there would be refused its cutover seeding, or
+// verified against the first run's flights: it needs a fresh schema and a
+// fresh mailbox database, and is told so.
+func checkUnused(ctx context.Context, store *relaypgx.Driver, cfg msgx.Config) error {
+	if _, err := msgx.Migrate(ctx, store, relayclock.System{}); err != nil {
+		return err
+	}
+	_, err := store.GetExecutor().CursorGet(ctx, cfg.Pipeline)
+	switch {
+	case err == nil:
+		return fmt.Errorf("crash: the store already holds the msgx queue %q (an earlier run?): msgx keeps one flight state "+
+			"per schema, so every harness run needs a fresh schema and a fresh mailbox database "+
+			"(testdb.PGSchema and testdb.MariaDBWithDSN give them)", cfg.Pipeline)
+	case errors.Is(err, relaytype.ErrNotFound):
+		return nil
+	}
+	return err
 }
 
 func msgxProgress(ctx context.Context, o Options, cfg msgx.Config) string {

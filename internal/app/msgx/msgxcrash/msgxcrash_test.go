@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/internal/app/msgx/msgxcrash"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
 	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relaydriver"
 )
 
 // TestMsgxCrashHarness is the msgx acceptance run under crashes: a simulated
@@ -42,4 +43,20 @@ func TestMsgxCrashHarness(t *testing.T) {
 	require.True(t, res.Report.OK(), "%v", res.Report.Problems)
 	fmt.Fprintf(os.Stderr, "msgx crash harness: %d kills (%d at fault points), %d mailbox rows, %d flights verified\n",
 		res.Kills, res.FaultKills, res.Report.MailboxRows, res.Report.Flights)
+}
+
+// TestMsgxCrashHarnessRefusesUsedStore: msgx's flight state is one per schema,
+// so a run on a store an earlier run used is refused up front with the reason,
+// not at the cutover seeding of its first child.
+func TestMsgxCrashHarnessRefusesUsedStore(t *testing.T) {
+	t.Parallel()
+	storeURL := testdb.PGSchema(t)
+	store := testdb.PGDriverAt(t, storeURL)
+	cfg, err := msgxcrash.Config()
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, store.GetExecutor().CursorSeed(ctx, &relaydriver.CursorSeedParams{
+		Queue: cfg.Pipeline, Mode: "zero", Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	_, err = msgxcrash.Run(ctx, msgxcrash.Options{Binary: "relay-not-started", StoreURL: storeURL, Store: store, Kills: 1})
+	require.ErrorContains(t, err, "needs a fresh schema and a fresh mailbox database")
 }
