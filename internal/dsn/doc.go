@@ -1,9 +1,10 @@
 // Package dsn is the one place that reads the connection strings relay is
 // given: it classifies a store string (ParseStore: PostgreSQL URL, PostgreSQL
-// keyword/value DSN, or a SQLite file named explicitly), checks the
-// go-sql-driver/mysql DSNs of foreign sources (subpackage mysqldsn, kept apart so that relaypgx does not link the MySQL driver), and hides every
+// keyword/value DSN, or a SQLite file named explicitly) and hides every
 // password before a connection string or an error about one is printed
-// (Redact, Scrub).
+// (Redact, Scrub). The go-sql-driver/mysql DSNs of foreign sources are
+// checked by the subpackage mysqldsn, kept apart so that relaypgx, which uses
+// this package, does not link the MySQL driver.
 //
 // Redaction parses; it never cuts a string at an '@'. What cannot be parsed
 // is not shown at all: a malformed string is exactly the one whose password
