@@ -34,6 +34,7 @@ var StdlibOnly = []string{"relaytype"}
 var Pure = []string{
 	"internal/app/msgx/sisxml",
 	"internal/app/msgx/flight",
+	"internal/app/sms/cmpp",
 }
 
 // EngineInternal lists the internal packages that implement the engine's
