@@ -57,10 +57,6 @@ fuzz:
 		echo "fuzz: $$name in $$pkg for $(FUZZTIME)"; \
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "$$pkg" </dev/null; \
 	done
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "fuzz: $${t%%:*} in $${t#*:} for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t#*:}"; \
-	done
 
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
