@@ -5,11 +5,12 @@
 // # Start here
 //
 // An app is a Handler plus wiring. Build an Engine with NewEngine (a store
-// driver from relaydriver/relaypgx or relaydriver/relaysqlite, a Queue name
-// — the queue's name — a Mode and the Handler); enqueue with Engine.Enqueue
-// or EnqueueTx; inside the handler, write your tables through its Tx and
-// append events with AppendEventsTx; deliver them with a Dispatcher to a sink
-// from relaysink/… ; run the parts with relayservice (which also holds the
+// driver from relaydriver/relaypgx or relaydriver/relaysqlite, the name of the
+// queue it processes, a Mode and the Handler); enqueue with Engine.Enqueue or
+// EnqueueTx; inside the handler, write your tables through its Tx and append
+// events with AppendEventsTx (one event struct, relaytype.Event, goes from
+// there through the store to the sink); deliver them with a Dispatcher to a
+// sink from relaysink/… ; run the whole pipeline with relayservice (which also holds the
 // one-active-instance lock where the mode needs it), and feed a queue from
 // a foreign table with relayintake. examples/orders is a whole app on this
 // API alone, with its crash test; docs/architecture.md maps every package and
@@ -26,8 +27,8 @@
 // it at insert time. The engine hands it to a Handler inside a store
 // transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
 // and the acknowledgement intent commit together, or not at all. A failure is
-// recorded in one statement after the handler's writes were rolled back: FAILED with attempts+1 and the next attempt time from the backoff
-// schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
+// recorded in one statement after the handler's writes were rolled back:
+// FAILED with attempts+1 and the next attempt time from the backoff schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
 // and DEAD(EXHAUSTED) when the attempt limit is reached.
 //
 //	PENDING / FAILED → SUCCEEDED | SKIPPED | FAILED (backoff) | DEAD
