@@ -28,8 +28,9 @@
 // transaction; the handler's writes, the terminal state (SUCCEEDED or SKIPPED)
 // and the acknowledgement intent commit together, or not at all. A failure is
 // recorded in one statement after the handler's writes were rolled back:
-// FAILED with attempts+1 and the next attempt time from the backoff schedule, DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL),
-// and DEAD(EXHAUSTED) when the attempt limit is reached.
+// FAILED with attempts+1 and the next attempt time from the backoff schedule,
+// DEAD for classes that are not worth retrying (MALFORMED, PROTOCOL), and
+// DEAD(EXHAUSTED) when the attempt limit is reached.
 //
 //	PENDING / FAILED → SUCCEEDED | SKIPPED | FAILED (backoff) | DEAD
 //
