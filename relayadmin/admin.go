@@ -2,8 +2,8 @@
 // show a queue's backlog, DEAD messages, the outbox DLQ, the intake cursor
 // and holes, and that replay messages and reopen abandoned acknowledgements.
 // Handler returns it as an http.Handler an app mounts on its own mux under
-// /admin/ (`relay serve` mounts it next to /metrics; `relay admin` is a thin
-// client of it). The request and answer types are exported so a client can
+// /admin/ (`relay serve` serves it on a protected relayhttp listener of its
+// own, --admin-addr; `relay admin` is a thin client of it). The request and answer types are exported so a client can
 // decode them.
 //
 // Reads go to the store directly (the Read* functions, also used by the CLI's
@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -371,26 +370,6 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, queue string, limit in
 	for _, h := range hs[:min(len(hs), limit)] {
 		out.Items = append(out.Items, Hole{ID: h.ID, FirstSeenAt: h.FirstSeenAt, ReleasedAt: h.ReleasedAt})
 	}
-	return out, nil
-}
-
-// classesOf returns the distinct error classes of the FAILED/DEAD messages
-// among ids, in a stable order.
-func classesOf(ctx context.Context, d relaydriver.Driver, queue string, ids []int64) ([]relaytype.ErrorClass, error) {
-	var out []relaytype.ErrorClass
-	for _, id := range ids {
-		m, err := d.GetExecutor().MessageGet(ctx, queue, id)
-		if errors.Is(err, relaytype.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("relayadmin: read message %d: %w", id, err)
-		}
-		if (m.State == relaytype.StateFailed || m.State == relaytype.StateDead) && !slices.Contains(out, m.ErrorClass) {
-			out = append(out, m.ErrorClass)
-		}
-	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -157,13 +157,25 @@ func (f *fixture) server(t *testing.T, withAck bool) *httptest.Server {
 	return srv
 }
 
-// call does one request and decodes the JSON answer into out (when not nil);
-// it returns the status and the raw body.
+// call does one request (a POST as application/json) and decodes the JSON
+// answer into out (when not nil); it returns the status and the raw body.
 func call(t *testing.T, srv *httptest.Server, method, path, body string, out any) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, srv.URL+path, strings.NewReader(body))
+	return callURL(t, srv.URL, method, path, body, out, nil)
+}
+
+// callURL is call on the server at base, with extra headers.
+func callURL(t *testing.T, base, method, path, body string, out any, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, base+path, strings.NewReader(body))
 	require.NoError(t, err)
-	resp, err := srv.Client().Do(req)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -233,9 +245,13 @@ func TestStats(t *testing.T) {
 			require.Contains(t, ev.LastError, "sink down")
 		}
 		require.ElementsMatch(t, []string{"ev-1", "ev-7"}, []string{dlq.Items[0].EventID, dlq.Items[1].EventID})
-		code, _ = call(t, srv, http.MethodGet, "/admin/dlq?target=other", "", &dlq)
-		require.Equal(t, http.StatusOK, code)
-		require.Empty(t, dlq.Items)
+		code, raw = call(t, srv, http.MethodGet, "/admin/dlq?target="+target, "", &dlq)
+		require.Equal(t, http.StatusOK, code, raw)
+		require.Len(t, dlq.Items, 2)
+		// Another app's outbox in the same store is not this instance's to show.
+		code, raw = call(t, srv, http.MethodGet, "/admin/dlq?target=other", "", nil)
+		require.Equal(t, http.StatusNotFound, code, raw)
+		require.Contains(t, raw, "not an outbox target of this instance")
 	})
 }
 

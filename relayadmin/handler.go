@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -60,9 +62,14 @@ type Deps struct {
 //	POST /admin/reopen  {"ids":[…]} or {"reason":"MISSING_ROW"}
 //
 // Answers are JSON; errors are {"error": "…"} with 400 (bad request or a
-// replay refused by the whitelist), 404, 405, 409 (no engine or acknowledgement
-// writer), 503 (instance not active) or 500. Mount it on a mux as
-// mux.Handle("/admin/", relayadmin.Handler(deps)); it serves only those paths.
+// replay refused by the whitelist), 404 (unknown endpoint, or a DLQ target
+// that is not one of OutboxTargets), 405, 409 (no engine or acknowledgement
+// writer), 415 (a POST body that is not application/json), 503 (instance not
+// active, or the request's deadline passed) or 500. A 500 never carries the
+// store's error text: it names an error id, and the log line with that id
+// holds the detail. Mount it on a mux as mux.Handle("/admin/",
+// relayadmin.Handler(deps)), on a listener of its own built with relayhttp
+// (Host, origin and token checks, timeouts); it serves only those paths.
 // Each request's ctx governs its store calls. The handler is safe for
 // concurrent use; it does no I/O until a request arrives. Answers never carry
 // a payload and are bounded: MaxResponseBytes per listing, relaytype.MaxErrorText
@@ -81,8 +88,11 @@ func Handler(deps Deps) http.Handler {
 	mux.HandleFunc("GET /admin/abandoned", h.abandoned)
 	mux.HandleFunc("GET /admin/dlq", h.dlq)
 	mux.HandleFunc("GET /admin/holes", h.holes)
-	mux.HandleFunc("POST /admin/replay", h.replay)
-	mux.HandleFunc("POST /admin/reopen", h.reopen)
+	// A JSON body also keeps browsers out: a cross-origin page cannot send
+	// one without a CORS preflight, which this API never grants.
+	jsonBody := relayhttp.RequireContentType("application/json")
+	mux.Handle("POST /admin/replay", jsonBody(http.HandlerFunc(h.replay)))
+	mux.Handle("POST /admin/reopen", jsonBody(http.HandlerFunc(h.reopen)))
 	return jsonMuxErrors(mux)
 }
 
@@ -90,7 +100,7 @@ type handler struct{ Deps }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	st, err := ReadStats(r.Context(), h.Driver, h.Queue, h.OutboxTargets, h.Clock.Now())
-	respond(w, st, err)
+	h.respond(w, r, st, err)
 }
 
 func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +110,7 @@ func (h *handler) dead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := ReadDead(r.Context(), h.Driver, h.Queue, p)
-	respond(w, page, err)
+	h.respond(w, r, page, err)
 }
 
 func (h *handler) abandoned(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +120,7 @@ func (h *handler) abandoned(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := ReadAbandoned(r.Context(), h.Driver, h.Queue, p)
-	respond(w, page, err)
+	h.respond(w, r, page, err)
 }
 
 func (h *handler) dlq(w http.ResponseWriter, r *http.Request) {
@@ -121,10 +131,17 @@ func (h *handler) dlq(w http.ResponseWriter, r *http.Request) {
 	}
 	targets := h.OutboxTargets
 	if t := r.URL.Query().Get("target"); t != "" {
+		// Only the instance's own targets: the store holds other apps'
+		// outboxes too, which this API has no business showing.
+		if !slices.Contains(h.OutboxTargets, t) {
+			writeError(w, http.StatusNotFound, fmt.Errorf("target %s is not an outbox target of this instance (%s)",
+				strconv.Quote(relayhttp.Bound(t, 64)), strings.Join(h.OutboxTargets, ", ")))
+			return
+		}
 		targets = []string{t}
 	}
 	dlq, err := ReadDLQ(r.Context(), h.Driver, targets, int(limit))
-	respond(w, dlq, err)
+	h.respond(w, r, dlq, err)
 }
 
 func (h *handler) holes(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +151,7 @@ func (h *handler) holes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hs, err := ReadHoles(r.Context(), h.Driver, h.Queue, int(limit), h.Clock.Now())
-	respond(w, hs, err)
+	h.respond(w, r, hs, err)
 }
 
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
@@ -149,8 +166,9 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 	classes := req.Classes
 	if len(classes) == 0 && len(req.IDs) > 0 {
 		var err error
-		if classes, err = classesOf(r.Context(), h.Driver, h.Queue, req.IDs); err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+		if classes, err = h.Driver.GetExecutor().MessageClasses(r.Context(),
+			&relaydriver.MessageClassesParams{Queue: h.Queue, IDs: req.IDs}); err != nil {
+			h.respond(w, r, nil, err)
 			return
 		}
 		if len(classes) == 0 {
@@ -164,7 +182,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		h.respond(w, r, nil, err)
 		return
 	}
 	h.Logger.InfoContext(r.Context(), "admin: replay", "queue", h.Queue, "classes", classes,
@@ -192,7 +210,7 @@ func (h *handler) reopen(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := h.Ack.Reopen(r.Context(), &relay.AckReopenParams{IDs: req.IDs, Reason: req.Reason})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		h.respond(w, r, nil, err)
 		return
 	}
 	h.Logger.InfoContext(r.Context(), "admin: reopen", "queue", h.Queue, "ids", len(req.IDs),
@@ -275,16 +293,22 @@ func intParam(r *http.Request, name string, def, maxV int64) (int64, error) {
 	return v, nil
 }
 
-// respond writes v, or err as a 500 (a canceled request as 503).
-func respond(w http.ResponseWriter, v any, err error) {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
+// respond writes v, or err: a 503 when the request was canceled or ran out
+// of time, else a 500. Neither carries err's text, which may hold the store's
+// words (SQLSTATE codes, table names): it is logged under an error id the
+// answer names (relayhttp.InternalError).
+func (h *handler) respond(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err == nil {
 		writeJSON(w, http.StatusOK, v)
+		return
 	}
+	status := http.StatusInternalServerError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		status = http.StatusServiceUnavailable
+	}
+	msg := relayhttp.InternalError(r.Context(), h.Logger, "admin: "+r.Method+" "+r.URL.Path+" failed", err,
+		"queue", h.Queue, "status", status)
+	writeError(w, status, errors.New(msg))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

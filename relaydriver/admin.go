@@ -10,6 +10,9 @@ import (
 // is refused, so an operator listing never reads a whole queue at once.
 const MessageListLimitMax = 1000
 
+// MessageClassesIDsMax is the most ids one MessageClasses call reads.
+const MessageClassesIDsMax = 1000
+
 // AdminExecutor is the store side of the operator surface (relay admin,
 // docs/operations.md): bounded, read-only listings for humans. Mutations
 // (replay, reopen) are not here: they go through the running engine so they
@@ -25,6 +28,20 @@ type AdminExecutor interface {
 	// stored before error text was bounded (StoredText). A Limit <= 0 means the
 	// driver's LimitDefault; above MessageListLimitMax it is refused.
 	MessageList(ctx context.Context, params *MessageListParams) ([]*relaytype.Message, error)
+	// MessageClasses returns the distinct error classes of the FAILED and
+	// DEAD messages of Queue among IDs, sorted bytewise, in one statement:
+	// the classes a replay of those ids would have to be allowed (relay admin
+	// replay --ids). Unknown ids and messages in other states add nothing;
+	// no such message gives an empty result. At most MessageClassesIDsMax
+	// ids; more are refused.
+	MessageClasses(ctx context.Context, params *MessageClassesParams) ([]relaytype.ErrorClass, error)
+}
+
+// MessageClassesParams names the messages whose classes MessageClasses reads.
+type MessageClassesParams struct {
+	Queue string
+	// IDs are the messages (at most MessageClassesIDsMax).
+	IDs []int64
 }
 
 // MessageListParams selects messages for an operator listing.

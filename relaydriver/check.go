@@ -338,3 +338,11 @@ func CheckMessageListLimit(limit int) error {
 	}
 	return nil
 }
+
+// Check validates a MessageClasses call.
+func (p *MessageClassesParams) Check() error {
+	if len(p.IDs) > MessageClassesIDsMax {
+		return fmt.Errorf("%d ids above %d", len(p.IDs), MessageClassesIDsMax)
+	}
+	return nil
+}

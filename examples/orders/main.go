@@ -7,8 +7,8 @@
 //	orders --store postgres://localhost/test --redis 127.0.0.1:6379
 //	curl -H 'Content-Type: application/json' -d '{"event_id":"e1","order_id":"o1","kind":"created","amount_cents":1250}' localhost:8088/events
 //
-// It binds a loopback address only: it has no authentication, so it refuses
-// to listen anywhere else.
+// It has no authentication, so it listens on a loopback address only:
+// relayhttp refuses any other without a token or mutual TLS.
 package main
 
 import (
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +28,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relayservice"
 	"github.com/relayhq/relay/relaysink/relayredis"
@@ -70,7 +70,7 @@ func run(args []string) error {
 	store := flags.String("store", "postgres://127.0.0.1:5432/test", "PostgreSQL URL of the engine and the orders table")
 	redisAddr := flags.String("redis", "127.0.0.1:6379", "Redis server the order events go to")
 	stream := flags.String("stream", "orders.events", "Redis stream of the order events")
-	addr := flags.String("addr", "127.0.0.1:8088", "HTTP listen address (loopback only)")
+	addr := flags.String("addr", "127.0.0.1:8088", "HTTP listen address (loopback only; :PORT means 127.0.0.1:PORT)")
 	instance := flags.String("instance-id", "", "lease owner name of this process (default: a random one)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -92,14 +92,13 @@ func run(args []string) error {
 		return err
 	}
 	defer app.sink.Close(context.Background())
-	ln, err := listenLoopback(*addr)
+	srv, err := relayhttp.Listen(relayhttp.Config{Name: "--addr", Addr: *addr, Handler: newHandler(app), Logger: log})
 	if err != nil {
 		return err
 	}
-	srv := newServer(app)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Printf("orders: listening on http://%s\n", ln.Addr())
+	go func() { served <- srv.Serve() }()
+	fmt.Printf("orders: listening on %s\n", srv.URL())
 
 	// The service runs the engine and the dispatcher until ctx ends; the
 	// HTTP server only enqueues, so it may answer before they started.
@@ -117,18 +116,6 @@ func run(args []string) error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(err, srv.Shutdown(stopCtx))
-}
-
-// listenLoopback listens on addr if its host is a loopback address.
-func listenLoopback(addr string) (net.Listener, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--addr %q: %w", addr, err)
-	}
-	if !isLoopback(host) {
-		return nil, fmt.Errorf("--addr %q: this example has no authentication and listens on a loopback address only", addr)
-	}
-	return net.Listen("tcp", addr)
 }
 
 // AppConfig configures NewApp.

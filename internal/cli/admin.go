@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -33,8 +35,11 @@ commands:
   replay     move FAILED/DEAD messages back to PENDING (--class and/or --ids)
   reopen     reopen abandoned acknowledgements (--ids or --reason)
 
---addr is a running 'relay serve --metrics-addr'; the commands are a client of
-its /admin/ HTTP API. The read-only commands (stats, dead, abandoned, dlq,
+--addr is the --admin-addr of a running 'relay serve' or 'relay msgx run';
+the commands are a client of its /admin/ HTTP API. --token-file sends the
+bearer token the instance was given with --admin-token-file; an https://
+address takes --tls-ca, and --tls-cert/--tls-key when it wants a client
+certificate. The read-only commands (stats, dead, abandoned, dlq,
 holes) also work offline with --store URL --queue P, reading the store
 directly. replay and reopen always need --addr: they must run inside the
 running instance's lifecycle gate so they never interleave with its
@@ -51,7 +56,11 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	sub, args := args[0], args[1:]
 	a := &adminCmd{env: env}
 	fs := newFlags(env, "admin "+sub, "admin "+sub+" --addr HOST:PORT [flags]")
-	fs.StringVar(&a.addr, "addr", envOr("RELAY_ADMIN_ADDR", ""), "address of a running 'relay serve --metrics-addr' (host:port or http://…); env RELAY_ADMIN_ADDR")
+	fs.StringVar(&a.addr, "addr", envOr("RELAY_ADMIN_ADDR", ""), "the --admin-addr of a running instance (host:port, http://… or https://…); env RELAY_ADMIN_ADDR")
+	fs.StringVar(&a.tokenFile, "token-file", envOr("RELAY_ADMIN_TOKEN_FILE", ""), "file holding the instance's admin bearer token; env RELAY_ADMIN_TOKEN_FILE")
+	fs.StringVar(&a.tlsCA, "tls-ca", "", "PEM CA certificates that sign an https:// instance's certificate (default: the system's)")
+	fs.StringVar(&a.tlsCert, "tls-cert", "", "PEM client certificate for an instance that requires one (with --tls-key)")
+	fs.StringVar(&a.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.BoolVar(&a.json, "json", false, "print the raw JSON answer")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of the whole request")
 	var run func(ctx context.Context) error
@@ -100,7 +109,12 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	case a.addr == "" && a.store == "" && (sub == "replay" || sub == "reopen"):
 		return fmt.Errorf("admin %s needs --addr of the running instance: it runs inside the instance's lifecycle gate, never as a direct store write", sub)
 	case a.addr == "" && a.store == "":
-		return fmt.Errorf("admin %s: give --addr HOST:PORT of a running 'relay serve --metrics-addr' (or --store URL to read offline)", sub)
+		return fmt.Errorf("admin %s: give --addr HOST:PORT, the --admin-addr of a running instance (or --store URL to read offline)", sub)
+	}
+	if a.addr != "" {
+		if err := a.connect(); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
@@ -119,6 +133,10 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 type adminCmd struct {
 	env                           *Env
 	addr, store, queue            string
+	tokenFile, tlsCA, tlsCert     string
+	tlsKey                        string
+	token                         relayhttp.Token // read from tokenFile
+	client                        *http.Client    // for --addr
 	json                          bool
 	timeout                       time.Duration
 	classes, ids, reason, targets string
@@ -367,10 +385,45 @@ func (a *adminCmd) url(path string) string {
 	return base + path
 }
 
-// do runs req and decodes a 200 answer into out; any other status is an error
-// carrying the server's message.
+// connect reads the token file and builds the HTTP client of --addr.
+func (a *adminCmd) connect() error {
+	if a.tokenFile != "" {
+		tok, err := readTokenFile("--token-file", a.tokenFile, nil)
+		if err != nil {
+			return err
+		}
+		a.token = tok
+	}
+	if a.tlsCert == "" && a.tlsKey == "" && a.tlsCA == "" {
+		a.client = http.DefaultClient
+		return nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if a.tlsCA != "" {
+		pool, err := certPool(a.tlsCA)
+		if err != nil {
+			return fmt.Errorf("--tls-ca: %w", err)
+		}
+		c.RootCAs = pool
+	}
+	if a.tlsCert != "" || a.tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(a.tlsCert, a.tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	a.client = &http.Client{Transport: &http.Transport{TLSClientConfig: c, Proxy: http.ProxyFromEnvironment}}
+	return nil
+}
+
+// do runs req (with the bearer token, if any) and decodes a 200 answer into
+// out; any other status is an error carrying the server's message.
 func (a *adminCmd) do(req *http.Request, out any) error {
-	resp, err := http.DefaultClient.Do(req)
+	if len(a.token) > 0 {
+		req.Header.Set("Authorization", "Bearer "+string(a.token))
+	}
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API %s: %w", req.URL.Redacted(), err)
 	}

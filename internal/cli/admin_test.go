@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,9 +30,11 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// TestAdminAgainstServe runs `relay serve` in-process with --metrics-addr
-// over a SQLite source (one malformed row) into a PostgreSQL store, and drives
-// `relay admin stats` and `relay admin replay` against it through cli.Run.
+// TestAdminAgainstServe runs `relay serve` in-process with --admin-addr and
+// --admin-token-file over a SQLite source (one malformed row) into a
+// PostgreSQL store, and drives `relay admin stats` and `relay admin replay`
+// against it through cli.Run with --token-file; without the token, or with
+// another, the API refuses.
 func TestAdminAgainstServe(t *testing.T) {
 	t.Parallel()
 	srcPath := filepath.Join(t.TempDir(), "source.db")
@@ -51,6 +54,8 @@ func TestAdminAgainstServe(t *testing.T) {
 	}
 	storeURL := testdb.PGSchema(t)
 	addr := freeAddr(t)
+	tokenFile := writeToken(t, "serve-admin-token-0123456789")
+	wrongToken := writeToken(t, "some-other-token-0123456789")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -58,13 +63,14 @@ func TestAdminAgainstServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- cli.Run(ctx, []string{"serve", "--store", storeURL, "--queue", "adm", "--source-driver", "sqlite",
-			"--source-dsn", srcPath, "--seed", "min", "--poll", "20ms", "--metrics-addr", addr, "--log-level", "warn"},
+			"--source-dsn", srcPath, "--seed", "min", "--poll", "20ms", "--admin-addr", addr,
+			"--admin-token-file", tokenFile, "--log-level", "warn"},
 			&out, &out)
 	}()
 
 	var st relayadmin.Stats
 	require.Eventually(t, func() bool {
-		o, err := run(t, "admin", "stats", "--addr", addr, "--json")
+		o, err := run(t, "admin", "stats", "--addr", addr, "--token-file", tokenFile, "--json")
 		if err != nil || json.Unmarshal([]byte(o), &st) != nil {
 			return false
 		}
@@ -75,29 +81,34 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.Equal(t, int64(n), st.Cursor.Watermark)
 	require.True(t, st.Cursor.Seeded)
 
-	o, err := run(t, "admin", "stats", "--addr", addr)
+	o, err := run(t, "admin", "stats", "--addr", addr, "--token-file", tokenFile)
 	require.NoError(t, err, o)
 	require.Regexp(t, `(?m)^DEAD\s+1$`, o)
 	require.Regexp(t, `(?m)^backlog\s+0$`, o)
 	require.Regexp(t, `(?m)^watermark W\s+6$`, o)
 
-	o, err = run(t, "admin", "dead", "--addr", addr)
+	o, err = run(t, "admin", "dead", "--addr", addr, "--token-file", tokenFile)
 	require.NoError(t, err, o)
 	require.Regexp(t, `(?m)^3\s+MALFORMED\s+0\s+`, o)
 	require.NotContains(t, o, "not a demo message", "never a payload")
+
+	_, err = run(t, "admin", "stats", "--addr", addr)
+	require.ErrorContains(t, err, "401 Unauthorized", "no token")
+	_, err = run(t, "admin", "replay", "--addr", addr, "--token-file", wrongToken, "--ids", "3")
+	require.ErrorContains(t, err, "401 Unauthorized", "another token")
 
 	o, err = run(t, "admin", "stats", "--store", storeURL, "--queue", "adm")
 	require.NoError(t, err, o)
 	require.Regexp(t, `(?m)^SUCCEEDED\s+5$`, o, "offline read of the store")
 
-	_, err = run(t, "admin", "replay", "--addr", addr, "--class", "MALFORMED")
+	_, err = run(t, "admin", "replay", "--addr", addr, "--token-file", tokenFile, "--class", "MALFORMED")
 	require.ErrorContains(t, err, "400 Bad Request")
 	require.ErrorContains(t, err, `class "MALFORMED" is not replayable`)
 	_, err = run(t, "admin", "replay", "--store", storeURL, "--class", "INFRA")
 	require.ErrorContains(t, err, "flag provided but not defined: -store", "replay has no offline mode")
 	_, err = run(t, "admin", "replay", "--class", "INFRA")
 	require.ErrorContains(t, err, "needs --addr")
-	_, err = run(t, "admin", "reopen", "--addr", addr, "--reason", "MISSING_ROW")
+	_, err = run(t, "admin", "reopen", "--addr", addr, "--token-file", tokenFile, "--reason", "MISSING_ROW")
 	require.ErrorContains(t, err, "409 Conflict", "serve runs no acknowledgement writer")
 
 	// Message 2 as if it had exhausted its attempts: a whitelisted class.
@@ -110,7 +121,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), changed)
 
-	o, err = run(t, "admin", "replay", "--addr", addr, "--ids", "2")
+	o, err = run(t, "admin", "replay", "--addr", addr, "--token-file", tokenFile, "--ids", "2")
 	require.NoError(t, err, o)
 	require.Contains(t, o, "replayed 1 (classes [EXHAUSTED])")
 	// It runs again after its key's effect is already applied: the demo handler
@@ -128,6 +139,14 @@ func TestAdminAgainstServe(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop within 30s")
 	}
+}
+
+// writeToken writes tok into a fresh 0600 token file and returns its path.
+func writeToken(t *testing.T, tok string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(tok+"\n"), 0o600))
+	return path
 }
 
 func TestAdminUsage(t *testing.T) {

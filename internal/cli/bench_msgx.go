@@ -112,6 +112,7 @@ func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o msg
 	if err != nil {
 		return msgxbench.Result{}, err
 	}
+	boundPool(admin)
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
 		return msgxbench.Result{}, err
@@ -122,6 +123,7 @@ func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o msg
 	if err != nil {
 		return msgxbench.Result{}, err
 	}
+	boundPool(mb)
 	defer mb.Close()
 	o.Store, o.Mailbox = store, mb
 	return msgxbench.Run(ctx, o)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -15,14 +14,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
@@ -128,6 +128,7 @@ func openMailbox(ctx context.Context, mailbox string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mailbox %s: %w", dsn.Redact(mailbox), dsn.Scrub(err, mailbox))
 	}
+	boundPool(db)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("mailbox %s: %w", dsn.Redact(mailbox), dsn.Scrub(err, mailbox))
@@ -194,11 +195,13 @@ func runMsgxParams(_ context.Context, env *Env, args []string) error {
 }
 
 func runMsgxRun(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "msgx run", "msgx run --store URL --mailbox DSN --kafka-brokers HOSTS [--http-addr ADDR] [--param k=v …]")
+	fs := newFlags(env, "msgx run", "msgx run --store URL --mailbox DSN --kafka-brokers HOSTS [--http-addr ADDR] "+
+		"[--admin-addr ADDR] [--metrics-addr ADDR] [--param k=v …]")
 	store := storeFlag(fs)
 	mailbox := mailboxFlag(fs)
 	brokers := fs.String("kafka-brokers", envOr("MSGX_KAFKA_BROKERS", ""), "comma-separated Kafka brokers; env MSGX_KAFKA_BROKERS")
-	httpAddr := fs.String("http-addr", "", "serve POST /cminmsgs/send, /metrics, /healthz and /admin/… here (empty: off)")
+	sendFlags := addListenFlags(fs, "http", "the compatibility entry POST /cminmsgs/send")
+	metricsAddr, adminFlags := addServiceFlags(fs)
 	owner := fs.String("owner", defaultOwner(), "instance name in the pipeline lock and logs")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
 	build := msgxConfigFlags(fs)
@@ -242,27 +245,24 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *httpAddr != "" {
-		ln, err := net.Listen("tcp", *httpAddr)
-		if err != nil {
-			return fmt.Errorf("--http-addr %s: %w", *httpAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.Handle("/cminmsgs/send", svc.SendHandler())
-		mux.Handle("/admin/", relayadmin.Handler(relayadmin.Deps{Driver: d, Queue: cfg.Pipeline, Engine: svc.Engine(),
-			Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd}, Active: svc.Active,
-			Clock: clock, Logger: log}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
-		log.Info("msgx: http listening", "addr", ln.Addr().String())
+	mux := http.NewServeMux()
+	mux.Handle("/cminmsgs/send", svc.SendHandler())
+	sendCfg, sendOn, err := sendFlags.config(mux, log)
+	if err != nil {
+		return err
 	}
+	var extra []relayhttp.Config
+	if sendOn {
+		sendCfg.MaxBodyBytes = sisxml.MaxSize // the handler answers 413 above it
+		extra = append(extra, sendCfg)
+	}
+	stopHTTP, err := startListeners(log, *metricsAddr, reg, adminFlags, relayadmin.Deps{Driver: d, Queue: cfg.Pipeline,
+		Engine: svc.Engine(), Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd},
+		Active: svc.Active, Clock: clock, Logger: log}, extra...)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	log.Info("msgx: starting", "pipeline", cfg.Pipeline, "owner", *owner)
 	return svc.Run(ctx)
 }

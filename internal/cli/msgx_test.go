@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -39,27 +38,49 @@ func TestMsgxSimulateRunVerify(t *testing.T) {
 		"--late-by", "200ms", "--expect", expect}, &out, &out), out.String())
 	require.Contains(t, out.String(), "expectation saved")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	httpAddr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	metricsAddr, httpAddr := freeAddr(t), freeAddr(t)
 
 	runCtx, stop := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	var runOut lockedBuffer
 	go func() {
 		runDone <- cli.Run(runCtx, append([]string{"msgx", "run", "--store", store, "--mailbox", dsn, "--kafka-brokers", brokers,
-			"--log-level", "warn", "--http-addr", httpAddr, "--param", "msgx.pipeline.cutover-watermark=zero"}, fast...), &runOut, &runOut)
+			"--log-level", "warn", "--metrics-addr", metricsAddr, "--http-addr", httpAddr,
+			"--param", "msgx.pipeline.cutover-watermark=zero"}, fast...), &runOut, &runOut)
 	}()
 	var verOut lockedBuffer
 	err = cli.Run(ctx, append([]string{"msgx", "verify", "--store", store, "--mailbox", dsn, "--kafka-brokers", brokers,
 		"--expect", expect, "--wait", "2m"}, fast...), &verOut, &verOut)
 	// seed 000 §4.1, §5.1: the metrics an operator watches are served.
-	resp, herr := http.Get("http://" + httpAddr + "/metrics")
+	resp, herr := http.Get("http://" + metricsAddr + "/metrics")
 	var metrics []byte
 	if herr == nil {
 		metrics, herr = io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
+	}
+	// The compatibility entry's listener refuses what a browser page could
+	// send, and writes nothing (the verification above counts every row).
+	for _, c := range []struct {
+		contentType, origin, host string
+		want                      int
+	}{
+		{"text/plain", "", "", http.StatusUnsupportedMediaType},
+		{"application/xml", "https://evil.example", "", http.StatusForbidden},
+		{"application/xml", "", "attacker.example", http.StatusMisdirectedRequest},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/cminmsgs/send", strings.NewReader("<SIS/>"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", c.contentType)
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, c.want, resp.StatusCode, "%+v", c)
 	}
 	stop()
 	require.NoError(t, <-runDone, runOut.String())

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,7 +12,6 @@ import (
 	_ "github.com/go-sql-driver/mysql" // foreign MySQL/MariaDB sources
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	_ "modernc.org/sqlite" // foreign SQLite sources
 
 	"github.com/relayhq/relay"
@@ -44,7 +41,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	seed := fs.String("seed", "", "cutover seeding (min, zero, max or an id); refused if the queue already has a watermark or messages")
 	delay := fs.Duration("max-commit-delay", 60*time.Second, "how long a hole may wait for a late commit before it is released as permanent")
 	poll := fs.Duration("poll", time.Second, "poll interval of intake and engine")
-	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz and the admin API (/admin/…) on this address (empty: off)")
+	metricsAddr, adminFlags := addServiceFlags(fs)
 	owner := fs.String("owner", defaultOwner(), "instance name in the lock and logs")
 	lockTTL := fs.Duration("lock-ttl", relaylock.TTLDefault, "lease length on lease-based stores (SQLite)")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
@@ -87,6 +84,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("open source %s: %w", dsn.Redact(*srcDSN), dsn.Scrub(err, *srcDSN))
 	}
+	boundPool(src)
 	defer src.Close()
 	tableCfg := relaysource.SQLTableConfig{
 		Dialect: dialect, Table: *srcTable, IDColumn: "id", PayloadColumn: "payload", ReceivedAtColumn: "received_at",
@@ -154,14 +152,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *metricsAddr != "" {
-		stopHTTP, err := serveMetrics(*metricsAddr, reg, relayadmin.Handler(relayadmin.Deps{Driver: d, Queue: *queue,
-			Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log}))
-		if err != nil {
-			return err
-		}
-		defer stopHTTP()
+	stopHTTP, err := startListeners(log, *metricsAddr, reg, adminFlags, relayadmin.Deps{Driver: d, Queue: *queue,
+		Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log})
+	if err != nil {
+		return err
 	}
+	defer stopHTTP()
 	if err := svc.Run(ctx); err != nil {
 		return err
 	}
@@ -172,24 +168,4 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 func defaultOwner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s:%d", host, os.Getpid())
-}
-
-// serveMetrics serves /metrics, /healthz and the admin API (/admin/…) on addr
-// until the returned stop function is called.
-func serveMetrics(addr string, reg *prometheus.Registry, adminAPI http.Handler) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/admin/", adminAPI)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
 }

@@ -3,7 +3,8 @@
 // imports an app, drivers and sinks never import the engine, codecs and domain
 // packages import no engine part, the engine's internal services never import
 // the public API they implement, apps never import each other, examples
-// use the public API only. A new rule goes
+// use the public API only; and every HTTP server is built by relayhttp
+// (CheckHTTPServers). A new rule goes
 // here, beside the others, so a reader finds all of them in one place. Only
 // non-test imports count: a test may use internal helpers (test databases,
 // the crash harness).
@@ -11,6 +12,7 @@ package layout
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -25,8 +27,9 @@ const Module = "github.com/relayhq/relay"
 type Graph map[string][]string
 
 // StdlibOnly lists packages that may import nothing outside the standard
-// library: the leaf types everything else shares.
-var StdlibOnly = []string{"relaytype"}
+// library: the leaf types everything else shares, and the HTTP server every
+// listener of the module uses (relayhttp), so that any package may use it.
+var StdlibOnly = []string{"relaytype", "relayhttp"}
 
 // Pure lists codec and domain packages: they turn bytes into values and
 // decide, and must not reach the engine, a store or a sink. They may import
@@ -113,4 +116,30 @@ func show(p string) string {
 		return Module + " (root)"
 	}
 	return p
+}
+
+// HTTPServerPackage is the one package that builds HTTP servers: every
+// listener of the module goes through it, so each one gets its timeouts,
+// limits and Host, origin and token checks (apps to come included).
+const HTTPServerPackage = "relayhttp"
+
+// httpServerUse matches code that runs an HTTP server by itself.
+var httpServerUse = regexp.MustCompile(`\bhttp\.Server\{|\bhttp\.ListenAndServe(TLS)?\(|\bhttp\.Serve(TLS)?\(`)
+
+// CheckHTTPServers returns one line per non-test Go file outside
+// HTTPServerPackage that builds an http.Server or calls http.ListenAndServe
+// or http.Serve, sorted; src maps a file's module-relative path to its text.
+func CheckHTTPServers(src map[string]string) []string {
+	var bad []string
+	for path, text := range src {
+		if under(path, HTTPServerPackage) || strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		if m := httpServerUse.FindString(text); m != "" {
+			bad = append(bad, fmt.Sprintf("%s uses %s: an HTTP server is built with relayhttp.Listen", path,
+				strings.TrimSuffix(m, "{")))
+		}
+	}
+	slices.Sort(bad)
+	return bad
 }

@@ -14,13 +14,15 @@ import (
 )
 
 // moduleGraph reads the non-test imports of every package of the module (a
-// folder with its own go.mod is another module and left out).
-func moduleGraph(t *testing.T) (layout.Graph, map[string][]string) {
+// folder with its own go.mod is another module and left out), and the text of
+// its non-test Go files by module-relative path.
+func moduleGraph(t *testing.T) (layout.Graph, map[string][]string, map[string]string) {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	g := layout.Graph{}
 	third := map[string][]string{}
+	src := map[string]string{}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -53,6 +55,13 @@ func moduleGraph(t *testing.T) (layout.Graph, map[string][]string) {
 			rel = ""
 		}
 		g[rel] = []string{}
+		for _, f := range pkg.GoFiles {
+			text, err := os.ReadFile(filepath.Join(path, f))
+			if err != nil {
+				return err
+			}
+			src[strings.TrimPrefix(rel+"/"+f, "/")] = string(text)
+		}
 		for _, imp := range pkg.Imports {
 			switch {
 			case imp == layout.Module:
@@ -66,18 +75,41 @@ func moduleGraph(t *testing.T) (layout.Graph, map[string][]string) {
 		return nil
 	})
 	require.NoError(t, err)
-	return g, third
+	return g, third, src
 }
 
 // TestModuleKeepsImportRules holds the layout on the real module.
 func TestModuleKeepsImportRules(t *testing.T) {
-	g, third := moduleGraph(t)
+	g, third, src := moduleGraph(t)
 	// The walk must have found the packages the rules are about, or the test
 	// would pass on an empty graph.
 	for _, p := range []string{"", "relaytype", "relaydriver/relaypgx", "relaysink/relaykafka", "internal/app/msgx", "internal/app/msgx/flight", "internal/dispatch"} {
 		require.Contains(t, g, p, "package %q not found by the walk", p)
 	}
 	require.Empty(t, layout.Check(g, third))
+	require.Contains(t, src, "relayhttp/server.go")
+	require.Empty(t, layout.CheckHTTPServers(src))
+}
+
+// TestCheckHTTPServers proves the rule can fail.
+func TestCheckHTTPServers(t *testing.T) {
+	got := layout.CheckHTTPServers(map[string]string{
+		"relayhttp/server.go":           "srv := &http.Server{}",
+		"internal/cli/serve.go":         "srv := &http.Server{Handler: mux}",
+		"internal/app/sms/gateway.go":   "return http.ListenAndServe(addr, mux)",
+		"examples/orders/main.go":       "http.Serve(ln, mux)",
+		"internal/cli/serve_test.go":    "httptest.NewServer(h); &http.Server{}",
+		"internal/app/msgx/service.go":  "s.Serve(ctx); relayhttp.Listen(cfg)",
+		"internal/app/shipsync/x.go":    "var _ *http.Server",
+		"internal/app/shipsync/tls.go":  "http.ServeTLS(ln, h, c, k)",
+		"internal/app/shipsync/mine.go": "myhttp.Server{}",
+	})
+	require.Equal(t, []string{
+		"examples/orders/main.go uses http.Serve(: an HTTP server is built with relayhttp.Listen",
+		"internal/app/shipsync/tls.go uses http.ServeTLS(: an HTTP server is built with relayhttp.Listen",
+		"internal/app/sms/gateway.go uses http.ListenAndServe(: an HTTP server is built with relayhttp.Listen",
+		"internal/cli/serve.go uses http.Server: an HTTP server is built with relayhttp.Listen",
+	}, got)
 }
 
 // TestCheckReportsEveryRule proves each rule can fail: a graph breaking all of

@@ -20,6 +20,7 @@ var adminCases = []struct {
 	{"AdminListFilters", testAdminListFilters},
 	{"AdminListPagination", testAdminListPagination},
 	{"AdminListAckAbandoned", testAdminListAckAbandoned},
+	{"AdminMessageClasses", testAdminMessageClasses},
 }
 
 func init() { cases = append(cases, adminCases...) }
@@ -116,4 +117,38 @@ func testAdminListAckAbandoned(t *testing.T, b *bundle) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, []int64{4}, b.list(&relaydriver.MessageListParams{Queue: "p", AckAbandoned: true}))
+}
+
+// MessageClasses reads the distinct classes of the FAILED/DEAD messages among
+// many ids in one call (relay admin replay --ids): other states, other queues
+// and unknown ids add nothing; the result is sorted bytewise; the id bound
+// holds.
+func testAdminMessageClasses(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4, 5, 6, 7)
+	b.insert("other", 8)
+	b.complete("p", 1, relaytype.StateDead, relaytype.ClassTimeout, "slow")
+	b.complete("p", 2, relaytype.StateDead, relaytype.ClassCodec, "bad")
+	b.fail("p", 3, relaytype.ClassInfra, at(time.Minute))
+	b.complete("p", 4, relaytype.StateDead, relaytype.ClassTimeout, "slow again")
+	b.complete("p", 5, relaytype.StateSkipped, "", "ignored")
+	b.complete("other", 8, relaytype.StateDead, relaytype.ClassMalformed, "x")
+	classes := func(ids ...int64) []relaytype.ErrorClass {
+		t.Helper()
+		cs, err := b.ex.MessageClasses(b.ctx, &relaydriver.MessageClassesParams{Queue: "p", IDs: ids})
+		require.NoError(t, err)
+		return cs
+	}
+	require.Equal(t, []relaytype.ErrorClass{relaytype.ClassCodec, relaytype.ClassInfra, relaytype.ClassTimeout},
+		classes(1, 2, 3, 4, 5, 6, 8, 999))
+	require.Equal(t, []relaytype.ErrorClass{relaytype.ClassTimeout}, classes(4, 1, 4))
+	require.Empty(t, classes(5, 6, 7, 8), "SKIPPED, PENDING and another queue's id have no class to replay")
+	require.Empty(t, classes())
+
+	many := make([]int64, relaydriver.MessageClassesIDsMax)
+	for i := range many {
+		many[i] = int64(i + 1)
+	}
+	require.Len(t, classes(many...), 3, "MessageClassesIDsMax ids in one call")
+	_, err := b.ex.MessageClasses(b.ctx, &relaydriver.MessageClassesParams{Queue: "p", IDs: append(many, 0)})
+	require.Error(t, err, "above MessageClassesIDsMax")
 }

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/relayhq/relay/internal/sqlfile"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -19,10 +21,13 @@ import (
 var adminSQL string
 
 // Query names in admin.sql, checked at init.
-const qAdminMessageList = "MessageList"
+const (
+	qAdminMessageList    = "MessageList"
+	qAdminMessageClasses = "MessageClasses"
+)
 
 // adminQueries maps an operator query name to its SQL.
-var adminQueries = sqlfile.MustParse("relaypgx: admin.sql", adminSQL, qAdminMessageList)
+var adminQueries = sqlfile.MustParse("relaypgx: admin.sql", adminSQL, qAdminMessageList, qAdminMessageClasses)
 
 var _ relaydriver.AdminExecutor = (*executor)(nil)
 
@@ -53,4 +58,23 @@ func (e *executor) MessageList(ctx context.Context, params *relaydriver.MessageL
 		return nil, mapErr(op, err)
 	}
 	return out, nil
+}
+
+// MessageClasses returns the sorted distinct classes of the FAILED/DEAD
+// messages among params.IDs in one query.
+func (e *executor) MessageClasses(ctx context.Context, params *relaydriver.MessageClassesParams) ([]relaytype.ErrorClass, error) {
+	op := "classes of messages of " + params.Queue
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaypgx: %s: %w", op, err)
+	}
+	out := []relaytype.ErrorClass{}
+	if len(params.IDs) == 0 {
+		return out, nil
+	}
+	r, err := e.db.Query(ctx, adminQueries[qAdminMessageClasses], params.Queue, params.IDs)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	out, err = pgx.AppendRows(out, r, pgx.RowTo[relaytype.ErrorClass])
+	return out, mapErr(op, err)
 }

@@ -18,3 +18,11 @@ WHERE queue = $1 AND id > $5
   AND (NOT $4::boolean OR (ack_abandoned_at IS NOT NULL AND ack_at IS NULL))
 ORDER BY id
 LIMIT $6;
+
+-- name: MessageClasses
+-- The distinct classes of the FAILED/DEAD messages among the ids $2, in byte
+-- order (COLLATE "C": the same order on every server and in SQLite).
+SELECT DISTINCT error_class COLLATE "C" AS error_class
+FROM relay_message
+WHERE queue = $1 AND id = ANY($2::bigint[]) AND state IN ('FAILED', 'DEAD')
+ORDER BY 1;

@@ -22,10 +22,13 @@ import (
 var adminSQL string
 
 // Query names in admin.sql, checked at init.
-const qAdminMessageList = "MessageList"
+const (
+	qAdminMessageList    = "MessageList"
+	qAdminMessageClasses = "MessageClasses"
+)
 
 // adminQueries maps an operator query name to its SQL.
-var adminQueries = sqlfile.MustParse("relaysqlite/admin.sql", adminSQL, qAdminMessageList)
+var adminQueries = sqlfile.MustParse("relaysqlite/admin.sql", adminSQL, qAdminMessageList, qAdminMessageClasses)
 
 var _ relaydriver.AdminExecutor = (*executor)(nil)
 
@@ -70,4 +73,30 @@ func jsonList[T ~string](xs []T) (any, error) {
 		return nil, err
 	}
 	return string(b), nil
+}
+
+// MessageClasses returns the sorted distinct classes of the FAILED/DEAD
+// messages among params.IDs in one query.
+func (e *executor) MessageClasses(ctx context.Context, params *relaydriver.MessageClassesParams) ([]relaytype.ErrorClass, error) {
+	op := "classes of messages of " + params.Queue
+	if err := params.Check(); err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	out := []relaytype.ErrorClass{}
+	if len(params.IDs) == 0 {
+		return out, nil
+	}
+	ids, err := json.Marshal(params.IDs)
+	if err != nil {
+		return nil, fmt.Errorf("relaysqlite: %s: %w", op, err)
+	}
+	rows, err := e.rawDB(false).QueryContext(ctx, adminQueries[qAdminMessageClasses], params.Queue, string(ids))
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	classes, err := collect(rows, func(s scanner) (c relaytype.ErrorClass, err error) {
+		err = s.Scan(&c)
+		return c, err
+	})
+	return append(out, classes...), mapErr(op, err)
 }

@@ -19,3 +19,11 @@ WHERE queue = $1 AND id > $5
   AND ($4 = 0 OR (ack_abandoned_at IS NOT NULL AND ack_at IS NULL))
 ORDER BY id
 LIMIT $6;
+
+-- name: MessageClasses
+-- The distinct classes of the FAILED/DEAD messages among the ids $2 (a JSON
+-- array), in byte order (SQLite's default BINARY collation).
+SELECT DISTINCT error_class
+FROM relay_message
+WHERE queue = $1 AND id IN (SELECT value FROM json_each($2)) AND state IN ('FAILED', 'DEAD')
+ORDER BY error_class;

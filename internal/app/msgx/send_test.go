@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +145,60 @@ func TestSendHandler(t *testing.T) {
 	m = b.terminal(t, res.ID)
 	require.Equal(t, relaytype.StateDead, m.State)
 	require.Equal(t, relaytype.ClassMalformed, m.ErrorClass)
+}
+
+// TestSendHandlerPermanentRefusals checks that a message the mailbox can
+// never hold is a 400 with the reason, not a 503 inviting a retry: a body
+// that is not UTF-8, and the MySQL refusals 1366 (a character the column
+// cannot store) and 1406 (too long) of a real MariaDB; that a passing
+// failure is a 503 whose text has an error id but none of the database's
+// words; and that only XML bodies are taken. Nothing is written by any.
+func TestSendHandlerPermanentRefusals(t *testing.T) {
+	b := setup(t)
+	svc := b.newService(t, quiet())
+	srv := httptest.NewServer(svc.SendHandler())
+	t.Cleanup(srv.Close)
+	rows := b.mailboxCount(t, "CMINMSGS")
+	exec := func(stmt string) {
+		t.Helper()
+		_, err := b.mailbox.ExecContext(b.ctx, stmt)
+		require.NoError(t, err)
+	}
+
+	code, _, res := post(t, srv, http.MethodPost, []byte("<SIS>caf\xe9 \xff</SIS>")) // Latin-1, not UTF-8
+	require.Equal(t, http.StatusBadRequest, code, res.Error)
+	require.Contains(t, res.Error, "not valid UTF-8")
+	require.Contains(t, res.Error, "offset 8")
+
+	// A column in a 3-byte character set cannot hold U+1F600.
+	exec("ALTER TABLE CMINMSGS MODIFY MSGCONTENT MEDIUMTEXT CHARACTER SET utf8mb3 NULL")
+	code, _, res = post(t, srv, http.MethodPost, []byte("<SIS>\U0001F600</SIS>"))
+	require.Equal(t, http.StatusBadRequest, code, res.Error)
+	require.Contains(t, res.Error, "1366")
+	require.NotContains(t, res.Error, "MSGCONTENT", "no column names")
+
+	// TEXT holds 65,535 bytes (strict mode: an error, not a truncation).
+	exec("ALTER TABLE CMINMSGS MODIFY MSGCONTENT TEXT CHARACTER SET utf8mb4 NULL")
+	code, _, res = post(t, srv, http.MethodPost, bytes.Repeat([]byte("x"), 70_000))
+	require.Equal(t, http.StatusBadRequest, code, res.Error)
+	require.Contains(t, res.Error, "1406")
+	require.Equal(t, rows, b.mailboxCount(t, "CMINMSGS"), "nothing written")
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/cminmsgs/send", strings.NewReader("<SIS/>"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+
+	// A missing table is a failure to retry later, told without its name.
+	exec("RENAME TABLE CMINMSGS TO CMINMSGS_AWAY")
+	code, _, res = post(t, srv, http.MethodPost, []byte("<SIS/>"))
+	require.Equal(t, http.StatusServiceUnavailable, code, res.Error)
+	require.Contains(t, res.Error, "retry")
+	require.Contains(t, res.Error, "error id")
+	for _, secret := range []string{"CMINMSGS", "1146", "relay_t_", "exist"} {
+		require.NotContains(t, res.Error, secret)
+	}
 }
