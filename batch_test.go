@@ -98,7 +98,7 @@ func TestBatchHandlerFailureMidBatch(t *testing.T) {
 		m := b.get(3)
 		require.Equal(t, relaytype.StateDead, m.State)
 		require.Equal(t, relaytype.ClassProtocol, m.ErrorClass)
-		require.Zero(t, m.Attempts, "DEAD at once, no retry")
+		require.Equal(t, 1, m.Attempts, "DEAD at once, no retry: its one attempt counted")
 	})
 }
 

@@ -98,6 +98,15 @@ func TestAttemptsCountedOnceAndExhausted(t *testing.T) {
 		require.Equal(t, "boom 3", m.LastError, "EXHAUSTED keeps the cause text")
 		require.Equal(t, 3, m.Attempts)
 		require.Len(t, c.get(), 3, "exactly MaxAttempts handler calls")
+		// The last failure is logged once, as exhausted: no "retry" with a
+		// next_attempt_at for an attempt that never comes.
+		require.Equal(t, 2, b.logs.count("relay: message retry"))
+		require.Equal(t, 1, b.logs.count("relay: message exhausted"))
+		for _, r := range b.logs.all() {
+			if r.msg == "relay: message exhausted" {
+				require.Equal(t, int64(3), r.attrs["attempts"])
+			}
+		}
 
 		b.clock.Advance(time.Hour)
 		require.Equal(t, 0, b.work())
@@ -369,6 +378,7 @@ func TestDecodeAndDeadClasses(t *testing.T) {
 		require.Equal(t, relaytype.StateDead, m.State)
 		require.Equal(t, relaytype.ClassMalformed, m.ErrorClass)
 		require.Contains(t, m.LastError, "not XML")
+		require.Equal(t, 1, m.Attempts, "DEAD on the first attempt counts that attempt")
 		m = b.get(2)
 		require.Equal(t, relaytype.StateFailed, m.State)
 		require.Equal(t, relaytype.ClassCodec, m.ErrorClass)
@@ -376,7 +386,7 @@ func TestDecodeAndDeadClasses(t *testing.T) {
 		m = b.get(3)
 		require.Equal(t, relaytype.StateDead, m.State)
 		require.Equal(t, relaytype.ClassMalformed, m.ErrorClass)
-		require.Equal(t, 0, m.Attempts, "DEAD at once, no attempt counted as a retry")
+		require.Equal(t, 1, m.Attempts, "DEAD at once counts the one processing attempt")
 		require.Equal(t, []int64{3}, c.get())
 	})
 }

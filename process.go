@@ -215,9 +215,15 @@ func (e *Engine) afterCompleteError(ctx context.Context, a attempt, err error) (
 // duplicate/ignored, DEAD): the state and the acknowledgement intent in the
 // same UPDATE (seed 000 §5.3, non-business terminal states).
 func (e *Engine) complete(ctx context.Context, a attempt, state relaytype.State, class relaytype.ErrorClass, lastError string) (outcome, error) {
+	return e.completeCounted(ctx, a, state, class, lastError, false)
+}
+
+// completeCounted is complete, adding the attempt it ends to Attempts when
+// counted is set.
+func (e *Engine) completeCounted(ctx context.Context, a attempt, state relaytype.State, class relaytype.ErrorClass, lastError string, counted bool) (outcome, error) {
 	err := e.d.GetExecutor().MessageComplete(ctx, &relaydriver.MessageCompleteParams{
 		Queue: e.cfg.Queue, ID: a.m.ID, State: state, ErrorClass: class, LastError: lastError,
-		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, Now: e.cfg.Clock.Now(),
+		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, CountAttempt: counted, Now: e.cfg.Clock.Now(),
 	})
 	if errors.Is(err, relaytype.ErrConflict) {
 		e.lost(ctx, a, err)
@@ -229,6 +235,9 @@ func (e *Engine) complete(ctx context.Context, a attempt, state relaytype.State,
 	o := outcomeSkipped
 	if state == relaytype.StateDead {
 		o = outcomeDead
+	}
+	if counted {
+		a.m.Attempts++
 	}
 	return e.decided(ctx, a, o, lastError, nil), nil
 }
@@ -274,7 +283,10 @@ func (e *Engine) fail(ctx context.Context, a attempt, res Result) (outcome, erro
 	a.m.State, a.m.Attempts, a.m.ErrorClass, a.m.LastError = relaytype.StateFailed, attempts, class, errText(res.err)
 	a.m.NextAttemptAt = now.Add(delay)
 	if attempts >= e.cfg.MaxAttempts {
-		e.decided(ctx, a, outcomeRetry, "", res.err)
+		// The last failure is counted as a retry (the metric's documented
+		// meaning) but logged once, as the exhaustion that follows at once: no
+		// "retry … next_attempt_at" for an attempt that will never come.
+		e.count(outcomeRetry)
 		o, err := e.exhaust(ctx, a)
 		if err != nil {
 			// The failure is recorded; the next round exhausts the message.
@@ -288,9 +300,12 @@ func (e *Engine) fail(ctx context.Context, a attempt, res Result) (outcome, erro
 	return e.decided(ctx, a, outcomeRetry, "", res.err), nil
 }
 
-// dead makes the message DEAD(class) in one statement.
+// dead makes the message DEAD(class) in one statement. It ends a failed
+// processing attempt, so the attempt is counted there (Attempts+1), as
+// MessageFail counts a retried one: a MALFORMED or PROTOCOL message dead on
+// its first attempt shows attempts=1.
 func (e *Engine) dead(ctx context.Context, a attempt, class relaytype.ErrorClass, cause error) (outcome, error) {
-	return e.complete(ctx, a, relaytype.StateDead, class, errText(cause))
+	return e.completeCounted(ctx, a, relaytype.StateDead, class, errText(cause), true)
 }
 
 // exhaust moves a FAILED message at the attempt limit to DEAD(EXHAUSTED),
@@ -313,9 +328,7 @@ func (e *Engine) exhaust(ctx context.Context, a attempt) (outcome, error) {
 
 // decided counts and logs an outcome that was written, and returns it.
 func (e *Engine) decided(ctx context.Context, a attempt, o outcome, reason string, cause error) outcome {
-	if e.metrics != nil {
-		e.metrics.processed.WithLabelValues(o.String()).Inc()
-	}
+	e.count(o)
 	attrs := []any{"queue", e.cfg.Queue, "message_id", a.m.ID, "outcome", o.String()}
 	level := slog.LevelDebug
 	switch o {
@@ -332,6 +345,13 @@ func (e *Engine) decided(ctx context.Context, a attempt, o outcome, reason strin
 	}
 	e.log.Log(ctx, level, "relay: message "+o.String(), attrs...)
 	return o
+}
+
+// count counts an outcome in the processed metric.
+func (e *Engine) count(o outcome) {
+	if e.metrics != nil {
+		e.metrics.processed.WithLabelValues(o.String()).Inc()
+	}
 }
 
 // lost logs a write the store refused because the message is no longer ours

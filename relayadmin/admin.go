@@ -61,7 +61,8 @@ type Stats struct {
 	Cursor *Cursor `json:"cursor"`
 	// PermanentHoles counts the logged permanent holes.
 	PermanentHoles int `json:"permanent_holes"`
-	// Outbox holds per configured target the events per state.
+	// Outbox holds per configured target the events per state: outbox
+	// events, or for a latest-state target its rows (one per key).
 	Outbox []OutboxTargetStats `json:"outbox"`
 }
 
@@ -183,7 +184,8 @@ type Error struct {
 }
 
 // ReadStats aggregates queue on store d for GET /admin/stats, measuring
-// ages at now, with the outbox counts of targets.
+// ages at now, with the delivery counts of targets: the events of an outbox
+// target and the rows of a latest-state target (DispatcherConfig.Latest) alike.
 func ReadStats(ctx context.Context, d relaydriver.Driver, queue string, targets []string, now time.Time) (*Stats, error) {
 	ex := d.GetExecutor()
 	st, err := ex.MessageStats(ctx, queue)
@@ -208,11 +210,19 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, queue string, targets 
 	}
 	out.PermanentHoles = len(holes)
 	for _, target := range targets {
+		// A target is delivered from the event outbox or from the latest-state
+		// table (one row per key); the store does not say which, so both are
+		// counted and the rows of the one it does not use are zero.
 		os, err := ex.OutboxStats(ctx, target)
 		if err != nil {
 			return nil, fmt.Errorf("relayadmin: outbox stats of %q: %w", target, err)
 		}
-		out.Outbox = append(out.Outbox, OutboxTargetStats{Target: target, Pending: os.Pending, Sent: os.Sent, Dead: os.Dead})
+		ls, err := ex.LatestStats(ctx, target)
+		if err != nil {
+			return nil, fmt.Errorf("relayadmin: latest-state stats of %q: %w", target, err)
+		}
+		out.Outbox = append(out.Outbox, OutboxTargetStats{Target: target,
+			Pending: os.Pending + ls.Pending, Sent: os.Sent + ls.Sent, Dead: os.Dead + ls.Dead})
 	}
 	return out, nil
 }

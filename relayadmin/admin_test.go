@@ -415,3 +415,32 @@ func TestReadWithoutCursor(t *testing.T) {
 	require.NoError(t, json.NewEncoder(&buf).Encode(st))
 	require.Contains(t, buf.String(), `"cursor":null`)
 }
+
+// TestStatsCountsLatestTargets: a latest-state target (one row per key, as
+// msgx's KAFKA:schd) is counted like an outbox target, sent rows included.
+func TestStatsCountsLatestTargets(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, d relaydriver.Driver) {
+		ctx := context.Background()
+		ex := d.GetExecutor()
+		const latest = "KAFKA:latest-stats"
+		var sent relaydriver.LatestRef
+		for i, key := range []string{"a", "b", "c"} {
+			res, err := ex.LatestUpsert(ctx, &relaydriver.LatestUpsertParams{Target: latest, Topic: "t", Key: key,
+				Version: 1, Type: relaydriver.OutboxUpsert, Payload: []byte("{}"), Now: t0})
+			require.NoError(t, err)
+			require.True(t, res.Accepted)
+			if i == 0 {
+				sent = relaydriver.LatestRef{Key: key, Generation: res.Generation}
+			}
+		}
+		n, err := ex.LatestMarkSent(ctx, &relaydriver.LatestMarkSentParams{Target: latest,
+			Rows: []relaydriver.LatestRef{sent}, Now: t0})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+
+		st, err := relayadmin.ReadStats(ctx, d, queue, []string{latest}, t0)
+		require.NoError(t, err)
+		require.Equal(t, []relayadmin.OutboxTargetStats{{Target: latest, Pending: 2, Sent: 1}}, st.Outbox)
+	})
+}

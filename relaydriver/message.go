@@ -90,7 +90,12 @@ type MessageCompleteParams struct {
 	AckIntent bool
 	// LeaseOwner, when set, requires the message to be leased to this owner.
 	LeaseOwner string
-	Now        time.Time
+	// CountAttempt adds one to Attempts in the same UPDATE: the terminal state
+	// ends a processing attempt that failed (a DEAD written at once for a
+	// non-retried class), so Attempts counts it as MessageFail would. False for
+	// SUCCEEDED/SKIPPED and for a DEAD written without an attempt.
+	CountAttempt bool
+	Now          time.Time
 }
 
 // MessageFailParams records a failed attempt.

@@ -105,7 +105,8 @@ type Message struct {
 	Key string
 	// State is the processing state.
 	State State
-	// Attempts counts failed attempts; incremented once per failure, where it happens.
+	// Attempts counts failed attempts; incremented once per failure, where it happens
+	// (a retried failure, or a DEAD written at once for a class never retried).
 	Attempts int
 	// NextAttemptAt is when a FAILED message may be retried (zero: at once).
 	NextAttemptAt time.Time

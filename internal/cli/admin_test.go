@@ -89,7 +89,7 @@ func TestAdminAgainstServe(t *testing.T) {
 
 	o, err = run(t, "admin", "dead", "--addr", addr, "--token-file", tokenFile)
 	require.NoError(t, err, o)
-	require.Regexp(t, `(?m)^3\s+MALFORMED\s+0\s+`, o)
+	require.Regexp(t, `(?m)^3\s+MALFORMED\s+1\s+`, o, "processed once: attempts 1")
 	require.NotContains(t, o, "not a demo message", "never a payload")
 
 	_, err = run(t, "admin", "stats", "--addr", addr)

@@ -450,6 +450,27 @@ func testFailCountsAttempts(t *testing.T, b *bundle) {
 	}
 }
 
+// A terminal state that ends a failed attempt (DEAD at once for a class never
+// retried) counts it with CountAttempt, on MessageComplete and
+// MessageCompleteMany alike; without it Attempts is unchanged.
+func testCompleteCountsAttempt(t *testing.T, b *bundle) {
+	b.insert("p", 1, 2, 3, 4)
+	b.fail("p", 2, relaytype.ClassInfra, b.now)
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
+		Queue: "p", ID: 1, State: relaytype.StateDead, ErrorClass: relaytype.ClassMalformed, CountAttempt: true, Now: b.now}))
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{
+		Queue: "p", ID: 2, State: relaytype.StateDead, ErrorClass: relaytype.ClassProtocol, CountAttempt: true, Now: b.now}))
+	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{
+		{Queue: "p", ID: 3, State: relaytype.StateDead, ErrorClass: relaytype.ClassProtocol, CountAttempt: true, Now: b.now},
+		{Queue: "p", ID: 4, State: relaytype.StateSucceeded, Now: b.now},
+	}))
+	for id, want := range map[int64]int{1: 1, 2: 2, 3: 1, 4: 0} {
+		m := b.get("p", id)
+		require.Equal(t, want, m.Attempts, "message %d", id)
+	}
+	require.Equal(t, relaytype.StateDead, b.get("p", 2).State)
+}
+
 // seed 000 §3, §5.1 step 3: only a FAILED message at its limit becomes
 // DEAD(EXHAUSTED); the class is overwritten and LastError keeps the cause.
 func testExhaust(t *testing.T, b *bundle) {

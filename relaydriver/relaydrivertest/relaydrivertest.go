@@ -54,6 +54,7 @@ var cases = []struct {
 	{"CompleteManyInTx", testCompleteManyInTx},
 	{"CompleteManyGuards", testCompleteManyGuards},
 	{"FailCountsAttempts", testFailCountsAttempts},
+	{"CompleteCountsAttempt", testCompleteCountsAttempt},
 	{"Exhaust", testExhaust},
 	{"ClaimUnordered", testClaimUnordered},
 	{"ClaimFailedNotDue", testClaimFailedNotDue},

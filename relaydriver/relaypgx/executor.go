@@ -575,7 +575,8 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
 	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner)
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner,
+		params.CountAttempt)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -603,6 +604,7 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 		acks     = make([]bool, n)
 		nows     = make([]pgtype.Timestamptz, n)
 		owners   = make([]string, n)
+		counts   = make([]bool, n)
 	)
 	for i, p := range params {
 		if err := p.Check(); err != nil {
@@ -610,9 +612,10 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 		}
 		queues[i], idv[i], states[i], classes[i] = p.Queue, p.ID, string(p.State), string(p.ErrorClass)
 		lastErrs[i], acks[i], nows[i], owners[i] = relaydriver.StoredText(p.LastError), p.AckIntent, ts(p.Now), p.LeaseOwner
+		counts[i] = p.CountAttempt
 	}
 	run := func(x *executor) error {
-		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks, nows, owners)
+		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks, nows, owners, counts)
 		if err != nil {
 			return mapErr(fmt.Sprintf("complete %d messages", n), err)
 		}

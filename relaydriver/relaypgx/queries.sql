@@ -92,9 +92,11 @@ SELECT coalesce(identity_key, '') FROM relay_message WHERE queue = $1 AND id = $
 -- primary key: without statistics (a fresh table, autovacuum behind) it
 -- otherwise picked a (queue, key, id) index, whose scan reads every
 -- unfinished row of the queue to find one id.
+-- $9 (CountAttempt) adds the attempt the terminal state ends to attempts.
 UPDATE relay_message
 SET state = $3, error_class = $4, last_error = $5,
     ack_next_at = CASE WHEN $6::boolean THEN $7::timestamptz ELSE NULL END,
+    attempts = attempts + CASE WHEN $9::boolean THEN 1 ELSE 0 END,
     updated_at = $7, lease_owner = '', lease_expires_at = NULL
 WHERE queue = $1 AND id = $2
   AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
@@ -113,11 +115,12 @@ WHERE queue = $1 AND id = $2
 UPDATE relay_message t
 SET state = v.state, error_class = v.error_class, last_error = v.last_error,
     ack_next_at = CASE WHEN v.ack THEN v.now ELSE NULL END,
+    attempts = t.attempts + CASE WHEN v.count_attempt THEN 1 ELSE 0 END,
     updated_at = v.now, lease_owner = '', lease_expires_at = NULL
 FROM (SELECT u.*, r.tid
       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[],
-                  $7::timestamptz[], $8::text[])
-           AS u(queue, id, state, error_class, last_error, ack, now, owner),
+                  $7::timestamptz[], $8::text[], $9::boolean[])
+           AS u(queue, id, state, error_class, last_error, ack, now, owner, count_attempt),
            LATERAL (SELECT x.ctid AS tid FROM relay_message x
                     WHERE x.queue = u.queue AND x.id = u.id LIMIT 1) r) v
 WHERE t.ctid = v.tid

@@ -312,7 +312,8 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		ackNext = timeArg(params.Now)
 	}
 	r, err := e.writer().exec(ctx, qMessageComplete, params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), relaydriver.StoredText(params.LastError), ackNext, timeArg(params.Now), params.LeaseOwner)
+		string(params.ErrorClass), relaydriver.StoredText(params.LastError), ackNext, timeArg(params.Now), params.LeaseOwner,
+		boolArg(params.CountAttempt))
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -345,7 +346,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 				ackNext = timeArg(p.Now)
 			}
 			n, err := q.affected(ctx, qMessageComplete, p.Queue, p.ID, string(p.State),
-				string(p.ErrorClass), relaydriver.StoredText(p.LastError), ackNext, timeArg(p.Now), p.LeaseOwner)
+				string(p.ErrorClass), relaydriver.StoredText(p.LastError), ackNext, timeArg(p.Now), p.LeaseOwner,
+				boolArg(p.CountAttempt))
 			if err != nil {
 				return err
 			}

@@ -97,8 +97,10 @@ SELECT id FROM relay_message WHERE queue = $1 AND identity_key = $2;
 
 -- name: MessageComplete
 -- Terminal state and acknowledgement intent in one UPDATE (seed 000 §5.2 step 7).
+-- $9 (CountAttempt, 0 or 1) adds the attempt the terminal state ends to attempts.
 UPDATE relay_message
 SET state = $3, error_class = $4, last_error = $5, ack_next_at = $6, updated_at = $7,
+    attempts = attempts + $9,
     lease_owner = '', lease_expires_at = NULL
 WHERE queue = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
   AND ($8 = '' OR lease_owner = $8);

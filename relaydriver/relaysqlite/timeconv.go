@@ -26,3 +26,11 @@ func timeOf(v sql.NullInt64) time.Time {
 	}
 	return time.UnixMicro(v.Int64).UTC()
 }
+
+// boolArg is a boolean as SQLite stores it: 1 or 0, for arithmetic in SQL.
+func boolArg(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -163,10 +163,15 @@ func (b *batchRun) decide(ctx context.Context, c *call) relay.Result {
 		b.dirty[s.FLID] = s
 	}
 	b.evs = append(b.evs, c.notices(ch, fm)...)
+	skipped := len(ch.Saved) == 0 && ch.Skipped != ""
 	if m.Kind == sisxml.KindSchd {
-		b.logs = append(b.logs, c.snapEntry(len(ch.Saved), "SUCCEEDED"))
+		outcome := "SUCCEEDED"
+		if skipped {
+			outcome = "SKIPPED"
+		}
+		b.logs = append(b.logs, c.snapEntry(len(ch.Saved), outcome))
 	}
-	if len(ch.Saved) == 0 && ch.Skipped != "" {
+	if skipped {
 		return relay.Skip(ch.Skipped)
 	}
 	return relay.Succeeded()

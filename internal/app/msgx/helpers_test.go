@@ -80,12 +80,28 @@ func encode(t *testing.T, m *sisxml.Message) []byte {
 // put writes m, encoded, as the next CMINMSGS row (as AODB does) and returns its id.
 func (b *bundle) put(t *testing.T, m *sisxml.Message) int64 {
 	t.Helper()
+	return b.putRaw(t, string(encode(t, m)))
+}
+
+// putRaw writes raw as the next CMINMSGS row and returns its id.
+func (b *bundle) putRaw(t *testing.T, raw string) int64 {
+	t.Helper()
 	res, err := b.mailbox.ExecContext(b.ctx, "INSERT INTO CMINMSGS (MSGCONTENT, RECEIVETIME) VALUES (?, ?)",
-		string(encode(t, m)), time.Now().UTC())
+		raw, time.Now().UTC())
 	require.NoError(t, err)
 	id, err := res.LastInsertId()
 	require.NoError(t, err)
 	return id
+}
+
+// startFromZero starts a service on an empty mailbox seeded at zero and
+// returns the bundle and a DTTM of now.
+func startFromZero(t *testing.T) (*bundle, time.Time) {
+	t.Helper()
+	b := setup(t)
+	b.cfg.CutoverWatermark = "zero"
+	b.start(t)
+	return b, sisWall(b.cfg, time.Now())
 }
 
 // message returns PROC_STATE row id of the pipeline.

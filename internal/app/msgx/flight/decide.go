@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Msg is the mailbox message causing a decision.
@@ -31,8 +32,10 @@ const (
 
 // Skip reason prefixes of Change.Skipped; the full reason is "<prefix>:<FLID>".
 const (
-	// SkipFlightDeleted: a FLOP or FDEL names a DELETED flight (FLID is never
-	// reused, C-21; a repeated FDEL is an idempotent success, seed 000 §12.3).
+	// SkipFlightDeleted: a FLOP or FDEL names a DELETED flight, or every
+	// record of a SCHD package does (FLID is never reused, C-21; a repeated
+	// FDEL is an idempotent success, seed 000 §12.3, which §3 spells SKIPPED:
+	// a terminal state that applied nothing).
 	SkipFlightDeleted = "flight-deleted"
 	// SkipUnknownFlight: an FDEL names a flight that does not exist (idempotent success).
 	SkipUnknownFlight = "unknown-flight"
@@ -42,8 +45,10 @@ const (
 // transaction with the message's terminal state (seed 000 §12, INV-17).
 //
 // Saved empty and Skipped "" means the message is valid and changes nothing
-// (every value already equal, or every SCHD record named a DELETED flight):
-// a success with nothing to write. Decide never puts "no-change" in Skipped.
+// (every value already equal, or an empty package): a success with nothing
+// to write. Decide never puts "no-change" in Skipped. A message that names
+// only DELETED flights — a FLOP, a repeated FDEL, a SCHD package every record
+// of which names one — is Skipped, whatever its kind.
 type Change struct {
 	// Saved are the next full states to persist, FLID ascending; each changed
 	// flight exactly once, with Version = old+1 (1 when created), UpdatedAt =
@@ -52,14 +57,17 @@ type Change struct {
 	// Notices are the KAFKA:msg change notices, one per flight in Saved, in
 	// the same order.
 	Notices []Notice
-	// Skipped is non-empty ("<SkipXxx>:<FLID>") when a FLOP or FDEL changes
-	// nothing for a reason the caller records; Saved is then empty. SCHD never
-	// sets it: see SkippedDeleted.
+	// Skipped is non-empty ("<SkipXxx>:<FLID>") when the message changes
+	// nothing for a reason the caller records; Saved is then empty. For a
+	// FLOP or FDEL it names the message's flight; for a SCHD package whose
+	// every record names a DELETED flight it is "flight-deleted:<first
+	// FLID>", with " (+N more)" when there are N more such records.
 	Skipped string
 	// SkippedDeleted lists, in record order, the FLIDs of SCHD (DNLD, RESP or
 	// ADFT) records that were not applied because the flight is DELETED: a
 	// plan never revives a deleted flight (FLID is never reused, C-21). The
-	// other records of the message apply normally.
+	// other records of the message apply normally; when there are none, the
+	// message is Skipped.
 	SkippedDeleted []string
 }
 
@@ -172,11 +180,15 @@ func records(m *sisxml.Message) []*sisxml.Flight {
 //     a SODT deriving another day than the flight's OPERATION_DAY is a
 //     ProtocolError. Then each record creates or updates its flight: a value
 //     overwrites, an explicit empty clears, a missing element keeps or clears
-//     per Settings.AbsentField. Flights not in the package are untouched
-//     (INV-15). Records for DELETED flights are skipped (SkippedDeleted).
+//     per Settings.AbsentField. A SODT that is present but not a time is a
+//     ProtocolError too (the day cannot be derived). Flights not in the package are untouched
+//     (INV-15). Records for DELETED flights are skipped (SkippedDeleted);
+//     when every record is, the message is Skipped.
 //   - SCHD ADFT (§12.3): set-only — values overwrite, empty and missing
-//     elements are ignored; creates an unknown flight; records apply in order;
-//     the only rejection is a SODT deriving another day than the flight's.
+//     elements are ignored; creates an unknown flight (without OPERATION_DAY
+//     when its SODT cannot be parsed: that SODT is not applied); records
+//     apply in order; the only rejection is a SODT deriving another day than
+//     the flight's.
 //   - FLOP (§12.2): changes only what it carries (a value overwrites, an
 //     empty clears, a collection is replaced whole); never touches
 //     OPERATION_DAY. An unknown FLID creates an ACTIVE flight with no
@@ -216,8 +228,17 @@ func Decide(snap map[string]*State, m *sisxml.Message, msg Msg, set Settings) (*
 	if err != nil {
 		return nil, err
 	}
+	if m.Kind == sisxml.KindSchd && len(m.Schd.Flights) > 0 && len(d.skippedDeleted) == len(m.Schd.Flights) {
+		// Every record named a DELETED flight: nothing applies, the same
+		// outcome as a FLOP for a deleted flight (seed 000 §3: SKIPPED is the
+		// terminal state of a message that matches nothing to change).
+		d.skipped = SkipFlightDeleted + ":" + d.skippedDeleted[0]
+		if n := len(d.skippedDeleted) - 1; n > 0 {
+			d.skipped += fmt.Sprintf(" (+%d more)", n)
+		}
+	}
 	if d.skipped != "" {
-		return &Change{Skipped: d.skipped}, nil
+		return &Change{Skipped: d.skipped, SkippedDeleted: d.skippedDeleted}, nil
 	}
 	return d.finish(), nil
 }
@@ -280,6 +301,12 @@ func (d *decision) plan(recs []sisxml.Flight) error {
 		if cur != nil {
 			curDay = cur.OperationDay
 		}
+		if r.SODTUnparsed != "" {
+			// seed 000 §7.1 step 2: the operating day cannot be derived — a
+			// whole-package check, DEAD(PROTOCOL), not a retried codec error.
+			return &ProtocolError{Reason: "SODT " + relaytype.QuoteValue(r.SODTUnparsed) +
+				" is not a time: OPERATION_DAY cannot be derived", FLID: r.FLID}
+		}
 		if r.SODT.Presence != sisxml.Set {
 			if curDay == "" {
 				return &ProtocolError{Reason: "no SODT: OPERATION_DAY cannot be derived", FLID: r.FLID}
@@ -309,6 +336,10 @@ func (d *decision) plan(recs []sisxml.Flight) error {
 }
 
 // adhoc applies a SCHD ADFT: set-only, record by record (seed 000 §12.3).
+// A SODT that cannot be parsed (Flight.SODTUnparsed) is not applied: a new
+// flight is created without OPERATION_DAY ("新建 ADFT 若带可解析的 SODT，按同一
+// 运营日规则计算 OPERATION_DAY；否则保留为 NULL"), an existing one keeps its
+// SODT and day.
 func (d *decision) adhoc(recs []sisxml.Flight) error {
 	p := policy{} // neither empty nor absent clears
 	for i := range recs {

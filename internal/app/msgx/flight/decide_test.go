@@ -87,6 +87,10 @@ func TestDecidePlanValidation(t *testing.T) {
 		{name: "MAID equal to its own FLID", msg: schd("DNLD", sisxml.Flight{FLID: "1", SODT: sodt, MAID: sisxml.Val("1")})},
 		{name: "DELETED flight's record is skipped, not validated", snap: snapOf(active("2", deleted)), msg: schd("DNLD", ok("1"), sisxml.Flight{FLID: "2", SODT: otherDay})},
 		{name: "empty package", msg: schd("DNLD")},
+		// §7.1 step 2: a SODT the codec could not read derives no day, for a new
+		// flight or one with a day: the whole package is a protocol error.
+		{name: "new flight with an unparseable SODT", msg: schd("DNLD", ok("1"), sisxml.Flight{FLID: "2", SODTUnparsed: "2026-03-01 09:30"}), wantReason: `SODT "2026-03-01 09:30" is not a time`, wantFLID: "2"},
+		{name: "flight with a day, unparseable SODT", snap: snapOf(active("2")), msg: schd("RESP", sisxml.Flight{FLID: "2", SODTUnparsed: "x"}), wantReason: "OPERATION_DAY cannot be derived", wantFLID: "2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,6 +210,18 @@ func TestDecidePlanMerge(t *testing.T) {
 			},
 		},
 		{
+			// Every record names a DELETED flight: nothing applies, SKIPPED like
+			// a FLOP for a deleted flight.
+			name: "a plan of DELETED flights only is skipped",
+			snap: snapOf(active("1", deleted), active("3", deleted)),
+			recs: []sisxml.Flight{{FLID: "1", SODT: sodt}, {FLID: "3", FLNO: sisxml.Val("Y")}},
+			check: func(t *testing.T, ch *flight.Change) {
+				require.Empty(t, ch.Saved)
+				require.Equal(t, []string{"1", "3"}, ch.SkippedDeleted)
+				require.Equal(t, "flight-deleted:1 (+1 more)", ch.Skipped)
+			},
+		},
+		{
 			name: "items keep document order and repeated codes",
 			snap: snapOf(active("1")),
 			recs: []sisxml.Flight{{FLID: "1", CKIC: sisxml.Items(gate(2, "C02"), gate(1, "C01"), gate(1, "C01"))}},
@@ -279,6 +295,30 @@ func TestDecideAdft(t *testing.T) {
 			},
 		},
 		{
+			// §12.3: a new ADFT flight whose SODT cannot be parsed is created
+			// with OPERATION_DAY NULL; the SODT is not applied.
+			name: "unparseable SODT: created without a day",
+			recs: []sisxml.Flight{{FLID: "7", FLNO: sisxml.Val("CA7"), SODTUnparsed: "2026-03-01 09:30"}},
+			check: func(t *testing.T, ch *flight.Change, err error) {
+				require.NoError(t, err)
+				s, n := saved(ch, "7")
+				require.Equal(t, &flight.State{FLID: "7", Status: flight.Active, Version: 1, LastMsgID: msgID, CreatedAt: now, UpdatedAt: now, FLNO: "CA7"}, s)
+				require.Equal(t, flight.ActionCreate, n.Action)
+			},
+		},
+		{
+			name: "unparseable SODT: an existing flight keeps its SODT and day",
+			snap: snapOf(active("1")),
+			recs: []sisxml.Flight{{FLID: "1", FLNO: sisxml.Val("CA9"), SODTUnparsed: "x"}},
+			check: func(t *testing.T, ch *flight.Change, err error) {
+				require.NoError(t, err)
+				s, n := saved(ch, "1")
+				require.Equal(t, active("1").SODT, s.SODT)
+				require.Equal(t, active("1").OperationDay, s.OperationDay)
+				require.Equal(t, []string{"FLNO"}, n.Fields)
+			},
+		},
+		{
 			name: "a SODT deriving another day is a protocol error",
 			snap: snapOf(active("1")),
 			recs: []sisxml.Flight{{FLID: "1", SODT: sisxml.Val(wall("20260302093000"))}},
@@ -320,8 +360,20 @@ func TestDecideAdft(t *testing.T) {
 			check: func(t *testing.T, ch *flight.Change, err error) {
 				require.NoError(t, err)
 				require.Empty(t, ch.Saved)
+				require.Equal(t, "flight-deleted:1", ch.Skipped, "nothing applied: SKIPPED, as a FLOP")
+				require.Equal(t, []string{"1"}, ch.SkippedDeleted)
+			},
+		},
+		{
+			name: "a DELETED flight is skipped, the rest applies",
+			snap: snapOf(active("1", deleted)),
+			recs: []sisxml.Flight{{FLID: "1", FLNO: sisxml.Val("X")}, {FLID: "2", FLNO: sisxml.Val("Y")}},
+			check: func(t *testing.T, ch *flight.Change, err error) {
+				require.NoError(t, err)
 				require.Empty(t, ch.Skipped)
 				require.Equal(t, []string{"1"}, ch.SkippedDeleted)
+				_, n := saved(ch, "2")
+				require.Equal(t, flight.ActionCreate, n.Action)
 			},
 		},
 	}

@@ -771,7 +771,9 @@ func (g *gen) duplicate() {
 var malformedVariants = []string{"null", "empty", "blank", "truncated", "not-xml", "mismatched-tag", "no-meta",
 	"rcnt-mismatch", "no-flid", "wrong-root", "no-seqn", "flop-nothing"}
 
-// malformed adds a row every decoder rejects as MALFORMED, cycling through
+// malformed adds a row every decoder rejects at once — MALFORMED, or
+// PROTOCOL for rcnt-mismatch (the declared count is a whole-package check):
+// DEAD either way — cycling through
 // malformedVariants. Those built from a real message would change a flight
 // if applied.
 func (g *gen) malformed() {

@@ -42,6 +42,8 @@ const (
 //     keeps; OPERATION_DAY = the date of SODT when still empty, then fixed.
 //   - SCHD ADFT: set-only (Absent and Empty ignored); creates an unknown
 //     flight, OPERATION_DAY from SODT.
+//   - SCHD (any subtype): a record for a deleted flight is not applied; a
+//     package whose every record names one → SKIPPED.
 //   - FLOP: a deleted flight → SKIPPED; otherwise Set overwrites and Empty
 //     clears the elements it carries (only its subtype's, Decode enforces
 //     it); a collection is replaced whole, in document order. An unknown
@@ -99,17 +101,23 @@ func (m *Model) apply(idx int, msg *sisxml.Message) (Outcome, string) {
 	case sisxml.KindIgnored:
 		return Skipped, "ignored"
 	case sisxml.KindSchd:
-		if msg.Schd.Subtype == "ADFT" {
-			for i := range msg.Schd.Flights {
-				m.merge(&msg.Schd.Flights[i], true)
+		adft := msg.Schd.Subtype == "ADFT"
+		if !adft {
+			if why := m.protocol(msg.Schd); why != "" {
+				return Dead, "PROTOCOL: " + why
 			}
-			return Succeeded, ""
 		}
-		if why := m.protocol(msg.Schd); why != "" {
-			return Dead, "PROTOCOL: " + why
-		}
+		applied := 0
 		for i := range msg.Schd.Flights {
-			m.merge(&msg.Schd.Flights[i], false)
+			r := &msg.Schd.Flights[i]
+			if st := m.flights[r.FLID]; st != nil && st.Status == flight.Deleted {
+				continue // a plan never revives a deleted flight
+			}
+			m.merge(r, adft)
+			applied++
+		}
+		if applied == 0 && len(msg.Schd.Flights) > 0 {
+			return Skipped, "flight deleted"
 		}
 		return Succeeded, ""
 	case sisxml.KindFlop:
@@ -185,7 +193,7 @@ func (m *Model) protocol(s *sisxml.Schedule) string {
 			return "FLID " + r.FLID + " twice"
 		}
 		seen[r.FLID] = true
-		if st := m.flights[r.FLID]; st != nil && st.OperationDay != "" && r.SODT.Presence == sisxml.Set &&
+		if st := m.flights[r.FLID]; st != nil && st.Status == flight.Active && st.OperationDay != "" && r.SODT.Presence == sisxml.Set &&
 			operationDay(r.SODT.Value) != st.OperationDay {
 			return "FLID " + r.FLID + " moved from " + st.OperationDay + " to " + operationDay(r.SODT.Value)
 		}

@@ -20,7 +20,8 @@ const (
 	CategoryAdhoc Category = "adhoc"
 	// CategoryDuplicate: the exact bytes of an earlier message re-sent.
 	CategoryDuplicate Category = "duplicate"
-	// CategoryMalformed: NULL, empty or invalid content.
+	// CategoryMalformed: NULL, empty or invalid content, dead at decode
+	// (MALFORMED; a wrong declared RCNT is PROTOCOL).
 	CategoryMalformed Category = "malformed"
 	// CategoryIgnored: an LDM, REGN, RSTA or EROR message.
 	CategoryIgnored Category = "ignored"

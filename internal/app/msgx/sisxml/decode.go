@@ -61,11 +61,13 @@ var ErrEmpty = errors.New("sisxml: raw content missing")
 
 // Decode decodes one raw SIS XML message. It is safe for concurrent use and
 // never panics. Errors carry a class (relaytype.ClassOf): MALFORMED for input
-// that is not a valid message (never retried) and CODEC_ERROR for a valid
-// envelope whose body this codec cannot map (retried). An unknown TYPE-STYP is
-// not an error: it decodes to KindUnsupported. It applies the default Limits.
-// Error text quotes at most relaytype.MaxQuotedValue bytes of any value and
-// is at most relaytype.MaxErrorText bytes long.
+// that is not a valid message (never retried), PROTOCOL for a package whose
+// declared record count is wrong (never retried; structural MALFORMED checks
+// win) and CODEC_ERROR for a valid envelope whose body this codec cannot map
+// (retried). An unknown TYPE-STYP is not an error: it decodes to
+// KindUnsupported. It applies the default Limits. Error text quotes at most
+// relaytype.MaxQuotedValue bytes of any value and is at most
+// relaytype.MaxErrorText bytes long.
 func Decode(raw []byte) (*Message, error) { return Limits{}.Decode(raw) }
 
 // Decode is the package's Decode under the limits l: input over l.MaxSize is
@@ -170,6 +172,11 @@ func (st *state) fail(err error) {
 // last guard for names from the input (an element name in a syntax error).
 func malformed(format string, args ...any) error {
 	return relaytype.Classify(relaytype.ClassMalformed,
+		relaytype.BoundError(fmt.Errorf("sisxml: "+format, args...), relaytype.MaxErrorText))
+}
+
+func protocolErr(format string, args ...any) error {
+	return relaytype.Classify(relaytype.ClassProtocol,
 		relaytype.BoundError(fmt.Errorf("sisxml: "+format, args...), relaytype.MaxErrorText))
 }
 
@@ -358,35 +365,40 @@ func one[T any](bodies []T, name string) (*T, error) {
 	return &bodies[0], nil
 }
 
+// decodeCount checks a package's declared record count. A wrong count is a
+// whole-package check (seed 000 §7.1 step 2: the declared record count is
+// among the checks that end DEAD(PROTOCOL)), so it is classified PROTOCOL, not
+// MALFORMED. The caller returns it only after the package's structural
+// checks, so a package that is also malformed is MALFORMED.
 func decodeCount(p *string, have int, where string) (int, error) {
 	s := text(p)
 	if s == "" {
-		return 0, malformed("%s/RCNT missing", where)
+		return 0, protocolErr("%s/RCNT missing", where)
 	}
 	n, err := strconv.ParseUint(s, 10, 31)
 	if err != nil {
-		return 0, malformed("%s/RCNT %s is not a count", where, relaytype.QuoteValue(s))
+		return 0, protocolErr("%s/RCNT %s is not a count", where, relaytype.QuoteValue(s))
 	}
 	if int(n) != have {
-		return 0, malformed("%s/RCNT declares %d records, have %d", where, n, have)
+		return 0, protocolErr("%s/RCNT declares %d records, have %d", where, n, have)
 	}
 	return int(n), nil
 }
 
 func (st *state) decodeSchedule(styp string, r *rawSchd) (*Schedule, error) {
 	s := &Schedule{Subtype: styp, RQSQ: str(r.RQSQ)}
-	var err error
-	if s.RCNT, err = decodeCount(r.RCNT, len(r.FLGT), "SCHD"); err != nil {
-		return nil, err
-	}
 	for i := range r.FLGT {
 		if text(r.FLGT[i].FLID) == "" {
 			return nil, malformed("SCHD/FLGT[%d]/FLID missing", i+1)
 		}
 	}
+	var err error
+	if s.RCNT, err = decodeCount(r.RCNT, len(r.FLGT), "SCHD"); err != nil {
+		return nil, err
+	}
 	s.Flights = make([]Flight, 0, len(r.FLGT))
 	for i := range r.FLGT {
-		f, err := st.decodeFlight(&r.FLGT[i], fmt.Sprintf("SCHD/FLGT[%d]", i+1))
+		f, err := st.decodeFlight(&r.FLGT[i], fmt.Sprintf("SCHD/FLGT[%d]", i+1), true)
 		if err != nil {
 			return nil, err
 		}
@@ -424,7 +436,7 @@ func (st *state) decodeFlightOp(styp string, r *rawFlop) (*FlightOp, error) {
 	if foreign != nil {
 		st.fail(foreign)
 	}
-	f, err := st.decodeFlight(raw, "FLOP/FLGT")
+	f, err := st.decodeFlight(raw, "FLOP/FLGT", false)
 	if err != nil {
 		return nil, err
 	}
@@ -436,16 +448,16 @@ func decodeRef(r *rawRefd) (*RefData, error) {
 	if d.RTYP == "" {
 		return nil, malformed("REFD/RTYP missing")
 	}
-	var err error
-	if d.RCNT, err = decodeCount(r.RCNT, len(r.REFR), "REFD"); err != nil {
-		return nil, err
-	}
 	for i, rec := range r.REFR {
 		k := text(rec.RKEY)
 		if k == "" {
 			return nil, malformed("REFD/REFR[%d]/RKEY missing", i+1)
 		}
 		d.Records = append(d.Records, RefRecord{RKEY: k, RVAL: str(rec.RVAL)})
+	}
+	var err error
+	if d.RCNT, err = decodeCount(r.RCNT, len(r.REFR), "REFD"); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -603,42 +615,57 @@ func service(d *fieldDecoder, r *rawService) Service {
 	return Service{SEQU: d.count(r.SEQU, "SEQU"), CODE: str(r.CODE), QNTY: d.count(r.QNTY, "QNTY"), RMRK: str(r.RMRK)}
 }
 
-func (st *state) decodeFlight(r *rawFlight, where string) (Flight, error) {
+func (st *state) decodeFlight(r *rawFlight, where string, schd bool) (Flight, error) {
 	flid := text(r.FLID)
 	if flid == "" {
 		return Flight{}, malformed("%s/FLID missing", where)
 	}
 	d := &fieldDecoder{where: where, st: st}
+	var sodt Field[time.Time]
+	var sodtUnparsed string
+	if f := str(r.SODT); schd && f.Presence == Set {
+		// seed 000 §12.3, §7.1: in a SCHD record an unparseable SODT is the
+		// domain's case (ADFT: no OPERATION_DAY; a plan: PROTOCOL), not a
+		// codec error that would be retried while the queue waits.
+		if t, err := parseTime(f.Value); err == nil {
+			sodt = Val(t)
+		} else {
+			sodtUnparsed = f.Value
+		}
+	} else {
+		sodt = d.time(r.SODT, "SODT")
+	}
 	f := Flight{
-		FLID: flid,
-		FLNO: str(r.FLNO),
-		AWCD: str(r.AWCD),
-		ADID: d.oneOf(r.ADID, "ADID", "A", "D"),
-		FLTY: str(r.FLTY),
-		SODT: d.time(r.SODT, "SODT"),
-		EODT: d.time(r.EODT, "EODT"),
-		AODT: d.time(r.AODT, "AODT"),
-		ACTY: str(r.ACTY),
-		ACRG: str(r.ACRG),
-		TERM: str(r.TERM),
-		STAT: str(r.STAT),
-		ABST: str(r.ABST),
-		ABRS: str(r.ABRS),
-		MAID: str(r.MAID),
-		CSOP: str(r.CSOP),
-		CSFT: str(r.CSFT),
-		GATE: list(d, r.GATE, "GATE", resource),
-		CKIC: list(d, r.CKIC, "CKIC", resource),
-		BELT: list(d, r.BELT, "BELT", resource),
-		STND: list(d, r.STND, "STND", resource),
-		CHUT: list(d, r.CHUT, "CHUT", resource),
-		BRDG: list(d, r.BRDG, "BRDG", resource),
-		CHOK: list(d, r.CHOK, "CHOK", resource),
-		DELY: list(d, r.DELY, "DELY", delay),
-		ROUT: list(d, r.ROUT, "ROUT", routePoint),
-		ERUT: list(d, r.ERUT, "ERUT", routePoint),
-		SRVT: list(d, r.SRVT, "SRVT", service),
-		VIPF: list(d, r.VIPF, "VIPF", service),
+		FLID:         flid,
+		SODTUnparsed: sodtUnparsed,
+		FLNO:         str(r.FLNO),
+		AWCD:         str(r.AWCD),
+		ADID:         d.oneOf(r.ADID, "ADID", "A", "D"),
+		FLTY:         str(r.FLTY),
+		SODT:         sodt,
+		EODT:         d.time(r.EODT, "EODT"),
+		AODT:         d.time(r.AODT, "AODT"),
+		ACTY:         str(r.ACTY),
+		ACRG:         str(r.ACRG),
+		TERM:         str(r.TERM),
+		STAT:         str(r.STAT),
+		ABST:         str(r.ABST),
+		ABRS:         str(r.ABRS),
+		MAID:         str(r.MAID),
+		CSOP:         str(r.CSOP),
+		CSFT:         str(r.CSFT),
+		GATE:         list(d, r.GATE, "GATE", resource),
+		CKIC:         list(d, r.CKIC, "CKIC", resource),
+		BELT:         list(d, r.BELT, "BELT", resource),
+		STND:         list(d, r.STND, "STND", resource),
+		CHUT:         list(d, r.CHUT, "CHUT", resource),
+		BRDG:         list(d, r.BRDG, "BRDG", resource),
+		CHOK:         list(d, r.CHOK, "CHOK", resource),
+		DELY:         list(d, r.DELY, "DELY", delay),
+		ROUT:         list(d, r.ROUT, "ROUT", routePoint),
+		ERUT:         list(d, r.ERUT, "ERUT", routePoint),
+		SRVT:         list(d, r.SRVT, "SRVT", service),
+		VIPF:         list(d, r.VIPF, "VIPF", service),
 	}
 	return f, nil
 }

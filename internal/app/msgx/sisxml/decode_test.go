@@ -247,6 +247,7 @@ func TestDecodeErrors(t *testing.T) {
 	const (
 		M = relaytype.ClassMalformed
 		C = relaytype.ClassCodec
+		P = relaytype.ClassProtocol
 	)
 	okMeta := `<META><SNDR>AODB</SNDR><SEQN>9</SEQN><DTTM>20260301083000</DTTM><TYPE>FDEL</TYPE><STYP>DELE</STYP></META>`
 	fdel := `<FDEL><FLID>1</FLID></FDEL>`
@@ -289,17 +290,17 @@ func TestDecodeErrors(t *testing.T) {
 		{"body of another type", `<MSG>` + okMeta + `<FLOP/></MSG>`, M},
 		{"two bodies", `<MSG>` + okMeta + fdel + fdel + `</MSG>`, M},
 		{"FDEL FLID missing", `<MSG>` + okMeta + `<FDEL><FLID/></FDEL></MSG>`, M},
-		{"RCNT missing", schd("", 1), M},
-		{"RCNT not a number", schd("<RCNT>one</RCNT>", 1), M},
-		{"RCNT negative", schd("<RCNT>-1</RCNT>", 0), M},
-		{"RCNT too small", schd("<RCNT>1</RCNT>", 2), M},
-		{"RCNT too large", schd("<RCNT>3</RCNT>", 2), M},
+		{"RCNT missing", schd("", 1), P},
+		{"RCNT not a number", schd("<RCNT>one</RCNT>", 1), P},
+		{"RCNT negative", schd("<RCNT>-1</RCNT>", 0), P},
+		{"RCNT too small", schd("<RCNT>1</RCNT>", 2), P},
+		{"RCNT too large", schd("<RCNT>3</RCNT>", 2), P},
 		{"SCHD FLID missing", envelope("SCHD", "RESP", `<SCHD><RCNT>1</RCNT><FLGT><FLNO>X</FLNO></FLGT></SCHD>`), M},
 		{"FLOP without FLGT", envelope("FLOP", "GATE", `<FLOP/>`), M},
 		{"FLOP two FLGT", envelope("FLOP", "GATE", `<FLOP><FLGT><FLID>1</FLID><GATE/></FLGT><FLGT><FLID>2</FLID><GATE/></FLGT></FLOP>`), M},
 		{"FLOP carries nothing", flopMsg("GATE", ``), M},
 		{"FLOP FLID missing", envelope("FLOP", "GATE", `<FLOP><FLGT><GATE/></FLGT></FLOP>`), M},
-		{"REFD RCNT mismatch", envelope("REFD", "RESP", `<REFD><RTYP>A</RTYP><RCNT>2</RCNT><REFR><RKEY>1</RKEY></REFR></REFD>`), M},
+		{"REFD RCNT mismatch", envelope("REFD", "RESP", `<REFD><RTYP>A</RTYP><RCNT>2</RCNT><REFR><RKEY>1</RKEY></REFR></REFD>`), P},
 		{"REFD RTYP missing", envelope("REFD", "RESP", `<REFD><RCNT>0</RCNT></REFD>`), M},
 		{"REFD RKEY missing", envelope("REFD", "RESP", `<REFD><RTYP>A</RTYP><RCNT>1</RCNT><REFR/></REFD>`), M},
 		{"REQT-SCHD ODAY missing", envelope("REQT", "SCHD", `<REQT/>`), M},
@@ -309,7 +310,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad DTTM and body missing", strings.Replace(`<MSG>`+okMeta+`</MSG>`, "20260301083000", "x", 1), M},
 		{"foreign element and FLID missing", envelope("FLOP", "GATE", `<FLOP><FLGT><GATE/><STND/></FLGT></FLOP>`), M},
 		{"bad value then FLID missing", envelope("SCHD", "DNLD", `<SCHD><RCNT>2</RCNT><FLGT><FLID>1</FLID><SODT>x</SODT></FLGT><FLGT/></SCHD>`), M},
-		{"bad value and RCNT mismatch", envelope("SCHD", "DNLD", `<SCHD><RCNT>2</RCNT><FLGT><FLID>1</FLID><SODT>x</SODT></FLGT></SCHD>`), M},
+		{"RCNT mismatch and FLID missing", envelope("SCHD", "DNLD", `<SCHD><RCNT>3</RCNT><FLGT><FLID>1</FLID></FLGT><FLGT/></SCHD>`), M},
+		{"REFD RCNT mismatch and RKEY missing", envelope("REFD", "RESP", `<REFD><RTYP>A</RTYP><RCNT>2</RCNT><REFR/></REFD>`), M},
+		// PROTOCOL (dead at once) wins over a value format (retried).
+		{"bad value and RCNT mismatch", envelope("SCHD", "DNLD", `<SCHD><RCNT>2</RCNT><FLGT><FLID>1</FLID><EODT>x</EODT></FLGT></SCHD>`), P},
 
 		{"charset", `<?xml version="1.0" encoding="GBK"?><MSG>` + okMeta + fdel + `</MSG>`, C},
 		{"DTTM format", strings.Replace(`<MSG>`+okMeta+fdel+`</MSG>`, "20260301083000", "2026-03-01T08:30:00", 1), C},
@@ -333,6 +337,7 @@ func TestDecodeErrors(t *testing.T) {
 			require.Error(t, err)
 			require.Nil(t, m)
 			require.Equal(t, tc.class, relaytype.ClassOf(err, relaytype.ClassNone), "%v", err)
+			require.Equal(t, 1, strings.Count(err.Error(), "sisxml:"), "one package prefix: %v", err)
 		})
 	}
 }
@@ -352,4 +357,30 @@ func TestIdentity(t *testing.T) {
 	next.DTTM = next.DTTM.Add(24 * time.Hour)
 	require.Equal(t, sisxml.Identity(m.Meta, false), sisxml.Identity(next, false))
 	require.NotEqual(t, sisxml.Identity(m.Meta, true), sisxml.Identity(next, true))
+}
+
+// TestDecodeSchdSODTUnparsed: in a SCHD record an unparseable SODT is no
+// decode error (seed 000 §12.3: an ADFT then creates the flight without an
+// operating day; a plan is the domain's PROTOCOL); in a FLOP it stays
+// CODEC_ERROR.
+func TestDecodeSchdSODTUnparsed(t *testing.T) {
+	t.Parallel()
+	for _, styp := range []string{"ADFT", "DNLD", "RESP"} {
+		m, err := sisxml.Decode([]byte(envelope("SCHD", styp,
+			`<SCHD><RCNT>1</RCNT><FLGT><FLID>7</FLID><FLNO>CA7</FLNO><SODT>2026-03-01 09:30</SODT></FLGT></SCHD>`)))
+		require.NoError(t, err, styp)
+		f := m.Schd.Flights[0]
+		require.Equal(t, sisxml.Absent, f.SODT.Presence, styp)
+		require.Equal(t, "2026-03-01 09:30", f.SODTUnparsed, styp)
+		require.Equal(t, "CA7", f.FLNO.Value, styp)
+	}
+	m, err := sisxml.Decode([]byte(envelope("SCHD", "ADFT",
+		`<SCHD><RCNT>1</RCNT><FLGT><FLID>7</FLID><SODT>20260301093000</SODT></FLGT></SCHD>`)))
+	require.NoError(t, err)
+	require.Empty(t, m.Schd.Flights[0].SODTUnparsed)
+	require.Equal(t, sisxml.Set, m.Schd.Flights[0].SODT.Presence)
+
+	_, err = sisxml.Decode([]byte(envelope("FLOP", "BASE",
+		`<FLOP><FLGT><FLID>7</FLID><SODT>2026-03-01 09:30</SODT></FLGT></FLOP>`)))
+	require.Equal(t, relaytype.ClassCodec, relaytype.ClassOf(err, relaytype.ClassNone))
 }

@@ -11,8 +11,9 @@
 // of a value and is at most relaytype.MaxErrorText bytes long.
 //
 // Errors are classified for the engine with relaytype.Classify: MALFORMED (the
-// message itself is invalid — never retried) or CODEC_ERROR (a recognised
-// envelope whose body this codec cannot map — retried, a codec fix can handle
-// it). A kind this codec does not know is not an error: it decodes to
+// message itself is invalid — never retried), PROTOCOL (a package whose
+// declared record count RCNT is wrong, the whole-package check of seed 000
+// §7.1 step 2 — never retried) or CODEC_ERROR (a recognised envelope whose
+// body this codec cannot map — retried, a codec fix can handle it). A kind this codec does not know is not an error: it decodes to
 // KindUnsupported and the dispatcher fails it as UNSUPPORTED.
 package sisxml

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relayhq/relay/relaytype"
 )
 
 // Encode renders m as SIS XML exactly as docs/msgx/sis-xml.md describes it:
@@ -48,7 +50,7 @@ func Encode(m *Message) ([]byte, error) {
 		return nil, e.err
 	}
 	if e.b.Len() > MaxSize {
-		return nil, fmt.Errorf("sisxml: encode %s SEQN %s: %w: %d bytes, limit %d", m.Meta.Kind(), m.Meta.SEQN, ErrTooLarge, e.b.Len(), MaxSize)
+		return nil, fmt.Errorf("%w: encode %s SEQN %s: %d bytes, limit %d", ErrTooLarge, m.Meta.Kind(), relaytype.QuoteValue(m.Meta.SEQN), e.b.Len(), MaxSize)
 	}
 	return e.b.Bytes(), nil
 }
@@ -382,6 +384,9 @@ func (e *encoder) flight(f *Flight, label string) {
 	encodeField(e, "ADID", f.ADID, false, formatADID)
 	encodeField(e, "FLTY", f.FLTY, false, formatString)
 	encodeField(e, "SODT", f.SODT, false, formatTime)
+	if f.SODT.Presence == Absent && f.SODTUnparsed != "" {
+		e.leaf("SODT", f.SODTUnparsed, false) // as received: Decode reads it back the same
+	}
 	encodeField(e, "EODT", f.EODT, false, formatTime)
 	encodeField(e, "AODT", f.AODT, false, formatTime)
 	encodeField(e, "ACTY", f.ACTY, false, formatString)

@@ -187,6 +187,9 @@ func TestEncodeRejects(t *testing.T) {
 			require.Error(t, err)
 			require.Nil(t, out)
 			require.Contains(t, err.Error(), tc.want)
+			// One package prefix, however the error was wrapped.
+			require.NotContains(t, err.Error(), "sisxml: sisxml:")
+			require.Equal(t, 1, strings.Count(err.Error(), "sisxml:"), "%s", err)
 		})
 	}
 }

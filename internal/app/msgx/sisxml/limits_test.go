@@ -86,7 +86,8 @@ func TestDecodeErrorTextBounded(t *testing.T) {
 		{"count value", flopMsg("DELY", `<DELY><ITEM><DURA>`+v+`</DURA></ITEM></DELY>`), relaytype.ClassCodec, 1 << 10},
 		{"ADID", flopMsg("BASE", `<ADID>`+v+`</ADID>`), relaytype.ClassCodec, 1 << 10},
 		{"collection text", flopMsg("GATE", `<GATE>`+v+`</GATE>`), relaytype.ClassCodec, 1 << 10},
-		{"RCNT", envelope("SCHD", "DNLD", `<SCHD><RCNT>`+v+`</RCNT></SCHD>`), relaytype.ClassMalformed, 1 << 10},
+		{"RCNT", envelope("SCHD", "DNLD", `<SCHD><RCNT>`+v+`</RCNT></SCHD>`), relaytype.ClassProtocol, 1 << 10},
+		{"SCHD SODT", envelope("SCHD", "ADFT", `<SCHD><RCNT>1</RCNT><FLGT><FLID>1</FLID><SODT>`+v+`</SODT></FLGT><FLGT/></SCHD>`), relaytype.ClassMalformed, 1 << 10},
 		{"ODAY", envelope("REQT", "SCHD", `<REQT><ODAY>`+v+`</ODAY></REQT>`), relaytype.ClassCodec, 1 << 10},
 		// encoding/xml quotes the label itself: the last guard bounds it.
 		{"charset", `<?xml version="1.0" encoding="` + name + `"?><MSG>` + okMeta + fdel + `</MSG>`, relaytype.ClassCodec, relaytype.MaxErrorText + 64},

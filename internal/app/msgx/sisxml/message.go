@@ -115,11 +115,18 @@ type Flight struct {
 	ADID Field[string]    // "A" arrival or "D" departure
 	FLTY Field[string]    // flight type / task code
 	SODT Field[time.Time] // scheduled operation time (OPERATION_DAY source, §11.2)
-	EODT Field[time.Time] // estimated operation time
-	AODT Field[time.Time] // actual operation time
-	ACTY Field[string]    // aircraft type
-	ACRG Field[string]    // aircraft registration
-	TERM Field[string]    // terminal
+	// SODTUnparsed is, in a SCHD record only, the trimmed text of a SODT
+	// that is present but not a SIS time (quote it with relaytype.QuoteValue
+	// in errors); SODT is then Absent. The domain decides what it means (seed
+	// 000 §12.3: an ADFT creates the flight without OPERATION_DAY; §7.1 step
+	// 2: a plan cannot derive the day, DEAD(PROTOCOL)). Empty otherwise; in a
+	// FLOP an unparseable SODT is a CODEC_ERROR like any other value.
+	SODTUnparsed string
+	EODT         Field[time.Time] // estimated operation time
+	AODT         Field[time.Time] // actual operation time
+	ACTY         Field[string]    // aircraft type
+	ACRG         Field[string]    // aircraft registration
+	TERM         Field[string]    // terminal
 
 	// Status fields (FLOP-STAT).
 	STAT Field[string] // flight status code
