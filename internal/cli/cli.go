@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -46,6 +47,7 @@ func commands() map[string]command {
 		"serve":   {"run the demo pipeline as a long-lived service over a foreign table (single active instance)", runServe},
 		"admin":   {"operate a queue: stats, dead, dlq, holes, replay, reopen (relay admin -h)", runAdmin},
 		"msgx":    {"airport SIS/AODB message exchange: run, migrate, params, simulate, verify, request (relay msgx)", runMsgx},
+		"sms":     {"SMS send chain over CMPP: supplier (a simulated carrier gateway) (relay sms)", runSms},
 	}
 }
 
@@ -70,16 +72,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func usage(w io.Writer, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	fmt.Fprintln(w, "relay — reliable message pipelines\n\nusage: relay <command> [flags]\n\ncommands:")
-	for _, n := range names {
+	listCommands(w, cmds)
+	fmt.Fprintln(w, "\nrun `relay <command> -h` for a command's flags")
+}
+
+// listCommands writes one line per command (or role of a command group),
+// sorted by name.
+func listCommands(w io.Writer, cmds map[string]command) {
+	for _, n := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nrun `relay <command> -h` for a command's flags")
 }
 
 // newFlags returns a flag set that prints its usage to env.Stderr.

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/supplier"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// smsRoles are the roles of `relay sms`; a new role (the gateway, the
+// callback processor…) is one line here.
+func smsRoles() map[string]command {
+	return map[string]command{
+		"supplier": {"run a simulated carrier gateway (CMPP 2.0/3.0 ISMG) for tests: accounts, window, latency, failures, reports, MO, drops, a record of accepted Submits", runSmsSupplier},
+	}
+}
+
+// runSms dispatches `relay sms <role>`.
+func runSms(ctx context.Context, env *Env, args []string) error {
+	roles := smsRoles()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		smsUsage(env.Stdout, roles)
+		return nil
+	}
+	r, ok := roles[args[0]]
+	if !ok {
+		smsUsage(env.Stderr, roles)
+		return fmt.Errorf("sms: unknown role %q", args[0])
+	}
+	return r.run(ctx, env, args[1:])
+}
+
+func smsUsage(w io.Writer, roles map[string]command) {
+	fmt.Fprintln(w, "usage: relay sms <role> [flags]\n\nroles:")
+	listCommands(w, roles)
+	fmt.Fprintln(w, "\nrun `relay sms <role> -h` for a role's flags (docs/sms/cmpp.md)")
+}
+
+// accountFlags collects --account SP_ID:SECRET values (repeatable, each a
+// comma-separated list).
+type accountFlags []string
+
+func (a *accountFlags) String() string { return fmt.Sprintf("%d accounts", len(*a)) }
+
+func (a *accountFlags) Set(v string) error {
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*a = append(*a, item)
+		}
+	}
+	return nil
+}
+
+// parseAccounts turns SP_ID:SECRET items into accounts; errors never quote
+// a secret.
+func parseAccounts(items []string, versions []cmpp.Version, window, maxConns int, rate float64) ([]supplier.Account, error) {
+	var out []supplier.Account
+	for i, item := range items {
+		id, secret, ok := strings.Cut(item, ":")
+		if !ok || secret == "" {
+			return nil, fmt.Errorf("--account #%d: want SP_ID:SECRET", i+1)
+		}
+		out = append(out, supplier.Account{SourceAddr: id, Secret: secret, Versions: versions,
+			Window: window, MaxConns: maxConns, Rate: rate})
+	}
+	return out, nil
+}
+
+// parseVersions reads "2.0,3.0".
+func parseVersions(s string) ([]cmpp.Version, error) {
+	var out []cmpp.Version
+	for _, v := range strings.Split(s, ",") {
+		switch strings.TrimSpace(v) {
+		case "2.0", "2":
+			out = append(out, cmpp.V20)
+		case "3.0", "3":
+			out = append(out, cmpp.V30)
+		default:
+			return nil, fmt.Errorf("--versions: %s is not 2.0 or 3.0", relaytype.QuoteValue(v))
+		}
+	}
+	return out, nil
+}
+
+func runSmsSupplier(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "sms supplier", "sms supplier --account SP_ID:SECRET[,…] [--listen ADDR] [--record FILE] [flags]")
+	var accounts accountFlags
+	if v := envOr("SMS_SUPPLIER_ACCOUNTS", ""); v != "" {
+		_ = accounts.Set(v)
+	}
+	fs.Var(&accounts, "account", "an SP account SP_ID:SECRET (SP_ID: 6 digits); repeatable or comma-separated; env SMS_SUPPLIER_ACCOUNTS keeps secrets out of the process list")
+	listen := fs.String("listen", "127.0.0.1:7890", "address to listen on (loopback by default; 7890 is the standard's long-connection port)")
+	versions := fs.String("versions", "2.0,3.0", "CMPP versions every account may log in with")
+	window := fs.Int("window", supplier.WindowDefault, "W: unanswered Submits allowed per connection")
+	windowAction := fs.String("window-action", "flow-control", "a Submit past the window: flow-control (Result 8) or drop (the connection)")
+	maxConns := fs.Int("max-conns", supplier.MaxConnsDefault, "logged-in connections per account")
+	rate := fs.Float64("rate", 0, "Submits (destinations) per second per account, then Result 8; 0: no bound")
+	latency := fs.String("latency", "0", "SubmitResp delay: D, uniform:A..B or exp:[MIN+]MEAN[..MAX]")
+	reportDelay := fs.String("report-delay", "0", "status-report delay after the SubmitResp (same forms as --latency)")
+	failRate := fs.Float64("fail-rate", 0, "share of Submits refused with a --results code")
+	results := fs.String("results", "13", "failure Results and weights, CODE[=WEIGHT],…")
+	flowRate := fs.Float64("flow-control-rate", 0, "share of Submits refused with Result 8")
+	noAnswerRate := fs.Float64("no-answer-rate", 0, "share of accepted Submits never answered (still recorded and reported)")
+	stats := fs.String("stats", "DELIVRD", "report Stat values and weights, STAT[=WEIGHT],… e.g. DELIVRD=95,UNDELIV=3,EXPIRED=2")
+	beforeRate := fs.Float64("report-before-resp-rate", 0, "share of Submits whose reports come before their SubmitResp")
+	dupRate := fs.Float64("duplicate-report-rate", 0, "share of reports sent twice")
+	dropEvery := fs.Int("drop-every", 0, "drop the connection after every N-th accepted Submit, unanswered (0: never)")
+	dropRate := fs.Float64("drop-rate", 0, "share of accepted Submits after which the connection is dropped")
+	moEvery := fs.Duration("mo-every", 0, "send an MO to every logged-in account this often (0: never)")
+	moText := fs.String("mo-text", supplier.MOTextDefault, "the MO text (long ones go in UDH parts)")
+	moFrom := fs.String("mo-from", supplier.MOFromDefault, "the MO's sending handset")
+	record := fs.String("record", "", "append every accepted Submit to this file (JSON lines; empty: no record)")
+	recordSync := fs.String("record-sync", "write", "record durability before the SubmitResp: write (survives a process crash) or fsync (a machine crash too)")
+	seed := fs.Uint64("seed", 1, "seed of every random draw (same seed and traffic, same decisions)")
+	ismgCode := fs.Uint("ismg-code", supplier.ISMGCodeDefault, "ISMG code packed into every Msg_Id")
+	keepalive := fs.Duration("keepalive", supplier.KeepaliveDefault, "C: send ActiveTest after this long idle (negative: never)")
+	respTimeout := fs.Duration("response-timeout", supplier.ResponseTimeoutDefault, "T: wait this long for an ActiveTest or Deliver answer")
+	tries := fs.Int("tries", supplier.TriesDefault, "N: ActiveTests before a drop, sends of a Deliver before it is given up")
+	statsEvery := fs.Duration("stats-every", 10*time.Second, "print a stats line on stderr this often (0: only the final summary)")
+	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sms supplier: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	log, err := env.Logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	if len(accounts) == 0 {
+		return errors.New("sms supplier: at least one --account SP_ID:SECRET is required")
+	}
+	vs, err := parseVersions(*versions)
+	if err != nil {
+		return err
+	}
+	if *ismgCode > cmpp.MaxMsgIDGateway {
+		return fmt.Errorf("--ismg-code %d over %d", *ismgCode, cmpp.MaxMsgIDGateway)
+	}
+	cfg := supplier.Config{ISMGCode: uint32(*ismgCode), Keepalive: *keepalive, ResponseTimeout: *respTimeout,
+		Tries: *tries, Logger: log, Seed: *seed, Clock: relayclock.System{},
+		Record: supplier.RecordConfig{Path: *record}}
+	if cfg.Accounts, err = parseAccounts(accounts, vs, *window, *maxConns, *rate); err != nil {
+		return err
+	}
+	b := &cfg.Behaviour
+	b.FailRate, b.FlowControlRate, b.NoAnswerRate = *failRate, *flowRate, *noAnswerRate
+	b.ReportBeforeRespRate, b.DuplicateReportRate, b.DropEvery, b.DropRate = *beforeRate, *dupRate, *dropEvery, *dropRate
+	b.MO = supplier.MOConfig{Every: *moEvery, Text: *moText, From: *moFrom}
+	if b.Latency, err = supplier.ParseDist(*latency); err != nil {
+		return fmt.Errorf("--latency: %w", err)
+	}
+	if b.ReportDelay, err = supplier.ParseDist(*reportDelay); err != nil {
+		return fmt.Errorf("--report-delay: %w", err)
+	}
+	if b.ResultCodes, err = supplier.ParseResults(*results); err != nil {
+		return fmt.Errorf("--results: %w", err)
+	}
+	if b.ReportStats, err = supplier.ParseStats(*stats); err != nil {
+		return fmt.Errorf("--stats: %w", err)
+	}
+	switch *windowAction {
+	case "flow-control":
+	case "drop":
+		b.WindowAction = supplier.WindowDrop
+	default:
+		return fmt.Errorf("--window-action %s: want flow-control or drop", relaytype.QuoteValue(*windowAction))
+	}
+	switch *recordSync {
+	case "write":
+	case "fsync":
+		cfg.Record.Sync = supplier.SyncFsync
+	default:
+		return fmt.Errorf("--record-sync %s: want write or fsync", relaytype.QuoteValue(*recordSync))
+	}
+
+	srv, err := supplier.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", *listen, err)
+	}
+	ids := make([]string, len(cfg.Accounts))
+	for i, a := range cfg.Accounts {
+		ids[i] = a.SourceAddr
+	}
+	fmt.Fprintf(env.Stderr, "sms supplier: listening on %s (accounts %s; versions %s; window %d; record %s; seed %d)\n",
+		ln.Addr(), strings.Join(ids, ","), *versions, *window, cmp.Or(*record, "none"), *seed)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	err = supplierProgress(env.Stderr, cfg.Clock, *statsEvery, srv, served)
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// supplierProgress prints a stats line every `every` on clock (none when 0)
+// until Serve returns on served, then the final summary; it returns Serve's
+// error.
+func supplierProgress(w io.Writer, clock relaytype.Clock, every time.Duration, srv *supplier.Server, served <-chan error) error {
+	began := clock.Now()
+	for {
+		var tick <-chan time.Time
+		if every > 0 {
+			tick = clock.After(every)
+		}
+		select {
+		case <-tick:
+			fmt.Fprintf(w, "sms supplier: %s\n", supplierStatsLine(srv.Stats()))
+		case err := <-served:
+			fmt.Fprintf(w, "sms supplier: stopped after %s: %s\n", clock.Now().Sub(began).Round(time.Millisecond),
+				supplierStatsLine(srv.Stats()))
+			return err
+		}
+	}
+}
+
+// supplierStatsLine is one line of counters.
+func supplierStatsLine(st supplier.Stats) string {
+	return fmt.Sprintf("conns=%d logins=%d login_failures=%d submits=%d accepted=%d refused=%d flow_control=%d "+
+		"window_violations=%d no_answer=%d drops=%d reports=%d reports_before_resp=%d duplicate_reports=%d mos=%d "+
+		"deliver_resends=%d held=%d",
+		st.Connections, st.Logins, st.LoginFailures, st.SubmitsReceived, st.SubmitsAccepted, st.SubmitsRefused,
+		st.FlowControlled, st.WindowViolations, st.NoAnswers, st.Drops, st.ReportsSent, st.ReportsBeforeResp,
+		st.DuplicateReports, st.MOsSent, st.DeliverResends, st.DeliversHeld)
+}
