@@ -243,8 +243,8 @@ func TestDispatcherStandbyTakesOverOnStop(t *testing.T) {
 // has the batch, then the dispatcher's Stop cannot wait (its ctx is already
 // cancelled), as when a process is told to quit now. It marks nothing more,
 // and the standby takes over. Asserted: every event delivered; the only
-// events delivered twice are events of A's last 1+2 sink calls (the one cut
-// off and the up to two batches still settling behind it), and every event
+// events delivered twice are events of at most 1+2 of A's sink calls (the one
+// cut off and the up to two batches still settling), and every event
 // of the call cut off is delivered again (it was never marked); A's
 // deliveries all come before B's; per dispatcher each key's seqs ascend.
 func TestDispatcherStandbyTakesOverOnCancel(t *testing.T) {
@@ -280,17 +280,22 @@ func TestDispatcherStandbyTakesOverOnCancel(t *testing.T) {
 		}
 	}
 	require.Equal(t, cutAt, lastA, "A made no sink call after the one cut off")
+	redone := map[int]bool{} // A's calls with an event delivered again
 	for _, d := range log {
-		switch {
-		case count[d.ev.ID] == 1:
-		case d.by == "A":
-			require.GreaterOrEqual(t, d.call, cutAt-2, "%s delivered twice but was in A's call %d, settled before the cut", d.ev.ID, d.call)
+		if count[d.ev.ID] > 1 && d.by == "A" {
+			redone[d.call] = true
 		}
 		require.LessOrEqual(t, count[d.ev.ID], 2, "%s", d.ev.ID)
 		if d.by == "A" && d.call == cutAt {
 			require.Equal(t, 2, count[d.ev.ID], "%s was in the call cut off, never marked, so B delivers it again", d.ev.ID)
 		}
 	}
+	// Besides the call cut off, only batches still settling when it was cut
+	// can be delivered again: at most two (the settle depth). They need not
+	// be the two calls just before it — settles finish in any order, so an
+	// earlier, slower one may still be running.
+	require.True(t, redone[cutAt], "the call cut off is delivered again")
+	require.LessOrEqual(t, len(redone), 3, "A's calls delivered again: %v", redone)
 	requireOneThenOther(t, log, "A", "B")
 	requirePerKeyOrder(t, log, keys, perKey)
 }
