@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/relayhq/relay/internal/app/msgx"
+	"github.com/relayhq/relay/internal/app/msgx/simulate"
 	"github.com/relayhq/relay/internal/app/msgx/sisxml"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
@@ -31,6 +32,7 @@ func runMsgx(ctx context.Context, env *Env, args []string) error {
 	roles := map[string]func(context.Context, *Env, []string) error{
 		"run":      runMsgxRun,
 		"migrate":  runMsgxMigrate,
+		"mailbox":  runMsgxMailbox,
 		"params":   runMsgxParams,
 		"simulate": runMsgxSimulate,
 		"verify":   runMsgxVerify,
@@ -42,6 +44,7 @@ func runMsgx(ctx context.Context, env *Env, args []string) error {
 roles:
   run       run every msgx role: intake, FIFO pump, write-back, dispatchers, jobs, HTTP entry
   migrate   create or upgrade the msgx PostgreSQL schema
+  mailbox   create the CMINMSGS/COUTMSGS mailbox tables in a development database
   params    print every setting (PARAM key), its value and meaning
   simulate  write a simulated AODB operating day into CMINMSGS and save what must result
   verify    compare the store, the Kafka topics and the mailbox marks with a simulation
@@ -174,6 +177,31 @@ func runMsgxMigrate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "msgx migrate: %d migrations applied\n", len(res.Applied))
+	return nil
+}
+
+// runMsgxMailbox runs `relay msgx mailbox create`: the mailbox tables in the
+// shape the AODB site uses, for a development or test database. A site's own
+// mailbox already exists and belongs to the AODB; msgx never changes it.
+func runMsgxMailbox(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] != "create" {
+		fmt.Fprintln(env.Stderr, "usage: relay msgx mailbox create --mailbox DSN")
+		return errors.New("msgx mailbox: the only action is create")
+	}
+	fs := newFlags(env, "msgx mailbox create", "msgx mailbox create --mailbox DSN")
+	mailbox := mailboxFlag(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	mb, err := openMailbox(ctx, *mailbox)
+	if err != nil {
+		return err
+	}
+	defer mb.Close()
+	if err := simulate.CreateMailbox(ctx, mb); err != nil {
+		return fmt.Errorf("msgx mailbox create on %s: %w", dsn.Redact(*mailbox), dsn.Scrub(err, *mailbox))
+	}
+	fmt.Fprintf(env.Stdout, "msgx mailbox: CMINMSGS and COUTMSGS exist on %s\n", dsn.Redact(*mailbox))
 	return nil
 }
 

@@ -100,3 +100,27 @@ func TestMsgxSimulateRunVerify(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, tampered.String(), "PROCFLAG SKIPPED, want SUCCEEDED")
 }
+
+// TestMsgxMailboxCreate: `relay msgx mailbox create` makes the two mailbox
+// tables in a fresh database (a second run changes nothing), and the tables
+// take a row in the site's shape.
+func TestMsgxMailboxCreate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	mailbox, dsn := testdb.MariaDBWithDSN(t)
+	for range 2 {
+		out, err := run(t, "msgx", "mailbox", "create", "--mailbox", dsn)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "CMINMSGS and COUTMSGS exist")
+	}
+	_, err := mailbox.ExecContext(ctx, "INSERT INTO CMINMSGS (MSGCONTENT, RECEIVETIME) VALUES ('<MSG/>', NOW(3))")
+	require.NoError(t, err)
+	_, err = mailbox.ExecContext(ctx, "INSERT INTO COUTMSGS (MSGCONTENT, CREATETIME) VALUES ('<MSG/>', NOW(3))")
+	require.NoError(t, err)
+	var flag *string
+	require.NoError(t, mailbox.QueryRowContext(ctx, "SELECT PROCFLAG FROM CMINMSGS").Scan(&flag))
+	require.Nil(t, flag, "a new row is unprocessed")
+
+	_, err = run(t, "msgx", "mailbox", "drop", "--mailbox", dsn)
+	require.ErrorContains(t, err, "the only action is create")
+}
