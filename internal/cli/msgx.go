@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
@@ -223,11 +224,13 @@ func runMsgxParams(_ context.Context, env *Env, args []string) error {
 }
 
 func runMsgxRun(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "msgx run", "msgx run --store URL --mailbox DSN --kafka-brokers HOSTS [--http-addr ADDR] "+
+	fs := newFlags(env, "msgx run", "msgx run --store URL --mailbox DSN (--kafka-brokers HOSTS | --dev-kafka PORT) [--http-addr ADDR] "+
 		"[--admin-addr ADDR] [--metrics-addr ADDR] [--param k=v …]")
 	store := storeFlag(fs)
 	mailbox := mailboxFlag(fs)
 	brokers := fs.String("kafka-brokers", envOr("MSGX_KAFKA_BROKERS", ""), "comma-separated Kafka brokers; env MSGX_KAFKA_BROKERS")
+	devKafka := fs.Int("dev-kafka", 0, "DEVELOPMENT ONLY: instead of --kafka-brokers, run an in-process Kafka-API broker "+
+		"(franz-go's kfake) on 127.0.0.1:PORT with both topics; it keeps everything in memory and loses it on exit")
 	sendFlags := addListenFlags(fs, "http", "the compatibility entry POST /cminmsgs/send")
 	metricsAddr, adminFlags := addServiceFlags(fs)
 	owner := fs.String("owner", defaultOwner(), "instance name in the pipeline lock and logs")
@@ -244,8 +247,21 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *brokers == "" {
-		return errors.New("--kafka-brokers is required")
+	switch {
+	case *devKafka != 0 && *brokers != "":
+		return errors.New("--dev-kafka and --kafka-brokers exclude each other")
+	case *devKafka != 0:
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(*devKafka),
+			kfake.SeedTopics(4, cfg.MsgTopic, cfg.SchdTopic))
+		if err != nil {
+			return fmt.Errorf("--dev-kafka %d: %w", *devKafka, err)
+		}
+		defer cluster.Close()
+		*brokers = strings.Join(cluster.ListenAddrs(), ",")
+		log.Warn("msgx: development Kafka broker in this process (kfake): in memory only, lost on exit; not for production",
+			"brokers", *brokers)
+	case *brokers == "":
+		return errors.New("--kafka-brokers is required (or --dev-kafka PORT for a development run)")
 	}
 	d, err := openPG(ctx, *store)
 	if err != nil {
