@@ -420,8 +420,9 @@ type Stats struct {
 	// Malformed counts commands acked as malformed; Claimed entries taken
 	// over by XAUTOCLAIM; Results results written.
 	Malformed, Claimed, Results int64
-	// Reports and MO count events written to the report stream.
-	Reports, MO int64
+	// Reports and MO count events written to the report stream;
+	// BadReports reports that did not decode (answered, not written).
+	Reports, MO, BadReports int64
 }
 
 type counters struct {
@@ -436,5 +437,6 @@ func (g *Gateway) Stats() Stats {
 	return Stats{Submits: c.submits.Load(), Accepted: c.accepted.Load(), Rejected: c.rejected.Load(),
 		Unknown: c.unknown.Load(), NotSent: c.notSent.Load(), Duplicates: c.duplicates.Load(),
 		StaleClaims: c.staleClaims.Load(), Busy: c.busy.Load(), Malformed: c.malformed.Load(),
-		Claimed: c.claimed.Load(), Results: c.results.Load(), Reports: c.reports.Load(), MO: c.mo.Load()}
+		Claimed: c.claimed.Load(), Results: c.results.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
+		BadReports: c.badDelivs.Load()}
 }

@@ -240,3 +240,41 @@ func mustUint(t *testing.T, v any) uint64 {
 	require.NoError(t, err)
 	return n
 }
+
+func TestRestartReadsOwnPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.rdb.XGroupCreateMkStream(b.ctx, b.cfg.CommandStream, gateway.GroupDefault, "0").Err())
+	b.push(t, command(61).Values())
+	// The previous life of consumer gw-1 read it and died; MinIdle (3 min)
+	// keeps XAUTOCLAIM away, XREADGROUP 0 finds it at once.
+	_, err := b.rdb.XReadGroup(b.ctx, &redis.XReadGroupArgs{Group: gateway.GroupDefault, Consumer: b.cfg.Consumer,
+		Streams: []string{b.cfg.CommandStream, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	res := b.waitResults(t, 1)
+	stop()
+	require.Equal(t, gateway.StateAccepted, res[0].State)
+	require.Zero(t, g.Stats().Claimed)
+	require.Equal(t, 1, b.counts(t).ByKey["61"])
+	require.Zero(t, b.pending(t))
+}
+
+func TestSettledButNotAckedReemitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A gateway settled submitId 71 ACCEPTED and died before XADD and XACK.
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit
+		(submit_id, channel, state, msg_id, result, claimed_by, claimed_at, settled_at)
+		VALUES (71, $1, 'ACCEPTED', 12345678901234567890, '0', 'dead', $2, $2)`, channelName, start)
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	b.push(t, command(71).Values())
+	res := b.waitResults(t, 1)
+	stop()
+	require.Equal(t, gateway.Result{EventID: gateway.SubmitEventID(71), SubmitID: 71, Channel: channelName,
+		State: gateway.StateAccepted, MsgID: 12345678901234567890, Result: "0"}, res[0])
+	require.Zero(t, g.Stats().Submits)
+	require.Zero(t, b.counts(t).Submits)
+	require.Zero(t, b.pending(t))
+}

@@ -92,8 +92,9 @@ func (g *Gateway) deliverFunc(ch *channel) func(ctx context.Context, d *cmpp.Del
 				g.log.Warn("sms gateway: report does not decode", "channel", ch.name, "deliver_msg_id", d.MsgID, "err", err)
 				return 0
 			}
-			v = map[string]any{"event_id": ReportEventID(ch.name, rp.MsgID, rp.Stat), "kind": "report",
-				"channel": ch.name, "msg_id": strconv.FormatUint(rp.MsgID, 10), "stat": strings.TrimSpace(rp.Stat),
+			stat := strings.TrimSpace(rp.Stat)
+			v = map[string]any{"event_id": ReportEventID(ch.name, rp.MsgID, stat), "kind": "report",
+				"channel": ch.name, "msg_id": strconv.FormatUint(rp.MsgID, 10), "stat": stat,
 				"submit_time": rp.SubmitTime, "done_time": rp.DoneTime,
 				"smsc_sequence": strconv.FormatUint(uint64(rp.SMSCSequence), 10)}
 		} else {
