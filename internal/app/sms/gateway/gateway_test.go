@@ -1,0 +1,280 @@
+package gateway_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/app/sms/gateway"
+	"github.com/relayhq/relay/internal/app/sms/supplier"
+)
+
+func TestSubmitsOnceEach(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g, stop := b.run(t)
+	const n = 60
+	for i := range n {
+		b.push(t, command(uint64(1000+i)).Values())
+	}
+	res := b.waitResults(t, n)
+	// Every Submit asked for a report; the supplier sends one per Msg_Id.
+	require.Eventually(t, func() bool {
+		l, err := b.rdb.XLen(b.ctx, b.cfg.ReportStream).Result()
+		return err == nil && l >= n
+	}, 20*time.Second, 5*time.Millisecond)
+	stop()
+	require.Len(t, res, n)
+	reports, err := b.rdb.XRange(b.ctx, b.cfg.ReportStream, "-", "+").Result()
+	require.NoError(t, err)
+	msgIDs := map[string]bool{}
+	for _, r := range res {
+		msgIDs[strconv.FormatUint(r.MsgID, 10)] = true
+	}
+	for _, m := range reports {
+		require.Equal(t, "report", m.Values["kind"])
+		require.Equal(t, "DELIVRD", m.Values["stat"])
+		require.True(t, msgIDs[m.Values["msg_id"].(string)], "a report for a Msg_Id of a result")
+		require.Equal(t, "report:"+channelName+":"+m.Values["msg_id"].(string)+":DELIVRD", m.Values["event_id"])
+	}
+	seen := map[string]bool{}
+	for _, r := range res {
+		require.Equal(t, gateway.StateAccepted, r.State, r.Result)
+		require.NotZero(t, r.MsgID)
+		require.Equal(t, gateway.SubmitEventID(r.SubmitID), r.EventID)
+		require.False(t, seen[r.EventID], "result %s twice", r.EventID)
+		seen[r.EventID] = true
+	}
+	c := b.counts(t)
+	require.Equal(t, n, c.Submits)
+	for i := range n {
+		require.Equal(t, 1, c.ByKey[strconv.Itoa(1000+i)])
+	}
+	require.Empty(t, c.Duplicates())
+	require.Zero(t, b.pending(t))
+	st := g.Stats()
+	require.EqualValues(t, n, st.Accepted)
+	require.EqualValues(t, n, st.Submits)
+}
+
+func TestDuplicateCommandSubmittedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, stop := b.run(t)
+	cmd := command(77)
+	b.push(t, cmd.Values())
+	b.push(t, cmd.Values())
+	require.Len(t, b.waitResults(t, 2), 2)
+	// A third copy after both settled: re-emitted from PostgreSQL.
+	b.push(t, cmd.Values())
+	res := b.waitResults(t, 3)
+	stop()
+	require.Len(t, res, 3)
+	for _, r := range res {
+		require.Equal(t, res[0], r, "every copy of the result is the same event")
+	}
+	require.Equal(t, gateway.StateAccepted, res[0].State)
+	c := b.counts(t)
+	require.Equal(t, 1, c.Submits)
+	require.Equal(t, 1, c.ByKey["77"])
+	require.Zero(t, b.pending(t))
+}
+
+func TestDeadConsumerPendingClaimedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.SubmitTimeout = 250 * time.Microsecond // on the fake clock, never reached
+	b.cfg.StaleClaim = 500 * time.Microsecond
+	b.cfg.MinIdle = time.Millisecond // Redis's own clock: the dead consumer's entry is idle at once
+	require.NoError(t, b.rdb.XGroupCreateMkStream(b.ctx, b.cfg.CommandStream, gateway.GroupDefault, "0").Err())
+	b.push(t, command(5).Values())
+	// The dead gateway reads it and never acks.
+	got, err := b.rdb.XReadGroup(b.ctx, &redis.XReadGroupArgs{Group: gateway.GroupDefault, Consumer: "dead",
+		Streams: []string{b.cfg.CommandStream, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, got[0].Messages, 1)
+	require.Eventually(t, func() bool { // idle past MinIdle (Redis time)
+		p, err := b.rdb.XPendingExt(b.ctx, &redis.XPendingExtArgs{Stream: b.cfg.CommandStream,
+			Group: gateway.GroupDefault, Start: "-", End: "+", Count: 1}).Result()
+		return err == nil && len(p) == 1 && p[0].Idle > 2*time.Millisecond
+	}, 5*time.Second, time.Millisecond)
+
+	g, stop := b.run(t)
+	res := b.waitResults(t, 1)
+	stop()
+	require.Len(t, res, 1)
+	require.Equal(t, gateway.StateAccepted, res[0].State)
+	require.EqualValues(t, 1, g.Stats().Claimed)
+	require.Equal(t, 1, b.counts(t).ByKey["5"])
+	require.Zero(t, b.pending(t))
+}
+
+func TestStaleClaimIsUnknownNotResubmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A gateway claimed submitId 9 an hour ago and died before the outcome.
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit (submit_id, channel, state, claimed_by, claimed_at)
+		VALUES (9, $1, 'CLAIMED', 'dead', $2)`, channelName, start.Add(-time.Hour))
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	b.push(t, command(9).Values())
+	require.Equal(t, gateway.StateUnknown, b.waitResults(t, 1)[0].State)
+	// Delivered again: UNKNOWN is final, re-emitted, still not submitted.
+	b.push(t, command(9).Values())
+	res := b.waitResults(t, 2)
+	stop()
+	for _, r := range res {
+		require.Equal(t, gateway.StateUnknown, r.State)
+		require.Equal(t, gateway.ResultClaimNotSettled, r.Result)
+		require.Equal(t, gateway.SubmitEventID(9), r.EventID)
+	}
+	require.Zero(t, b.counts(t).Submits)
+	require.Zero(t, g.Stats().Submits)
+	require.EqualValues(t, 1, g.Stats().StaleClaims)
+	require.Zero(t, b.pending(t))
+}
+
+func TestFreshClaimStaysPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Another live gateway holds a fresh claim: this one must neither submit
+	// nor ack.
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit (submit_id, channel, state, claimed_by, claimed_at)
+		VALUES (11, $1, 'CLAIMED', 'other', $2)`, channelName, start)
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	b.push(t, command(11).Values())
+	b.push(t, command(12).Values())
+	res := b.waitResults(t, 1)
+	require.Eventually(t, func() bool { return g.Stats().Busy == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	require.Len(t, res, 1)
+	require.EqualValues(t, 12, res[0].SubmitID)
+	require.EqualValues(t, 1, b.pending(t))
+	require.Zero(t, b.counts(t).ByKey["11"])
+}
+
+func TestMalformedRejectedStreamNotBlocked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g, stop := b.run(t)
+	bad := command(21).Values()
+	bad["dests"] = "139x"
+	badID := b.push(t, bad)
+	b.push(t, map[string]any{"hello": "world"})
+	b.push(t, command(22).Values())
+	res := b.waitResults(t, 3)
+	stop()
+	byEvent := map[string]gateway.Result{}
+	for _, r := range res {
+		byEvent[r.EventID] = r
+	}
+	m := byEvent["malformed:"+badID]
+	require.Equal(t, gateway.StateRejected, m.State)
+	require.Equal(t, "malformed: dests: a number is not 1-21 digits", m.Result)
+	require.EqualValues(t, 21, m.SubmitID)
+	require.Equal(t, gateway.StateAccepted, byEvent[gateway.SubmitEventID(22)].State)
+	require.EqualValues(t, 2, g.Stats().Malformed)
+	require.Zero(t, b.pending(t))
+	require.Equal(t, 1, b.counts(t).Submits)
+}
+
+func TestUnknownChannelRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, stop := b.run(t)
+	cmd := command(31)
+	cmd.Channel = "nowhere"
+	b.push(t, cmd.Values())
+	res := b.waitResults(t, 1)
+	stop()
+	require.Equal(t, gateway.StateRejected, res[0].State)
+	require.Equal(t, "unknown channel", res[0].Result)
+	require.Zero(t, b.pending(t))
+}
+
+func TestFlowControlNotSentStaysPending(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *supplier.Config) { c.Behaviour.FlowControlRate = 1 })
+	g, stop := b.run(t)
+	b.push(t, command(41).Values())
+	require.Eventually(t, func() bool { return g.Stats().NotSent == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	require.Empty(t, b.results(t), "no result for a command that was not sent")
+	require.EqualValues(t, 1, b.pending(t), "left pending: claimed again on its next delivery")
+	var state string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT state FROM gateway_submit WHERE submit_id = 41`).Scan(&state))
+	require.Equal(t, string(gateway.StateNotSent), state)
+	require.Zero(t, b.counts(t).Submits)
+}
+
+func TestMOWrittenBeforeAnswer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g, stop := b.run(t)
+	// A Submit first, so that a connection is surely logged in.
+	b.push(t, command(51).Values())
+	b.waitResults(t, 1)
+	require.NoError(t, b.srv.SendMO(spID, supplier.MO{From: "13800000001", Text: "TD"}))
+	require.Eventually(t, func() bool { return g.Stats().MO == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	msgs, err := b.rdb.XRange(b.ctx, b.cfg.ReportStream, "-", "+").Result()
+	require.NoError(t, err)
+	var mo []redis.XMessage
+	for _, m := range msgs {
+		if m.Values["kind"] == "mo" {
+			mo = append(mo, m)
+		}
+	}
+	require.Len(t, mo, 1)
+	require.Equal(t, "13800000001", mo[0].Values["src"])
+	require.Equal(t, gateway.MOEventID(channelName, mustUint(t, mo[0].Values["msg_id"])), mo[0].Values["event_id"])
+}
+
+func mustUint(t *testing.T, v any) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(v.(string), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+func TestRestartReadsOwnPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.rdb.XGroupCreateMkStream(b.ctx, b.cfg.CommandStream, gateway.GroupDefault, "0").Err())
+	b.push(t, command(61).Values())
+	// The previous life of consumer gw-1 read it and died; MinIdle (3 min)
+	// keeps XAUTOCLAIM away, XREADGROUP 0 finds it at once.
+	_, err := b.rdb.XReadGroup(b.ctx, &redis.XReadGroupArgs{Group: gateway.GroupDefault, Consumer: b.cfg.Consumer,
+		Streams: []string{b.cfg.CommandStream, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	res := b.waitResults(t, 1)
+	stop()
+	require.Equal(t, gateway.StateAccepted, res[0].State)
+	require.Zero(t, g.Stats().Claimed)
+	require.Equal(t, 1, b.counts(t).ByKey["61"])
+	require.Zero(t, b.pending(t))
+}
+
+func TestSettledButNotAckedReemitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A gateway settled submitId 71 ACCEPTED and died before XADD and XACK.
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit
+		(submit_id, channel, state, msg_id, result, claimed_by, claimed_at, settled_at)
+		VALUES (71, $1, 'ACCEPTED', 12345678901234567890, '0', 'dead', $2, $2)`, channelName, start)
+	require.NoError(t, err)
+	g, stop := b.run(t)
+	b.push(t, command(71).Values())
+	res := b.waitResults(t, 1)
+	stop()
+	require.Equal(t, gateway.Result{EventID: gateway.SubmitEventID(71), SubmitID: 71, Channel: channelName,
+		State: gateway.StateAccepted, MsgID: 12345678901234567890, Result: "0"}, res[0])
+	require.Zero(t, g.Stats().Submits)
+	require.Zero(t, b.counts(t).Submits)
+	require.Zero(t, b.pending(t))
+}
