@@ -62,6 +62,10 @@ type Stats struct {
 	Cursor *Cursor `json:"cursor"`
 	// PermanentHoles counts the logged permanent holes.
 	PermanentHoles int `json:"permanent_holes"`
+	// LateRows counts the permanent holes whose row was found after their
+	// release, LateRowsNotIngested those not ingested yet (GET /admin/late).
+	LateRows            int `json:"late_rows"`
+	LateRowsNotIngested int `json:"late_rows_not_ingested"`
 	// Outbox holds per configured target the events per state: outbox
 	// events, or for a latest-state target its rows (one per key).
 	Outbox []OutboxTargetStats `json:"outbox"`
@@ -244,6 +248,14 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, queue string, targets 
 		return nil, fmt.Errorf("relayadmin: holes of %q: %w", queue, err)
 	}
 	out.PermanentHoles = len(holes)
+	for _, h := range holes {
+		if !h.FoundAt.IsZero() {
+			out.LateRows++
+			if h.IngestedAt.IsZero() {
+				out.LateRowsNotIngested++
+			}
+		}
+	}
 	for _, target := range targets {
 		// A target is delivered from the event outbox or from the latest-state
 		// table (one row per key); the store does not say which, so both are

@@ -83,6 +83,13 @@ func TestLateRows(t *testing.T) {
 		require.Nil(t, late.Items[0].IngestedAt)
 		require.True(t, late.Items[0].FoundAt.Equal(t0.Add(2*time.Minute)), "found at %v", late.Items[0].FoundAt)
 
+		var st relayadmin.Stats
+		code, body = call(t, srv, http.MethodGet, "/admin/stats", "", &st)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, 1, st.PermanentHoles)
+		require.Equal(t, 1, st.LateRows)
+		require.Equal(t, 1, st.LateRowsNotIngested)
+
 		_, err = d.GetExecutor().MessageGet(ctx, queue, 3)
 		require.ErrorIs(t, err, relaytype.ErrNotFound, "never enqueued automatically")
 

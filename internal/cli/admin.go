@@ -189,6 +189,7 @@ func (a *adminCmd) stats(ctx context.Context) error {
 		fmt.Fprintf(w, "watermark W\t(no cursor)\n")
 	}
 	fmt.Fprintf(w, "permanent holes\t%d\n", st.PermanentHoles)
+	fmt.Fprintf(w, "late rows\t%d (%d not ingested)\n", st.LateRows, st.LateRowsNotIngested)
 	for _, o := range st.Outbox {
 		fmt.Fprintf(w, "outbox %s\tpending %d, sent %d, dead %d\n", o.Target, o.Pending, o.Sent, o.Dead)
 	}

@@ -86,6 +86,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.Regexp(t, `(?m)^DEAD\s+1$`, o)
 	require.Regexp(t, `(?m)^backlog\s+0$`, o)
 	require.Regexp(t, `(?m)^watermark W\s+6$`, o)
+	require.Regexp(t, `(?m)^late rows\s+0 \(0 not ingested\)$`, o)
 
 	o, err = run(t, "admin", "dead", "--addr", addr, "--token-file", tokenFile)
 	require.NoError(t, err, o)

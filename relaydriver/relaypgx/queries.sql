@@ -369,8 +369,8 @@ ORDER BY id;
 
 -- name: HoleListUnfound
 -- The holes the intake still checks for a late row: not found yet and
--- released at or after $2 (the look-back window). Holes are rare; the
--- primary key (queue, id) serves the scan.
+-- released at or after $2 (the look-back window), through the partial index
+-- relay_hole_unfound_idx (engine migration hole_late).
 SELECT queue, id, first_seen_at, released_at, found_at, ingested_at, ingested_id
 FROM relay_hole
 WHERE queue = $1 AND found_at IS NULL AND released_at >= $2
