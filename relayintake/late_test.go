@@ -1,6 +1,8 @@
 package relayintake_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaysource"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -102,5 +105,56 @@ func TestLateCheckWindow(t *testing.T) {
 		off.insert(2)
 		off.clock.Advance(time.Hour)
 		require.Zero(t, off.round().LateFound, "check off")
+	})
+}
+
+// A check looks at no more than LateCheckLimit hole ids, reading the source
+// once per run of consecutive ids; a source that fails during the check fails
+// neither the round nor the intake, and the check runs again later.
+func TestLateCheckBoundedAndFailureTolerant(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, store storeFactory) {
+		b := setup(t, store, func(c *relayintake.Config) { c.LateCheckLimit = 2 })
+		b.seed(relayintake.SeedZero)
+		b.insert(1, 4, 6) // holes 2..3 and 5
+		b.round()
+		b.clock.Advance(delay)
+		require.Equal(t, int64(2), b.round().ReleasedFirst)
+		b.round()
+		b.clock.Advance(delay)
+		require.Equal(t, int64(5), b.round().ReleasedFirst)
+		b.round()
+		b.insert(2, 3, 5)
+
+		var reads []int64 // the after of every source read by the checks
+		failCheck := true
+		src := &funcSource{readAfter: func(ctx context.Context, after int64, limit int) ([]relaysource.Row, error) {
+			if after < 6 { // below W = 6: a late-row check's read
+				if failCheck {
+					return nil, errors.New("source down")
+				}
+				reads = append(reads, after)
+			}
+			return b.src.ReadAfter(ctx, after, limit)
+		}}
+		in := b.newIntake(b.store, src)
+		errorsBefore := metricValue(t, b, "relay_intake_errors_total")
+		res, err := in.RunOnce(b.ctx)
+		require.NoError(t, err, "a failed check does not fail the round")
+		require.Zero(t, res.LateFound)
+		require.Equal(t, errorsBefore+1, metricValue(t, b, "relay_intake_errors_total"))
+		require.Contains(t, b.logs.String(), "late-row check failed")
+		failCheck = false
+
+		b.clock.Advance(time.Hour)
+		res, err = in.RunOnce(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, res.LateFound, "ids 2 and 3: the limit")
+		require.Equal(t, []int64{1}, reads, "one read for the run 2..3")
+		b.clock.Advance(time.Hour)
+		res, err = in.RunOnce(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.LateFound, "then id 5")
+		require.Equal(t, 3.0, metricValue(t, b, "relay_intake_late_rows_total"))
 	})
 }
