@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -61,6 +62,10 @@ type Stats struct {
 	Cursor *Cursor `json:"cursor"`
 	// PermanentHoles counts the logged permanent holes.
 	PermanentHoles int `json:"permanent_holes"`
+	// LateRows counts the permanent holes whose row was found after their
+	// release, LateRowsNotIngested those not ingested yet (GET /admin/late).
+	LateRows            int `json:"late_rows"`
+	LateRowsNotIngested int `json:"late_rows_not_ingested"`
 	// Outbox holds per configured target the events per state: outbox
 	// events, or for a latest-state target its rows (one per key).
 	Outbox []OutboxTargetStats `json:"outbox"`
@@ -151,6 +156,40 @@ type Holes struct {
 	Items []Hole `json:"items"`
 }
 
+// LateRow is a late row: a source row found in a released permanent hole,
+// committed after the max commit delay (see relayintake, "Late commits").
+type LateRow struct {
+	ID         int64     `json:"id"`
+	ReleasedAt time.Time `json:"released_at"`
+	FoundAt    time.Time `json:"found_at"`
+	// Ingested reports an explicit ingest (POST /admin/late/ingest);
+	// IngestedAt and MessageID record it (null / 0: not ingested).
+	Ingested   bool       `json:"ingested"`
+	IngestedAt *time.Time `json:"ingested_at"`
+	MessageID  int64      `json:"message_id"`
+}
+
+// LateRows is the answer of GET /admin/late.
+type LateRows struct {
+	// Total counts every late row, NotIngested those not ingested yet; Items
+	// holds the first Limit of them in id order.
+	Total       int       `json:"total"`
+	NotIngested int       `json:"not_ingested"`
+	Items       []LateRow `json:"items"`
+}
+
+// LateIngestRequest is the body of POST /admin/late/ingest: the late rows to
+// enqueue (at most MaxIDs).
+type LateIngestRequest struct {
+	IDs []int64 `json:"ids"`
+}
+
+// LateIngestResult is the answer of POST /admin/late/ingest: one item per
+// requested id, in request order (relayintake.IngestLate's outcomes).
+type LateIngestResult struct {
+	Items []relayintake.IngestLateResult `json:"items"`
+}
+
 // ReplayRequest is the body of POST /admin/replay: the classes to replay and,
 // optionally, the ids to limit it to. With IDs and no Classes, the classes of
 // those messages (FAILED/DEAD only) are used, so each must still be
@@ -209,6 +248,14 @@ func ReadStats(ctx context.Context, d relaydriver.Driver, queue string, targets 
 		return nil, fmt.Errorf("relayadmin: holes of %q: %w", queue, err)
 	}
 	out.PermanentHoles = len(holes)
+	for _, h := range holes {
+		if !h.FoundAt.IsZero() {
+			out.LateRows++
+			if h.IngestedAt.IsZero() {
+				out.LateRowsNotIngested++
+			}
+		}
+	}
 	for _, target := range targets {
 		// A target is delivered from the event outbox or from the latest-state
 		// table (one row per key); the store does not say which, so both are
@@ -379,6 +426,34 @@ func ReadHoles(ctx context.Context, d relaydriver.Driver, queue string, limit in
 	out := &Holes{Cursor: c, Total: len(hs), Items: []Hole{}}
 	for _, h := range hs[:min(len(hs), limit)] {
 		out.Items = append(out.Items, Hole{ID: h.ID, FirstSeenAt: h.FirstSeenAt, ReleasedAt: h.ReleasedAt})
+	}
+	return out, nil
+}
+
+// ReadLate reads the queue's late rows (GET /admin/late): at most limit
+// (LimitDefault when 0, at most LimitMax) in id order, with the totals. ctx
+// governs the read.
+func ReadLate(ctx context.Context, d relaydriver.Driver, queue string, limit int) (*LateRows, error) {
+	if limit <= 0 {
+		limit = LimitDefault
+	}
+	if limit > LimitMax {
+		return nil, fmt.Errorf("relayadmin: limit %d above %d", limit, LimitMax)
+	}
+	hs, err := d.GetExecutor().HoleListFound(ctx, queue)
+	if err != nil {
+		return nil, fmt.Errorf("relayadmin: late rows of %q: %w", queue, err)
+	}
+	out := &LateRows{Total: len(hs), Items: []LateRow{}}
+	for i, h := range hs {
+		ingested := !h.IngestedAt.IsZero()
+		if !ingested {
+			out.NotIngested++
+		}
+		if i < limit {
+			out.Items = append(out.Items, LateRow{ID: h.ID, ReleasedAt: h.ReleasedAt, FoundAt: h.FoundAt,
+				Ingested: ingested, IngestedAt: timePtr(h.IngestedAt), MessageID: h.IngestedID})
+		}
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relayhttp"
+	"github.com/relayhq/relay/relayintake"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -39,6 +40,9 @@ type Deps struct {
 	// Ack is the queue's acknowledgement writer, for reopen (inside the
 	// same gate). Optional: without it reopen answers 409.
 	Ack *relay.AckWriter
+	// Intake is the running watermark intake of Queue: ingesting late rows
+	// goes through Intake.IngestLate. Nil: late ingest answers 409.
+	Intake *relayintake.Intake
 	// OutboxTargets are the outbox targets shown by stats and the DLQ.
 	OutboxTargets []string
 	// Active, when set, reports whether this instance currently runs the
@@ -58,13 +62,15 @@ type Deps struct {
 //	GET  /admin/abandoned?after=&limit=       messages whose acknowledgement was abandoned
 //	GET  /admin/dlq?target=&limit=            DEAD outbox events
 //	GET  /admin/holes?limit=                  cursor and permanent holes
+//	GET  /admin/late?limit=                   late rows found in released holes
 //	POST /admin/replay  {"classes":[…],"ids":[…]}
 //	POST /admin/reopen  {"ids":[…]} or {"reason":"MISSING_ROW"}
+//	POST /admin/late/ingest  {"ids":[…]}     enqueue late rows (explicit only)
 //
 // Answers are JSON; errors are {"error": "…"} with 400 (bad request or a
 // replay refused by the whitelist), 404 (unknown endpoint, or a DLQ target
 // that is not one of OutboxTargets), 405, 409 (no engine or acknowledgement
-// writer), 415 (a POST body that is not application/json), 503 (instance not
+// writer, or no intake for a late ingest), 415 (a POST body that is not application/json), 503 (instance not
 // active, or the request's deadline passed) or 500. A 500 never carries the
 // store's error text: it names an error id, and the log line with that id
 // holds the detail. Mount it on a mux as mux.Handle("/admin/",
@@ -88,11 +94,13 @@ func Handler(deps Deps) http.Handler {
 	mux.HandleFunc("GET /admin/abandoned", h.abandoned)
 	mux.HandleFunc("GET /admin/dlq", h.dlq)
 	mux.HandleFunc("GET /admin/holes", h.holes)
+	mux.HandleFunc("GET /admin/late", h.late)
 	// A JSON body also keeps browsers out: a cross-origin page cannot send
 	// one without a CORS preflight, which this API never grants.
 	jsonBody := relayhttp.RequireContentType("application/json")
 	mux.Handle("POST /admin/replay", jsonBody(http.HandlerFunc(h.replay)))
 	mux.Handle("POST /admin/reopen", jsonBody(http.HandlerFunc(h.reopen)))
+	mux.Handle("POST /admin/late/ingest", jsonBody(http.HandlerFunc(h.lateIngest)))
 	return jsonMuxErrors(mux)
 }
 
@@ -152,6 +160,43 @@ func (h *handler) holes(w http.ResponseWriter, r *http.Request) {
 	}
 	hs, err := ReadHoles(r.Context(), h.Driver, h.Queue, int(limit), h.Clock.Now())
 	h.respond(w, r, hs, err)
+}
+
+func (h *handler) late(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", 0, LimitMax)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	rows, err := ReadLate(r.Context(), h.Driver, h.Queue, int(limit))
+	h.respond(w, r, rows, err)
+}
+
+// lateIngest enqueues late rows through the running intake: the operator's
+// explicit action, never taken automatically.
+func (h *handler) lateIngest(w http.ResponseWriter, r *http.Request) {
+	var req LateIngestRequest
+	if !h.mutation(w, r, &req, h.Intake == nil, "late ingest needs the running intake of the queue") {
+		return
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > MaxIDs {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%d ids; want 1..%d per request", len(req.IDs), MaxIDs))
+		return
+	}
+	items, err := h.Intake.IngestLate(r.Context(), req.IDs)
+	if err != nil {
+		h.respond(w, r, nil, err)
+		return
+	}
+	ingested := 0
+	for _, it := range items {
+		if it.Outcome == relayintake.IngestOutcomeIngested {
+			ingested++
+		}
+	}
+	h.Logger.InfoContext(r.Context(), "admin: late ingest", "queue", h.Queue, "ids", len(req.IDs),
+		"ingested", ingested, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, &LateIngestResult{Items: items})
 }
 
 func (h *handler) replay(w http.ResponseWriter, r *http.Request) {

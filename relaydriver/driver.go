@@ -246,4 +246,21 @@ type Executor interface {
 	HoleInsert(ctx context.Context, hole *relaytype.Hole) error
 	// HoleList returns the queue's permanent holes in id order.
 	HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error)
+	// HoleListUnfound returns up to limit of the queue's holes that are not
+	// found late yet and were released at or after releasedSince, in id order:
+	// the holes the intake still checks for a late row. limit must be positive.
+	HoleListUnfound(ctx context.Context, queue string, releasedSince time.Time, limit int) ([]*relaytype.Hole, error)
+	// HoleListFound returns the queue's holes whose row was found late, in id
+	// order, ingested or not.
+	HoleListFound(ctx context.Context, queue string) ([]*relaytype.Hole, error)
+	// HoleMarkFound records that the hole's row committed late (FoundAt = at).
+	// It reports false, changing nothing, when the hole does not exist or was
+	// already found, so a finding is counted once.
+	HoleMarkFound(ctx context.Context, queue string, id int64, at time.Time) (bool, error)
+	// HoleMarkIngested records that the found hole's row was ingested as the
+	// new message messageID. It reports false, changing nothing, when the hole
+	// does not exist, was not found or was already ingested; call it in the
+	// transaction that enqueues the message, so a second ingest enqueues
+	// nothing.
+	HoleMarkIngested(ctx context.Context, queue string, id, messageID int64, at time.Time) (bool, error)
 }

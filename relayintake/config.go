@@ -24,6 +24,12 @@ const (
 	MaxCommitDelayDefault = 60 * time.Second
 	// PollIntervalDefault is Config.PollInterval when zero.
 	PollIntervalDefault = time.Second
+	// LateCheckWindowDefault is Config.LateCheckWindow when zero.
+	LateCheckWindowDefault = 24 * time.Hour
+	// LateCheckIntervalDefault is Config.LateCheckInterval when zero.
+	LateCheckIntervalDefault = time.Minute
+	// LateCheckLimitDefault is Config.LateCheckLimit when zero.
+	LateCheckLimitDefault = 1000
 )
 
 // Config configures an Intake. Zero values take the documented defaults.
@@ -41,6 +47,18 @@ type Config struct {
 	// PollInterval is how long Run waits between rounds that made no immediate
 	// progress, and after a failed round. Default PollIntervalDefault.
 	PollInterval time.Duration
+	// LateCheckWindow is how long after its release a permanent hole is still
+	// checked for a late row (a row that committed after the max commit delay;
+	// see docs/intake.md, "Late commits"). Default LateCheckWindowDefault; a
+	// negative value turns the check off.
+	LateCheckWindow time.Duration
+	// LateCheckInterval is the least time, on Clock, between two late-row
+	// checks; a check runs after a successful round once it has passed.
+	// Default LateCheckIntervalDefault.
+	LateCheckInterval time.Duration
+	// LateCheckLimit is the most hole ids one check looks at (the oldest
+	// unfound ones in the window, in id order). Default LateCheckLimitDefault.
+	LateCheckLimit int
 	// Clock is the only source of time (hole ages, polls). Default relayclock.System{}.
 	Clock relaytype.Clock
 	// Logger receives structured logs; payloads are never logged. Default
@@ -63,6 +81,9 @@ func (c Config) withDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.MaxCommitDelay = cmp.Or(c.MaxCommitDelay, MaxCommitDelayDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.LateCheckWindow = cmp.Or(c.LateCheckWindow, LateCheckWindowDefault)
+	c.LateCheckInterval = cmp.Or(c.LateCheckInterval, LateCheckIntervalDefault)
+	c.LateCheckLimit = cmp.Or(c.LateCheckLimit, LateCheckLimitDefault)
 	if c.Clock == nil {
 		c.Clock = relayclock.System{}
 	}
@@ -83,6 +104,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relayintake: Config.MaxCommitDelay %v is negative", c.MaxCommitDelay)
 	case c.PollInterval < 0:
 		return fmt.Errorf("relayintake: Config.PollInterval %v is negative", c.PollInterval)
+	case c.LateCheckInterval < 0:
+		return fmt.Errorf("relayintake: Config.LateCheckInterval %v is negative", c.LateCheckInterval)
+	case c.LateCheckLimit < 0:
+		return fmt.Errorf("relayintake: Config.LateCheckLimit %d is negative", c.LateCheckLimit)
 	}
 	return nil
 }

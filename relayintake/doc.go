@@ -24,6 +24,10 @@
 //     logged durably (relay_hole) and counted, and W jumps to the first row
 //     after it minus one. The release skips only the hole itself, never an
 //     existing row, and a round resolves at most one hole.
+//   - A row that commits after its hole was released (a late row) is missed
+//     by design, but never silently: a bounded periodic check of recently
+//     released holes marks it found, counts it and logs it once; it is enqueued
+//     only when an operator asks (Intake.IngestLate), under its own id.
 //   - A hole that appears after an old one was filled is timed from its own first
 //     observation; it does not inherit the old wait.
 //   - An unreadable source never moves W: it is an infrastructure failure, not

@@ -35,8 +35,9 @@ const rollbackTimeout = 5 * time.Second
 // Metrics, when Config.Registerer is set, all labelled queue:
 // relay_watermark_lag (gauge, source max id − W), relay_watermark (gauge, W),
 // relay_permanent_holes_total (counter of released ids),
-// relay_intake_rows_total (counter of enqueued rows) and
-// relay_intake_errors_total (counter of failed rounds).
+// relay_intake_rows_total (counter of enqueued rows),
+// relay_intake_errors_total (counter of failed rounds and late-row checks) and
+// relay_intake_late_rows_total (counter of rows found in released holes).
 type Intake struct {
 	driver relaydriver.Driver
 	src    relaysource.SequenceSource
@@ -48,6 +49,9 @@ type Intake struct {
 	// it). A round starts from it instead of reading the store, and checks it
 	// once, inside its transaction, before it saves; any failure drops it.
 	cur *relaytype.Cursor
+	// lateChecked is when the last late-row check ran (zero: never); guarded
+	// by mu.
+	lateChecked time.Time
 }
 
 // New returns an Intake for cfg.Queue. It validates cfg (the error names the
@@ -107,6 +111,10 @@ type RoundResult struct {
 	// Lag is the source's max id minus Watermark (0 when caught up), or -1 when the
 	// source's bounds could not be read after the round.
 	Lag int64
+	// LateFound is how many late rows this round's late-row check found (rows
+	// in released holes, see IngestLate); the check runs at most every
+	// Config.LateCheckInterval, after the round itself.
+	LateFound int
 }
 
 // decision is the pure outcome of one batch: where W goes and what happens to
@@ -199,6 +207,16 @@ func (in *Intake) RunOnce(ctx context.Context) (*RoundResult, error) {
 	}
 	if saved && in.cfg.Notify != nil {
 		in.cfg.Notify()
+	}
+	if now := in.cfg.Clock.Now(); in.lateDue(now) {
+		// A failed check never fails the round: intake goes on, and the check
+		// runs again after the interval.
+		in.lateChecked = now
+		if res.LateFound, err = in.checkLate(ctx, now); err != nil {
+			in.m.errors.Inc()
+			in.cfg.Logger.WarnContext(ctx, "intake: late-row check failed; retrying after the late check interval",
+				"queue", in.cfg.Queue, "late_check_interval", in.cfg.LateCheckInterval, "err", err)
+		}
 	}
 	return res, nil
 }
@@ -432,6 +450,11 @@ type Stats struct {
 	// HoleAge is how long, on the intake's clock, the hole at watermark+1
 	// has been waited for; 0 when there is none.
 	HoleAge time.Duration
+	// LateRows counts the permanent holes whose row was found after their
+	// release (committed later than the max commit delay), and
+	// LateRowsNotIngested those of them not ingested yet (see IngestLate).
+	LateRows            int
+	LateRowsNotIngested int
 }
 
 // Stats reads the intake's progress from the store: its cursor and the
@@ -457,5 +480,13 @@ func (in *Intake) Stats(ctx context.Context) (*Stats, error) {
 		return nil, fmt.Errorf("relayintake: stats of %q: holes: %w", p, err)
 	}
 	st.PermanentHoles = len(holes)
+	for _, h := range holes {
+		if !h.FoundAt.IsZero() {
+			st.LateRows++
+			if h.IngestedAt.IsZero() {
+				st.LateRowsNotIngested++
+			}
+		}
+	}
 	return st, nil
 }

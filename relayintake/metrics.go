@@ -14,6 +14,7 @@ type metrics struct {
 	holes     prometheus.Counter
 	rows      prometheus.Counter
 	errors    prometheus.Counter
+	late      prometheus.Counter
 }
 
 // Metric names. The only label is queue, a small configured set.
@@ -23,6 +24,7 @@ const (
 	metricHoles     = "relay_permanent_holes_total"
 	metricRows      = "relay_intake_rows_total"
 	metricErrors    = "relay_intake_errors_total"
+	metricLate      = "relay_intake_late_rows_total"
 )
 
 func newMetrics(reg prometheus.Registerer, queue string) (*metrics, error) {
@@ -61,11 +63,19 @@ func newMetrics(reg prometheus.Registerer, queue string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	late, err := metric.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricLate,
+		Help: "Rows found in released permanent holes: committed after the max commit delay, not enqueued (ingest them with relay admin late-ingest).",
+	}, []string{"queue"}))
+	if err != nil {
+		return nil, err
+	}
 	return &metrics{
 		lag:       lag.WithLabelValues(queue),
 		watermark: wm.WithLabelValues(queue),
 		holes:     holes.WithLabelValues(queue),
 		rows:      rows.WithLabelValues(queue),
 		errors:    errs.WithLabelValues(queue),
+		late:      late.WithLabelValues(queue),
 	}, nil
 }

@@ -163,6 +163,13 @@ type Hole struct {
 	ID          int64
 	FirstSeenAt time.Time
 	ReleasedAt  time.Time
+	// FoundAt is when the intake found that the hole's row committed after
+	// all (a late row, committed after the max commit delay); zero: not found.
+	FoundAt time.Time
+	// IngestedAt is when an operator ingested the late row as a message,
+	// and IngestedID that message's id; zero: not ingested. Never automatic.
+	IngestedAt time.Time
+	IngestedID int64
 }
 
 // Sentinel errors. Drivers map their own errors to these at the boundary; callers

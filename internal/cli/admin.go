@@ -34,16 +34,19 @@ commands:
   holes      intake cursor and permanent holes (--limit)
   replay     move FAILED/DEAD messages back to PENDING (--class and/or --ids)
   reopen     reopen abandoned acknowledgements (--ids or --reason)
+  late       rows found in released permanent holes: committed after the max commit delay (--limit)
+  late-ingest  enqueue late rows as messages, explicitly (--ids)
 
 --addr is the --admin-addr of a running 'relay serve' or 'relay msgx run';
 the commands are a client of its /admin/ HTTP API. --token-file sends the
 bearer token the instance was given with --admin-token-file; an https://
 address takes --tls-ca, and --tls-cert/--tls-key when it wants a client
 certificate. The read-only commands (stats, dead, abandoned, dlq,
-holes) also work offline with --store URL --queue P, reading the store
-directly. replay and reopen always need --addr: they must run inside the
-running instance's lifecycle gate so they never interleave with its
-acknowledgement write-back; a direct store write would bypass it.
+holes, late) also work offline with --store URL --queue P, reading the store
+directly. replay, reopen and late-ingest always need --addr: they must run
+inside the running instance (its lifecycle gate, its intake) so they never
+interleave with its acknowledgement write-back; a direct store write would
+bypass it.
 
 run 'relay admin <command> -h' for its flags`
 
@@ -65,7 +68,7 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of the whole request")
 	var run func(ctx context.Context) error
 	switch sub {
-	case "stats", "dead", "abandoned", "dlq", "holes":
+	case "stats", "dead", "abandoned", "dlq", "holes", "late":
 		fs.StringVar(&a.store, "store", "", "read this store directly instead of --addr (offline, read-only)")
 		fs.StringVar(&a.queue, "queue", "demo", "queue, with --store")
 	}
@@ -85,6 +88,12 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	case "holes":
 		fs.IntVar(&a.limit, "limit", relayadmin.LimitDefault, fmt.Sprintf("holes to list (at most %d)", relayadmin.LimitMax))
 		run = a.holes
+	case "late":
+		fs.IntVar(&a.limit, "limit", relayadmin.LimitDefault, fmt.Sprintf("late rows to list (at most %d)", relayadmin.LimitMax))
+		run = a.late
+	case "late-ingest":
+		fs.StringVar(&a.ids, "ids", "", "late row ids to enqueue, comma-separated (see 'relay admin late')")
+		run = a.lateIngest
 	case "replay":
 		fs.StringVar(&a.classes, "class", "", "error classes to replay, comma-separated (each must be whitelisted)")
 		fs.StringVar(&a.ids, "ids", "", "only these message ids, comma-separated (without --class: their own classes)")
@@ -106,7 +115,7 @@ func runAdmin(ctx context.Context, env *Env, args []string) error {
 	switch {
 	case a.addr != "" && a.store != "":
 		return errors.New("give --addr or --store, not both")
-	case a.addr == "" && a.store == "" && (sub == "replay" || sub == "reopen"):
+	case a.addr == "" && a.store == "" && (sub == "replay" || sub == "reopen" || sub == "late-ingest"):
 		return fmt.Errorf("admin %s needs --addr of the running instance: it runs inside the instance's lifecycle gate, never as a direct store write", sub)
 	case a.addr == "" && a.store == "":
 		return fmt.Errorf("admin %s: give --addr HOST:PORT, the --admin-addr of a running instance (or --store URL to read offline)", sub)
@@ -180,6 +189,7 @@ func (a *adminCmd) stats(ctx context.Context) error {
 		fmt.Fprintf(w, "watermark W\t(no cursor)\n")
 	}
 	fmt.Fprintf(w, "permanent holes\t%d\n", st.PermanentHoles)
+	fmt.Fprintf(w, "late rows\t%d (%d not ingested)\n", st.LateRows, st.LateRowsNotIngested)
 	for _, o := range st.Outbox {
 		fmt.Fprintf(w, "outbox %s\tpending %d, sent %d, dead %d\n", o.Target, o.Pending, o.Sent, o.Dead)
 	}
@@ -308,6 +318,61 @@ func (a *adminCmd) holes(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(a.env.Stdout, "%d permanent holes (%d listed)\n", hs.Total, len(hs.Items))
+	return nil
+}
+
+func (a *adminCmd) late(ctx context.Context) error {
+	var lr relayadmin.LateRows
+	var err error
+	if a.d != nil {
+		var l *relayadmin.LateRows
+		l, err = relayadmin.ReadLate(ctx, a.d, a.queue, a.limit)
+		if l != nil {
+			lr = *l
+		}
+	} else {
+		err = a.get(ctx, "/admin/late", url.Values{"limit": {strconv.Itoa(a.limit)}}, &lr)
+	}
+	if err != nil || a.json {
+		return a.printJSON(&lr, err)
+	}
+	w := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tRELEASED\tFOUND\tINGESTED")
+	for _, r := range lr.Items {
+		ingested := "no"
+		if r.IngestedAt != nil {
+			ingested = fmt.Sprintf("%s as message %d", r.IngestedAt.Format(time.RFC3339), r.MessageID)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", r.ID, r.ReleasedAt.Format(time.RFC3339), r.FoundAt.Format(time.RFC3339), ingested)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.env.Stdout, "%d late rows, %d not ingested (%d listed); enqueue with 'relay admin late-ingest --ids'\n",
+		lr.Total, lr.NotIngested, len(lr.Items))
+	return nil
+}
+
+func (a *adminCmd) lateIngest(ctx context.Context) error {
+	ids, err := parseIDs(a.ids)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return errors.New("admin late-ingest: give --ids")
+	}
+	var res relayadmin.LateIngestResult
+	err = a.post(ctx, "/admin/late/ingest", &relayadmin.LateIngestRequest{IDs: ids}, &res)
+	if err != nil || a.json {
+		return a.printJSON(&res, err)
+	}
+	for _, it := range res.Items {
+		fmt.Fprintf(a.env.Stdout, "%d: %s", it.ID, it.Outcome)
+		if it.MessageID != 0 {
+			fmt.Fprintf(a.env.Stdout, " (message %d)", it.MessageID)
+		}
+		fmt.Fprintln(a.env.Stdout)
+	}
 	return nil
 }
 

@@ -86,6 +86,7 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.Regexp(t, `(?m)^DEAD\s+1$`, o)
 	require.Regexp(t, `(?m)^backlog\s+0$`, o)
 	require.Regexp(t, `(?m)^watermark W\s+6$`, o)
+	require.Regexp(t, `(?m)^late rows\s+0 \(0 not ingested\)$`, o)
 
 	o, err = run(t, "admin", "dead", "--addr", addr, "--token-file", tokenFile)
 	require.NoError(t, err, o)
@@ -110,6 +111,16 @@ func TestAdminAgainstServe(t *testing.T) {
 	require.ErrorContains(t, err, "needs --addr")
 	_, err = run(t, "admin", "reopen", "--addr", addr, "--token-file", tokenFile, "--reason", "MISSING_ROW")
 	require.ErrorContains(t, err, "409 Conflict", "serve runs no acknowledgement writer")
+
+	o, err = run(t, "admin", "late", "--addr", addr, "--token-file", tokenFile)
+	require.NoError(t, err, o)
+	require.Contains(t, o, "0 late rows, 0 not ingested")
+	o, err = run(t, "admin", "late", "--store", storeURL, "--queue", "adm")
+	require.NoError(t, err, o)
+	require.Contains(t, o, "0 late rows", "offline read of the store")
+	o, err = run(t, "admin", "late-ingest", "--addr", addr, "--token-file", tokenFile, "--ids", "3")
+	require.NoError(t, err, o)
+	require.Contains(t, o, "3: not_late", "id 3 is a message, not a late row: nothing enqueued")
 
 	// Message 2 as if it had exhausted its attempts: a whitelisted class.
 	store, err := relaypgx.Open(context.Background(), storeURL)
@@ -153,7 +164,10 @@ func TestAdminUsage(t *testing.T) {
 	t.Parallel()
 	o, err := run(t, "admin")
 	require.NoError(t, err)
-	require.Contains(t, o, "replay and reopen always need --addr")
+	require.Contains(t, o, "replay, reopen and late-ingest always need --addr")
+	require.Contains(t, o, "late-ingest")
+	_, err = run(t, "admin", "late-ingest", "--ids", "3")
+	require.ErrorContains(t, err, "needs --addr")
 	_, err = run(t, "admin", "nope")
 	require.ErrorContains(t, err, `unknown admin command "nope"`)
 	_, err = run(t, "admin", "stats")

@@ -301,7 +301,7 @@ func runMsgxRun(ctx context.Context, env *Env, args []string) error {
 		extra = append(extra, sendCfg)
 	}
 	stopHTTP, err := startListeners(log, *metricsAddr, reg, adminFlags, relayadmin.Deps{Driver: d, Queue: cfg.Pipeline,
-		Engine: svc.Engine(), Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd},
+		Engine: svc.Engine(), Intake: svc.Intake(), Ack: svc.AckWriter(), OutboxTargets: []string{msgx.TargetMsg, msgx.TargetSchd},
 		Active: svc.Active, Clock: clock, Logger: log}, extra...)
 	if err != nil {
 		return err

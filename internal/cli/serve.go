@@ -153,7 +153,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	stopHTTP, err := startListeners(log, *metricsAddr, reg, adminFlags, relayadmin.Deps{Driver: d, Queue: *queue,
-		Engine: engine, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log})
+		Engine: engine, Intake: intake, Ack: ackWriter, OutboxTargets: targets, Active: svc.Active, Clock: clock, Logger: log})
 	if err != nil {
 		return err
 	}

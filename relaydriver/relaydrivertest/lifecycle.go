@@ -209,4 +209,72 @@ func testHoles(t *testing.T, b *bundle) {
 	require.Equal(t, "p", hs[1].Queue)
 	requireTime(t, t0, hs[1].FirstSeenAt, "FirstSeenAt of the first insert")
 	requireTime(t, at(time.Minute), hs[1].ReleasedAt, "ReleasedAt of the first insert")
+	require.True(t, hs[1].FoundAt.IsZero(), "a new hole is not found")
+	require.True(t, hs[1].IngestedAt.IsZero())
+	require.Zero(t, hs[1].IngestedID)
+}
+
+// A released hole whose row commits late: listed for the check while not
+// found and inside the window, found once, ingested once and only when found.
+func testHolesLate(t *testing.T, b *bundle) {
+	for _, id := range []int64{3, 5, 7, 9} {
+		require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "p", ID: id, FirstSeenAt: t0, ReleasedAt: at(time.Duration(id) * time.Minute)}))
+	}
+	require.NoError(t, b.ex.HoleInsert(b.ctx, &relaytype.Hole{Queue: "q", ID: 5, FirstSeenAt: t0, ReleasedAt: t0}))
+
+	ids := func(hs []*relaytype.Hole) []int64 {
+		out := []int64{}
+		for _, h := range hs {
+			out = append(out, h.ID)
+		}
+		return out
+	}
+	hs, err := b.ex.HoleListUnfound(b.ctx, "p", at(5*time.Minute), 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 7, 9}, ids(hs), "released at or after the window start")
+	hs, err = b.ex.HoleListUnfound(b.ctx, "p", t0, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 5}, ids(hs), "limit, in id order")
+	_, err = b.ex.HoleListUnfound(b.ctx, "p", t0, 0)
+	require.Error(t, err, "limit must be positive")
+
+	ok, err := b.ex.HoleMarkIngested(b.ctx, "p", 5, 100, at(time.Hour))
+	require.NoError(t, err)
+	require.False(t, ok, "a hole not found cannot be ingested")
+
+	ok, err = b.ex.HoleMarkFound(b.ctx, "p", 5, at(20*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.ex.HoleMarkFound(b.ctx, "p", 5, at(30*time.Minute))
+	require.NoError(t, err)
+	require.False(t, ok, "found once")
+	ok, err = b.ex.HoleMarkFound(b.ctx, "p", 4, at(30*time.Minute))
+	require.NoError(t, err)
+	require.False(t, ok, "no such hole")
+
+	hs, err = b.ex.HoleListUnfound(b.ctx, "p", t0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 7, 9}, ids(hs), "a found hole is no longer checked")
+	hs, err = b.ex.HoleListFound(b.ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, hs, 1)
+	require.Equal(t, int64(5), hs[0].ID)
+	requireTime(t, at(20*time.Minute), hs[0].FoundAt, "FoundAt of the first finding")
+	requireTime(t, at(5*time.Minute), hs[0].ReleasedAt, "ReleasedAt")
+	require.True(t, hs[0].IngestedAt.IsZero())
+	hs, err = b.ex.HoleListFound(b.ctx, "q")
+	require.NoError(t, err)
+	require.Empty(t, hs, "queues are separate")
+
+	ok, err = b.ex.HoleMarkIngested(b.ctx, "p", 5, 100, at(time.Hour))
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = b.ex.HoleMarkIngested(b.ctx, "p", 5, 101, at(2*time.Hour))
+	require.NoError(t, err)
+	require.False(t, ok, "ingested once")
+	hs, err = b.ex.HoleList(b.ctx, "p")
+	require.NoError(t, err)
+	require.Len(t, hs, 4)
+	require.Equal(t, int64(100), hs[1].IngestedID)
+	requireTime(t, at(time.Hour), hs[1].IngestedAt, "IngestedAt of the first ingest")
 }

@@ -70,6 +70,7 @@ var cases = []struct {
 	{"CursorSeed", testCursorSeed},
 	{"CursorSeedRefusedWithMessages", testCursorSeedRefusedWithMessages},
 	{"Holes", testHoles},
+	{"HolesLate", testHolesLate},
 	{"Migrations", testMigrations},
 	{"TxRollbackDiscards", testTxRollback},
 	{"TxSavepoint", testTxSavepoint},

@@ -904,20 +904,59 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 
 // HoleList returns the queue's holes in id order.
 func (e *executor) HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
-	op := "list holes of " + queue
-	r, err := e.db.Query(ctx, queries[qHoleList], queue)
+	return e.holes(ctx, "list holes of "+queue, qHoleList, queue)
+}
+
+// HoleListUnfound returns up to limit holes not found late yet, released at
+// or after releasedSince, in id order.
+func (e *executor) HoleListUnfound(ctx context.Context, queue string, releasedSince time.Time, limit int) ([]*relaytype.Hole, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("relaypgx: list unfound holes of %s: limit %d must be positive", queue, limit)
+	}
+	return e.holes(ctx, "list unfound holes of "+queue, qHoleListUnfound, queue, ts(releasedSince), limit)
+}
+
+// HoleListFound returns the holes whose row was found late, in id order.
+func (e *executor) HoleListFound(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
+	return e.holes(ctx, "list found holes of "+queue, qHoleListFound, queue)
+}
+
+// HoleMarkFound sets FoundAt once; false when absent or already found.
+func (e *executor) HoleMarkFound(ctx context.Context, queue string, id int64, at time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, queries[qHoleMarkFound], queue, id, ts(at))
+	if err != nil {
+		return false, mapErr(fmt.Sprintf("mark hole %s/%d found", queue, id), err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// HoleMarkIngested sets IngestedAt and IngestedID once on a found hole; false
+// when absent, not found or already ingested.
+func (e *executor) HoleMarkIngested(ctx context.Context, queue string, id, messageID int64, at time.Time) (bool, error) {
+	tag, err := e.db.Exec(ctx, queries[qHoleMarkIngested], queue, id, ts(at), messageID)
+	if err != nil {
+		return false, mapErr(fmt.Sprintf("mark hole %s/%d ingested", queue, id), err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// holes runs a hole query selecting the full hole column list.
+func (e *executor) holes(ctx context.Context, op, name string, args ...any) ([]*relaytype.Hole, error) {
+	r, err := e.db.Query(ctx, queries[name], args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	out, err := collect(r, func(r pgx.CollectableRow) (*relaytype.Hole, error) {
 		var (
-			h               relaytype.Hole
-			first, released pgtype.Timestamptz
+			h                                relaytype.Hole
+			first, released, found, ingested pgtype.Timestamptz
+			ingestedID                       pgtype.Int8
 		)
-		if err := r.Scan(&h.Queue, &h.ID, &first, &released); err != nil {
+		if err := r.Scan(&h.Queue, &h.ID, &first, &released, &found, &ingested, &ingestedID); err != nil {
 			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = fromTS(first), fromTS(released)
+		h.FoundAt, h.IngestedAt, h.IngestedID = fromTS(found), fromTS(ingested), ingestedID.Int64
 		return &h, nil
 	})
 	if err != nil {

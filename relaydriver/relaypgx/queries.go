@@ -42,6 +42,10 @@ const (
 	qCursorSeed            = "CursorSeed"
 	qHoleInsert            = "HoleInsert"
 	qHoleList              = "HoleList"
+	qHoleListUnfound       = "HoleListUnfound"
+	qHoleListFound         = "HoleListFound"
+	qHoleMarkFound         = "HoleMarkFound"
+	qHoleMarkIngested      = "HoleMarkIngested"
 	qMigrationTableExists  = "MigrationTableExists"
 	qMigrationLock         = "MigrationLock"
 	qMigrationCreateTable  = "MigrationCreateTable"
@@ -70,7 +74,8 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qMessageIDExists, qMessageListUnfinished, qMessageBindIdentity, qSessionAsyncCommit, qMessageIdentityOwner,
 	qMessageIdentityOf, qMessageComplete, qMessageCompleteMany, qMessageFail, qMessageExhaust, qMessageClaim,
 	qMessageClaimPerKey, qMessageReplay, qMessageStats, qMessageExists, qCursorGet, qCursorSave,
-	qCursorSeed, qHoleInsert, qHoleList, qMigrationTableExists, qMigrationLock,
+	qCursorSeed, qHoleInsert, qHoleList, qHoleListUnfound, qHoleListFound, qHoleMarkFound,
+	qHoleMarkIngested, qMigrationTableExists, qMigrationLock,
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,

@@ -48,7 +48,8 @@ func TestUpgradeRenamesQueueColumn(t *testing.T) {
 	_, err = d.Pool().Exec(ctx, `INSERT INTO relay_cursor (pipeline, watermark, updated_at) VALUES ('q', 41, now())`)
 	require.NoError(t, err)
 
-	res, err = relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d))
+	renamed := relaymigrate.Line{Name: relaymigrate.EngineLine, FS: upTo(t, d.MigrationFS(), "007_~")}
+	res, err = relaymigrate.Up(ctx, d, clock, renamed)
 	require.NoError(t, err)
 	require.Len(t, res.Applied, 1)
 	require.True(t, strings.Contains(res.Applied[0].Name, "queue"), "applied %+v", res.Applied[0])
@@ -56,4 +57,18 @@ func TestUpgradeRenamesQueueColumn(t *testing.T) {
 	cur, err := d.GetExecutor().CursorGet(ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, int64(41), cur.Watermark)
+
+	// Version 8 adds the late-row columns: a hole logged before reads as not
+	// found and not ingested.
+	_, err = d.Pool().Exec(ctx, `INSERT INTO relay_hole (queue, id, first_seen_at, released_at) VALUES ('q', 40, now(), now())`)
+	require.NoError(t, err)
+	res, err = relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d))
+	require.NoError(t, err)
+	require.Len(t, res.Applied, 1)
+	require.True(t, strings.Contains(res.Applied[0].Name, "hole_late"), "applied %+v", res.Applied[0])
+	hs, err := d.GetExecutor().HoleList(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, hs, 1)
+	require.True(t, hs[0].FoundAt.IsZero())
+	require.True(t, hs[0].IngestedAt.IsZero())
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaytype"
@@ -610,20 +611,63 @@ func (e *executor) HoleInsert(ctx context.Context, hole *relaytype.Hole) error {
 
 // HoleList returns the queue's permanent holes in id order.
 func (e *executor) HoleList(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
-	op := "hole list " + queue
-	rows, err := e.reader().query(ctx, qHoleList, queue)
+	return e.holes(ctx, "hole list "+queue, qHoleList, queue)
+}
+
+// HoleListUnfound returns up to limit holes not found late yet, released at
+// or after releasedSince, in id order.
+func (e *executor) HoleListUnfound(ctx context.Context, queue string, releasedSince time.Time, limit int) ([]*relaytype.Hole, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("relaysqlite: hole list unfound %s: limit %d must be positive", queue, limit)
+	}
+	return e.holes(ctx, "hole list unfound "+queue, qHoleListUnfound, queue, timeArg(releasedSince), limit)
+}
+
+// HoleListFound returns the holes whose row was found late, in id order.
+func (e *executor) HoleListFound(ctx context.Context, queue string) ([]*relaytype.Hole, error) {
+	return e.holes(ctx, "hole list found "+queue, qHoleListFound, queue)
+}
+
+// HoleMarkFound sets FoundAt once; false when absent or already found.
+func (e *executor) HoleMarkFound(ctx context.Context, queue string, id int64, at time.Time) (bool, error) {
+	op := fmt.Sprintf("hole mark found %s/%d", queue, id)
+	r, err := e.writer().exec(ctx, qHoleMarkFound, queue, id, timeArg(at))
+	if err != nil {
+		return false, mapErr(op, err)
+	}
+	n, err := r.RowsAffected()
+	return n == 1, mapErr(op, err)
+}
+
+// HoleMarkIngested sets IngestedAt and IngestedID once on a found hole; false
+// when absent, not found or already ingested.
+func (e *executor) HoleMarkIngested(ctx context.Context, queue string, id, messageID int64, at time.Time) (bool, error) {
+	op := fmt.Sprintf("hole mark ingested %s/%d", queue, id)
+	r, err := e.writer().exec(ctx, qHoleMarkIngested, queue, id, timeArg(at), messageID)
+	if err != nil {
+		return false, mapErr(op, err)
+	}
+	n, err := r.RowsAffected()
+	return n == 1, mapErr(op, err)
+}
+
+// holes runs a hole query selecting the full hole column list.
+func (e *executor) holes(ctx context.Context, op, name string, args ...any) ([]*relaytype.Hole, error) {
+	rows, err := e.reader().query(ctx, name, args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	out, err := collect(rows, func(s scanner) (*relaytype.Hole, error) {
 		var (
-			h               relaytype.Hole
-			first, released sql.NullInt64
+			h                                relaytype.Hole
+			first, released, found, ingested sql.NullInt64
+			ingestedID                       sql.NullInt64
 		)
-		if err := s.Scan(&h.Queue, &h.ID, &first, &released); err != nil {
+		if err := s.Scan(&h.Queue, &h.ID, &first, &released, &found, &ingested, &ingestedID); err != nil {
 			return nil, err
 		}
 		h.FirstSeenAt, h.ReleasedAt = timeOf(first), timeOf(released)
+		h.FoundAt, h.IngestedAt, h.IngestedID = timeOf(found), timeOf(ingested), ingestedID.Int64
 		return &h, nil
 	})
 	return out, mapErr(op, err)

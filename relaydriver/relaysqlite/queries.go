@@ -46,6 +46,10 @@ const (
 	qCursorSeed            = "CursorSeed"
 	qHoleInsert            = "HoleInsert"
 	qHoleList              = "HoleList"
+	qHoleListUnfound       = "HoleListUnfound"
+	qHoleListFound         = "HoleListFound"
+	qHoleMarkFound         = "HoleMarkFound"
+	qHoleMarkIngested      = "HoleMarkIngested"
 	qLockAcquire           = "LockAcquire"
 	qLockRenew             = "LockRenew"
 	qLockRelease           = "LockRelease"
@@ -71,6 +75,7 @@ var queryNames = []string{
 	qMessageLeaseRenew, qMessageLeaseRelease,
 	qMessageReplay, qMessageStats, qMessageExists,
 	qCursorGet, qCursorSave, qCursorSeed, qHoleInsert, qHoleList,
+	qHoleListUnfound, qHoleListFound, qHoleMarkFound, qHoleMarkIngested,
 	qLockAcquire, qLockRenew, qLockRelease, qLockHolder, qLockTakeOver,
 	qOutboxKeyNext, qOutboxInsert, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists,
 	qOutboxDeleteSent, qOutboxList, qOutboxStats,

@@ -239,8 +239,36 @@ VALUES ($1, $2, $3, $4)
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: HoleList
-SELECT queue, id, first_seen_at, released_at
-FROM relay_hole WHERE queue = $1 ORDER BY id;
+SELECT queue, id, first_seen_at, released_at, found_at, ingested_at, ingested_id
+FROM relay_hole
+WHERE queue = $1
+ORDER BY id;
+
+-- name: HoleListUnfound
+-- The holes the intake still checks for a late row: not found yet and
+-- released at or after $2 (the look-back window), through the partial index
+-- relay_hole_unfound_idx (engine migration hole_late).
+SELECT queue, id, first_seen_at, released_at, found_at, ingested_at, ingested_id
+FROM relay_hole
+WHERE queue = $1 AND found_at IS NULL AND released_at >= $2
+ORDER BY id
+LIMIT $3;
+
+-- name: HoleListFound
+SELECT queue, id, first_seen_at, released_at, found_at, ingested_at, ingested_id
+FROM relay_hole
+WHERE queue = $1 AND found_at IS NOT NULL
+ORDER BY id;
+
+-- name: HoleMarkFound
+-- Only the first finding counts: a hole already found is left as it is.
+UPDATE relay_hole SET found_at = $3
+WHERE queue = $1 AND id = $2 AND found_at IS NULL;
+
+-- name: HoleMarkIngested
+-- Only a found hole not yet ingested: a second ingest changes nothing.
+UPDATE relay_hole SET ingested_at = $3, ingested_id = $4
+WHERE queue = $1 AND id = $2 AND found_at IS NOT NULL AND ingested_at IS NULL;
 
 -- name: LockAcquire
 -- Take the lease when absent, expired, or already ours; 0 rows means held.

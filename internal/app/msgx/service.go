@@ -163,6 +163,9 @@ func (s *Service) Active() bool { return s.svc.Active() }
 // Engine returns the FIFO engine (admin API, replay).
 func (s *Service) Engine() *relay.Engine { return s.engine }
 
+// Intake returns the watermark intake (admin API, late-row ingest).
+func (s *Service) Intake() *relayintake.Intake { return s.intake }
+
 // AckWriter returns the processing-mark write-back (admin API, reopen).
 func (s *Service) AckWriter() *relay.AckWriter { return s.ack }
 
