@@ -45,9 +45,9 @@ staticcheck:
 	$(STATICCHECK) ./...
 
 # Fuzz every decoder that reads outside input (STYLE.md §3), FUZZTIME per
-# target (default 1m; CI runs 3s). Every `func Fuzz…` in a _test.go file is a
-# target, found by name, so a new one is never left out; -fuzz takes one
-# target of one package, so each runs alone.
+# target (default 1m; CI runs 10000x, a count — see .ci/run). Every
+# `func Fuzz…` in a _test.go file is a target, found by name, so a new one is
+# never left out; -fuzz takes one target of one package, so each runs alone.
 FUZZTIME ?= 1m
 
 fuzz:
