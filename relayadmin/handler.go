@@ -143,7 +143,7 @@ func (h *handler) dlq(w http.ResponseWriter, r *http.Request) {
 		// outboxes too, which this API has no business showing.
 		if !slices.Contains(h.OutboxTargets, t) {
 			writeError(w, http.StatusNotFound, fmt.Errorf("target %s is not an outbox target of this instance (%s)",
-				strconv.Quote(relayhttp.Bound(t, 64)), strings.Join(h.OutboxTargets, ", ")))
+				relaytype.QuoteValue(t), strings.Join(h.OutboxTargets, ", ")))
 			return
 		}
 		targets = []string{t}

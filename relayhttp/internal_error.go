@@ -37,7 +37,9 @@ func ErrorID() string {
 }
 
 // Bound returns s cut to at most n bytes on a rune boundary, ending in "…"
-// when cut (if n leaves room for it).
+// when cut (if n leaves room for it). relayhttp imports only the standard
+// library, so it keeps this short cut for its own answers and logs; other
+// packages bound text with relaytype.BoundText, ErrorText and QuoteValue.
 func Bound(s string, n int) string {
 	if len(s) <= n {
 		return s

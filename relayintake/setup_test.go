@@ -1,16 +1,16 @@
 package relayintake_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/testlog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -61,22 +61,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, store storeFactory)) {
 }
 
 // syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testlog.Buffer
 
 // bundle is one test's world: an engine store, a foreign SQLite table read
 // through relaysource.SQLTable, a fake clock, a metrics registry and the logs.

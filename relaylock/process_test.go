@@ -1,7 +1,6 @@
 package relaylock_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/testlog"
+
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
@@ -26,22 +27,7 @@ import (
 )
 
 // syncBuffer is a bytes.Buffer safe for a child's writer and the test's reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // buildRelay compiles cmd/relay once per test binary.
 var buildRelay = sync.OnceValues(func() (string, error) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayhq/relay/internal/testlog"
+
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
@@ -31,22 +33,7 @@ const pipeline = "svc"
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // syncBuffer collects logs written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // world is a PostgreSQL schema shared by several instances and a foreign
 // SQLite table they read.

@@ -193,7 +193,8 @@ func startSupplierChild(ctx context.Context, account string, maxConns, window in
 	return nil, "", errors.New("the supplier simulator exited before listening")
 }
 
-// randomHex returns n random bytes in hex.
+// randomHex returns n random bytes in hex (crypto/rand: also used for the
+// secrets of the simulators the bench and the gateway demo start).
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -1,12 +1,12 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/testlog"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,22 +16,7 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testlog.Buffer
 
 // TestServeMariaDBSource runs `relay serve` over a real MariaDB mailbox table
 // (AUTO_INCREMENT ids, DATETIME(3) received-at, one NULL) into a PostgreSQL

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -162,11 +160,7 @@ func gatewayStatsLine(st gateway.Stats) string {
 // and checks and prints what the supplier's record and the streams show.
 func runGatewayDemo(ctx context.Context, env *Env, cfg gateway.Config, pgURL string, n int, timeout time.Duration) error {
 	clock := relayclock.System{}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tag := hex.EncodeToString(rnd[:])
-	_, _ = rand.Read(rnd[:])
-	secret := hex.EncodeToString(rnd[:])
+	tag, secret := randomHex(6), randomHex(6)
 
 	schema := "relay_sms_gw_demo_" + tag
 	schemaURL, err := dsn.WithParam(pgURL, "search_path", schema)

@@ -116,7 +116,7 @@ func (s *Service) send(w http.ResponseWriter, r *http.Request) {
 			why += "the watermark is not seeded yet"
 		} else {
 			s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: watermark read failed; intake will register the row",
-				"id", id, "error", relayhttp.Bound(err.Error(), relayhttp.ErrorTextMax))
+				"id", id, "error", relaytype.ErrorText(err))
 			why += "the watermark could not be read"
 		}
 		reply(http.StatusAccepted, SendResult{ID: id, Error: why})
@@ -124,7 +124,7 @@ func (s *Service) send(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := s.engine.Enqueue(ctx, &relay.EnqueueParams{ID: id, Payload: body, ReceivedAt: now}); err != nil {
 		s.o.Logger.WarnContext(ctx, "msgx: /cminmsgs/send: registration failed; intake will register the row",
-			"id", id, "error", relayhttp.Bound(err.Error(), relayhttp.ErrorTextMax))
+			"id", id, "error", relaytype.ErrorText(err))
 		reply(http.StatusAccepted, SendResult{ID: id, Error: "registered by intake later: the store registration failed"})
 		return
 	}

@@ -1,7 +1,6 @@
 package cmppconn
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/relayhq/relay/internal/testlog"
 
 	"github.com/stretchr/testify/require"
 
@@ -639,22 +640,7 @@ func TestClose(t *testing.T) {
 
 // lockedBuffer is a bytes.Buffer for a logger written from several
 // goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testlog.Buffer
 
 // TestUnmatchedResponseLogged: a response for a Sequence_Id nobody used is
 // logged with its number and dropped; the log holds no content or numbers.
