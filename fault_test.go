@@ -27,6 +27,7 @@ type faultDriver struct {
 	completeInTx     atomic.Int32                                   // in-transaction MessageComplete calls made
 	savepoints       atomic.Int32                                   // savepoints opened
 	onList           func(*relaydriver.MessageListUnfinishedParams) // called before each MessageListUnfinished (nil: nothing)
+	afterList        func()                                         // called after each MessageListUnfinished (nil: nothing)
 }
 
 var errInjected = errors.New("injected fault")
@@ -84,7 +85,11 @@ func (e *faultExecutor) MessageListUnfinished(ctx context.Context, p *relaydrive
 	if e.f.onList != nil {
 		e.f.onList(p)
 	}
-	return e.Executor.MessageListUnfinished(ctx, p)
+	list, err := e.Executor.MessageListUnfinished(ctx, p)
+	if e.f.afterList != nil {
+		e.f.afterList()
+	}
+	return list, err
 }
 
 func (e *faultExecutor) MessageFail(ctx context.Context, p *relaydriver.MessageFailParams) (int, error) {
@@ -516,5 +521,47 @@ func TestFIFOPrefetchSeesReplay(t *testing.T) {
 		for _, id := range append(ids, 1, 2) {
 			require.Equal(t, relaytype.StateSucceeded, b.state(id), "message %d", id)
 		}
+	})
+}
+
+// TestFIFOWatermarkHoleCommitsDuringListing: a hole that commits between the
+// pump's listing of unfinished heads and its read of the watermark must not
+// let the id above the hole overtake it. Intake registers the hole's id and
+// moves the watermark past it in one transaction; that transaction is run
+// here right after the listing, the worst moment for a pump that read the
+// listing first.
+func TestFIFOWatermarkHoleCommitsDuringListing(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		b := setupOn(t, f, relay.Config{Watermarked: true, Handler: relay.HandlerFunc(func(_ context.Context, _ relay.Tx, d *relay.Delivery) relay.Result {
+			c.add(d.Message.ID)
+			return relay.Succeeded()
+		})})
+		ex := b.d.GetExecutor()
+		require.NoError(t, ex.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 1, Now: b.clock.Now()}))
+		b.enqueue(1, 3) // 3 is registered above the watermark; 2 is a hole
+		require.Equal(t, 1, b.work())
+
+		var once atomic.Bool
+		f.afterList = func() {
+			if !once.CompareAndSwap(false, true) {
+				return
+			}
+			tx, err := b.d.Begin(b.ctx)
+			require.NoError(t, err)
+			params, err := relay.InsertParams("p", b.clock.Now(), &relay.EnqueueParams{ID: 2, Payload: []byte("2")})
+			require.NoError(t, err)
+			_, err = tx.MessageInsertMany(b.ctx, params)
+			require.NoError(t, err)
+			require.NoError(t, tx.CursorSave(b.ctx, &relaydriver.CursorSaveParams{Queue: "p", Watermark: 3, Now: b.clock.Now()}))
+			require.NoError(t, tx.Commit(b.ctx))
+		}
+		b.work() // the round whose listing the hole commits under
+		require.True(t, once.Load())
+		for b.work() > 0 {
+		}
+		require.Equal(t, []int64{1, 2, 3}, c.get(), "the hole's id runs before the id above it")
 	})
 }

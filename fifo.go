@@ -139,6 +139,25 @@ func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(
 	if skipped != nil {
 		limit += e.cfg.FIFOBatch
 	}
+	// The watermark is read before the listing, never after: intake registers
+	// every id up to W in the transaction that saves W, so a listing taken
+	// after W was read holds every unfinished id <= W. Read the other way
+	// round, a hole that commits between the two reads would show a later id
+	// as the head under a watermark that already covers the hole's id, which
+	// the listing missed — and the later id would overtake it.
+	wm := int64(-1) // no watermark gate
+	noCursor := false
+	if e.cfg.Watermarked {
+		cur, err := ex.CursorGet(ctx, e.cfg.Queue)
+		switch {
+		case errors.Is(err, relaytype.ErrNotFound):
+			noCursor = true
+		case err != nil:
+			return nil, fmt.Errorf("relay: read watermark of %q: %w", e.cfg.Queue, err)
+		default:
+			wm = cur.Watermark
+		}
+	}
 	list, err := ex.MessageListUnfinished(ctx, &relaydriver.MessageListUnfinishedParams{
 		Queue: e.cfg.Queue, Limit: limit,
 	})
@@ -152,21 +171,13 @@ func (e *Engine) readyHeadsAfter(ctx context.Context, after int64, skipped func(
 	if len(list) == 0 {
 		return nil, nil // step 1: no head
 	}
-	wm := int64(-1) // no watermark gate
-	if e.cfg.Watermarked {
-		cur, err := ex.CursorGet(ctx, e.cfg.Queue)
-		switch {
-		case errors.Is(err, relaytype.ErrNotFound):
-			if !e.warnedNoCursor {
-				e.warnedNoCursor = true
-				e.log.WarnContext(ctx, "relay: FIFO head not taken: the queue has no watermark yet",
-					"queue", e.cfg.Queue, "head_id", list[0].ID)
-			}
-			return nil, nil
-		case err != nil:
-			return nil, fmt.Errorf("relay: read watermark of %q: %w", e.cfg.Queue, err)
+	if noCursor {
+		if !e.warnedNoCursor {
+			e.warnedNoCursor = true
+			e.log.WarnContext(ctx, "relay: FIFO head not taken: the queue has no watermark yet",
+				"queue", e.cfg.Queue, "head_id", list[0].ID)
 		}
-		wm = cur.Watermark
+		return nil, nil
 	}
 	now := e.cfg.Clock.Now()
 	var out []*relaytype.Message
