@@ -36,6 +36,21 @@ const (
 	DispatchAfterConfirm = "dispatch.after-confirm"
 	// AckAfterWrite: the source mark was written; AckAt is not recorded yet.
 	AckAfterWrite = "ack.after-write"
+
+	// The sms gateway's points, one after each durable step of a command.
+
+	// GatewayAfterClaim: the submit ids are claimed in PostgreSQL; nothing
+	// is submitted yet.
+	GatewayAfterClaim = "sms.gateway.after-claim"
+	// GatewayAfterSubmit: the Submits' outcomes are known; nothing is
+	// settled yet.
+	GatewayAfterSubmit = "sms.gateway.after-submit"
+	// GatewayAfterSettle: the outcomes are settled in PostgreSQL; no result
+	// is written yet.
+	GatewayAfterSettle = "sms.gateway.after-settle"
+	// GatewayAfterResult: the results are in the result stream; the
+	// commands are not acked yet.
+	GatewayAfterResult = "sms.gateway.after-result"
 )
 
 var (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
 	"github.com/relayhq/relay/internal/app/sms/cmpp/cmppconn"
+	"github.com/relayhq/relay/internal/faultpoint"
 )
 
 // Gateway consumes submit commands from the command stream, submits each at
@@ -291,8 +292,11 @@ func (g *Gateway) handle(ctx context.Context, m redis.XMessage) {
 		g.settled(ctx, m.ID, cmd.SubmitID)
 		return
 	}
+	faultpoint.Hit(faultpoint.GatewayAfterClaim)
 	row := g.submit(ctx, cmd)
+	faultpoint.Hit(faultpoint.GatewayAfterSubmit)
 	ok, err := g.store.settle(ctx, row, g.cfg.Consumer, now, g.now())
+	faultpoint.Hit(faultpoint.GatewayAfterSettle)
 	switch {
 	case err != nil:
 		// The row stays CLAIMED: a later delivery finds it stale and
@@ -392,6 +396,7 @@ func (g *Gateway) finish(ctx context.Context, entryID string, res Result) {
 		return
 	}
 	g.stats.results.Add(1)
+	faultpoint.Hit(faultpoint.GatewayAfterResult)
 	if err := g.rdb.XAck(ctx, g.cfg.CommandStream, g.cfg.Group, entryID).Err(); err != nil {
 		g.log.Warn("sms gateway: ack; result will be re-emitted", "entry", entryID, "err", err)
 	}
