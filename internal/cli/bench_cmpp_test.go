@@ -38,7 +38,7 @@ func TestBenchCmpp(t *testing.T) {
 	}, 20*time.Second, 5*time.Millisecond, "output: %s", supOut.String())
 
 	out, err := run(t, "bench", "cmpp", "--supplier", addr, "--account", "900001:b3nch", "--n", "400",
-		"--rounds", "2", "--conns", "1,2", "--versions", "2.0,3.0")
+		"--rounds", "2", "--conns", "1,2", "--versions", "2.0,3.0", "--gateway-commands", "300", "--gateway-conns", "2")
 	require.NoError(t, err, out)
 	row := regexp.MustCompile(`(?m)^(2\.0|3\.0)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$`)
 	rows := row.FindAllStringSubmatch(out, -1)
@@ -51,6 +51,13 @@ func TestBenchCmpp(t *testing.T) {
 		require.LessOrEqual(t, lo, mid, r[0])
 		require.LessOrEqual(t, mid, hi, r[0])
 	}
+	// The end-to-end row: a backlog of 300 commands through a gateway, Redis
+	// and PostgreSQL (each round checks that all 300 were accepted).
+	require.Contains(t, out, "gateway end to end")
+	gw := regexp.MustCompile(`(?m)^2\s+(\d+)\s+(\d+)\s+(\d+)$`).FindStringSubmatch(out[strings.Index(out, "gateway end to end"):])
+	require.NotNil(t, gw, out)
+	lo, _ := strconv.Atoi(gw[1])
+	require.Positive(t, lo)
 	require.NotContains(t, out, "b3nch")
 
 	_, err = run(t, "bench", "cmpp", "--supplier", addr)

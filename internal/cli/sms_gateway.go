@@ -86,6 +86,8 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	staleClaim := fs.Duration("stale-claim", gateway.StaleClaimDefault, "age at which an unsettled claim is UNKNOWN (longer than --submit-timeout)")
 	submitTimeout := fs.Duration("submit-timeout", gateway.SubmitTimeoutDefault, "bound on one Submit")
 	claimEvery := fs.Duration("claim-interval", gateway.ClaimIntervalDefault, "time between XAUTOCLAIM passes")
+	readCount := fs.Int("read-count", gateway.ReadCountDefault, "entries per XREADGROUP/XAUTOCLAIM: the largest batch claimed and settled in one statement")
+	concurrency := fs.Int("concurrency", gateway.ConcurrencyDefault, "commands in work at once (also the most a crash can leave UNKNOWN)")
 	demo := fs.Int("demo", 0, "demo: start a simulated supplier on loopback, push N commands (and one duplicate), run until every result is in, print a summary and exit")
 	demoTimeout := fs.Duration("demo-timeout", time.Minute, "give up on the demo after this long")
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
@@ -101,7 +103,7 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	}
 	cfg := gateway.Config{Consumer: *consumer, Group: *group, CommandStream: *cmdStream, ResultStream: *resStream,
 		ReportStream: *repStream, MinIdle: *minIdle, StaleClaim: *staleClaim, SubmitTimeout: *submitTimeout,
-		ClaimInterval: *claimEvery, Clock: relayclock.System{}, Logger: log}
+		ClaimInterval: *claimEvery, ReadCount: *readCount, Concurrency: *concurrency, Clock: relayclock.System{}, Logger: log}
 	for _, spec := range channels {
 		ch, err := parseChannel(spec)
 		if err != nil {
@@ -160,34 +162,12 @@ func gatewayStatsLine(st gateway.Stats) string {
 // and checks and prints what the supplier's record and the streams show.
 func runGatewayDemo(ctx context.Context, env *Env, cfg gateway.Config, pgURL string, n int, timeout time.Duration) error {
 	clock := relayclock.System{}
-	tag, secret := randomHex(6), randomHex(6)
-
-	schema := "relay_sms_gw_demo_" + tag
-	schemaURL, err := dsn.WithParam(pgURL, "search_path", schema)
-	if err != nil {
-		return fmt.Errorf("--postgres: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return fmt.Errorf("--postgres %s: %w", dsn.Redact(pgURL), dsn.Scrub(err, pgURL))
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck // best effort
-	d, err := relaypgx.Open(ctx, schemaURL)
+	secret := randomHex(6)
+	cleanup, err := gatewayScratch(ctx, env, &cfg, pgURL, "demo")
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if _, err := relaymigrate.Up(ctx, d, clock, gateway.MigrationLine()); err != nil {
-		return err
-	}
-	cfg.DB = d.Pool()
-	prefix := "sms:demo:" + tag + ":"
-	cfg.CommandStream, cfg.ResultStream, cfg.ReportStream = prefix+"submit", prefix+"result", prefix+"report"
-	defer cfg.Redis.Del(context.WithoutCancel(ctx), cfg.CommandStream, cfg.ResultStream, cfg.ReportStream)
+	defer cleanup()
 
 	dir, err := os.MkdirTemp("", "relay-sms-gw-demo-")
 	if err != nil {
@@ -214,7 +194,7 @@ func runGatewayDemo(ctx context.Context, env *Env, cfg gateway.Config, pgURL str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "sms gateway demo: supplier on %s, streams %s*, schema %s\n", ln.Addr(), prefix, schema)
+	fmt.Fprintf(env.Stderr, "sms gateway demo: supplier on %s\n", ln.Addr())
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ran := make(chan error, 1)
@@ -256,6 +236,54 @@ func runGatewayDemo(ctx context.Context, env *Env, cfg gateway.Config, pgURL str
 		return err
 	}
 	return demoSummary(ctx, env, cfg, g.Stats(), record, n, took)
+}
+
+// gatewayScratch points cfg at a fresh PostgreSQL schema holding the
+// gateway's table and at fresh stream names, both named after kind and a
+// random tag, and returns what removes them (schema, streams, pool). It
+// prints where they are on stderr.
+func gatewayScratch(ctx context.Context, env *Env, cfg *gateway.Config, pgURL, kind string) (cleanup func(), err error) {
+	tag := randomHex(6)
+	schema := "relay_sms_gw_" + kind + "_" + tag
+	schemaURL, err := dsn.WithParam(pgURL, "search_path", schema)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(pgURL), dsn.Scrub(err, pgURL))
+	}
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	undo = append(undo, func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		cleanup()
+		return nil, err
+	}
+	undo = append(undo, func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") // best effort
+	})
+	d, err := relaypgx.Open(ctx, schemaURL)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	undo = append(undo, func() { _ = d.Close() })
+	if _, err := relaymigrate.Up(ctx, d, relayclock.System{}, gateway.MigrationLine()); err != nil {
+		cleanup()
+		return nil, err
+	}
+	cfg.DB = d.Pool()
+	prefix := "sms:" + kind + ":" + tag + ":"
+	cfg.CommandStream, cfg.ResultStream, cfg.ReportStream = prefix+"submit", prefix+"result", prefix+"report"
+	rdb, streams := cfg.Redis, []string{cfg.CommandStream, cfg.ResultStream, cfg.ReportStream}
+	undo = append(undo, func() { rdb.Del(context.WithoutCancel(ctx), streams...) })
+	fmt.Fprintf(env.Stderr, "sms gateway %s: streams %s*, schema %s\n", kind, prefix, schema)
+	return cleanup, nil
 }
 
 func pushDemo(ctx context.Context, cfg gateway.Config, id uint64) error {

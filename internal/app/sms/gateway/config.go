@@ -35,13 +35,19 @@ const (
 	MinIdleDefault = 3 * time.Minute
 	// ClaimIntervalDefault is the time between XAUTOCLAIM passes.
 	ClaimIntervalDefault = 30 * time.Second
-	// ReadCountDefault is COUNT for XREADGROUP and XAUTOCLAIM.
-	ReadCountDefault = 64
+	// ReadCountDefault is COUNT for XREADGROUP and XAUTOCLAIM: the largest
+	// batch one read hands to a worker (claimed in one statement, settled
+	// in one, its results written in one pipeline).
+	ReadCountDefault = 512
 	// BlockDefault is XREADGROUP's BLOCK: how long a read waits for entries
 	// (and so how soon Run notices its ctx ended while the stream is quiet).
 	BlockDefault = time.Second
-	// ConcurrencyDefault bounds the commands in work at once.
-	ConcurrencyDefault = 64
+	// ConcurrencyDefault bounds the commands in work at once (eight full
+	// batches). It is also the most commands one crash can leave claimed
+	// and unsettled, each of which becomes UNKNOWN; at a steady rate far
+	// below the gateway's capacity the number in work is rate × latency,
+	// well under it.
+	ConcurrencyDefault = 4096
 	// StopTimeoutDefault bounds closing the channels' connections in Run.
 	StopTimeoutDefault = 10 * time.Second
 )
@@ -83,7 +89,8 @@ type Config struct {
 	ReadCount int
 	// Block is XREADGROUP's BLOCK (BlockDefault), measured by Redis.
 	Block time.Duration
-	// Concurrency bounds the commands in work at once (ConcurrencyDefault).
+	// Concurrency bounds the commands in work at once (ConcurrencyDefault);
+	// a read larger than it is worked on in parts.
 	Concurrency int
 	// StopTimeout bounds closing the connections when Run ends
 	// (StopTimeoutDefault).

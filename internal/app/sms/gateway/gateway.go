@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +33,10 @@ type Gateway struct {
 	sem      chan struct{}
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	inflight map[uint64]chan struct{} // submit ids in work in this process
-	ran      bool
+	acquireMu sync.Mutex // held while a batch takes its slots in sem
+	mu        sync.Mutex
+	inflight  map[uint64]chan struct{} // submit ids in work in this process
+	ran       bool
 
 	stats counters
 }
@@ -165,10 +168,9 @@ func (g *Gateway) readOwnPending(ctx, work context.Context) {
 		if len(res) == 0 || len(res[0].Messages) == 0 {
 			return
 		}
-		for _, m := range res[0].Messages {
-			g.dispatch(ctx, work, m)
-			start = m.ID
-		}
+		msgs := res[0].Messages
+		g.dispatch(ctx, work, msgs)
+		start = msgs[len(msgs)-1].ID
 	}
 }
 
@@ -189,9 +191,7 @@ func (g *Gateway) readLoop(ctx, work context.Context) {
 			continue
 		}
 		for _, s := range res {
-			for _, m := range s.Messages {
-				g.dispatch(ctx, work, m)
-			}
+			g.dispatch(ctx, work, s.Messages)
 		}
 	}
 }
@@ -219,10 +219,8 @@ func (g *Gateway) ClaimPass(ctx, work context.Context) {
 			}
 			return
 		}
-		for _, m := range msgs {
-			g.stats.claimed.Add(1)
-			g.dispatch(ctx, work, m)
-		}
+		g.stats.claimed.Add(int64(len(msgs)))
+		g.dispatch(ctx, work, msgs)
 		if next == "0-0" || next == "" {
 			return
 		}
@@ -230,17 +228,53 @@ func (g *Gateway) ClaimPass(ctx, work context.Context) {
 	}
 }
 
-// dispatch hands m to a worker once one is free.
-func (g *Gateway) dispatch(ctx, work context.Context, m redis.XMessage) {
-	select {
-	case g.sem <- struct{}{}:
-	case <-ctx.Done():
-		return // not acked: it stays pending
+// dispatch hands msgs, the entries of one read, to workers in batches of
+// at most Concurrency entries, each once that many slots are free. Slots
+// are taken under acquireMu, so the read loop and a claim pass never hold
+// part of a batch's slots each while waiting for the rest.
+func (g *Gateway) dispatch(ctx, work context.Context, msgs []redis.XMessage) {
+	for len(msgs) > 0 {
+		n := min(len(msgs), g.cfg.Concurrency)
+		part := msgs[:n:n]
+		msgs = msgs[n:]
+		if !g.acquire(ctx, n) {
+			return // not acked: they stay pending
+		}
+		g.wg.Go(func() {
+			defer g.release(n)
+			g.work(work, part)
+		})
 	}
-	g.wg.Go(func() {
-		defer func() { <-g.sem }()
-		g.handle(work, m)
-	})
+}
+
+func (g *Gateway) acquire(ctx context.Context, n int) bool {
+	g.acquireMu.Lock()
+	defer g.acquireMu.Unlock()
+	for i := range n {
+		select {
+		case g.sem <- struct{}{}:
+		case <-ctx.Done():
+			g.release(i)
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Gateway) release(n int) {
+	for range n {
+		<-g.sem
+	}
+}
+
+// work runs one batch. Entries whose submit id is in work elsewhere in this
+// process (a duplicate in the same read, or in a batch still running) are
+// left out of it and then run one at a time, each waiting for its id.
+func (g *Gateway) work(ctx context.Context, msgs []redis.XMessage) {
+	busy := g.batch(ctx, msgs, g.tryLock)
+	for _, m := range busy {
+		g.batch(ctx, []redis.XMessage{m}, func(id uint64) (func(), bool) { return g.lock(id), true })
+	}
 }
 
 // lock serialises the work on one submit id within this process: a command
@@ -248,108 +282,197 @@ func (g *Gateway) dispatch(ctx, work context.Context, m redis.XMessage) {
 // settled and re-emits its result.
 func (g *Gateway) lock(id uint64) func() {
 	for {
-		g.mu.Lock()
-		ch, busy := g.inflight[id]
-		if !busy {
-			ch = make(chan struct{})
-			g.inflight[id] = ch
-			g.mu.Unlock()
-			return func() {
-				g.mu.Lock()
-				delete(g.inflight, id)
-				g.mu.Unlock()
-				close(ch)
-			}
+		unlock, ok := g.tryLock(id)
+		if ok {
+			return unlock
 		}
+		g.mu.Lock()
+		ch := g.inflight[id]
 		g.mu.Unlock()
-		<-ch
+		if ch != nil {
+			<-ch
+		}
 	}
 }
 
-// handle works on one command entry. It acks the entry only after its
-// result is in the result stream, and the result only after the row is
-// settled in PostgreSQL. Any failure before that leaves the entry pending
-// for XAUTOCLAIM.
-func (g *Gateway) handle(ctx context.Context, m redis.XMessage) {
-	cmd, err := ParseCommand(m.Values)
-	if err != nil {
-		g.stats.malformed.Add(1)
-		g.log.Warn("sms gateway: malformed command", "entry", m.ID, "err", err)
-		res := Result{EventID: "malformed:" + m.ID, SubmitID: cmd.SubmitID, State: StateRejected,
-			Result: "malformed: " + strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": ")}
-		g.finish(ctx, m.ID, res)
-		return
+// tryLock takes id's lock if it is free.
+func (g *Gateway) tryLock(id uint64) (unlock func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, busy := g.inflight[id]; busy {
+		return nil, false
 	}
-	unlock := g.lock(cmd.SubmitID)
-	defer unlock()
+	ch := make(chan struct{})
+	g.inflight[id] = ch
+	return func() {
+		g.mu.Lock()
+		delete(g.inflight, id)
+		g.mu.Unlock()
+		close(ch)
+	}, true
+}
+
+// pending is one command of a batch.
+type pending struct {
+	entry string
+	cmd   Command
+	row   Row
+}
+
+// batch works on the command entries msgs, taking each submit id's lock
+// with lock, and returns the entries whose lock it could not take,
+// untouched. Each step runs once for the whole batch: one claim statement,
+// the Submits in parallel, one settle statement, the results in one
+// pipeline, one XACK. It acks an entry only after its result is in the
+// result stream, and writes the result only after the row is settled in
+// PostgreSQL; any failure before that leaves the entry pending, for its
+// next delivery or XAUTOCLAIM.
+func (g *Gateway) batch(ctx context.Context, msgs []redis.XMessage, lock func(uint64) (func(), bool)) (busy []redis.XMessage) {
+	var (
+		out     []outResult // results to write, then ack
+		work    []*pending  // commands to claim
+		unlocks []func()
+	)
+	defer func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}()
+	for _, m := range msgs {
+		cmd, err := ParseCommand(m.Values)
+		if err != nil {
+			g.stats.malformed.Add(1)
+			g.log.Warn("sms gateway: malformed command", "entry", m.ID, "err", err)
+			out = append(out, outResult{entry: m.ID, res: Result{EventID: "malformed:" + m.ID, SubmitID: cmd.SubmitID,
+				State: StateRejected, Result: "malformed: " + strings.TrimPrefix(err.Error(), ErrMalformed.Error()+": ")}})
+			continue
+		}
+		unlock, ok := lock(cmd.SubmitID)
+		if !ok {
+			busy = append(busy, m)
+			continue
+		}
+		unlocks = append(unlocks, unlock)
+		work = append(work, &pending{entry: m.ID, cmd: cmd})
+	}
+	out = append(out, g.claimSubmitSettle(ctx, work)...)
+	g.finish(ctx, out)
+	return busy
+}
+
+// outResult is a result to write and the entry to ack after it.
+type outResult struct {
+	entry string
+	res   Result
+}
+
+// claimSubmitSettle claims work's submit ids, submits what it claimed,
+// settles the outcomes and returns the results to write: those of the
+// settled commands and of the commands found settled before.
+func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outResult {
+	if len(work) == 0 {
+		return nil
+	}
+	slices.SortFunc(work, func(a, b *pending) int { return cmp.Compare(a.cmd.SubmitID, b.cmd.SubmitID) })
+	ids, channels := make([]uint64, len(work)), make([]string, len(work))
+	for i, p := range work {
+		ids[i], channels[i] = p.cmd.SubmitID, p.cmd.Channel
+	}
 	now := g.now()
-	claimed, err := g.store.claim(ctx, cmd.SubmitID, cmd.Channel, g.cfg.Consumer, now)
+	claimed, err := g.store.claim(ctx, ids, channels, g.cfg.Consumer, now)
 	if err != nil {
-		g.log.Warn("sms gateway: claim", "submit_id", cmd.SubmitID, "err", err)
-		return
-	}
-	if !claimed {
-		g.settled(ctx, m.ID, cmd.SubmitID)
-		return
+		g.log.Warn("sms gateway: claim; the commands stay pending", "commands", len(work), "err", err)
+		return nil
 	}
 	faultpoint.Hit(faultpoint.GatewayAfterClaim)
-	row := g.submit(ctx, cmd)
-	faultpoint.Hit(faultpoint.GatewayAfterSubmit)
-	ok, err := g.store.settle(ctx, row, g.cfg.Consumer, now, g.now())
-	faultpoint.Hit(faultpoint.GatewayAfterSettle)
-	switch {
-	case err != nil:
-		// The row stays CLAIMED: a later delivery finds it stale and
-		// settles it UNKNOWN, which is what it is to anyone but us.
-		g.log.Error("sms gateway: settle", "submit_id", cmd.SubmitID, "state", row.State, "err", err)
-		return
-	case !ok:
-		// Our claim was judged stale meanwhile and settled UNKNOWN, which
-		// stays the recorded result; what we learnt is logged for the
-		// reconciliation.
-		g.log.Warn("sms gateway: claim taken over before settlement", "submit_id", cmd.SubmitID,
-			"state", row.State, "msg_id", row.MsgID, "result", row.Result)
-		g.settled(ctx, m.ID, cmd.SubmitID)
-		return
-	case row.State == StateNotSent:
-		return // not acked: claimed again on its next delivery
+	var out []outResult
+	var mine []*pending
+	for _, p := range work {
+		if !claimed[p.cmd.SubmitID] {
+			if r, ok := g.settled(ctx, p.cmd.SubmitID); ok {
+				out = append(out, outResult{entry: p.entry, res: r})
+			}
+			continue
+		}
+		mine = append(mine, p)
 	}
-	g.finish(ctx, m.ID, resultOf(row))
+	if len(mine) == 0 {
+		return out
+	}
+	var wg sync.WaitGroup
+	for _, p := range mine {
+		wg.Go(func() { p.row = g.submit(ctx, p.cmd) })
+	}
+	wg.Wait()
+	faultpoint.Hit(faultpoint.GatewayAfterSubmit)
+	rows := make([]Row, len(mine))
+	for i, p := range mine {
+		rows[i] = p.row
+	}
+	settled, err := g.store.settle(ctx, rows, g.cfg.Consumer, now, g.now())
+	if err != nil {
+		// The rows stay CLAIMED: a later delivery finds them stale and
+		// settles them UNKNOWN, which is what they are to anyone but us.
+		for _, p := range mine {
+			g.log.Error("sms gateway: settle", "submit_id", p.cmd.SubmitID, "state", p.row.State, "err", err)
+		}
+		return out
+	}
+	faultpoint.Hit(faultpoint.GatewayAfterSettle)
+	for _, p := range mine {
+		switch {
+		case !settled[p.cmd.SubmitID]:
+			// Our claim was judged stale meanwhile and settled UNKNOWN,
+			// which stays the recorded result; what we learnt is logged
+			// for the reconciliation.
+			g.log.Warn("sms gateway: claim taken over before settlement", "submit_id", p.cmd.SubmitID,
+				"state", p.row.State, "msg_id", p.row.MsgID, "result", p.row.Result)
+			if r, ok := g.settled(ctx, p.cmd.SubmitID); ok {
+				out = append(out, outResult{entry: p.entry, res: r})
+			}
+		case p.row.State == StateNotSent:
+			// not acked: claimed again on its next delivery
+		default:
+			out = append(out, outResult{entry: p.entry, res: resultOf(p.row)})
+		}
+	}
+	return out
 }
 
-// settled handles a command whose row exists and was not claimed by us.
-func (g *Gateway) settled(ctx context.Context, entryID string, submitID uint64) {
+// settled returns the result of a command whose row exists and was not
+// claimed by us; ok false when it has none yet (it stays pending).
+func (g *Gateway) settled(ctx context.Context, submitID uint64) (Result, bool) {
 	row, err := g.store.load(ctx, submitID)
 	if err != nil {
 		g.log.Warn("sms gateway: load", "submit_id", submitID, "err", err)
-		return
+		return Result{}, false
 	}
 	switch row.State {
 	case StateNotSent:
-		return // claimed by a concurrent delivery meanwhile; stays pending
+		return Result{}, false // claimed by a concurrent delivery meanwhile; stays pending
 	case StateClaimed:
 		now := g.now()
 		if now.Sub(row.ClaimedAt) < g.cfg.StaleClaim {
 			g.stats.busy.Add(1)
-			return // in work in another gateway: stays pending, redelivered after MinIdle
+			return Result{}, false // in work in another gateway: stays pending, redelivered after MinIdle
 		}
 		// A claim never settled: the gateway died between its claim and the
 		// Submit's outcome. The supplier may have it: UNKNOWN, never resent.
 		stale := Row{SubmitID: submitID, State: StateUnknown, Result: ResultClaimNotSettled}
-		ok, err := g.store.settle(ctx, stale, row.ClaimedBy, row.ClaimedAt, now)
+		ok, err := g.store.settle(ctx, []Row{stale}, row.ClaimedBy, row.ClaimedAt, now)
 		if err != nil {
 			g.log.Warn("sms gateway: settle stale claim", "submit_id", submitID, "err", err)
-			return
+			return Result{}, false
 		}
-		if !ok {
-			return // settled meanwhile; the next delivery re-emits it
+		if !ok[submitID] {
+			return Result{}, false // settled meanwhile; the next delivery re-emits it
 		}
 		g.stats.staleClaims.Add(1)
 		row.State, row.Result = StateUnknown, ResultClaimNotSettled
 	default:
 		g.stats.duplicates.Add(1)
 	}
-	g.finish(ctx, entryID, resultOf(row))
+	return resultOf(row), true
 }
 
 // ResultClaimNotSettled is the Result of a submit found CLAIMED past
@@ -389,16 +512,33 @@ func (g *Gateway) submit(ctx context.Context, cmd Command) Row {
 	return row
 }
 
-// finish writes res to the result stream, then acks the entry.
-func (g *Gateway) finish(ctx context.Context, entryID string, res Result) {
-	if err := g.rdb.XAdd(ctx, &redis.XAddArgs{Stream: g.cfg.ResultStream, Values: res.Values()}).Err(); err != nil {
-		g.log.Warn("sms gateway: write result; stays pending", "event_id", res.EventID, "err", err)
+// finish writes the results to the result stream in one pipeline, then
+// acks, in one XACK, the entries whose result was written.
+func (g *Gateway) finish(ctx context.Context, out []outResult) {
+	if len(out) == 0 {
 		return
 	}
-	g.stats.results.Add(1)
+	pipe := g.rdb.Pipeline()
+	adds := make([]*redis.StringCmd, len(out))
+	for i, o := range out {
+		adds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: g.cfg.ResultStream, Values: o.res.Values()})
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	acks := make([]string, 0, len(out))
+	for i, o := range out {
+		if err := adds[i].Err(); err != nil {
+			g.log.Warn("sms gateway: write result; stays pending", "event_id", o.res.EventID, "err", err)
+			continue
+		}
+		acks = append(acks, o.entry)
+	}
+	g.stats.results.Add(int64(len(acks)))
+	if len(acks) == 0 {
+		return
+	}
 	faultpoint.Hit(faultpoint.GatewayAfterResult)
-	if err := g.rdb.XAck(ctx, g.cfg.CommandStream, g.cfg.Group, entryID).Err(); err != nil {
-		g.log.Warn("sms gateway: ack; result will be re-emitted", "entry", entryID, "err", err)
+	if err := g.rdb.XAck(ctx, g.cfg.CommandStream, g.cfg.Group, acks...).Err(); err != nil {
+		g.log.Warn("sms gateway: ack; the results will be re-emitted", "entries", len(acks), "err", err)
 	}
 }
 

@@ -278,3 +278,55 @@ func TestSettledButNotAckedReemitted(t *testing.T) {
 	require.Zero(t, b.counts(t).Submits)
 	require.Zero(t, b.pending(t))
 }
+
+// TestOneReadMixedBatch: one read holds new commands, copies of one submit
+// id (in the same batch), a malformed entry, an unknown channel and a
+// submit id settled by an earlier life; the batch submits each new id once,
+// answers every entry, and acks them all.
+func TestOneReadMixedBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit
+		(submit_id, channel, state, msg_id, result, claimed_by, claimed_at, settled_at)
+		VALUES (90, $1, 'ACCEPTED', 4242, '0', 'gw-old', now(), now())`, channelName)
+	require.NoError(t, err)
+	for id := uint64(80); id < 90; id++ {
+		b.push(t, command(id).Values())
+	}
+	b.push(t, command(83).Values())
+	b.push(t, command(83).Values())
+	b.push(t, map[string]any{"hello": "world"})
+	lost := command(91)
+	lost.Channel = "nowhere"
+	b.push(t, lost.Values())
+	b.push(t, command(90).Values())
+	_, stop := b.run(t) // every entry is on the stream before the first read
+	res := b.waitResults(t, 15)
+	stop()
+
+	byEvent := map[string][]gateway.Result{}
+	for _, r := range res {
+		byEvent[r.EventID] = append(byEvent[r.EventID], r)
+	}
+	require.Len(t, byEvent, 13, "10 new ids, the settled one, the unknown channel, the malformed entry")
+	for id := uint64(80); id < 90; id++ {
+		rs := byEvent[gateway.SubmitEventID(id)]
+		want := 1
+		if id == 83 {
+			want = 3
+		}
+		require.Len(t, rs, want, "submit %d", id)
+		for _, r := range rs {
+			require.Equal(t, rs[0], r, "every copy of a result is the same event")
+			require.Equal(t, gateway.StateAccepted, r.State)
+		}
+	}
+	old := byEvent[gateway.SubmitEventID(90)]
+	require.Len(t, old, 1)
+	require.EqualValues(t, 4242, old[0].MsgID, "re-emitted from the row, not submitted")
+	require.Equal(t, "unknown channel", byEvent[gateway.SubmitEventID(91)][0].Result)
+	c := b.counts(t)
+	require.Equal(t, 10, c.Submits)
+	require.Empty(t, c.Duplicates())
+	require.Zero(t, b.pending(t))
+}

@@ -4,16 +4,20 @@
 -- decimal text, since bigint holds only half their range.
 
 -- name: Claim
--- Claims $1 for consumer $3 at $4: a new row, or one left NOT_SENT (nothing
--- reached the supplier). Returns no row when the submit exists in any other
--- state: it must not be submitted again.
+-- Claims the submit ids $1 (decimal text, ascending, no repeats) with the
+-- channels $2 for consumer $3 at $4: new rows, or rows left NOT_SENT (nothing
+-- reached the supplier). Returns the ids claimed; an id whose row exists in
+-- any other state is not returned: it must not be submitted again. The ids
+-- come ascending so that two gateways claiming overlapping sets lock the
+-- rows in one order.
 INSERT INTO gateway_submit (submit_id, channel, state, claimed_by, claimed_at)
-VALUES ($1::text::numeric, $2, 'CLAIMED', $3, $4)
+SELECT t.id::numeric, t.channel, 'CLAIMED', $3, $4
+FROM unnest($1::text[], $2::text[]) AS t(id, channel)
 ON CONFLICT (submit_id) DO UPDATE
     SET state = 'CLAIMED', channel = EXCLUDED.channel, claimed_by = EXCLUDED.claimed_by,
         claimed_at = EXCLUDED.claimed_at, msg_id = NULL, result = NULL, settled_at = NULL
     WHERE gateway_submit.state = 'NOT_SENT'
-RETURNING claimed_at;
+RETURNING submit_id::text;
 
 -- name: Load
 SELECT channel, state, coalesce(msg_id::text, ''), coalesce(result, ''), claimed_by, claimed_at
@@ -21,8 +25,12 @@ FROM gateway_submit
 WHERE submit_id = $1::text::numeric;
 
 -- name: Settle
--- Settles the claim ($1, claimed by $5 at $6) as $2. No row changes when the
--- claim is no longer that one (another gateway judged it stale).
-UPDATE gateway_submit
-SET state = $2, msg_id = nullif($3, '')::numeric, result = $4, settled_at = $7
-WHERE submit_id = $1::text::numeric AND state = 'CLAIMED' AND claimed_by = $5 AND claimed_at = $6;
+-- Settles the claims of the ids $1 (claimed by $5 at $6) as the states $2,
+-- Msg_Ids $3 ('' for none) and results $4, at $7. Returns the ids settled;
+-- a row whose claim is no longer that one (another gateway judged it stale)
+-- does not change and is not returned.
+UPDATE gateway_submit AS g
+SET state = t.state, msg_id = nullif(t.msg_id, '')::numeric, result = t.result, settled_at = $7
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(id, state, msg_id, result)
+WHERE g.submit_id = t.id::numeric AND g.state = 'CLAIMED' AND g.claimed_by = $5 AND g.claimed_at = $6
+RETURNING g.submit_id::text;

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -42,6 +41,7 @@ func MigrationLine() relaymigrate.Line {
 // Querier is satisfied by *pgxpool.Pool, *pgx.Conn and pgx.Tx.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -81,18 +81,44 @@ type Row struct {
 // store is the hand-written query layer over gateway_submit.
 type store struct{ q Querier }
 
-// claim claims submitID for consumer at now (microseconds, as stored). It
-// returns claimed false when the row exists in a state other than NOT_SENT.
-func (s store) claim(ctx context.Context, submitID uint64, channel, consumer string, now time.Time) (bool, error) {
-	var at time.Time
-	err := s.q.QueryRow(ctx, stmts["Claim"], strconv.FormatUint(submitID, 10), channel, consumer, now).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+// claim claims ids (ascending, no repeats) with their channels for consumer
+// at now (microseconds, as stored) and returns the ids it claimed: those
+// without a row or left NOT_SENT.
+func (s store) claim(ctx context.Context, ids []uint64, channels []string, consumer string, now time.Time) (map[uint64]bool, error) {
+	return s.ids(ctx, "claim", stmts["Claim"], decimals(ids), channels, consumer, now)
+}
+
+// ids runs a statement returning submit ids as decimal text.
+func (s store) ids(ctx context.Context, what, sql string, args ...any) (map[uint64]bool, error) {
+	rows, err := s.q.Query(ctx, sql, args...)
 	if err != nil {
-		return false, fmt.Errorf("gateway: claim submit %d: %w", submitID, err)
+		return nil, fmt.Errorf("gateway: %s: %w", what, err)
 	}
-	return true, nil
+	defer rows.Close()
+	got := map[uint64]bool{}
+	var text string
+	for rows.Next() {
+		if err := rows.Scan(&text); err != nil {
+			return nil, fmt.Errorf("gateway: %s: %w", what, err)
+		}
+		id, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s: submit id %q: %w", what, text, err)
+		}
+		got[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("gateway: %s: %w", what, err)
+	}
+	return got, nil
+}
+
+func decimals(ids []uint64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatUint(id, 10)
+	}
+	return out
 }
 
 // load reads submitID's row.
@@ -113,17 +139,16 @@ func (s store) load(ctx context.Context, submitID uint64) (Row, error) {
 	return r, nil
 }
 
-// settle moves the claim (consumer, claimedAt) of r.SubmitID to r.State. It
-// returns false when the row no longer holds that claim.
-func (s store) settle(ctx context.Context, r Row, consumer string, claimedAt, now time.Time) (bool, error) {
-	msgID := ""
-	if r.MsgID != 0 {
-		msgID = strconv.FormatUint(r.MsgID, 10)
+// settle moves the claims (consumer, claimedAt) of rows to their State,
+// MsgID and Result, at now, and returns the ids settled: a row that no
+// longer holds that claim is left as it is and not returned.
+func (s store) settle(ctx context.Context, rows []Row, consumer string, claimedAt, now time.Time) (map[uint64]bool, error) {
+	ids, states, msgIDs, results := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], states[i], results[i] = strconv.FormatUint(r.SubmitID, 10), string(r.State), r.Result
+		if r.MsgID != 0 {
+			msgIDs[i] = strconv.FormatUint(r.MsgID, 10)
+		}
 	}
-	tag, err := s.q.Exec(ctx, stmts["Settle"], strconv.FormatUint(r.SubmitID, 10), string(r.State), msgID, r.Result,
-		consumer, claimedAt, now)
-	if err != nil {
-		return false, fmt.Errorf("gateway: settle submit %d as %s: %w", r.SubmitID, r.State, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return s.ids(ctx, "settle", stmts["Settle"], ids, states, msgIDs, results, consumer, claimedAt, now)
 }

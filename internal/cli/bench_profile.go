@@ -1,0 +1,26 @@
+package cli
+
+import (
+	"os"
+	"runtime/pprof"
+)
+
+// startCPUProfile writes a CPU profile of this process to path until the
+// returned stop is called; with an empty path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
