@@ -52,6 +52,10 @@ const (
 	StopTimeoutDefault = 10 * time.Second
 )
 
+// NotSentBackoffDefault is Config.NotSentBackoff's default: four quick
+// retries within 8 s, then XAUTOCLAIM's MinIdle.
+var NotSentBackoffDefault = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
+
 // Config configures a Gateway. Zero values take the defaults.
 type Config struct {
 	// Redis holds the streams; required.
@@ -82,6 +86,12 @@ type Config struct {
 	// MinIdle is XAUTOCLAIM's min-idle-time (MinIdleDefault). It must be
 	// longer than StaleClaim.
 	MinIdle time.Duration
+	// NotSentBackoff is how long the gateway waits before it submits again,
+	// in process, a command that was not sent (no connection in time, or
+	// flow control): one wait per retry (default NotSentBackoffDefault).
+	// After the last one the command stays pending and comes back through
+	// XAUTOCLAIM after MinIdle. Each retry claims the row again.
+	NotSentBackoff []time.Duration
 	// ClaimInterval is the time between XAUTOCLAIM passes; one runs at
 	// start. Default ClaimIntervalDefault.
 	ClaimInterval time.Duration
@@ -125,6 +135,9 @@ func (cfg Config) withDefaults() Config {
 	cfg.Block = cmp.Or(cfg.Block, BlockDefault)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, ConcurrencyDefault)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, StopTimeoutDefault)
+	if cfg.NotSentBackoff == nil {
+		cfg.NotSentBackoff = NotSentBackoffDefault
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = relayclock.System{}
 	}
@@ -151,6 +164,11 @@ func (cfg Config) validate() error {
 		return bad("MinIdle %v must be longer than StaleClaim %v", cfg.MinIdle, cfg.StaleClaim)
 	case cfg.ReadCount < 1, cfg.Concurrency < 1, cfg.ClaimInterval < 0, cfg.Block < 0:
 		return bad("ReadCount, Concurrency must be positive; ClaimInterval, Block not negative")
+	}
+	for i, d := range cfg.NotSentBackoff {
+		if d < 0 {
+			return bad("NotSentBackoff[%d] is negative (%v)", i, d)
+		}
 	}
 	seen := map[string]bool{}
 	for i, ch := range cfg.Channels {

@@ -242,7 +242,7 @@ func (g *Gateway) dispatch(ctx, work context.Context, msgs []redis.XMessage) {
 		}
 		g.wg.Go(func() {
 			defer g.release(n)
-			g.work(work, part)
+			g.work(ctx, work, part)
 		})
 	}
 }
@@ -269,11 +269,22 @@ func (g *Gateway) release(n int) {
 
 // work runs one batch. Entries whose submit id is in work elsewhere in this
 // process (a duplicate in the same read, or in a batch still running) are
-// left out of it and then run one at a time, each waiting for its id.
-func (g *Gateway) work(ctx context.Context, msgs []redis.XMessage) {
-	busy := g.batch(ctx, msgs, g.tryLock)
+// left out of it and then run one at a time, each waiting for its id. The
+// commands that were not sent are retried after each NotSentBackoff wait
+// (on the clock; until ctx ends); what is still not sent stays pending.
+func (g *Gateway) work(ctx, work context.Context, msgs []redis.XMessage) {
+	busy, again := g.batch(work, msgs, g.tryLock)
 	for _, m := range busy {
-		g.batch(ctx, []redis.XMessage{m}, func(id uint64) (func(), bool) { return g.lock(id), true })
+		_, notSent := g.batch(work, []redis.XMessage{m}, func(id uint64) (func(), bool) { return g.lock(id), true })
+		again = append(again, notSent...)
+	}
+	for _, d := range g.cfg.NotSentBackoff {
+		if len(again) == 0 || !g.wait(ctx, d) {
+			return
+		}
+		g.stats.retries.Add(int64(len(again)))
+		busy, again = g.batch(work, again, g.tryLock)
+		again = append(again, busy...) // in work elsewhere: tried again after the next wait
 	}
 }
 
@@ -314,20 +325,21 @@ func (g *Gateway) tryLock(id uint64) (unlock func(), ok bool) {
 
 // pending is one command of a batch.
 type pending struct {
-	entry string
-	cmd   Command
-	row   Row
+	entry  string
+	values map[string]any
+	cmd    Command
+	row    Row
 }
 
 // batch works on the command entries msgs, taking each submit id's lock
 // with lock, and returns the entries whose lock it could not take,
-// untouched. Each step runs once for the whole batch: one claim statement,
+// untouched, and those of the commands that were not sent. Each step runs once for the whole batch: one claim statement,
 // the Submits in parallel, one settle statement, the results in one
 // pipeline, one XACK. It acks an entry only after its result is in the
 // result stream, and writes the result only after the row is settled in
 // PostgreSQL; any failure before that leaves the entry pending, for its
 // next delivery or XAUTOCLAIM.
-func (g *Gateway) batch(ctx context.Context, msgs []redis.XMessage, lock func(uint64) (func(), bool)) (busy []redis.XMessage) {
+func (g *Gateway) batch(ctx context.Context, msgs []redis.XMessage, lock func(uint64) (func(), bool)) (busy, notSent []redis.XMessage) {
 	var (
 		out     []outResult // results to write, then ack
 		work    []*pending  // commands to claim
@@ -353,11 +365,14 @@ func (g *Gateway) batch(ctx context.Context, msgs []redis.XMessage, lock func(ui
 			continue
 		}
 		unlocks = append(unlocks, unlock)
-		work = append(work, &pending{entry: m.ID, cmd: cmd})
+		work = append(work, &pending{entry: m.ID, values: m.Values, cmd: cmd})
 	}
-	out = append(out, g.claimSubmitSettle(ctx, work)...)
-	g.finish(ctx, out)
-	return busy
+	results, unsent := g.claimSubmitSettle(ctx, work)
+	g.finish(ctx, append(out, results...))
+	for _, p := range unsent {
+		notSent = append(notSent, redis.XMessage{ID: p.entry, Values: p.values})
+	}
+	return busy, notSent
 }
 
 // outResult is a result to write and the entry to ack after it.
@@ -367,11 +382,12 @@ type outResult struct {
 }
 
 // claimSubmitSettle claims work's submit ids, submits what it claimed,
-// settles the outcomes and returns the results to write: those of the
-// settled commands and of the commands found settled before.
-func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outResult {
+// settles the outcomes and returns the results to write — those of the
+// settled commands and of the commands found settled before — and the
+// commands settled NOT_SENT.
+func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) (out []outResult, notSent []*pending) {
 	if len(work) == 0 {
-		return nil
+		return nil, nil
 	}
 	slices.SortFunc(work, func(a, b *pending) int { return cmp.Compare(a.cmd.SubmitID, b.cmd.SubmitID) })
 	ids, channels := make([]uint64, len(work)), make([]string, len(work))
@@ -382,10 +398,9 @@ func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outR
 	claimed, err := g.store.claim(ctx, ids, channels, g.cfg.Consumer, now)
 	if err != nil {
 		g.log.Warn("sms gateway: claim; the commands stay pending", "commands", len(work), "err", err)
-		return nil
+		return nil, nil
 	}
 	faultpoint.Hit(faultpoint.GatewayAfterClaim)
-	var out []outResult
 	var mine []*pending
 	for _, p := range work {
 		if !claimed[p.cmd.SubmitID] {
@@ -397,7 +412,7 @@ func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outR
 		mine = append(mine, p)
 	}
 	if len(mine) == 0 {
-		return out
+		return out, nil
 	}
 	var wg sync.WaitGroup
 	for _, p := range mine {
@@ -416,7 +431,7 @@ func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outR
 		for _, p := range mine {
 			g.log.Error("sms gateway: settle", "submit_id", p.cmd.SubmitID, "state", p.row.State, "err", err)
 		}
-		return out
+		return out, nil
 	}
 	faultpoint.Hit(faultpoint.GatewayAfterSettle)
 	for _, p := range mine {
@@ -431,12 +446,12 @@ func (g *Gateway) claimSubmitSettle(ctx context.Context, work []*pending) []outR
 				out = append(out, outResult{entry: p.entry, res: r})
 			}
 		case p.row.State == StateNotSent:
-			// not acked: claimed again on its next delivery
+			notSent = append(notSent, p) // not acked: claimed again when it is retried or delivered again
 		default:
 			out = append(out, outResult{entry: p.entry, res: resultOf(p.row)})
 		}
 	}
-	return out
+	return out, notSent
 }
 
 // settled returns the result of a command whose row exists and was not
@@ -563,8 +578,9 @@ type Stats struct {
 	// left pending because another gateway held a fresh claim.
 	Duplicates, StaleClaims, Busy int64
 	// Malformed counts commands acked as malformed; Claimed entries taken
-	// over by XAUTOCLAIM; Results results written.
-	Malformed, Claimed, Results int64
+	// over by XAUTOCLAIM; Results results written; Retries in-process
+	// retries of commands that were not sent.
+	Malformed, Claimed, Results, Retries int64
 	// Reports and MO count events written to the report stream;
 	// BadReports reports that did not decode (answered, not written).
 	Reports, MO, BadReports int64
@@ -574,6 +590,7 @@ type counters struct {
 	submits, accepted, rejected, unknown, notSent       atomic.Int64
 	duplicates, staleClaims, busy                       atomic.Int64
 	malformed, claimed, results, reports, mo, badDelivs atomic.Int64
+	retries                                             atomic.Int64
 }
 
 // Stats returns the counters.
@@ -582,6 +599,6 @@ func (g *Gateway) Stats() Stats {
 	return Stats{Submits: c.submits.Load(), Accepted: c.accepted.Load(), Rejected: c.rejected.Load(),
 		Unknown: c.unknown.Load(), NotSent: c.notSent.Load(), Duplicates: c.duplicates.Load(),
 		StaleClaims: c.staleClaims.Load(), Busy: c.busy.Load(), Malformed: c.malformed.Load(),
-		Claimed: c.claimed.Load(), Results: c.results.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
+		Claimed: c.claimed.Load(), Results: c.results.Load(), Retries: c.retries.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
 		BadReports: c.badDelivs.Load()}
 }

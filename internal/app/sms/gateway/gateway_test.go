@@ -330,3 +330,34 @@ func TestOneReadMixedBatch(t *testing.T) {
 	require.Empty(t, c.Duplicates())
 	require.Zero(t, b.pending(t))
 }
+
+// TestNotSentRetriedInProcess: the supplier's rate limit (one Submit per
+// second) answers flow control to all but one of three commands; the
+// gateway retries them after its NotSentBackoff waits, on its clock, and
+// each is submitted once and answered, without waiting for XAUTOCLAIM.
+func TestNotSentRetriedInProcess(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *supplier.Config) { c.Accounts[0].Rate = 1 })
+	for id := uint64(51); id <= 53; id++ {
+		b.push(t, command(id).Values())
+	}
+	g, stop := b.run(t)
+	require.Eventually(t, func() bool {
+		if g.Stats().Results == 3 {
+			return true
+		}
+		if b.clock.Waiters() > 0 {
+			b.clock.Advance(time.Second) // a token for the supplier, and the gateway's wait ends
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond)
+	stop()
+	st := g.Stats()
+	require.EqualValues(t, 3, st.Accepted)
+	require.GreaterOrEqual(t, st.NotSent, int64(2), "at least two flow-control answers")
+	require.GreaterOrEqual(t, st.Retries, int64(2))
+	c := b.counts(t)
+	require.Equal(t, 3, c.Submits)
+	require.Empty(t, c.Duplicates())
+	require.Zero(t, b.pending(t))
+}
