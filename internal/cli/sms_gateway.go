@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
@@ -91,6 +93,8 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	demo := fs.Int("demo", 0, "demo: start a simulated supplier on loopback, push N commands (and one duplicate), run until every result is in, print a summary and exit")
 	demoTimeout := fs.Duration("demo-timeout", time.Minute, "give up on the demo after this long")
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
+		"read-only: :PORT means 127.0.0.1:PORT, and a non-loopback address is logged as a warning")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,6 +143,15 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), g.Collector())
+	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
+		stopHTTP, err := startHTTP(log, mc)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
 	}
 	names := make([]string, len(cfg.Channels))
 	for i, ch := range cfg.Channels {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -58,6 +59,26 @@ func TestSubmitsOnceEach(t *testing.T) {
 	st := g.Stats()
 	require.EqualValues(t, n, st.Accepted)
 	require.EqualValues(t, n, st.Submits)
+
+	// The same counters as Prometheus metrics.
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(g.Collector()))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			got[name] = m.GetCounter().GetValue()
+		}
+	}
+	require.InDelta(t, float64(n), got["relay_sms_gateway_submits_total"], 0, "%v", got)
+	require.InDelta(t, float64(n), got["relay_sms_gateway_outcomes_total{accepted}"], 0, "%v", got)
+	require.InDelta(t, float64(n), got["relay_sms_gateway_results_total"], 0, "%v", got)
+	require.InDelta(t, 0, got["relay_sms_gateway_commands_total{duplicate}"], 0, "%v", got)
 }
 
 func TestDuplicateCommandSubmittedOnce(t *testing.T) {
