@@ -165,8 +165,8 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 
 func gatewayStatsLine(st gateway.Stats) string {
 	return fmt.Sprintf("submits=%d accepted=%d rejected=%d unknown=%d not_sent=%d duplicates=%d stale_claims=%d busy=%d "+
-		"malformed=%d claimed=%d results=%d retries=%d reports=%d mo=%d", st.Submits, st.Accepted, st.Rejected, st.Unknown, st.NotSent,
-		st.Duplicates, st.StaleClaims, st.Busy, st.Malformed, st.Claimed, st.Results, st.Retries, st.Reports, st.MO)
+		"malformed=%d claimed=%d results=%d retries=%d reports=%d mo=%d late_resps=%d", st.Submits, st.Accepted, st.Rejected, st.Unknown, st.NotSent,
+		st.Duplicates, st.StaleClaims, st.Busy, st.Malformed, st.Claimed, st.Results, st.Retries, st.Reports, st.MO, st.Late)
 }
 
 // runGatewayDemo runs a gateway against an in-process supplier on loopback,

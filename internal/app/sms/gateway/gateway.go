@@ -38,6 +38,7 @@ type Gateway struct {
 	inflight  map[uint64]chan struct{} // submit ids in work in this process
 	ran       bool
 
+	late  *lateTable
 	stats counters
 }
 
@@ -62,11 +63,13 @@ func New(cfg Config) (*Gateway, error) {
 		channels: map[string]*channel{},
 		sem:      make(chan struct{}, cfg.Concurrency),
 		inflight: map[uint64]chan struct{}{},
+		late:     newLateTable(2 * cfg.SubmitTimeout),
 	}
 	for _, cc := range cfg.Channels {
 		pc := cc.Pool
 		ch := &channel{name: cc.Name, spID: pc.Conn.SourceAddr, version: pc.Conn.Version}
 		pc.Conn.DeliverFunc = g.deliverFunc(ch)
+		pc.Conn.LateResponseFunc = g.lateFunc()
 		if pc.Conn.Clock == nil {
 			pc.Conn.Clock = cfg.Clock
 		}
@@ -104,6 +107,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("gateway: create group %q on %q: %w", c.Group, c.CommandStream, err)
 	}
+	var lateDone sync.WaitGroup
+	lateDone.Go(func() { g.writeLate(context.WithoutCancel(ctx)) })
+	defer func() {
+		g.late.close()
+		lateDone.Wait()
+	}()
 	for _, ch := range g.channels {
 		if err := ch.pool.Start(ctx); err != nil {
 			return fmt.Errorf("gateway: channel %q: %w", ch.name, err)
@@ -522,6 +531,7 @@ func (g *Gateway) submit(ctx context.Context, cmd Command) Row {
 	default:
 		g.stats.unknown.Add(1)
 		row.State, row.Result = StateUnknown, "outcome unknown"
+		g.fileUnknown(ch, cmd.SubmitID, res)
 		g.log.Warn("sms gateway: outcome unknown", "submit_id", cmd.SubmitID, "channel", ch.name, "err", err)
 	}
 	return row
@@ -582,15 +592,16 @@ type Stats struct {
 	// retries of commands that were not sent.
 	Malformed, Claimed, Results, Retries int64
 	// Reports and MO count events written to the report stream;
-	// BadReports reports that did not decode (answered, not written).
-	Reports, MO, BadReports int64
+	// BadReports reports that did not decode (answered, not written); Late
+	// SubmitResps that came for submits settled UNKNOWN.
+	Reports, MO, BadReports, Late int64
 }
 
 type counters struct {
 	submits, accepted, rejected, unknown, notSent       atomic.Int64
 	duplicates, staleClaims, busy                       atomic.Int64
 	malformed, claimed, results, reports, mo, badDelivs atomic.Int64
-	retries                                             atomic.Int64
+	retries, late                                       atomic.Int64
 }
 
 // Stats returns the counters.
@@ -600,5 +611,5 @@ func (g *Gateway) Stats() Stats {
 		Unknown: c.unknown.Load(), NotSent: c.notSent.Load(), Duplicates: c.duplicates.Load(),
 		StaleClaims: c.staleClaims.Load(), Busy: c.busy.Load(), Malformed: c.malformed.Load(),
 		Claimed: c.claimed.Load(), Results: c.results.Load(), Retries: c.retries.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
-		BadReports: c.badDelivs.Load()}
+		BadReports: c.badDelivs.Load(), Late: c.late.Load()}
 }

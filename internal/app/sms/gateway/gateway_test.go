@@ -382,3 +382,52 @@ func TestNotSentRetriedInProcess(t *testing.T) {
 	require.Empty(t, c.Duplicates())
 	require.Zero(t, b.pending(t))
 }
+
+// TestLateSubmitRespRecorded: the supplier answers after the gateway's
+// SubmitTimeout; the submit is settled UNKNOWN and its result written, then
+// the SubmitResp comes on the same connection and is recorded (table and
+// report stream) without changing the settled row or submitting again.
+func TestLateSubmitRespRecorded(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, func(c *supplier.Config) { c.Behaviour.Latency = supplier.Fixed(5 * time.Second) })
+	b.cfg.SubmitTimeout, b.cfg.StaleClaim, b.cfg.MinIdle = 2*time.Second, 3*time.Second, 4*time.Second
+	b.push(t, command(61).Values())
+	g, stop := b.run(t)
+	require.Eventually(t, func() bool {
+		if st := g.Stats(); st.Results == 1 && st.Late == 1 {
+			return true
+		}
+		if b.clock.Waiters() > 0 {
+			b.clock.Advance(500 * time.Millisecond)
+		}
+		return false
+	}, 20*time.Second, 5*time.Millisecond)
+	var lateMsgID string
+	require.Eventually(t, func() bool {
+		return b.pool.QueryRow(b.ctx, `SELECT msg_id::text FROM gateway_late_response WHERE submit_id = 61`).Scan(&lateMsgID) == nil
+	}, 10*time.Second, 5*time.Millisecond)
+	stop()
+
+	res := b.results(t)
+	require.Len(t, res, 1)
+	require.Equal(t, gateway.StateUnknown, res[0].State)
+	var state string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT state FROM gateway_submit WHERE submit_id = 61`).Scan(&state))
+	require.Equal(t, string(gateway.StateUnknown), state, "the settled row is not changed by the late answer")
+	reps, err := b.rdb.XRange(b.ctx, b.cfg.ReportStream, "-", "+").Result()
+	require.NoError(t, err)
+	var late []map[string]any
+	for _, m := range reps {
+		if m.Values["kind"] == "late_resp" {
+			late = append(late, m.Values)
+		}
+	}
+	require.Len(t, late, 1)
+	require.Equal(t, gateway.LateEventID(channelName, 61), late[0]["event_id"])
+	require.Equal(t, lateMsgID, late[0]["msg_id"])
+	require.Equal(t, "0", late[0]["result"])
+	require.NotEqual(t, "0", lateMsgID)
+	c := b.counts(t)
+	require.Equal(t, 1, c.Submits, "submitted once")
+	require.Zero(t, b.pending(t))
+}

@@ -9,7 +9,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	relay_sms_gateway_outcomes_total{outcome}     accepted, rejected, unknown, not_sent
 //	relay_sms_gateway_commands_total{kind}        duplicate, stale_claim, busy, malformed, autoclaimed, retried
 //	relay_sms_gateway_results_total               results written to the result stream
-//	relay_sms_gateway_deliveries_total{kind}      report, mo, undecodable
+//	relay_sms_gateway_deliveries_total{kind}      report, mo, undecodable, late_resp
 //
 // Labels carry no submit id, number or content.
 func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
@@ -21,7 +21,7 @@ var (
 	descOutcomes   = prometheus.NewDesc("relay_sms_gateway_outcomes_total", "Outcomes of Submits, by outcome.", []string{"outcome"}, nil)
 	descCommands   = prometheus.NewDesc("relay_sms_gateway_commands_total", "Commands that did not take the plain path, by kind.", []string{"kind"}, nil)
 	descResults    = prometheus.NewDesc("relay_sms_gateway_results_total", "Results written to the result stream (re-emissions included).", nil, nil)
-	descDeliveries = prometheus.NewDesc("relay_sms_gateway_deliveries_total", "Deliver packets from suppliers, by kind.", []string{"kind"}, nil)
+	descDeliveries = prometheus.NewDesc("relay_sms_gateway_deliveries_total", "Deliver packets and late SubmitResps from suppliers, by kind.", []string{"kind"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -50,4 +50,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeliveries, st.Reports, "report")
 	counter(descDeliveries, st.MO, "mo")
 	counter(descDeliveries, st.BadReports, "undecodable")
+	counter(descDeliveries, st.Late, "late_resp")
 }

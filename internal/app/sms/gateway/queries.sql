@@ -34,3 +34,10 @@ SET state = t.state, msg_id = nullif(t.msg_id, '')::numeric, result = t.result, 
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(id, state, msg_id, result)
 WHERE g.submit_id = t.id::numeric AND g.state = 'CLAIMED' AND g.claimed_by = $5 AND g.claimed_at = $6
 RETURNING g.submit_id::text;
+
+-- name: Late
+-- Records a SubmitResp that came after the Submit $1 was settled UNKNOWN;
+-- a second record of the same submit changes nothing.
+INSERT INTO gateway_late_response (submit_id, channel, msg_id, result, received_at)
+VALUES ($1::text::numeric, $2, $3::text::numeric, $4, $5)
+ON CONFLICT (submit_id) DO NOTHING;

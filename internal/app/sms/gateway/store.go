@@ -24,7 +24,7 @@ var migrationFS embed.FS
 //go:embed queries.sql
 var queriesSQL string
 
-var stmts = sqlfile.MustParse("gateway/queries.sql", queriesSQL, "Claim", "Load", "Settle")
+var stmts = sqlfile.MustParse("gateway/queries.sql", queriesSQL, "Claim", "Load", "Settle", "Late")
 
 // MigrationLine returns the gateway's migration line (the embedded files
 // migration/sms_gateway/NNN_name.up.sql, PostgreSQL only). Apply it with
@@ -151,4 +151,14 @@ func (s store) settle(ctx context.Context, rows []Row, consumer string, claimedA
 		}
 	}
 	return s.ids(ctx, "settle", stmts["Settle"], ids, states, msgIDs, results, consumer, claimedAt, now)
+}
+
+// late records a SubmitResp that came after submitID was settled UNKNOWN.
+func (s store) late(ctx context.Context, submitID uint64, channel string, msgID uint64, result uint32, at time.Time) error {
+	_, err := s.q.Exec(ctx, stmts["Late"], strconv.FormatUint(submitID, 10), channel, strconv.FormatUint(msgID, 10),
+		int64(result), at)
+	if err != nil {
+		return fmt.Errorf("gateway: record late response of submit %d: %w", submitID, err)
+	}
+	return nil
 }
