@@ -88,6 +88,7 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	staleClaim := fs.Duration("stale-claim", gateway.StaleClaimDefault, "age at which an unsettled claim is UNKNOWN (longer than --submit-timeout)")
 	submitTimeout := fs.Duration("submit-timeout", gateway.SubmitTimeoutDefault, "bound on one Submit")
 	claimEvery := fs.Duration("claim-interval", gateway.ClaimIntervalDefault, "time between XAUTOCLAIM passes")
+	trim := fs.Bool("trim-commands", false, "after each XAUTOCLAIM pass, remove the command entries the group has delivered and acked (only when no other group reads the stream)")
 	readCount := fs.Int("read-count", gateway.ReadCountDefault, "entries per XREADGROUP/XAUTOCLAIM: the largest batch claimed and settled in one statement")
 	concurrency := fs.Int("concurrency", gateway.ConcurrencyDefault, "commands in work at once (also the most a crash can leave UNKNOWN)")
 	demo := fs.Int("demo", 0, "demo: start a simulated supplier on loopback, push N commands (and one duplicate), run until every result is in, print a summary and exit")
@@ -107,7 +108,7 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	}
 	cfg := gateway.Config{Consumer: *consumer, Group: *group, CommandStream: *cmdStream, ResultStream: *resStream,
 		ReportStream: *repStream, MinIdle: *minIdle, StaleClaim: *staleClaim, SubmitTimeout: *submitTimeout,
-		ClaimInterval: *claimEvery, ReadCount: *readCount, Concurrency: *concurrency, Clock: relayclock.System{}, Logger: log}
+		ClaimInterval: *claimEvery, ReadCount: *readCount, Concurrency: *concurrency, TrimCommands: *trim, Clock: relayclock.System{}, Logger: log}
 	for _, spec := range channels {
 		ch, err := parseChannel(spec)
 		if err != nil {

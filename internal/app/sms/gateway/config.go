@@ -95,6 +95,10 @@ type Config struct {
 	// ClaimInterval is the time between XAUTOCLAIM passes; one runs at
 	// start. Default ClaimIntervalDefault.
 	ClaimInterval time.Duration
+	// TrimCommands removes from the command stream, after each XAUTOCLAIM
+	// pass, the entries the group has delivered and acked (TrimPass). Off
+	// by default; leave it off when another group reads the stream.
+	TrimCommands bool
 	// ReadCount is the COUNT of reads (ReadCountDefault).
 	ReadCount int
 	// Block is XREADGROUP's BLOCK (BlockDefault), measured by Redis.

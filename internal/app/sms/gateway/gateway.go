@@ -209,6 +209,11 @@ func (g *Gateway) readLoop(ctx, work context.Context) {
 func (g *Gateway) claimLoop(ctx, work context.Context) {
 	for g.wait(ctx, g.cfg.ClaimInterval) {
 		g.ClaimPass(ctx, work)
+		if g.cfg.TrimCommands {
+			if _, err := g.TrimPass(ctx); err != nil && ctx.Err() == nil {
+				g.log.Warn("sms gateway: trim the command stream", "err", err)
+			}
+		}
 	}
 }
 
@@ -595,13 +600,15 @@ type Stats struct {
 	// BadReports reports that did not decode (answered, not written); Late
 	// SubmitResps that came for submits settled UNKNOWN.
 	Reports, MO, BadReports, Late int64
+	// Trimmed counts command entries removed by TrimPass.
+	Trimmed int64
 }
 
 type counters struct {
 	submits, accepted, rejected, unknown, notSent       atomic.Int64
 	duplicates, staleClaims, busy                       atomic.Int64
 	malformed, claimed, results, reports, mo, badDelivs atomic.Int64
-	retries, late                                       atomic.Int64
+	retries, late, trimmed                              atomic.Int64
 }
 
 // Stats returns the counters.
@@ -611,5 +618,5 @@ func (g *Gateway) Stats() Stats {
 		Unknown: c.unknown.Load(), NotSent: c.notSent.Load(), Duplicates: c.duplicates.Load(),
 		StaleClaims: c.staleClaims.Load(), Busy: c.busy.Load(), Malformed: c.malformed.Load(),
 		Claimed: c.claimed.Load(), Results: c.results.Load(), Retries: c.retries.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
-		BadReports: c.badDelivs.Load(), Late: c.late.Load()}
+		BadReports: c.badDelivs.Load(), Late: c.late.Load(), Trimmed: c.trimmed.Load()}
 }

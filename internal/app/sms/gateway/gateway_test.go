@@ -431,3 +431,44 @@ func TestLateSubmitRespRecorded(t *testing.T) {
 	require.Equal(t, 1, c.Submits, "submitted once")
 	require.Zero(t, b.pending(t))
 }
+
+// TestTrimPassKeepsPending: a trim pass removes the command entries the
+// group is done with and keeps the first entry still pending and every
+// entry after it.
+func TestTrimPassKeepsPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Submit 95 is held by another gateway's fresh claim: its entry stays
+	// pending.
+	_, err := b.pool.Exec(b.ctx, `INSERT INTO gateway_submit (submit_id, channel, state, claimed_by, claimed_at)
+		VALUES (95, $1, 'CLAIMED', 'other', $2)`, channelName, start)
+	require.NoError(t, err)
+	for _, id := range []uint64{92, 93, 94, 95, 96, 97} {
+		b.push(t, command(id).Values())
+	}
+	g, stop := b.run(t)
+	b.waitResults(t, 5)
+	require.Eventually(t, func() bool { return b.pending(t) == 1 }, 10*time.Second, 5*time.Millisecond)
+	n, err := g.TrimPass(b.ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "92, 93, 94: below the pending 95")
+	left, err := b.rdb.XRange(b.ctx, b.cfg.CommandStream, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, left, 3)
+	require.Equal(t, "95", left[0].Values["submit_id"])
+
+	// The claim is released and 95 is done: the next pass empties the stream.
+	_, err = b.pool.Exec(b.ctx, `DELETE FROM gateway_submit WHERE submit_id = 95`)
+	require.NoError(t, err)
+	stop()
+	g2, stop2 := b.run(t) // a restarted gateway re-reads its own pending entry first
+	b.waitResults(t, 6)
+	require.Eventually(t, func() bool { return b.pending(t) == 0 }, 10*time.Second, 5*time.Millisecond)
+	n, err = g2.TrimPass(b.ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	l, err := b.rdb.XLen(b.ctx, b.cfg.CommandStream).Result()
+	require.NoError(t, err)
+	require.Zero(t, l)
+	stop2()
+}
