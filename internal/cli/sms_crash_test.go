@@ -3,7 +3,6 @@ package cli_test
 import (
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,7 +24,7 @@ func TestSmsCrash(t *testing.T) {
 	require.NoError(t, err, got)
 	require.Contains(t, got, "commands:  300 submitIds + 6 duplicate entries = 306 entries")
 	require.Contains(t, got, "kills:     2 at random moments, 0 at fault points")
-	require.Regexp(t, regexp.MustCompile(`lives:     3 gateway processes`), got)
+	require.Contains(t, got, "lives:     3 gateway processes")
 	require.Contains(t, got, "queue:     0 pending, 0 undelivered")
 	require.Contains(t, got, "ok: every submitId")
 }

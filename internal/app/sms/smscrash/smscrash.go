@@ -118,8 +118,10 @@ type Options struct {
 	// life dies at about a quarter of its share of the work).
 	FaultProbability float64
 	// Seed makes the plan repeatable: the order of the entries, the
-	// duplicates, the kinds and lengths of the lives, the consumer names
-	// and the children's own random draws. Timing still differs between runs.
+	// duplicates, the kinds and lengths of the lives, the consumer names,
+	// the supplier's draws and the seeds of the fault points' draws (which
+	// also mix in the child's process id). Timing, and so the exact counts,
+	// still differ between runs.
 	Seed uint64
 	// Out receives progress lines; nil: none.
 	Out io.Writer
@@ -260,8 +262,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	n := newNames(tag)
 	defer rdb.Del(context.WithoutCancel(ctx), n.commands, n.results, n.reports) // the group goes with its stream
 
-	secret := fmt.Sprintf("crash-%08x", r.Uint32())
-	secretFile := filepath.Join(o.Dir, "channel.secret")
+	secret := fmt.Sprintf("crash-%016x", rand.Uint64())
+	secretFile := filepath.Join(o.Dir, "channel-"+tag+".secret")
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("smscrash: %w", err)
 	}
