@@ -23,7 +23,7 @@ func runSmsCrash(ctx context.Context, env *Env, args []string) error {
 	duplicates := fs.Int("duplicates", smscrash.DuplicatesDefault, "extra entries repeating a submitId, half right behind its first copy, half far behind it")
 	kills := fs.Int("kills", smscrash.KillsDefault, "gateway lives ended by SIGKILL at a random moment")
 	faultLives := fs.Int("fault-lives", smscrash.FaultLivesDefault, "gateway lives armed at each of the four fault points (sms.gateway.after-claim, -submit, -settle, -result)")
-	faultProb := fs.Float64("fault-probability", 0, "chance that passing the armed point kills an armed life (0: 4 / the entries pushed per life)")
+	faultProb := fs.Float64("fault-probability", 0, "chance that passing the armed point kills an armed life; the gateway passes each point once per batch (0: 0.5)")
 	seed := fs.Uint64("seed", 1, "seed of the plan: entry order, duplicates, lives, consumer names, the children's draws")
 	redisAddr := fs.String("redis", envOr("RELAY_REDIS_ADDR", smscrash.RedisAddrDefault), "Redis server for the run's streams (named per run, deleted at the end)")
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL server; the run creates a schema of its own there and drops it at the end")

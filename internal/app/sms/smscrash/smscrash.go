@@ -85,6 +85,10 @@ const (
 	spID        = "901234"
 )
 
+// FaultProbabilityDefault is the chance that passing its armed point kills
+// a life: a half, since a life passes a point once per batch, a few times.
+const FaultProbabilityDefault = 0.5
+
 // Options shape one harness run.
 type Options struct {
 	// Binary is the relay executable, run as `relay sms supplier` (once)
@@ -114,8 +118,9 @@ type Options struct {
 	// points (FaultLivesDefault for a full run).
 	FaultLives int
 	// FaultProbability is the chance that passing the armed point kills an
-	// armed life (0: 4 divided by the entries pushed per life, so that a
-	// life dies at about a quarter of its share of the work).
+	// armed life (0: FaultProbabilityDefault). The gateway passes each
+	// point once per batch (one read's entries), so a life passes it only
+	// a few times.
 	FaultProbability float64
 	// Seed makes the plan repeatable: the order of the entries, the
 	// duplicates, the kinds and lengths of the lives, the consumer names,
@@ -279,7 +284,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	share := (len(entries) + len(lives)) / (len(lives) + 1)
 	prob := o.FaultProbability
 	if prob == 0 {
-		prob = min(0.05, 4/float64(max(share, 1)))
+		prob = FaultProbabilityDefault
 	}
 	res := &Result{Streams: n.prefix, Commands: o.Commands, Duplicates: o.Duplicates, Entries: len(entries),
 		FaultKills: map[string]int{}, FaultProbability: prob}
