@@ -38,7 +38,7 @@ const (
 	// ReadCountDefault is COUNT for XREADGROUP and XAUTOCLAIM: the largest
 	// batch one read hands to a worker (claimed in one statement, settled
 	// in one, its results written in one pipeline).
-	ReadCountDefault = 512
+	ReadCountDefault = 64
 	// BlockDefault is XREADGROUP's BLOCK: how long a read waits for entries
 	// (and so how soon Run notices its ctx ended while the stream is quiet).
 	BlockDefault = time.Second
@@ -47,7 +47,7 @@ const (
 	// and unsettled, each of which becomes UNKNOWN; at a steady rate far
 	// below the gateway's capacity the number in work is rate × latency,
 	// well under it.
-	ConcurrencyDefault = 4096
+	ConcurrencyDefault = 512
 	// StopTimeoutDefault bounds closing the channels' connections in Run.
 	StopTimeoutDefault = 10 * time.Second
 )
