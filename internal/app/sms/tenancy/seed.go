@@ -36,8 +36,8 @@ type FixtureCarrier struct {
 // FixtureChannel is a supplier account. SecretRef is "file:/path".
 type FixtureChannel struct {
 	Name, Supplier, Carrier, Address, Version, SPID, SecretRef, SrcID, ServiceID string
-	Connections, Window, RateLimit                                             int
-	ReceiptMode                                                                string
+	Connections, Window, RateLimit                                               int
+	ReceiptMode                                                                  string
 }
 
 // FixtureGroup is a channel group.
