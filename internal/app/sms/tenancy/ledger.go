@@ -148,3 +148,33 @@ func AccountOf(ctx context.Context, q Querier, ent int64) (int64, error) {
 	}
 	return id, nil
 }
+
+// Balance is an enterprise's account as it stands.
+type Balance struct {
+	Enterprise string
+	Balance    rules.Money
+	Frozen     rules.Money
+}
+
+// Balances returns every enterprise's account, by enterprise name.
+func Balances(ctx context.Context, q Querier) ([]Balance, error) {
+	rows, err := q.Query(ctx, stmts["Balances"])
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: balances: %w", err)
+	}
+	defer rows.Close()
+	var out []Balance
+	for rows.Next() {
+		var b Balance
+		var bal, frozen int64
+		if err := rows.Scan(&b.Enterprise, &bal, &frozen); err != nil {
+			return nil, fmt.Errorf("tenancy: balances: %w", err)
+		}
+		b.Balance, b.Frozen = rules.Money(bal), rules.Money(frozen)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tenancy: balances: %w", err)
+	}
+	return out, nil
+}

@@ -200,3 +200,8 @@ WITH ins AS (
     ON CONFLICT (app_id, window_seconds) DO NOTHING RETURNING 1
 )
 SELECT count(*) > 0 FROM ins;
+
+-- name: Balances
+SELECT e.name, a.balance_li, a.frozen_li
+FROM sms_account a JOIN sms_enterprise e ON e.id = a.enterprise_id
+ORDER BY e.name;

@@ -32,7 +32,7 @@ var stmts = sqlfile.MustParse("tenancy/queries.sql", queriesSQL,
 	"LoadFrequency", "AppSecret", "AccountLock", "AccountOf", "LedgerByKey", "LedgerInsert", "AccountSet",
 	"SeedCarrier", "SeedSegment", "SeedEnterprise", "SeedAccount", "SeedApp", "SeedChannel", "SeedSignature",
 	"SeedRegistration", "SeedTemplate", "SeedBlacklist", "SeedGroup", "SeedMember", "SeedRoute", "SeedPrice",
-	"SeedFrequency")
+	"SeedFrequency", "Balances")
 
 // MigrationLine returns the send chain's migration line (the embedded files
 // migration/sms/NNN_name.up.sql, PostgreSQL only). Apply it with
