@@ -19,6 +19,7 @@ import (
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // runSmsSeedData loads tenancy.DemoFixture into PostgreSQL, idempotently.
@@ -35,7 +36,7 @@ func runSmsSeedData(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("sms seed-data: unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("sms seed-data: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
 	}
 	dir, err := secretsDirectory(*secretsDir)
 	if err != nil {

@@ -3,6 +3,7 @@ package tenancy_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -266,4 +267,79 @@ func TestSeedNewAppFailureRollsBack(t *testing.T) {
 	require.Zero(t, n)
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM sms_carrier`).Scan(&n))
 	require.Zero(t, n, "one transaction")
+}
+
+// TestPostConcurrent: many transactions freezing from one account at once
+// never overdraw it, and one key posted by several at once is one entry.
+func TestPostConcurrent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := tenancy.Seed(b.ctx, b.pool, tenancy.DemoFixture(secretRef), tenancy.SeedOpts{Clock: b.clock})
+	require.NoError(t, err)
+	var ent int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM sms_enterprise WHERE name = 'lanjing'`).Scan(&ent))
+	acct, err := tenancy.AccountOf(b.ctx, b.pool, ent)
+	require.NoError(t, err)
+
+	post := func(key string, amount rules.Money) (tenancy.Posted, error) {
+		tx, err := b.pool.Begin(b.ctx)
+		if err != nil {
+			return tenancy.Posted{}, err
+		}
+		defer func() { _ = tx.Rollback(b.ctx) }()
+		p, err := tenancy.Post(b.ctx, tx, tenancy.Entry{AccountID: acct, Kind: tenancy.KindFreeze, IdemKey: key, Amount: amount, At: b.clock.Now()})
+		if err != nil {
+			return p, err
+		}
+		return p, tx.Commit(b.ctx)
+	}
+	type outcome struct {
+		p   tenancy.Posted
+		err error
+	}
+	// 16 distinct freezes of 30 CNY against 200 CNY: exactly 6 fit
+	results := make(chan outcome, 16)
+	for i := range 16 {
+		go func() {
+			p, err := post("freeze:c"+strconv.Itoa(i), 30_000)
+			results <- outcome{p, err}
+		}()
+	}
+	ok, refused := 0, 0
+	for range 16 {
+		o := <-results
+		if o.err == nil {
+			ok++
+			continue
+		}
+		r, isRefusal := rules.ReasonOf(o.err)
+		require.True(t, isRefusal, "%v", o.err)
+		require.Equal(t, rules.ReasonInsufficientBalance, r)
+		refused++
+	}
+	require.Equal(t, 6, ok)
+	require.Equal(t, 10, refused)
+
+	// one key from 8 transactions at once: one entry, every caller sees it
+	same := make(chan outcome, 8)
+	for range 8 {
+		go func() {
+			p, err := post("freeze:same", 1_000)
+			same <- outcome{p, err}
+		}()
+	}
+	created, ids := 0, map[int64]bool{}
+	for range 8 {
+		o := <-same
+		require.NoError(t, o.err)
+		if o.p.Created {
+			created++
+		}
+		ids[o.p.ID] = true
+	}
+	require.Equal(t, 1, created)
+	require.Len(t, ids, 1)
+	var frozen int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT frozen_li FROM sms_account WHERE id = $1`, acct).Scan(&frozen))
+	require.Equal(t, int64(6*30_000+1_000), frozen)
 }
