@@ -80,16 +80,23 @@ func Load(ctx context.Context, db Beginner, clock relaytype.Clock) (*rules.Snaps
 	return s, nil
 }
 
-// LoadTx is Load inside the caller's transaction q (whose isolation decides
-// how consistent the view is), stamping the snapshot takenAt.
-func LoadTx(ctx context.Context, q Querier, takenAt time.Time) (*rules.Snapshot, error) {
+// BatchSender sends a batch of queries in one round trip: pgx.Tx,
+// *pgx.Conn and *pgxpool.Pool.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// LoadTx is Load inside the caller's transaction tx (whose isolation decides
+// how consistent the view is), stamping the snapshot takenAt. The thirteen
+// queries go in one round trip (a pgx batch).
+func LoadTx(ctx context.Context, tx BatchSender, takenAt time.Time) (*rules.Snapshot, error) {
 	d := rules.Data{TakenAt: takenAt}
-	var err error
-	run := func(name string, row func(pgx.Rows) error) {
-		if err == nil { // after a failure the transaction is aborted: stop at the first
-			err = scan(ctx, q, name, row)
-		}
+	type step struct {
+		name string
+		row  func(pgx.Rows) error
 	}
+	var steps []step
+	run := func(name string, row func(pgx.Rows) error) { steps = append(steps, step{name, row}) }
 	run("LoadCarriers", func(r pgx.Rows) error {
 		var c rules.Carrier
 		err := r.Scan(&c.Code, &c.Name)
@@ -194,8 +201,19 @@ func LoadTx(ctx context.Context, q Querier, takenAt time.Time) (*rules.Snapshot,
 		d.Frequency = append(d.Frequency, f)
 		return err
 	})
-	if err != nil {
-		return nil, err
+	var batch pgx.Batch
+	for _, st := range steps {
+		batch.Queue(stmts[st.name])
+	}
+	br := tx.SendBatch(ctx, &batch)
+	for _, st := range steps {
+		if err := scan(br, st.name, st.row); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("tenancy: load: %w", err)
 	}
 	s, err := rules.NewSnapshot(d)
 	if err != nil {
@@ -204,9 +222,9 @@ func LoadTx(ctx context.Context, q Querier, takenAt time.Time) (*rules.Snapshot,
 	return s, nil
 }
 
-// scan runs query name and calls row for each row.
-func scan(ctx context.Context, q Querier, name string, row func(pgx.Rows) error) error {
-	rows, err := q.Query(ctx, stmts[name])
+// scan reads the next result of br, query name, calling row for each row.
+func scan(br pgx.BatchResults, name string, row func(pgx.Rows) error) error {
+	rows, err := br.Query()
 	if err != nil {
 		return fmt.Errorf("tenancy: %s: %w", name, err)
 	}

@@ -343,3 +343,22 @@ func TestPostConcurrent(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT frozen_li FROM sms_account WHERE id = $1`, acct).Scan(&frozen))
 	require.Equal(t, int64(6*30_000+1_000), frozen)
 }
+
+// BenchmarkLoad measures one snapshot of the demo fixture: the per-batch
+// cost a stage pays.
+func BenchmarkLoad(bm *testing.B) {
+	ctx := bm.Context()
+	d, err := relaypgx.Open(ctx, testdb.PGSchema(bm))
+	require.NoError(bm, err)
+	bm.Cleanup(func() { _ = d.Close() })
+	clock := relayclock.NewFake(start)
+	_, err = relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	require.NoError(bm, err)
+	_, err = tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(secretRef), tenancy.SeedOpts{Clock: clock})
+	require.NoError(bm, err)
+	for bm.Loop() {
+		if _, err := tenancy.Load(ctx, d.Pool(), clock); err != nil {
+			bm.Fatal(err)
+		}
+	}
+}
