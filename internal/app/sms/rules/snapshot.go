@@ -203,9 +203,10 @@ type priceKey struct {
 type regKey struct{ sig, channel int64 }
 
 // Snapshot is the rules of every tenant at one moment, indexed for the
-// lookups of one message. It is immutable and safe for concurrent use; a
-// stage loads one per batch and never keeps it across batches, since
-// channels, registrations and states change.
+// lookups of one message. It is immutable and safe for concurrent use: the
+// pointers and slices its methods return point into it and must be treated
+// as read-only. A stage loads one per batch and never keeps it across
+// batches, since channels, registrations and states change.
 type Snapshot struct {
 	data        Data
 	segments    map[string]string // prefix → carrier
