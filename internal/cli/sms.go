@@ -20,9 +20,10 @@ import (
 // callback processor…) is one line here.
 func smsRoles() map[string]command {
 	return map[string]command{
-		"crash":    {"the gateway's crash harness: a supplier and `relay sms gateway` children killed with SIGKILL at random moments and at fault points over N commands, then every submitId reconciled (exit 1 on any problem)", runSmsCrash},
-		"gateway":  {"consume submit commands from a Redis Stream, submit each once (durable dedupe by submitId in PostgreSQL) over per-channel CMPP pools, write results, reports and MO to streams; --demo N runs it against an in-process simulator", runSmsGateway},
-		"supplier": {"run a simulated carrier gateway (CMPP 2.0/3.0 ISMG) for tests: accounts, window, latency, failures, reports, MO, drops, a record of accepted Submits", runSmsSupplier},
+		"crash":     {"the gateway's crash harness: a supplier and `relay sms gateway` children killed with SIGKILL at random moments and at fault points over N commands, then every submitId reconciled (exit 1 on any problem)", runSmsCrash},
+		"gateway":   {"consume submit commands from a Redis Stream, submit each once (durable dedupe by submitId in PostgreSQL) over per-channel CMPP pools, write results, reports and MO to streams; --demo N runs it against an in-process simulator", runSmsGateway},
+		"seed-data": {"load a realistic tenancy fixture into PostgreSQL, idempotently: 3 carriers and their number segments, 6 supplier accounts, 2 enterprises with signatures, templates, blacklists, apps, routes, prices and balances (docs/sms/model.md)", runSmsSeedData},
+		"supplier":  {"run a simulated carrier gateway (CMPP 2.0/3.0 ISMG) for tests: accounts, window, latency, failures, reports, MO, drops, a record of accepted Submits", runSmsSupplier},
 	}
 }
 

@@ -38,6 +38,7 @@ var Pure = []string{
 	"internal/app/msgx/sisxml",
 	"internal/app/msgx/flight",
 	"internal/app/sms/cmpp",
+	"internal/app/sms/rules",
 }
 
 // EngineInternal lists the internal packages that implement the engine's
