@@ -11,6 +11,7 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/msgx/flight"
+	"github.com/relayhq/relay/relayintake"
 )
 
 // Config is every msgx setting. The seed names its tunables PARAM:<key>
@@ -24,6 +25,9 @@ type Config struct {
 	// Intake (seed 000 §4).
 	ClaimBatch         int           // msgx.pipeline.claim-batch
 	MaxCommitDelay     time.Duration // msgx.pipeline.max-commit-delay
+	LateCheckWindow    time.Duration // msgx.pipeline.late-check-window (0: off)
+	LateCheckInterval  time.Duration // msgx.pipeline.late-check-interval
+	LateCheckLimit     int           // msgx.pipeline.late-check-limit
 	PollInterval       time.Duration // msgx.pipeline.poll-interval
 	CutoverWatermark   string        // msgx.pipeline.cutover-watermark ("" = no seeding)
 	FIFOBatch          int           // msgx.pipeline.fifo-batch
@@ -71,6 +75,9 @@ func Defaults() Config {
 		Pipeline:            "msgx",
 		ClaimBatch:          500,
 		MaxCommitDelay:      30 * time.Second,
+		LateCheckWindow:     relayintake.LateCheckWindowDefault,
+		LateCheckInterval:   relayintake.LateCheckIntervalDefault,
+		LateCheckLimit:      relayintake.LateCheckLimitDefault,
 		PollInterval:        time.Second,
 		FIFOBatch:           128,
 		StateCacheFlights:   20000,
@@ -185,6 +192,9 @@ var params = []param{
 	strParam("msgx.pipeline.name", "engine pipeline name (queue, watermark cursor and lock names)", func(c *Config) *string { return &c.Pipeline }),
 	intParam("msgx.pipeline.claim-batch", "mailbox rows read per intake round", func(c *Config) *int { return &c.ClaimBatch }),
 	durParam("msgx.pipeline.max-commit-delay", "how long a hole at W+1 may wait for a late commit before it is released as permanent; must cover the mailbox's id-allocation→visibility bound, as stated by the mailbox's database owner", func(c *Config) *time.Duration { return &c.MaxCommitDelay }),
+	durParam("msgx.pipeline.late-check-window", "how long after its release a permanent hole is still checked for a row that committed late (counted, listed by /admin/late, never ingested automatically); 0s turns the check off", func(c *Config) *time.Duration { return &c.LateCheckWindow }),
+	durParam("msgx.pipeline.late-check-interval", "least time between two late-row checks of the released holes", func(c *Config) *time.Duration { return &c.LateCheckInterval }),
+	intParam("msgx.pipeline.late-check-limit", "most released hole ids one late-row check looks at (the oldest unfound ones in the window)", func(c *Config) *int { return &c.LateCheckLimit }),
 	durParam("msgx.pipeline.poll-interval", "idle poll interval of intake, pump, write-back and dispatchers", func(c *Config) *time.Duration { return &c.PollInterval }),
 	strParam("msgx.pipeline.cutover-watermark", "explicit cutover seeding: min, zero, max or a mailbox id; empty = none; refused on an instance with a watermark or messages", func(c *Config) *string { return &c.CutoverWatermark }),
 	intParam("msgx.pipeline.fifo-batch", "contiguous FIFO heads one PostgreSQL transaction may carry (order and per-message outcome unchanged)", func(c *Config) *int { return &c.FIFOBatch }),
@@ -274,6 +284,10 @@ func (c *Config) Validate() error {
 		return bad("msgx.pipeline.claim-batch", "%d < 1", c.ClaimBatch)
 	case c.MaxCommitDelay <= 0:
 		return bad("msgx.pipeline.max-commit-delay", "must be positive")
+	case c.LateCheckInterval <= 0:
+		return bad("msgx.pipeline.late-check-interval", "must be positive")
+	case c.LateCheckLimit < 1:
+		return bad("msgx.pipeline.late-check-limit", "%d < 1", c.LateCheckLimit)
 	case c.PollInterval <= 0:
 		return bad("msgx.pipeline.poll-interval", "must be positive")
 	case !cutoverMode(c.CutoverWatermark):

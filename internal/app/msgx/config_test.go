@@ -58,6 +58,7 @@ func nonDefault(t *testing.T) msgx.Config {
 	c.PollInterval = 250 * time.Millisecond
 	c.CutoverWatermark = "min"
 	c.FIFOBatch = 8
+	c.LateCheckWindow, c.LateCheckInterval, c.LateCheckLimit = 0, 10*time.Second, 50
 	c.StateCacheFlights = 0
 	c.MaxAttempts = 3
 	c.Backoff = []time.Duration{1500 * time.Millisecond, 3 * time.Second}

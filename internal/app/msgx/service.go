@@ -104,8 +104,13 @@ func New(o Options) (*Service, error) {
 	if s.table, err = MailboxTable(o.Mailbox, o.Logger); err != nil {
 		return nil, err
 	}
+	lateWindow := cfg.LateCheckWindow
+	if lateWindow == 0 {
+		lateWindow = -1 // off (relayintake reads 0 as its default)
+	}
 	if s.intake, err = relayintake.New(o.Store, s.table, relayintake.Config{Queue: cfg.Pipeline, BatchSize: cfg.ClaimBatch,
-		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
+		MaxCommitDelay: cfg.MaxCommitDelay, LateCheckWindow: lateWindow, LateCheckInterval: cfg.LateCheckInterval,
+		LateCheckLimit: cfg.LateCheckLimit, PollInterval: cfg.PollInterval, Clock: o.Clock, Logger: o.Logger,
 		Registerer: o.Registerer}); err != nil {
 		return nil, err
 	}
