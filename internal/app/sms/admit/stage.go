@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/rules"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -226,7 +227,12 @@ func (s *Stage) decideBatch(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery
 	if err := writeDecisions(ctx, tx, decs, now); err != nil {
 		return err
 	}
-	return s.freeze(ctx, tx, decs, counts, now)
+	faultpoint.Hit(faultpoint.AdmitBeforeFreeze)
+	if err := s.freeze(ctx, tx, decs, counts, now); err != nil {
+		return err
+	}
+	faultpoint.Hit(faultpoint.AdmitAfterFreeze)
+	return nil
 }
 
 // loadInbox reads the rows of ids.
