@@ -298,6 +298,9 @@ func TestRefusals(t *testing.T) {
 			rules.ReasonTemplateUnknown},
 		{"yuntong/otp", admit.Request{ClientMsgID: "sig", Numbers: []string{"13812345678"}, Content: "【无名公司】您好"},
 			rules.ReasonSignatureUnknown},
+		// 云通商城 is approved on cm-b only: no unicom channel may carry it.
+		{"yuntong/otp", admit.Request{ClientMsgID: "unreg", Numbers: []string{"13012345678"}, Content: "【云通商城】您好"},
+			rules.ReasonNoChannel},
 		{"yuntong/otp", admit.Request{ClientMsgID: "num", Numbers: []string{"12345"}, Content: "【云通科技】您好"},
 			rules.ReasonBadNumber},
 		{"yuntong/otp", otp("twice", "13812345678", "+8613812345678"), rules.ReasonBadNumber},
