@@ -30,7 +30,7 @@ import (
 var start = time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	d      *relaypgx.Driver
 	clock  *relayclock.Fake
@@ -41,7 +41,7 @@ type bundle struct {
 
 // setup gives a fresh schema with the engine and sms lines applied, the
 // demo fixture changed by tweak, the stage's engine and the API.
-func setup(t *testing.T, tweak func(*tenancy.Fixture)) *bundle {
+func setup(t testing.TB, tweak func(*tenancy.Fixture)) *bundle {
 	t.Helper()
 	ctx := t.Context()
 	d := testdb.PGDriver(t)
