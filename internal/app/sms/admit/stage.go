@@ -441,8 +441,9 @@ func writeDecisions(ctx context.Context, tx pgx.Tx, decs []*decision, now time.T
 }
 
 // freeze posts each admitted message's freeze, in account order then
-// message order, last in the transaction: the account row's lock (taken by
-// tenancy.Post) is held only from here to the commit. A message whose
+// message order, last in the transaction — one tenancy.PostMany per account
+// (four round trips whatever the messages): the account row's lock is held
+// only from here to the commit. A message whose
 // freeze finds the balance short is turned into a refusal
 // (insufficient_balance) and its counts are given back.
 func (s *Stage) freeze(ctx context.Context, tx pgx.Tx, decs []*decision, counts map[string]*counter, now time.Time) error {
@@ -458,11 +459,27 @@ func (s *Stage) freeze(ctx context.Context, tx pgx.Tx, decs []*decision, counts 
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	for _, d := range adm {
-		_, err := tenancy.Post(ctx, tx, tenancy.Entry{AccountID: d.account, Kind: tenancy.KindFreeze,
-			IdemKey: FreezeKey(d.ID), Amount: rules.Money(*d.AmountLi), Note: "sms message " + strconv.FormatInt(d.ID, 10),
-			At: now})
-		if r, ok := rules.ReasonOf(err); ok && r == rules.ReasonInsufficientBalance {
+	for len(adm) > 0 {
+		k := 1
+		for k < len(adm) && adm[k].account == adm[0].account {
+			k++
+		}
+		group := adm[:k]
+		adm = adm[k:]
+		es := make([]tenancy.Entry, len(group))
+		for i, d := range group {
+			es[i] = tenancy.Entry{AccountID: d.account, Kind: tenancy.KindFreeze, IdemKey: FreezeKey(d.ID),
+				Amount: rules.Money(*d.AmountLi), Note: "sms message " + strconv.FormatInt(d.ID, 10), At: now}
+		}
+		res, err := tenancy.PostMany(ctx, tx, es)
+		if err != nil {
+			return fmt.Errorf("sms admit: freeze %d messages of account %d: %w", len(group), group[0].account, err)
+		}
+		for i, d := range group {
+			r, ok := rules.ReasonOf(res[i].Refused)
+			if !ok {
+				continue
+			}
 			detail := "the available balance does not cover " + rules.Money(*d.AmountLi).String()
 			if _, err := tx.Exec(ctx, stmts["MessageRefuse"], d.ID, string(r), detail); err != nil {
 				return fmt.Errorf("sms admit: refuse message %d: %w", d.ID, err)
@@ -473,10 +490,6 @@ func (s *Stage) freeze(ctx context.Context, tx pgx.Tx, decs []*decision, counts 
 				c.dirty = true
 			}
 			d.refuse(r, detail)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("sms admit: freeze message %d: %w", d.ID, err)
 		}
 	}
 	return writeCounters(ctx, tx, counts, now)
