@@ -32,7 +32,12 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 	noStage := fs.Bool("no-stage", false, "only accept requests; another process runs the admission stage")
 	instance := fs.String("instance-id", "", "lease owner name of this process's stage (default: a random one)")
 	maxBody := fs.Int64("max-body", admit.MaxBodyDefault, "largest POST body in bytes (413 above)")
-	api := addListenFlags(fs, "api", "the SMS API (POST /v1/messages, GET /v1/messages/{id}; default "+smsAPIAddrDefault+")")
+	api := addListenFlags(fs, "api", "the SMS API")
+	api.addr = smsAPIAddrDefault
+	addr := fs.Lookup("api-addr")
+	addr.DefValue = smsAPIAddrDefault
+	addr.Usage = "serve the SMS API (POST /v1/messages, GET /v1/messages/{id}) on this address; :PORT means " +
+		"127.0.0.1:PORT, and a non-loopback address needs --api-token-file or --api-client-ca (mutual TLS)"
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +45,7 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("sms api: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
 	}
 	if api.addr == "" {
-		api.addr = smsAPIAddrDefault
+		return errors.New("sms api: --api-addr is empty")
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	d, err := relaypgx.Open(ctx, *pgURL)

@@ -192,7 +192,11 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := ParseRequest(body)
 	if err != nil {
-		writeCode(w, err.(*RequestError))
+		var re *RequestError
+		if !errors.As(err, &re) {
+			re = bad(CodeMalformedJSON, "the body is not a JSON request object")
+		}
+		writeCode(w, re)
 		return
 	}
 	res, err := a.accept(ctx, app, req)
