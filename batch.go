@@ -11,9 +11,11 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// BatchHandler is implemented by a Handler that can apply a run of FIFO
+// BatchHandler is implemented by a Handler that can apply a batch of
 // messages in one call. With ModeFIFO and Config.FIFOBatch > 1 the engine then
-// hands it each batch of contiguous ready heads at once, so an application
+// hands it each batch of contiguous ready heads at once; with ModeUnordered or
+// ModePerKey and Config.TxBatch > 1, each batch of independent claimed
+// messages that share one transaction (in claim order). So an application
 // can read the state the whole batch needs in one round trip, decide the
 // messages one after another in memory, and write the result once — instead
 // of a read and a write per message.
@@ -24,7 +26,9 @@ import (
 // statement. When result k is anything else (Retry, RetryAfter, Dead) the
 // engine rolls tx back, calls HandleBatch again with ds[:k] in a fresh
 // transaction, commits that, and records k's Result alone — exactly as for a
-// Handler whose k-th call failed; results after k are ignored. So an
+// Handler whose k-th call failed; results after k are ignored. (In the claim
+// modes the messages other than k run again each alone with Handle, under a
+// savepoint each, as after any handler failure of a TxBatch.) So an
 // implementation may stop deciding after the first failure and fill the rest
 // with any Result. Handle is still used for a message processed on its own
 // (a single ready head, retries, the savepoint fallback), and both must decide

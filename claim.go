@@ -229,6 +229,8 @@ func (e *Engine) runUnit(ctx context.Context, u claimUnit) (int, error) {
 // completion (a message changed under us, e.g. its lease passed to another
 // instance). So each message's terminal state commits with exactly its own
 // handler's writes, and a failure never undoes or blocks another message.
+// A Handler that is a BatchHandler gets the optimistic run in one HandleBatch
+// call; the savepoint fallback calls Handle per message.
 func (e *Engine) processClaimBatch(ctx context.Context, msgs []*relaytype.Message) (int, error) {
 	owner := e.cfg.InstanceID
 	n := 0
@@ -276,9 +278,26 @@ func (e *Engine) runClaimBatch(ctx context.Context, batch []fifoPrepared) (int, 
 	}
 	results := make([]Result, 0, len(batch))
 	params := make([]*relaydriver.MessageCompleteParams, 0, len(batch))
+	// A BatchHandler decides the whole batch in one call (it may read what
+	// the batch needs once and order its locks across messages); a plain
+	// Handler is called per message. Either way the first result that is
+	// not Succeeded or Skip rolls the batch back below.
+	var batchResults []Result
+	if bh, ok := e.cfg.Handler.(BatchHandler); ok {
+		ds := make([]*Delivery, len(batch))
+		for i, p := range batch {
+			ds[i] = &Delivery{Message: p.m, Decoded: p.dec}
+		}
+		batchResults = e.callBatchHandler(ctx, bh, tx, ds)
+	}
 	for i := range batch {
 		p := &batch[i]
-		res := e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
+		var res Result
+		if batchResults != nil {
+			res = batchResults[min(i, len(batchResults)-1)] // one result only when the batch failed as a whole
+		} else {
+			res = e.callHandler(ctx, tx, &Delivery{Message: p.m, Decoded: p.dec})
+		}
 		if res.kind != resultSucceeded && res.kind != resultSkip {
 			// No half effects: everything the batch wrote goes. The failure is
 			// recorded alone; the others run again, each under its own savepoint.

@@ -319,3 +319,64 @@ func TestClaimRecoversExpiredLeases(t *testing.T) {
 		}
 	})
 }
+
+// claimBatchHandler is batchHandler with a HandleBatch that records each call's
+// ids as one entry and applies the same effects in one call.
+type claimBatchHandler struct {
+	relay.HandlerFunc
+	mu      sync.Mutex
+	batches [][]int64
+	fail    map[int64]bool
+}
+
+func (h *claimBatchHandler) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delivery) []relay.Result {
+	ids := make([]int64, len(ds))
+	out := make([]relay.Result, len(ds))
+	for i, d := range ds {
+		ids[i] = d.Message.ID
+		if _, err := tx.Exec(ctx, "INSERT INTO effect (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = effect.n + 1", d.Message.ID); err != nil {
+			out[i] = relay.Retry(relaytype.ClassInfra, err)
+			continue
+		}
+		out[i] = relay.Succeeded()
+		if h.fail[d.Message.ID] {
+			out[i] = relay.Retry(relaytype.ClassInfra, errors.New("sink down"))
+		}
+	}
+	h.mu.Lock()
+	h.batches = append(h.batches, ids)
+	h.mu.Unlock()
+	return out
+}
+
+// TestTxBatchBatchHandler: in the claim modes a BatchHandler receives a
+// TxBatch's messages in one HandleBatch call, and they commit with one
+// set-based completion; when one of its results fails, that failure is
+// recorded alone and the others run again each with Handle under a savepoint,
+// every effect landing once.
+func TestTxBatchBatchHandler(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		f := &faultDriver{Driver: s.open(t, true)}
+		var c calls
+		h := &claimBatchHandler{HandlerFunc: batchHandler(&c, nil), fail: map[int64]bool{7: true}}
+		b := setupOn(t, f, relay.Config{Mode: relay.ModeUnordered, Workers: 1, BatchSize: 4, TxBatch: 4, Handler: h})
+		b.createEffect()
+		b.enqueue(1, 2, 3, 4)
+
+		require.Equal(t, 4, b.work())
+		require.Equal(t, [][]int64{{1, 2, 3, 4}}, h.batches, "one HandleBatch call for the batch")
+		require.Empty(t, c.get(), "Handle not called")
+		require.Equal(t, once(1, 2, 3, 4), b.effects())
+		require.Equal(t, int32(1), f.completeManyInTx.Load())
+		require.Zero(t, f.savepoints.Load())
+
+		b.enqueue(5, 6, 7, 8)
+		require.Equal(t, 4, b.work())
+		require.Equal(t, [][]int64{{1, 2, 3, 4}, {5, 6, 7, 8}}, h.batches)
+		require.Equal(t, []int64{5, 6, 8}, c.get(), "the others run alone with Handle; 7's failure is not run again")
+		require.Equal(t, once(1, 2, 3, 4, 5, 6, 8), b.effects())
+		require.Equal(t, relaytype.StateFailed, b.state(7))
+		require.Equal(t, 1, b.get(7).Attempts)
+	})
+}

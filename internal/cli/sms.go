@@ -20,6 +20,7 @@ import (
 // callback processor…) is one line here.
 func smsRoles() map[string]command {
 	return map[string]command{
+		"api":       {"the send chain's HTTP API: signed POST /v1/messages into the sms-admit inbox (202 once durable; a resent client_msg_id answers its first message id) and GET /v1/messages/{id}; runs the admission stage — rules, limits, billing freeze — unless --no-stage (docs/sms/api.md)", runSmsAPI},
 		"crash":     {"the gateway's crash harness: a supplier and `relay sms gateway` children killed with SIGKILL at random moments and at fault points over N commands, then every submitId reconciled (exit 1 on any problem)", runSmsCrash},
 		"gateway":   {"consume submit commands from a Redis Stream, submit each once (durable dedupe by submitId in PostgreSQL) over per-channel CMPP pools, write results, reports and MO to streams; --demo N runs it against an in-process simulator", runSmsGateway},
 		"seed-data": {"load a realistic tenancy fixture into PostgreSQL, idempotently: 3 carriers and their number segments, 6 supplier accounts, 2 enterprises with signatures, templates, blacklists, apps, routes, prices and balances (docs/sms/model.md)", runSmsSeedData},

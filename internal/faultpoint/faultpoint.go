@@ -51,6 +51,15 @@ const (
 	// GatewayAfterResult: the results are in the result stream; the
 	// commands are not acked yet.
 	GatewayAfterResult = "sms.gateway.after-result"
+
+	// The sms admission stage's points, inside its batch transaction.
+
+	// AdmitBeforeFreeze: counters and decisions are written; no freeze is
+	// posted and nothing is committed.
+	AdmitBeforeFreeze = "sms.admit.before-freeze"
+	// AdmitAfterFreeze: every write of the batch is done, the account rows
+	// are locked; the engine has not completed or committed it.
+	AdmitAfterFreeze = "sms.admit.after-freeze"
 )
 
 var (

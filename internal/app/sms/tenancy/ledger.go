@@ -104,25 +104,9 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 	}
 
 	a := int64(e.Amount)
-	switch e.Kind {
-	case KindTopup, KindRefund:
-		balance += a
-	case KindFreeze:
-		if balance-frozen < a {
-			return Posted{}, &rules.Error{Reason: rules.ReasonInsufficientBalance,
-				Detail: fmt.Sprintf("account %d: %s available, %s needed", e.AccountID, rules.Money(balance-frozen), e.Amount)}
-		}
-		frozen += a
-	case KindRelease, KindCharge:
-		if frozen < a {
-			return Posted{}, fmt.Errorf("tenancy: post %s of %d li to account %d: only %d li frozen", e.Kind, a, e.AccountID, frozen)
-		}
-		frozen -= a
-		if e.Kind == KindCharge {
-			balance -= a
-		}
-	default:
-		return Posted{}, fmt.Errorf("tenancy: post: unknown kind %s", relaytype.QuoteValue(string(e.Kind)))
+	balance, frozen, err = apply(e, balance, frozen)
+	if err != nil {
+		return Posted{}, err
 	}
 	var id int64
 	if err := tx.QueryRow(ctx, stmts["LedgerInsert"], e.AccountID, string(e.Kind), e.IdemKey, a, balance, frozen,
@@ -133,6 +117,175 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 		return Posted{}, fmt.Errorf("tenancy: post %s: update account: %w", e.Kind, err)
 	}
 	return Posted{ID: id, Created: true, BalanceAfter: rules.Money(balance), FrozenAfter: rules.Money(frozen)}, nil
+}
+
+// apply returns the account's balance and frozen amount after e, or why e
+// is refused (a freeze beyond the available balance is a *rules.Error with
+// rules.ReasonInsufficientBalance).
+func apply(e Entry, balance, frozen int64) (int64, int64, error) {
+	a := int64(e.Amount)
+	switch e.Kind {
+	case KindTopup, KindRefund:
+		balance += a
+	case KindFreeze:
+		if balance-frozen < a {
+			return 0, 0, &rules.Error{Reason: rules.ReasonInsufficientBalance,
+				Detail: fmt.Sprintf("account %d: %s available, %s needed", e.AccountID, rules.Money(balance-frozen), e.Amount)}
+		}
+		frozen += a
+	case KindRelease, KindCharge:
+		if frozen < a {
+			return 0, 0, fmt.Errorf("tenancy: post %s of %d li to account %d: only %d li frozen", e.Kind, a, e.AccountID, frozen)
+		}
+		frozen -= a
+		if e.Kind == KindCharge {
+			balance -= a
+		}
+	default:
+		return 0, 0, fmt.Errorf("tenancy: post: unknown kind %s", relaytype.QuoteValue(string(e.Kind)))
+	}
+	return balance, frozen, nil
+}
+
+// PostResult is what PostMany did with one entry: Posted, or Refused (a
+// *rules.Error, e.g. insufficient_balance) and nothing changed for it.
+type PostResult struct {
+	Posted
+	Refused error
+}
+
+// PostMany posts es — entries of one account — in order, deciding each as
+// Post would after the ones before it, in four round trips whatever their
+// number: lock the account, look every key up, insert the new entries,
+// update the account. An entry refused by the rules of its kind (a freeze
+// beyond the available balance) gets Refused and the rest go on; a key
+// reused for another entry, a release or charge beyond what is frozen, or a
+// store error fails the call (nothing is written by it then, so the caller
+// rolls back). Like Post, it holds the account's lock to the end of tx:
+// call it last.
+func PostMany(ctx context.Context, tx pgx.Tx, es []Entry) ([]PostResult, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	account := es[0].AccountID
+	keys := make([]string, len(es))
+	for i, e := range es {
+		switch {
+		case e.AccountID != account:
+			return nil, fmt.Errorf("tenancy: post many: entries of accounts %d and %d", account, e.AccountID)
+		case e.Amount < 1:
+			return nil, fmt.Errorf("tenancy: post %s: amount %d li, must be positive", e.Kind, e.Amount)
+		case e.IdemKey == "" || len(e.IdemKey) > 200:
+			return nil, fmt.Errorf("tenancy: post %s: idempotency key of %d bytes, want 1 to 200", e.Kind, len(e.IdemKey))
+		}
+		keys[i] = e.IdemKey
+	}
+	var balance, frozen int64
+	err := tx.QueryRow(ctx, stmts["AccountLock"], account).Scan(&balance, &frozen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("tenancy: post many: account %d: %w", account, relaytype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: post many: lock account %d: %w", account, err)
+	}
+	type prior struct {
+		id, account, amount, balance, frozen int64
+		kind                                 string
+	}
+	rows, err := tx.Query(ctx, stmts["LedgerByKeys"], keys)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
+	}
+	prev := map[string]prior{}
+	for rows.Next() {
+		var k string
+		var p prior
+		if err := rows.Scan(&p.id, &k, &p.account, &p.kind, &p.amount, &p.balance, &p.frozen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
+		}
+		prev[k] = p
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
+	}
+
+	out := make([]PostResult, len(es))
+	var ins struct {
+		idx                        []int
+		kinds, keys, notes         []string
+		amounts, balances, frozens []int64
+		at                         []time.Time
+	}
+	fresh := map[string]int{} // a key new to the ledger, first posted by entry i of this call
+	for i, e := range es {
+		p, seen := prev[e.IdemKey]
+		if j, ok := fresh[e.IdemKey]; ok {
+			f := es[j]
+			p, seen = prior{account: f.AccountID, kind: string(f.Kind), amount: int64(f.Amount),
+				balance: int64(out[j].BalanceAfter), frozen: int64(out[j].FrozenAfter)}, true
+		}
+		if seen {
+			if p.account != e.AccountID || p.kind != string(e.Kind) || p.amount != int64(e.Amount) {
+				return nil, fmt.Errorf("tenancy: post %s of %d li to account %d: %w (entry %d)", e.Kind, e.Amount,
+					e.AccountID, ErrKeyReused, p.id)
+			}
+			out[i].Posted = Posted{ID: p.id, BalanceAfter: rules.Money(p.balance), FrozenAfter: rules.Money(p.frozen)}
+			continue
+		}
+		b, f, err := apply(e, balance, frozen)
+		if errors.Is(err, rules.ErrRefused) {
+			out[i].Refused = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		balance, frozen = b, f
+		fresh[e.IdemKey] = i
+		out[i].Posted = Posted{Created: true, BalanceAfter: rules.Money(balance), FrozenAfter: rules.Money(frozen)}
+		ins.idx = append(ins.idx, i)
+		ins.kinds, ins.keys = append(ins.kinds, string(e.Kind)), append(ins.keys, e.IdemKey)
+		ins.notes, ins.at = append(ins.notes, relaytype.BoundText(e.Note, 200)), append(ins.at, e.At)
+		ins.amounts, ins.balances, ins.frozens = append(ins.amounts, int64(e.Amount)), append(ins.balances, balance),
+			append(ins.frozens, frozen)
+	}
+	if len(ins.idx) == 0 {
+		return out, nil
+	}
+	rows, err = tx.Query(ctx, stmts["LedgerInsertMany"], account, ins.kinds, ins.keys, ins.amounts, ins.balances,
+		ins.frozens, ins.notes, ins.at)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
+	}
+	ids := map[string]int64{}
+	for rows.Next() {
+		var id int64
+		var k string
+		if err := rows.Scan(&id, &k); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
+		}
+		ids[k] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
+	}
+	for _, i := range ins.idx {
+		out[i].ID = ids[es[i].IdemKey]
+	}
+	for i := range out { // a repeat of a key first posted in this call
+		if j, ok := fresh[es[i].IdemKey]; ok && j != i && out[i].Refused == nil {
+			out[i].ID = out[j].ID
+		}
+	}
+	last := ins.at[len(ins.at)-1]
+	if _, err := tx.Exec(ctx, stmts["AccountSet"], account, balance, frozen, last); err != nil {
+		return nil, fmt.Errorf("tenancy: post many: update account: %w", err)
+	}
+	return out, nil
 }
 
 // AccountOf returns the account id of enterprise ent; relaytype.ErrNotFound

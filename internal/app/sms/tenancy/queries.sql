@@ -64,6 +64,18 @@ SELECT id FROM sms_account WHERE enterprise_id = $1;
 -- name: LedgerByKey
 SELECT id, account_id, kind, amount_li, balance_after_li, frozen_after_li FROM sms_ledger WHERE idem_key = $1;
 
+-- name: LedgerByKeys
+SELECT id, idem_key, account_id, kind, amount_li, balance_after_li, frozen_after_li FROM sms_ledger
+WHERE idem_key = ANY($1::text[]);
+
+-- name: LedgerInsertMany
+-- PostMany's new entries of one account, in the order decided.
+INSERT INTO sms_ledger (account_id, kind, idem_key, amount_li, balance_after_li, frozen_after_li, note, created_at)
+SELECT $1, k, key, a, b, f, n, t
+FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::timestamptz[])
+     AS v(k, key, a, b, f, n, t)
+RETURNING id, idem_key;
+
 -- name: LedgerInsert
 INSERT INTO sms_ledger (account_id, kind, idem_key, amount_li, balance_after_li, frozen_after_li, note, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)

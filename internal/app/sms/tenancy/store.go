@@ -29,7 +29,7 @@ var queriesSQL string
 var stmts = sqlfile.MustParse("tenancy/queries.sql", queriesSQL,
 	"LoadCarriers", "LoadSegments", "LoadEnterprises", "LoadApps", "LoadChannels", "LoadSignatures",
 	"LoadRegistrations", "LoadTemplates", "LoadBlacklist", "LoadGroups", "LoadRoutes", "LoadPrices",
-	"LoadFrequency", "AppSecret", "AccountLock", "AccountOf", "LedgerByKey", "LedgerInsert", "AccountSet",
+	"LoadFrequency", "AppSecret", "AccountLock", "AccountOf", "LedgerByKey", "LedgerByKeys", "LedgerInsert", "LedgerInsertMany", "AccountSet",
 	"SeedCarrier", "SeedSegment", "SeedEnterprise", "SeedAccount", "SeedApp", "SeedChannel", "SeedSignature",
 	"SeedRegistration", "SeedTemplate", "SeedBlacklist", "SeedGroup", "SeedMember", "SeedRoute", "SeedPrice",
 	"SeedFrequency", "Balances")

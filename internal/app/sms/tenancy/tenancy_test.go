@@ -54,7 +54,7 @@ func dump(t *testing.T, b *bundle) map[string]string {
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Len(t, tables, 16)
+	require.Len(t, tables, 18) // 16 of 001_tenancy, 2 of 002_admit
 	out := map[string]string{}
 	for _, tbl := range tables {
 		var text string
@@ -361,4 +361,67 @@ func BenchmarkLoad(bm *testing.B) {
 			bm.Fatal(err)
 		}
 	}
+}
+
+// TestPostMany: entries of one account posted in one call are decided in
+// order as Post would decide them one after another — a freeze beyond what
+// is left is refused alone, a key posted before (or earlier in the call)
+// changes nothing, a reused key fails the call — and the account equals
+// the ledger's sums afterwards.
+func TestPostMany(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := tenancy.Seed(b.ctx, b.pool, tenancy.DemoFixture(secretRef), tenancy.SeedOpts{Clock: b.clock})
+	require.NoError(t, err)
+	var ent int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM sms_enterprise WHERE name = 'lanjing'`).Scan(&ent))
+	acct, err := tenancy.AccountOf(b.ctx, b.pool, ent)
+	require.NoError(t, err)
+	freeze := func(key string, amount rules.Money) tenancy.Entry {
+		return tenancy.Entry{AccountID: acct, Kind: tenancy.KindFreeze, IdemKey: key, Amount: amount, At: b.clock.Now()}
+	}
+	postMany := func(es ...tenancy.Entry) ([]tenancy.PostResult, error) {
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(b.ctx) }()
+		res, err := tenancy.PostMany(b.ctx, tx, es)
+		if err != nil {
+			return nil, err
+		}
+		return res, tx.Commit(b.ctx)
+	}
+	first, err := postMany(freeze("f:1", 100_000))
+	require.NoError(t, err)
+	require.True(t, first[0].Created)
+
+	res, err := postMany(freeze("f:2", 60_000), freeze("f:1", 100_000), freeze("f:3", 50_000), freeze("f:4", 40_000),
+		freeze("f:2", 60_000))
+	require.NoError(t, err)
+	require.Len(t, res, 5)
+	require.True(t, res[0].Created)
+	require.Equal(t, rules.Money(160_000), res[0].FrozenAfter)
+	require.False(t, res[1].Created, "posted by the first call")
+	require.Equal(t, first[0].ID, res[1].ID)
+	require.ErrorIs(t, res[2].Refused, rules.ErrRefused, "50 CNY of 40 left")
+	r, _ := rules.ReasonOf(res[2].Refused)
+	require.Equal(t, rules.ReasonInsufficientBalance, r)
+	require.True(t, res[3].Created)
+	require.Equal(t, rules.Money(200_000), res[3].FrozenAfter)
+	require.False(t, res[4].Created, "repeated in the call")
+	require.Equal(t, res[0].ID, res[4].ID)
+	require.NotZero(t, res[0].ID)
+
+	_, err = postMany(freeze("f:5", 1), freeze("f:4", 39_999))
+	require.ErrorIs(t, err, tenancy.ErrKeyReused)
+
+	var balance, frozen, sumFreeze, entries int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT balance_li, frozen_li FROM sms_account WHERE id = $1`, acct).Scan(&balance, &frozen))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT coalesce(sum(amount_li), 0), count(*) FROM sms_ledger
+		WHERE account_id = $1 AND kind = 'freeze'`, acct).Scan(&sumFreeze, &entries))
+	require.Equal(t, int64(200_000), balance)
+	require.Equal(t, sumFreeze, frozen)
+	require.Equal(t, int64(3), entries)
+	var lastFrozen int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT frozen_after_li FROM sms_ledger WHERE idem_key = 'f:4'`).Scan(&lastFrozen))
+	require.Equal(t, int64(200_000), lastFrozen)
 }

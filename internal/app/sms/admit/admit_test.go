@@ -1,0 +1,421 @@
+package admit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/sms/admit"
+	"github.com/relayhq/relay/internal/app/sms/rules"
+	"github.com/relayhq/relay/internal/app/sms/tenancy"
+	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// start is 10:00 China time, far from a day's or an hour's boundary.
+var start = time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+
+type bundle struct {
+	t      testing.TB
+	ctx    context.Context
+	d      *relaypgx.Driver
+	clock  *relayclock.Fake
+	creds  map[string]tenancy.AppCredentials // "enterprise/app"
+	engine *relay.Engine
+	api    http.Handler
+}
+
+// setup gives a fresh schema with the engine and sms lines applied, the
+// demo fixture changed by tweak, the stage's engine and the API.
+func setup(t testing.TB, tweak func(*tenancy.Fixture)) *bundle {
+	t.Helper()
+	ctx := t.Context()
+	d := testdb.PGDriver(t)
+	clock := relayclock.NewFake(start)
+	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	require.NoError(t, err)
+	f := tenancy.DemoFixture(func(name string) string { return "file:/etc/relay/sms/" + name + ".secret" })
+	if tweak != nil {
+		tweak(&f)
+	}
+	b := &bundle{t: t, ctx: ctx, d: d, clock: clock, creds: map[string]tenancy.AppCredentials{}}
+	_, err = tenancy.Seed(ctx, d.Pool(), f, tenancy.SeedOpts{Clock: clock, NewApp: func(c tenancy.AppCredentials) error {
+		b.creds[c.Enterprise+"/"+c.App] = c
+		return nil
+	}})
+	require.NoError(t, err)
+	b.engine = b.newEngine("")
+	b.api, err = admit.NewAPI(admit.APIConfig{Driver: d, Engine: b.engine, Clock: clock})
+	require.NoError(t, err)
+	return b
+}
+
+func (b *bundle) newEngine(instance string) *relay.Engine {
+	b.t.Helper()
+	stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock})
+	require.NoError(b.t, err)
+	e, err := relay.NewEngine(b.d, admit.EngineConfig(stage, instance, b.clock, nil))
+	require.NoError(b.t, err)
+	return e
+}
+
+// do sends a request signed for app at the clock's time (plus skew) and
+// returns the status and the decoded JSON body.
+func (b *bundle) do(app, method, path string, body []byte, skew time.Duration, mutate func(*http.Request)) (int, map[string]any) {
+	b.t.Helper()
+	c := b.creds[app]
+	require.NotEmpty(b.t, c.APIKey, app)
+	ts := b.clock.Now().Add(skew).Unix()
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(admit.HeaderKey, c.APIKey)
+	r.Header.Set(admit.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	r.Header.Set(admit.HeaderSignature, admit.Sign(c.HMACSecret, method, path, ts, body))
+	if mutate != nil {
+		mutate(r)
+	}
+	w := httptest.NewRecorder()
+	b.api.ServeHTTP(w, r)
+	var out map[string]any
+	require.NoError(b.t, json.Unmarshal(w.Body.Bytes(), &out), w.Body.String())
+	return w.Code, out
+}
+
+func (b *bundle) send(app string, req admit.Request) (int, map[string]any) {
+	b.t.Helper()
+	body, err := json.Marshal(req)
+	require.NoError(b.t, err)
+	return b.do(app, http.MethodPost, "/v1/messages", body, 0, nil)
+}
+
+// accepted sends req and returns its message id (202 required).
+func (b *bundle) accepted(app string, req admit.Request) int64 {
+	b.t.Helper()
+	status, out := b.send(app, req)
+	require.Equal(b.t, http.StatusAccepted, status, out)
+	require.Equal(b.t, false, out["duplicate"])
+	return int64(out["message_id"].(float64))
+}
+
+func (b *bundle) get(app string, id int64) (int, map[string]any) {
+	b.t.Helper()
+	return b.do(app, http.MethodGet, "/v1/messages/"+strconv.FormatInt(id, 10), nil, 0, nil)
+}
+
+func (b *bundle) work() int {
+	b.t.Helper()
+	n, err := b.engine.Work(b.ctx)
+	require.NoError(b.t, err)
+	return n
+}
+
+func (b *bundle) scalar(sql string, args ...any) int64 {
+	b.t.Helper()
+	var n int64
+	require.NoError(b.t, b.d.Pool().QueryRow(b.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+// frozen is the account's frozen amount of enterprise ent.
+func (b *bundle) frozen(ent string) int64 {
+	return b.scalar(`SELECT a.frozen_li FROM sms_account a JOIN sms_enterprise e ON e.id = a.enterprise_id WHERE e.name = $1`, ent)
+}
+
+func otp(id string, numbers ...string) admit.Request {
+	return admit.Request{ClientMsgID: id, Numbers: numbers, Template: "otp", SignName: "云通科技",
+		Params: map[string]string{"code": "123456", "minutes": "5"}}
+}
+
+// TestSendAdmitted: a signed request is accepted (202, its inbox row
+// accepted), then admitted by the stage with its price per segment and
+// number, and exactly that is frozen under "freeze:<id>".
+func TestSendAdmitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	id := b.accepted("yuntong/otp", otp("c-1", "+86 138-1234-5678", "13012345678"))
+	status, m := b.get("yuntong/otp", id)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "accepted", m["state"])
+
+	require.Equal(t, 1, b.work())
+	status, m = b.get("yuntong/otp", id)
+	require.Equal(t, http.StatusOK, status, m)
+	require.Equal(t, "admitted", m["state"], m)
+	require.EqualValues(t, 1, m["segments"])
+	require.EqualValues(t, 2*tenancy.DemoPrice, m["amount_li"])
+	recips := m["recipients"].([]any)
+	require.Len(t, recips, 2)
+	require.Equal(t, map[string]any{"number": "13812345678", "carrier": "mobile", "segments": 1.0,
+		"unit_li": float64(tenancy.DemoPrice), "amount_li": float64(tenancy.DemoPrice)}, recips[0])
+	require.Equal(t, "unicom", recips[1].(map[string]any)["carrier"])
+
+	require.Equal(t, int64(2*tenancy.DemoPrice), b.frozen("yuntong"))
+	require.Equal(t, int64(2*tenancy.DemoPrice), b.scalar(`SELECT amount_li FROM sms_ledger WHERE idem_key = $1 AND kind = 'freeze'`,
+		admit.FreezeKey(id)))
+	require.Equal(t, relaytype.StateSucceeded, b.state(id))
+	// The counters: the daily key counts two messages, each number's keys one.
+	require.Equal(t, int64(2), b.scalar(`SELECT count FROM sms_limit_counter WHERE key LIKE 'daily:%'`))
+	require.Equal(t, int64(6), b.scalar(`SELECT count(*) FROM sms_limit_counter WHERE key LIKE 'freq:%' AND count = 1`))
+}
+
+func (b *bundle) state(id int64) relaytype.State {
+	b.t.Helper()
+	m, err := b.d.GetExecutor().MessageGet(b.ctx, admit.Queue, id)
+	require.NoError(b.t, err)
+	return m.State
+}
+
+// TestSendLongMessage: a long message is counted and priced per segment.
+func TestSendLongMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	body := ""
+	for range 10 {
+		body += "您的订单已发货，请注意查收。" // 14 characters
+	}
+	id := b.accepted("yuntong/notify", admit.Request{ClientMsgID: "long", Numbers: []string{"13812345678"},
+		Content: "【云通科技】" + body})
+	require.Equal(t, 1, b.work())
+	_, m := b.get("yuntong/notify", id)
+	require.Equal(t, "admitted", m["state"], m)
+	require.EqualValues(t, 3, m["segments"], "146 UCS2 characters: 67 per segment")
+	require.EqualValues(t, 3*tenancy.DemoPrice, m["amount_li"])
+	require.Equal(t, int64(3*tenancy.DemoPrice), b.frozen("yuntong"))
+}
+
+// TestAuthentication: every way a request fails before the inbox, with its
+// status and reason code; nothing is enqueued.
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	good, err := json.Marshal(otp("a-1", "13812345678"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		skew   time.Duration
+		mutate func(*http.Request)
+		status int
+		reason admit.Code
+	}{
+		{"bad signature", good, 0, func(r *http.Request) { r.Header.Set(admit.HeaderSignature, fmt.Sprintf("%064x", 1)) },
+			401, admit.CodeBadSignature},
+		{"body changed after signing", good, 0, func(r *http.Request) {
+			changed := bytes.Replace(good, []byte("123456"), []byte("654321"), 1)
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(changed)), int64(len(changed))
+		}, 401, admit.CodeBadSignature},
+		{"stale timestamp", good, -6 * time.Minute, nil, 401, admit.CodeStaleTimestamp},
+		{"future timestamp", good, 6 * time.Minute, nil, 401, admit.CodeStaleTimestamp},
+		{"unknown key", good, 0, func(r *http.Request) { r.Header.Set(admit.HeaderKey, "NoSuchKey0000000") }, 401, admit.CodeUnauthenticated},
+		{"no signature", good, 0, func(r *http.Request) { r.Header.Del(admit.HeaderSignature) }, 401, admit.CodeUnauthenticated},
+		{"malformed json", []byte(`{"client_msg_id": "x", `), 0, nil, 400, admit.CodeMalformedJSON},
+		{"unknown field", []byte(`{"client_msg_id": "x", "numbers": ["13812345678"], "content": "【云通科技】hi", "cc": 1}`), 0, nil, 400, admit.CodeMalformedJSON},
+		{"no numbers", []byte(`{"client_msg_id": "x", "numbers": [], "content": "【云通科技】hi"}`), 0, nil, 400, admit.CodeBadRequest},
+		{"both content and template", []byte(`{"client_msg_id": "x", "numbers": ["1"], "content": "a", "template": "otp"}`), 0, nil, 400, admit.CodeBadRequest},
+		{"bad client id", []byte(`{"client_msg_id": "a b", "numbers": ["1"], "content": "a"}`), 0, nil, 400, admit.CodeBadRequest},
+		{"too large", append(append([]byte(`{"client_msg_id": "x", "content": "`), bytes.Repeat([]byte("a"), admit.MaxBodyDefault)...), `"}`...),
+			0, nil, 413, admit.CodeTooLarge},
+	} {
+		status, out := b.do("yuntong/otp", http.MethodPost, "/v1/messages", tc.body, tc.skew, tc.mutate)
+		require.Equal(t, tc.status, status, "%s: %v", tc.name, out)
+		require.Equal(t, string(tc.reason), out["reason"], tc.name)
+		require.NotContains(t, out["error"], "13812345678", tc.name)
+	}
+	// Not JSON: relayhttp's content-type guard.
+	status, _ := b.do("yuntong/otp", http.MethodPost, "/v1/messages", good, 0, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") })
+	require.Equal(t, http.StatusUnsupportedMediaType, status)
+	st, err := b.engine.Stats(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.MaxID, "nothing enqueued")
+	require.Zero(t, b.scalar(`SELECT count(*) FROM sms_message`))
+
+	// A GET is signed too, and an app sees only its own messages.
+	id := b.accepted("yuntong/otp", otp("mine", "13812345678"))
+	status, _ = b.get("yuntong/notify", id)
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = b.do("yuntong/otp", http.MethodGet, "/v1/messages/"+strconv.FormatInt(id, 10), nil, 0,
+		func(r *http.Request) { r.Header.Set(admit.HeaderSignature, fmt.Sprintf("%064x", 2)) })
+	require.Equal(t, http.StatusUnauthorized, status)
+	status, _ = b.get("yuntong/otp", id)
+	require.Equal(t, http.StatusOK, status)
+}
+
+// TestDuplicateClientID: a resend of a client message id answers the same
+// message id (200, duplicate) — one inbox row, one engine message, one
+// freeze — before and after the stage decided it.
+func TestDuplicateClientID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	id := b.accepted("yuntong/otp", otp("dup", "13812345678"))
+	status, out := b.send("yuntong/otp", otp("dup", "13812345678"))
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, true, out["duplicate"])
+	require.EqualValues(t, id, out["message_id"])
+	require.Equal(t, 1, b.work())
+	status, out = b.send("yuntong/otp", otp("dup", "13812345678"))
+	require.Equal(t, http.StatusOK, status)
+	require.EqualValues(t, id, out["message_id"])
+	require.Zero(t, b.work())
+	// Another app may use the same client id: its own message.
+	other := b.accepted("yuntong/notify", otp("dup", "13912345678"))
+	require.NotEqual(t, id, other)
+
+	require.Equal(t, int64(2), b.scalar(`SELECT count(*) FROM sms_message`))
+	require.Equal(t, int64(1), b.scalar(`SELECT count(*) FROM sms_ledger WHERE idem_key = $1`, admit.FreezeKey(id)))
+	require.Equal(t, int64(tenancy.DemoPrice), b.frozen("yuntong"))
+}
+
+// TestRefusals: a refused message is the message's business outcome — state
+// refused with its reason and the reason's status, the engine message
+// succeeded — and nothing is frozen or counted for it.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(f *tenancy.Fixture) {
+		f.Enterprises[1].Balance = 50 // lanjing: 0.05 CNY, one segment's price
+	})
+	cases := []struct {
+		app    string
+		req    admit.Request
+		reason rules.Reason
+	}{
+		{"yuntong/otp", otp("bl", "13800000000"), rules.ReasonBlacklisted},
+		{"yuntong/otp", otp("bl-ent", "13812345678", "13900000001"), rules.ReasonBlacklisted},
+		{"yuntong/otp", admit.Request{ClientMsgID: "tpl", Numbers: []string{"13812345678"}, Template: "nope", SignName: "云通科技"},
+			rules.ReasonTemplateUnknown},
+		{"yuntong/otp", admit.Request{ClientMsgID: "sig", Numbers: []string{"13812345678"}, Content: "【无名公司】您好"},
+			rules.ReasonSignatureUnknown},
+		// 云通商城 is approved on cm-b only: no unicom channel may carry it.
+		{"yuntong/otp", admit.Request{ClientMsgID: "unreg", Numbers: []string{"13012345678"}, Content: "【云通商城】您好"},
+			rules.ReasonNoChannel},
+		{"yuntong/otp", admit.Request{ClientMsgID: "num", Numbers: []string{"12345"}, Content: "【云通科技】您好"},
+			rules.ReasonBadNumber},
+		{"yuntong/otp", otp("twice", "13812345678", "+8613812345678"), rules.ReasonBadNumber},
+		// Two segments' worth (90 li) against 50 li available.
+		{"lanjing/shipping", admit.Request{ClientMsgID: "poor", Numbers: []string{"13812345678", "13012345678"},
+			Template: "parcel", SignName: "蓝鲸物流", Params: map[string]string{"id": "SF1", "phone": "95338"}},
+			rules.ReasonInsufficientBalance},
+	}
+	ids := make([]int64, len(cases))
+	for i, c := range cases {
+		ids[i] = b.accepted(c.app, c.req)
+	}
+	require.Equal(t, len(cases), b.work())
+	for i, c := range cases {
+		status, m := b.get(c.app, ids[i])
+		require.Equal(t, http.StatusOK, status)
+		require.Equal(t, "refused", m["state"], "%s: %v", c.req.ClientMsgID, m)
+		require.Equal(t, string(c.reason), m["reason"], c.req.ClientMsgID)
+		require.EqualValues(t, c.reason.Status(), m["status"])
+		require.NotContains(t, m["detail"], "1381234", "no number in a detail")
+		require.Equal(t, relaytype.StateSucceeded, b.state(ids[i]))
+	}
+	require.Zero(t, b.scalar(`SELECT count(*) FROM sms_ledger WHERE kind = 'freeze'`))
+	require.Zero(t, b.frozen("yuntong"))
+	require.Zero(t, b.frozen("lanjing"))
+	require.Zero(t, b.scalar(`SELECT coalesce(sum(count), 0) FROM sms_limit_counter`), "a refusal counts nothing")
+}
+
+// TestFrequencyLimit: the per-number limit (1 per minute for otp) admits one
+// of two messages to a number in its window and refuses the other; the next
+// window admits again.
+func TestFrequencyLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	a := b.accepted("yuntong/otp", otp("f-1", "13812345678"))
+	c := b.accepted("yuntong/otp", otp("f-2", "13812345678"))
+	require.Equal(t, 2, b.work())
+	// The two may run in two workers' transactions at once: whichever locks
+	// the counter first is admitted, the other refused.
+	_, ma := b.get("yuntong/otp", a)
+	_, mc := b.get("yuntong/otp", c)
+	require.ElementsMatch(t, []any{"admitted", "refused"}, []any{ma["state"], mc["state"]})
+	m := mc
+	if mc["state"] == "admitted" {
+		m = ma
+	}
+	require.Equal(t, string(rules.ReasonFrequencyLimit), m["reason"])
+	b.clock.Advance(time.Minute)
+	d := b.accepted("yuntong/otp", otp("f-3", "13812345678"))
+	require.Equal(t, 1, b.work())
+	_, m = b.get("yuntong/otp", d)
+	require.Equal(t, "admitted", m["state"], m)
+	require.Equal(t, int64(2*tenancy.DemoPrice), b.frozen("yuntong"))
+}
+
+// TestDailyLimitConcurrent: 16 requests sent at once and decided by two
+// engines at once (batches of 4, so several transactions race for the
+// counter) never pass the app's daily limit of 5: exactly 5 admitted and
+// frozen, 11 refused with daily_limit, the counter at 5.
+func TestDailyLimitConcurrent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(f *tenancy.Fixture) {
+		f.Enterprises[0].Apps[1].DailyLimit = 5 // yuntong/notify
+	})
+	var wg sync.WaitGroup
+	ids := make([]int64, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			status, out := b.send("yuntong/notify", admit.Request{ClientMsgID: "d-" + strconv.Itoa(i),
+				Numbers: []string{fmt.Sprintf("1381234%04d", i)}, Content: "【云通科技】您好"})
+			if status == http.StatusAccepted {
+				ids[i] = int64(out["message_id"].(float64))
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		require.NotZero(t, id, "every request accepted")
+	}
+	engines := make([]*relay.Engine, 2)
+	for i := range engines {
+		stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock})
+		require.NoError(t, err)
+		cfg := admit.EngineConfig(stage, "", b.clock, nil)
+		cfg.BatchSize, cfg.TxBatch = 8, 4
+		engines[i], err = relay.NewEngine(b.d, cfg)
+		require.NoError(t, err)
+	}
+	for _, e := range engines {
+		wg.Go(func() {
+			_, err := e.Work(b.ctx)
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	for range 3 { // a batch that lost a race is retried after its backoff
+		b.clock.Advance(10 * time.Second)
+		b.work()
+	}
+	admitted, refused := 0, 0
+	for _, id := range ids {
+		_, m := b.get("yuntong/notify", id)
+		switch m["state"] {
+		case "admitted":
+			admitted++
+		case "refused":
+			require.Equal(t, string(rules.ReasonDailyLimit), m["reason"])
+			refused++
+		default:
+			t.Fatalf("message %d: %v", id, m)
+		}
+	}
+	require.Equal(t, 5, admitted)
+	require.Equal(t, 11, refused)
+	require.Equal(t, int64(5), b.scalar(`SELECT count FROM sms_limit_counter WHERE key LIKE 'daily:%'`))
+	require.Equal(t, int64(5*tenancy.DemoPrice), b.frozen("yuntong"))
+	require.Equal(t, int64(5), b.scalar(`SELECT count(*) FROM sms_ledger WHERE kind = 'freeze'`))
+}

@@ -1,0 +1,56 @@
+-- Queries of the API and the admission stage (migration line "sms",
+-- 002_admit; PostgreSQL only), parsed once at package init by
+-- sqlfile.MustParse (store.go). Every time is a parameter; money is bigint li.
+
+-- name: MessageAccept
+-- The API's inbox row, written in the transaction that enqueues the request
+-- (so it exists exactly when the engine message does).
+INSERT INTO sms_message (id, app_id, client_msg_id, numbers, sign_name, template_code, params, content, state, accepted_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9);
+
+-- name: MessageGet
+-- One message of one app: another app's id is not found.
+SELECT id, client_msg_id, numbers, coalesce(carriers, '{}'), coalesce(segments, 0), coalesce(unit_li, '{}'),
+       coalesce(amount_li, 0), state, coalesce(reason, ''), coalesce(detail, ''), accepted_at, decided_at
+FROM sms_message WHERE id = $1 AND app_id = $2;
+
+-- name: MessagesLoad
+-- The inbox rows of a batch, for deciding them.
+SELECT id, app_id, numbers, sign_name, template_code, params, content, state
+FROM sms_message WHERE id = ANY($1::bigint[]);
+
+-- name: CountersLock
+-- Creates the batch's counter rows that do not exist yet and locks every one
+-- (the no-op DO UPDATE locks an existing row), in the order given — the
+-- caller sorts the keys, so two batches never wait for each other in a
+-- cycle — and returns each count.
+INSERT INTO sms_limit_counter AS c (key, count, until, updated_at)
+SELECT k, 0, u, $3 FROM unnest($1::text[], $2::timestamptz[]) AS v(k, u)
+ON CONFLICT (key) DO UPDATE SET count = c.count
+RETURNING key, count;
+
+-- name: CountersSet
+-- Writes the counts decided under the locks of CountersLock, each guarded by
+-- its limit: a count above its max matches no row, and the caller treats a
+-- short count as an error (the batch is retried), never as success.
+UPDATE sms_limit_counter AS c SET count = v.n, updated_at = $4
+FROM unnest($1::text[], $2::integer[], $3::integer[]) AS v(k, n, mx)
+WHERE c.key = v.k AND v.n <= v.mx AND v.n >= 0;
+
+-- name: MessagesDecide
+-- Moves a batch's accepted rows to their decision; a row already decided
+-- (cannot happen: a message is decided in the transaction that completes its
+-- engine message) matches nothing and the caller fails the batch.
+UPDATE sms_message AS m SET numbers = v.numbers, content = v.content, carriers = v.carriers, segments = v.segments,
+       unit_li = v.unit_li, amount_li = v.amount_li, state = v.state, reason = v.reason, detail = v.detail,
+       decided_at = $2
+FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, numbers text[], content text, carriers text[], segments integer,
+     unit_li bigint[], amount_li bigint, state text, reason text, detail text)
+WHERE m.id = v.id AND m.state = 'accepted';
+
+-- name: MessageRefuse
+-- Turns one admitted row of this transaction into a refusal (the freeze
+-- found the balance short).
+UPDATE sms_message SET state = 'refused', reason = $2, detail = $3, carriers = NULL, segments = NULL, unit_li = NULL,
+       amount_li = NULL
+WHERE id = $1 AND state = 'admitted';

@@ -1,0 +1,13 @@
+package admit
+
+import (
+	_ "embed"
+
+	"github.com/relayhq/relay/internal/sqlfile"
+)
+
+//go:embed queries.sql
+var queriesSQL string
+
+var stmts = sqlfile.MustParse("admit/queries.sql", queriesSQL,
+	"MessageAccept", "MessageGet", "MessagesLoad", "CountersLock", "CountersSet", "MessagesDecide", "MessageRefuse")
