@@ -73,7 +73,11 @@ func Decode(raw []byte) (*Message, error) { return Limits{}.Decode(raw) }
 // Decode is the package's Decode under the limits l: input over l.MaxSize is
 // MALFORMED (ErrTooLarge) without being parsed, and a message with more than
 // l.MaxElements elements is MALFORMED (ErrTooManyElements) before it is parsed.
-func (l Limits) Decode(raw []byte) (*Message, error) {
+func (l Limits) Decode(raw []byte) (*Message, error) { return l.decode(raw, parse) }
+
+// decode is Decode with the parser given: parse, or parseXML in the test that
+// compares the two.
+func (l Limits) decode(raw []byte, parse func([]byte, *rawMsg) error) (*Message, error) {
 	if maxSize := cmp.Or(max(l.MaxSize, 0), MaxSize); len(raw) > maxSize {
 		return nil, relaytype.Classify(relaytype.ClassMalformed,
 			fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), maxSize))
@@ -236,8 +240,19 @@ func skipSection(b, open, end []byte) int {
 }
 
 // parse checks well-formedness and unmarshals the single MSG root into r.
-// Text before or any element after the root is MALFORMED.
+// Text before or any element after the root is MALFORMED. Messages inside the
+// scanner's subset (scan.go: what an AODB writes) are read by parseFast;
+// everything else, every malformed message included, by parseXML.
 func parse(raw []byte, r *rawMsg) error {
+	if parseFast(raw, r) {
+		return nil
+	}
+	*r = rawMsg{}
+	return parseXML(raw, r)
+}
+
+// parseXML is parse with encoding/xml: the reference for parseFast.
+func parseXML(raw []byte, r *rawMsg) error {
 	d := xml.NewDecoder(bytes.NewReader(raw))
 	d.Strict = true
 	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
@@ -398,7 +413,7 @@ func (st *state) decodeSchedule(styp string, r *rawSchd) (*Schedule, error) {
 	}
 	s.Flights = make([]Flight, 0, len(r.FLGT))
 	for i := range r.FLGT {
-		f, err := st.decodeFlight(&r.FLGT[i], fmt.Sprintf("SCHD/FLGT[%d]", i+1), true)
+		f, err := st.decodeFlight(&r.FLGT[i], "SCHD/FLGT", i+1, true)
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +451,7 @@ func (st *state) decodeFlightOp(styp string, r *rawFlop) (*FlightOp, error) {
 	if foreign != nil {
 		st.fail(foreign)
 	}
-	f, err := st.decodeFlight(raw, "FLOP/FLGT", false)
+	f, err := st.decodeFlight(raw, "FLOP/FLGT", 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -518,10 +533,25 @@ func parseTime(s string) (time.Time, error) {
 
 // fieldDecoder maps the value formats of one record, recording a failure
 // in the Decode call's state, so the mapping code stays a flat list of
-// assignments.
+// assignments. The record's path for error text is built only on a failure.
 type fieldDecoder struct {
-	where string
 	st    *state
+	where string // the flight record's path: "FLOP/FLGT", "SCHD/FLGT"
+	index int    // the flight's 1-based position under where (0: the only one)
+	list  string // the collection of an ITEM record ("": the flight itself)
+	item  int    // the ITEM's 1-based position in list
+}
+
+// path is the record's path in error text, e.g. "SCHD/FLGT[2]/GATE/ITEM[1]".
+func (d *fieldDecoder) path() string {
+	p := d.where
+	if d.index > 0 {
+		p = fmt.Sprintf("%s[%d]", p, d.index)
+	}
+	if d.list != "" {
+		p = fmt.Sprintf("%s/%s/ITEM[%d]", p, d.list, d.item)
+	}
+	return p
 }
 
 func (d *fieldDecoder) time(p *string, name string) Field[time.Time] {
@@ -566,7 +596,9 @@ func (d *fieldDecoder) oneOf(p *string, name string, allowed ...string) Field[st
 }
 
 func (d *fieldDecoder) fail(name, v string, err error) {
-	d.st.fail(codecErr("%s/%s %s: %w", d.where, name, relaytype.QuoteValue(v), err))
+	if d.st.codec == nil { // only the first failure is kept
+		d.st.fail(codecErr("%s/%s %s: %w", d.path(), name, relaytype.QuoteValue(v), err))
+	}
 }
 
 // list maps a collection element: absent, empty (no ITEM: clear) or items.
@@ -584,10 +616,10 @@ func list[R, T any](d *fieldDecoder, l *rawList[R], name string, item func(*fiel
 		return List[T]{Presence: Empty}
 	}
 	out := List[T]{Presence: Set, Items: make([]T, 0, len(l.ITEM))}
+	sub := &fieldDecoder{st: d.st, where: d.where, index: d.index, list: name}
 	for i := range l.ITEM {
-		sub := &fieldDecoder{where: fmt.Sprintf("%s/%s/ITEM[%d]", d.where, name, i+1), st: d.st}
-		v := item(sub, &l.ITEM[i])
-		out.Items = append(out.Items, v)
+		sub.item = i + 1
+		out.Items = append(out.Items, item(sub, &l.ITEM[i]))
 	}
 	return out
 }
@@ -615,12 +647,12 @@ func service(d *fieldDecoder, r *rawService) Service {
 	return Service{SEQU: d.count(r.SEQU, "SEQU"), CODE: str(r.CODE), QNTY: d.count(r.QNTY, "QNTY"), RMRK: str(r.RMRK)}
 }
 
-func (st *state) decodeFlight(r *rawFlight, where string, schd bool) (Flight, error) {
+func (st *state) decodeFlight(r *rawFlight, where string, index int, schd bool) (Flight, error) {
+	d := &fieldDecoder{st: st, where: where, index: index}
 	flid := text(r.FLID)
 	if flid == "" {
-		return Flight{}, malformed("%s/FLID missing", where)
+		return Flight{}, malformed("%s/FLID missing", d.path())
 	}
-	d := &fieldDecoder{where: where, st: st}
 	var sodt Field[time.Time]
 	var sodtUnparsed string
 	if f := str(r.SODT); schd && f.Presence == Set {
