@@ -230,38 +230,28 @@ func (w *docWriter) instant(t time.Time) {
 // "UPDATED_AT"} in that order, FIELDS an array ([] when empty), UPDATED_AT
 // msg.Now in RFC 3339 UTC. Byte-stable like Document.
 func NoticeDocument(n Notice, msg Msg) []byte {
-	fields := n.Fields
-	if fields == nil {
-		fields = []string{}
+	w := docWriter{b: make([]byte, 0, 192)}
+	w.b = append(w.b, `{"FLID":`...)
+	w.str(n.FLID)
+	w.b = append(w.b, `,"STATE_VERSION":`...)
+	w.b = strconv.AppendInt(w.b, n.Version, 10)
+	w.b = append(w.b, `,"ACTION":`...)
+	w.str(n.Action)
+	w.b = append(w.b, `,"CAUSE":`...)
+	w.str(n.Cause)
+	w.b = append(w.b, `,"FIELDS":[`...)
+	for i, f := range n.Fields {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(f)
 	}
-	return marshal(noticeJSON{
-		FLID:         n.FLID,
-		StateVersion: n.Version,
-		Action:       n.Action,
-		Cause:        n.Cause,
-		Fields:       fields,
-		MsgID:        msg.ID,
-		UpdatedAt:    ts(msg.Now),
-	})
-}
-
-type noticeJSON struct {
-	FLID         string   `json:"FLID"`
-	StateVersion int64    `json:"STATE_VERSION"`
-	Action       string   `json:"ACTION"`
-	Cause        string   `json:"CAUSE"`
-	Fields       []string `json:"FIELDS"`
-	MsgID        int64    `json:"MSG_ID"`
-	UpdatedAt    *string  `json:"UPDATED_AT"`
-}
-
-// ts maps a time to RFC 3339 UTC, the zero time (NULL) to JSON null.
-func ts(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(time.RFC3339)
-	return &s
+	w.b = append(w.b, `],"MSG_ID":`...)
+	w.b = strconv.AppendInt(w.b, msg.ID, 10)
+	w.b = append(w.b, `,"UPDATED_AT":`...)
+	w.instant(msg.Now)
+	w.b = append(w.b, '}')
+	return w.b
 }
 
 // marshal encodes v without HTML escaping (payloads stay readable; the

@@ -189,7 +189,42 @@ func wall(t time.Time, zone *time.Location) *string {
 	return &w
 }
 
-// FuzzDocumentMatchesJSON: Document writes the same bytes as the
+func noticeDocumentJSON(n Notice, msg Msg) []byte {
+	fields := n.Fields
+	if fields == nil {
+		fields = []string{}
+	}
+	return marshal(noticeJSON{
+		FLID:         n.FLID,
+		StateVersion: n.Version,
+		Action:       n.Action,
+		Cause:        n.Cause,
+		Fields:       fields,
+		MsgID:        msg.ID,
+		UpdatedAt:    ts(msg.Now),
+	})
+}
+
+type noticeJSON struct {
+	FLID         string   `json:"FLID"`
+	StateVersion int64    `json:"STATE_VERSION"`
+	Action       string   `json:"ACTION"`
+	Cause        string   `json:"CAUSE"`
+	Fields       []string `json:"FIELDS"`
+	MsgID        int64    `json:"MSG_ID"`
+	UpdatedAt    *string  `json:"UPDATED_AT"`
+}
+
+// ts maps a time to RFC 3339 UTC, the zero time (NULL) to JSON null.
+func ts(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339)
+	return &s
+}
+
+// FuzzDocumentMatchesJSON: Document (and NoticeDocument) write the same bytes as the
 // encoding/json form (documentJSON) for any state, children and zone.
 func FuzzDocumentMatchesJSON(f *testing.F) {
 	f.Add("100001", "CA1234", `a "b" <c>&\u2028`, int64(4), 15, int64(1772330400), uint16(0xffff))
@@ -249,6 +284,11 @@ func FuzzDocumentMatchesJSON(f *testing.F) {
 		var kids []*State
 		for i := 0; i < int(shape>>13); i++ {
 			kids = append(kids, &State{FLID: pick(i, flid) + string(rune('a'+i)), FLNO: pick(i+1, text)})
+		}
+		note := Notice{FLID: flid, Version: version, Action: flno, Cause: pick(1, text), Fields: []string{text, flid}[:int(shape)%3]}
+		m := Msg{ID: version / 7, Now: when(2)}
+		if got, want := NoticeDocument(note, m), noticeDocumentJSON(note, m); !bytes.Equal(got, want) {
+			t.Fatalf("notice:\ngot  %s\nwant %s", got, want)
 		}
 		for _, zone := range zones {
 			got, want := Document(s, kids, zone), documentJSON(s, kids, zone)
