@@ -326,7 +326,7 @@ func (st *state) decodeMeta(r *rawMeta) (Meta, error) {
 			return Meta{}, malformed("META/%s contains '|'", f.name)
 		}
 	}
-	dttm := text(r.DTTM)
+	dttm := trim(r.DTTM)
 	if dttm == "" {
 		return Meta{}, malformed("META/DTTM missing")
 	}
@@ -386,7 +386,7 @@ func one[T any](bodies []T, name string) (*T, error) {
 // MALFORMED. The caller returns it only after the package's structural
 // checks, so a package that is also malformed is MALFORMED.
 func decodeCount(p *string, have int, where string) (int, error) {
-	s := text(p)
+	s := trim(p)
 	if s == "" {
 		return 0, protocolErr("%s/RCNT missing", where)
 	}
@@ -403,7 +403,7 @@ func decodeCount(p *string, have int, where string) (int, error) {
 func (st *state) decodeSchedule(styp string, r *rawSchd) (*Schedule, error) {
 	s := &Schedule{Subtype: styp, RQSQ: str(r.RQSQ)}
 	for i := range r.FLGT {
-		if text(r.FLGT[i].FLID) == "" {
+		if trim(r.FLGT[i].FLID) == "" {
 			return nil, malformed("SCHD/FLGT[%d]/FLID missing", i+1)
 		}
 	}
@@ -427,7 +427,7 @@ func (st *state) decodeFlightOp(styp string, r *rawFlop) (*FlightOp, error) {
 		return nil, malformed("FLOP: want exactly one FLGT, have %d", len(r.FLGT))
 	}
 	raw := &r.FLGT[0]
-	if text(raw.FLID) == "" {
+	if trim(raw.FLID) == "" {
 		return nil, malformed("FLOP/FLGT/FLID missing")
 	}
 	owned, foreign := 0, error(nil)
@@ -495,16 +495,24 @@ func (st *state) decodeRequest(styp string, r *rawReqt) (*Request, error) {
 	return q, nil
 }
 
-// text returns the trimmed content of an optional element ("" when absent).
-func text(p *string) string {
+// trim returns the trimmed content of an optional element ("" when absent),
+// for checks and parsing: with the scanner it is a substring of the whole
+// message.
+func trim(p *string) string {
 	if p == nil {
 		return ""
 	}
 	return strings.TrimSpace(*p)
 }
 
-// str maps an optional element to a presence-aware string.
-func str(p *string) Field[string] {
+// text is trim as its own string, for a value the decoded message keeps: a
+// value kept in a flight state (the flight cache) must not keep the whole
+// message it came from alive.
+func text(p *string) string { return strings.Clone(trim(p)) }
+
+// field maps an optional element to a presence-aware string, for parsing
+// (a substring, like trim).
+func field(p *string) Field[string] {
 	if p == nil {
 		return Field[string]{}
 	}
@@ -512,6 +520,13 @@ func str(p *string) Field[string] {
 		return Val(s)
 	}
 	return Cleared[string]()
+}
+
+// str is field with the value as its own string (see text).
+func str(p *string) Field[string] {
+	f := field(p)
+	f.Value = strings.Clone(f.Value)
+	return f
 }
 
 // parseDay parses an operating day, YYYYMMDD. The length is checked first:
@@ -555,7 +570,7 @@ func (d *fieldDecoder) path() string {
 }
 
 func (d *fieldDecoder) time(p *string, name string) Field[time.Time] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return Field[time.Time]{Presence: f.Presence}
 	}
@@ -568,7 +583,7 @@ func (d *fieldDecoder) time(p *string, name string) Field[time.Time] {
 }
 
 func (d *fieldDecoder) count(p *string, name string) Field[int] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return Field[int]{Presence: f.Presence}
 	}
@@ -581,14 +596,14 @@ func (d *fieldDecoder) count(p *string, name string) Field[int] {
 }
 
 func (d *fieldDecoder) oneOf(p *string, name string, allowed ...string) Field[string] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return f
 	}
 	v := strings.ToUpper(f.Value)
 	for _, a := range allowed {
 		if v == a {
-			return Val(v)
+			return Val(a) // the constant: keeps nothing of the message
 		}
 	}
 	d.fail(name, f.Value, fmt.Errorf("want one of %v", allowed))
