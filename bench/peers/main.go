@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,6 +84,7 @@ type options struct {
 	outboxBatch    int
 	outboxBrokers  []string
 	redisAddr      string
+	cpuProfile     string
 }
 
 // Scenario names for --scenarios.
@@ -142,6 +144,7 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	brokers := fs.String("outbox-brokers", "redis,kafka", "outbox destinations: redis (Redis Streams at --redis), kafka (in-process kfake)")
 	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis server of the outbox scenario")
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (relay and the peers alike: focus on a system's frames) to this file")
 	quick := fs.Bool("quick", false, "CI configuration: small runs, one round, one setting each, no pgbench (correctness, not figures)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -261,6 +264,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	o, err := parseFlags(args, out)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	b := &bench{o: o, out: out}
 	started := time.Now()

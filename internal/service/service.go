@@ -133,7 +133,17 @@ func Stopping(stop <-chan struct{}) bool {
 // passed on clock (armed before it returns, so deterministic with a fake
 // clock), and a stop function that releases it; call stop when the bounded
 // call has returned. context.Cause tells a timeout from any other end.
+//
+// On relayclock.System, whose time is the runtime's, the context is
+// context.WithTimeoutCause's: a runtime timer, no goroutine. The FIFO pump
+// bounds every Handler call with it, and a goroutine per call with its
+// wake-up at stop cost about 10 µs of CPU per message there (strict-FIFO
+// scenario of bench/peers, docs/benchmarks.md). Any other clock gets a
+// goroutine that waits on clock.After.
 func WithClockTimeout(ctx context.Context, clock relaytype.Clock, d time.Duration, cause error) (context.Context, func()) {
+	if _, ok := clock.(relayclock.System); ok {
+		return context.WithTimeoutCause(ctx, d, cause)
+	}
 	tctx, cancel := context.WithCancelCause(ctx)
 	timer := clock.After(d)
 	done := make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/service"
+	"github.com/relayhq/relay/relayclock"
 )
 
 func TestScaffolding(t *testing.T) {
@@ -60,4 +61,39 @@ func TestRefreshThrottle(t *testing.T) {
 	require.True(t, r.Due(t0))
 	require.False(t, r.Due(t0.Add(service.RefreshInterval-1)))
 	require.True(t, r.Due(t0.Add(service.RefreshInterval)))
+}
+
+// TestWithClockTimeout: on the system clock (a runtime timer) and on a fake
+// clock (a goroutine on clock.After) the context ends with the cause once d
+// has passed, and with context.Canceled when stopped first.
+func TestWithClockTimeout(t *testing.T) {
+	t.Parallel()
+	errLate := errors.New("late")
+	t.Run("system clock", func(t *testing.T) {
+		t.Parallel()
+		ctx, stop := service.WithClockTimeout(context.Background(), relayclock.System{}, time.Millisecond, errLate)
+		defer stop()
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), errLate)
+
+		ctx, stop = service.WithClockTimeout(context.Background(), relayclock.System{}, time.Hour, errLate)
+		stop()
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), context.Canceled)
+	})
+	t.Run("fake clock", func(t *testing.T) {
+		t.Parallel()
+		clock := relayclock.NewFake(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+		ctx, stop := service.WithClockTimeout(context.Background(), clock, time.Minute, errLate)
+		defer stop()
+		require.NoError(t, ctx.Err(), "armed, not yet passed")
+		clock.Advance(time.Minute)
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), errLate)
+
+		ctx, stop = service.WithClockTimeout(context.Background(), clock, time.Minute, errLate)
+		stop()
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), context.Canceled)
+	})
 }

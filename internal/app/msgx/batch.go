@@ -230,6 +230,24 @@ func (c *call) notices(ch *flight.Change, fm flight.Msg) []*relay.OutboxEvent {
 // the full document (a master's with its MAFL from states) or, for a DELETED
 // flight, a tombstone.
 func upsertLatest(ctx context.Context, tx relay.Tx, cfg Config, saved []*flight.State, states map[string]*flight.State) error {
+	// The children of every saved master, from one pass over states (a batch's
+	// snapshot holds every flight of its run: one pass per master was
+	// quadratic in the batch).
+	kids := make(map[string][]*flight.State)
+	for _, s := range saved {
+		if s.MAID == "" && s.Status != flight.Deleted {
+			kids[s.FLID] = nil
+		}
+	}
+	if len(kids) > 0 {
+		for _, c := range states {
+			if c != nil && c.Status == flight.Active && c.MAID != "" && c.MAID != c.FLID {
+				if k, ok := kids[c.MAID]; ok {
+					kids[c.MAID] = append(k, c)
+				}
+			}
+		}
+	}
 	evs := make([]*relay.LatestEvent, len(saved))
 	for i, s := range saved {
 		ev := &relay.LatestEvent{Target: TargetSchd, Topic: cfg.SchdTopic, Key: s.FLID, Version: s.Version,
@@ -237,7 +255,7 @@ func upsertLatest(ctx context.Context, tx relay.Tx, cfg Config, saved []*flight.
 		if s.Status == flight.Deleted {
 			ev.Type = relaysink.Tombstone
 		} else {
-			ev.Payload = flight.Document(s, flight.Children(s, states), cfg.Flight.MessageLocation())
+			ev.Payload = flight.Document(s, kids[s.FLID], cfg.Flight.MessageLocation()) // Document orders them by FLID
 		}
 		evs[i] = ev
 	}

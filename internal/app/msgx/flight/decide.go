@@ -433,19 +433,29 @@ func (d *decision) finish() *Change {
 		}
 		return d.snap[id]
 	}
-	before := projectionsOf(masters, func(id string) *State { return d.snap[id] }, maps.Keys(d.snap))
-	later := projectionsOf(masters, after, func(yield func(string) bool) {
-		for id := range d.snap {
-			if !yield(id) {
-				return
-			}
+	// The children of those masters before and after, from one pass over
+	// the snapshot: a flight edited here counts before with its snapshot
+	// state and after with its edited one.
+	child := func(s *State) bool {
+		return s != nil && s.Status == Active && s.MAID != "" && s.MAID != s.FLID && masters[s.MAID]
+	}
+	beforeKids, laterKids := make(map[string][]*State), make(map[string][]*State)
+	for id, s := range d.snap {
+		if !child(s) {
+			continue
 		}
-		for id := range d.next {
-			if _, seen := d.snap[id]; !seen && !yield(id) {
-				return
-			}
+		beforeKids[s.MAID] = append(beforeKids[s.MAID], s)
+		if _, edited := d.next[id]; !edited {
+			laterKids[s.MAID] = append(laterKids[s.MAID], s)
 		}
-	})
+	}
+	for _, s := range d.next {
+		if child(s) {
+			laterKids[s.MAID] = append(laterKids[s.MAID], s)
+		}
+	}
+	before := projections(beforeKids, func(id string) *State { return d.snap[id] })
+	later := projections(laterKids, after)
 	maflChanged := make(map[string]bool)
 	for id := range masters {
 		s := after(id)

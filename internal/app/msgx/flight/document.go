@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Document returns the full-state JSON of s for the compacted KAFKA:schd
@@ -28,50 +30,199 @@ import (
 // MAID, CSOP and CSFT and no MAFL key, and children is ignored (§11.4). The
 // same state and children give identical bytes.
 func Document(s *State, children []*State, zone *time.Location) []byte {
-	doc := stateJSON{
-		FLID:         s.FLID,
-		State:        string(s.Status),
-		StateVersion: s.Version,
-		OperationDay: str(s.OperationDay),
-		LastMsgID:    s.LastMsgID,
-		CreatedAt:    ts(s.CreatedAt),
-		UpdatedAt:    ts(s.UpdatedAt),
-		FLNO:         str(s.FLNO),
-		AWCD:         str(s.AWCD),
-		ADID:         str(s.ADID),
-		FLTY:         str(s.FLTY),
-		SODT:         wall(s.SODT, zone),
-		EODT:         wall(s.EODT, zone),
-		AODT:         wall(s.AODT, zone),
-		ACTY:         str(s.ACTY),
-		ACRG:         str(s.ACRG),
-		TERM:         str(s.TERM),
-		STAT:         str(s.STAT),
-		ABST:         str(s.ABST),
-		ABRS:         str(s.ABRS),
-		MAID:         str(s.MAID),
-		CSOP:         str(s.CSOP),
-		CSFT:         str(s.CSFT),
-		DELY:         items(s.Delays, delayItem),
-		ROUT:         items(s.Routes[ROUT], routeItem(zone)),
-		ERUT:         items(s.Routes[ERUT], routeItem(zone)),
-		SRVT:         items(s.Services[SRVT], serviceItem),
-		VIPF:         items(s.Services[VIPF], serviceItem),
+	if zone == nil {
+		zone = time.UTC
+	}
+	w := docWriter{b: make([]byte, 0, 1024), zone: zone}
+	w.b = append(w.b, `{"FLID":`...)
+	w.str(s.FLID)
+	w.b = append(w.b, `,"STATE":`...)
+	w.str(string(s.Status))
+	w.b = append(w.b, `,"STATE_VERSION":`...)
+	w.b = strconv.AppendInt(w.b, s.Version, 10)
+	w.b = append(w.b, `,"OPERATION_DAY":`...)
+	w.null(s.OperationDay)
+	w.b = append(w.b, `,"LAST_MSG_ID":`...)
+	w.b = strconv.AppendInt(w.b, s.LastMsgID, 10)
+	w.b = append(w.b, `,"CREATED_AT":`...)
+	w.instant(s.CreatedAt)
+	w.b = append(w.b, `,"UPDATED_AT":`...)
+	w.instant(s.UpdatedAt)
+	for _, f := range [...]struct {
+		key string
+		v   string
+		t   time.Time
+		at  bool
+	}{
+		{key: `,"FLNO":`, v: s.FLNO}, {key: `,"AWCD":`, v: s.AWCD}, {key: `,"ADID":`, v: s.ADID}, {key: `,"FLTY":`, v: s.FLTY},
+		{key: `,"SODT":`, t: s.SODT, at: true}, {key: `,"EODT":`, t: s.EODT, at: true}, {key: `,"AODT":`, t: s.AODT, at: true},
+		{key: `,"ACTY":`, v: s.ACTY}, {key: `,"ACRG":`, v: s.ACRG}, {key: `,"TERM":`, v: s.TERM},
+		{key: `,"STAT":`, v: s.STAT}, {key: `,"ABST":`, v: s.ABST}, {key: `,"ABRS":`, v: s.ABRS},
+		{key: `,"MAID":`, v: s.MAID}, {key: `,"CSOP":`, v: s.CSOP}, {key: `,"CSFT":`, v: s.CSFT},
+	} {
+		w.b = append(w.b, f.key...)
+		if f.at {
+			w.wall(f.t)
+		} else {
+			w.null(f.v)
+		}
 	}
 	if s.MAID == "" {
 		kids := slices.Clone(children)
 		slices.SortFunc(kids, byFLID)
-		mafl := make([]maflJSON, 0, len(kids))
-		for _, c := range kids {
-			mafl = append(mafl, maflJSON{FLID: c.FLID, FLNO: str(c.FLNO)})
+		w.b = append(w.b, `,"MAFL":[`...)
+		for i, c := range kids {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = append(w.b, `{"FLID":`...)
+			w.str(c.FLID)
+			w.b = append(w.b, `,"FLNO":`...)
+			w.null(c.FLNO)
+			w.b = append(w.b, '}')
 		}
-		doc.MAFL = &mafl
+		w.b = append(w.b, ']')
 	}
-	res := [NumResourceKinds]*[]resourceJSON{&doc.GATE, &doc.CKIC, &doc.BELT, &doc.STND, &doc.CHUT, &doc.BRDG, &doc.CHOK}
-	for k, dst := range res {
-		*dst = items(s.Resources[k], resourceItem(zone))
+	for k, r := range s.Resources {
+		w.b = append(w.b, `,"`...)
+		w.b = append(w.b, ResourceKind(k).String()...)
+		w.b = append(w.b, `":[`...)
+		for i, it := range r {
+			w.item(i, it.SourceSeq)
+			w.b = append(w.b, `,"CODE":`...)
+			w.null(it.Code)
+			w.b = append(w.b, `,"BTIM":`...)
+			w.wall(it.Begin)
+			w.b = append(w.b, `,"ETIM":`...)
+			w.wall(it.End)
+			w.b = append(w.b, `,"ABTM":`...)
+			w.wall(it.ActualBegin)
+			w.b = append(w.b, `,"AETM":`...)
+			w.wall(it.ActualEnd)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
 	}
-	return marshal(doc)
+	w.b = append(w.b, `,"DELY":[`...)
+	for i, it := range s.Delays {
+		w.item(i, it.SourceSeq)
+		w.b = append(w.b, `,"CODE":`...)
+		w.null(it.Code)
+		w.b = append(w.b, `,"DURA":`...)
+		w.int(it.Minutes)
+		w.b = append(w.b, `,"RMRK":`...)
+		w.null(it.Remark)
+		w.b = append(w.b, '}')
+	}
+	for k, r := range s.Routes {
+		w.b = append(w.b, `],"`...)
+		w.b = append(w.b, RouteKind(k).String()...)
+		w.b = append(w.b, `":[`...)
+		for i, it := range r {
+			w.item(i, it.SourceSeq)
+			w.b = append(w.b, `,"APCD":`...)
+			w.null(it.Airport)
+			w.b = append(w.b, `,"SARR":`...)
+			w.wall(it.SchedArr)
+			w.b = append(w.b, `,"SDEP":`...)
+			w.wall(it.SchedDep)
+			w.b = append(w.b, '}')
+		}
+	}
+	for k, r := range s.Services {
+		w.b = append(w.b, `],"`...)
+		w.b = append(w.b, ServiceKind(k).String()...)
+		w.b = append(w.b, `":[`...)
+		for i, it := range r {
+			w.item(i, it.SourceSeq)
+			w.b = append(w.b, `,"CODE":`...)
+			w.null(it.Code)
+			w.b = append(w.b, `,"QNTY":`...)
+			w.int(it.Quantity)
+			w.b = append(w.b, `,"RMRK":`...)
+			w.null(it.Remark)
+			w.b = append(w.b, '}')
+		}
+	}
+	w.b = append(w.b, "]}"...)
+	return w.b
+}
+
+// docWriter appends Document's JSON: the same bytes encoding/json writes for
+// its layout (documentJSON in the tests is that reference), without
+// reflection or a value per field.
+type docWriter struct {
+	b    []byte
+	zone *time.Location
+}
+
+// str appends s as a JSON string, escaped as encoding/json escapes it with
+// HTML escaping off: printable ASCII other than '"' and '\' is copied, and
+// anything else goes through encoding/json itself.
+func (w *docWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			w.b = append(w.b, marshal(s)...)
+			return
+		}
+	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
+}
+
+// null appends s, or null for "" (NULL).
+func (w *docWriter) null(s string) {
+	if s == "" {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.str(s)
+}
+
+// int appends *p, or null for nil.
+func (w *docWriter) int(p *int) {
+	if p == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = strconv.AppendInt(w.b, int64(*p), 10)
+}
+
+// item opens the i-th (0-based) object of a collection with its ORDINAL and
+// SOURCE_SEQ.
+func (w *docWriter) item(i int, seq *int) {
+	if i > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.b = append(w.b, `{"ORDINAL":`...)
+	w.b = strconv.AppendInt(w.b, int64(i+1), 10)
+	w.b = append(w.b, `,"SOURCE_SEQ":`...)
+	w.int(seq)
+}
+
+// wall appends a SIS wall clock (its fields, whatever its location) read in
+// the writer's zone as RFC 3339 with that zone's offset; the zero time (NULL)
+// is null.
+func (w *docWriter) wall(t time.Time) {
+	if t.IsZero() {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '"')
+	w.b = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, w.zone).AppendFormat(w.b, time.RFC3339)
+	w.b = append(w.b, '"')
+}
+
+// instant appends an instant as RFC 3339 UTC; the zero time (NULL) is null.
+func (w *docWriter) instant(t time.Time) {
+	if t.IsZero() {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '"')
+	w.b = t.UTC().AppendFormat(w.b, time.RFC3339)
+	w.b = append(w.b, '"')
 }
 
 // NoticeDocument returns the JSON payload of a KAFKA:msg change notice
@@ -79,170 +230,28 @@ func Document(s *State, children []*State, zone *time.Location) []byte {
 // "UPDATED_AT"} in that order, FIELDS an array ([] when empty), UPDATED_AT
 // msg.Now in RFC 3339 UTC. Byte-stable like Document.
 func NoticeDocument(n Notice, msg Msg) []byte {
-	fields := n.Fields
-	if fields == nil {
-		fields = []string{}
+	w := docWriter{b: make([]byte, 0, 192)}
+	w.b = append(w.b, `{"FLID":`...)
+	w.str(n.FLID)
+	w.b = append(w.b, `,"STATE_VERSION":`...)
+	w.b = strconv.AppendInt(w.b, n.Version, 10)
+	w.b = append(w.b, `,"ACTION":`...)
+	w.str(n.Action)
+	w.b = append(w.b, `,"CAUSE":`...)
+	w.str(n.Cause)
+	w.b = append(w.b, `,"FIELDS":[`...)
+	for i, f := range n.Fields {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(f)
 	}
-	return marshal(noticeJSON{
-		FLID:         n.FLID,
-		StateVersion: n.Version,
-		Action:       n.Action,
-		Cause:        n.Cause,
-		Fields:       fields,
-		MsgID:        msg.ID,
-		UpdatedAt:    ts(msg.Now),
-	})
-}
-
-// stateJSON is Document's layout: the field order is the key order.
-type stateJSON struct {
-	FLID         string         `json:"FLID"`
-	State        string         `json:"STATE"`
-	StateVersion int64          `json:"STATE_VERSION"`
-	OperationDay *string        `json:"OPERATION_DAY"`
-	LastMsgID    int64          `json:"LAST_MSG_ID"`
-	CreatedAt    *string        `json:"CREATED_AT"`
-	UpdatedAt    *string        `json:"UPDATED_AT"`
-	FLNO         *string        `json:"FLNO"`
-	AWCD         *string        `json:"AWCD"`
-	ADID         *string        `json:"ADID"`
-	FLTY         *string        `json:"FLTY"`
-	SODT         *string        `json:"SODT"`
-	EODT         *string        `json:"EODT"`
-	AODT         *string        `json:"AODT"`
-	ACTY         *string        `json:"ACTY"`
-	ACRG         *string        `json:"ACRG"`
-	TERM         *string        `json:"TERM"`
-	STAT         *string        `json:"STAT"`
-	ABST         *string        `json:"ABST"`
-	ABRS         *string        `json:"ABRS"`
-	MAID         *string        `json:"MAID"`
-	CSOP         *string        `json:"CSOP"`
-	CSFT         *string        `json:"CSFT"`
-	MAFL         *[]maflJSON    `json:"MAFL,omitempty"` // nil for a shared flight: no key
-	GATE         []resourceJSON `json:"GATE"`
-	CKIC         []resourceJSON `json:"CKIC"`
-	BELT         []resourceJSON `json:"BELT"`
-	STND         []resourceJSON `json:"STND"`
-	CHUT         []resourceJSON `json:"CHUT"`
-	BRDG         []resourceJSON `json:"BRDG"`
-	CHOK         []resourceJSON `json:"CHOK"`
-	DELY         []delayJSON    `json:"DELY"`
-	ROUT         []routeJSON    `json:"ROUT"`
-	ERUT         []routeJSON    `json:"ERUT"`
-	SRVT         []serviceJSON  `json:"SRVT"`
-	VIPF         []serviceJSON  `json:"VIPF"`
-}
-
-type maflJSON struct {
-	FLID string  `json:"FLID"`
-	FLNO *string `json:"FLNO"`
-}
-
-type resourceJSON struct {
-	Ordinal   int     `json:"ORDINAL"`
-	SourceSeq *int    `json:"SOURCE_SEQ"`
-	Code      *string `json:"CODE"`
-	BTIM      *string `json:"BTIM"`
-	ETIM      *string `json:"ETIM"`
-	ABTM      *string `json:"ABTM"`
-	AETM      *string `json:"AETM"`
-}
-
-type delayJSON struct {
-	Ordinal   int     `json:"ORDINAL"`
-	SourceSeq *int    `json:"SOURCE_SEQ"`
-	Code      *string `json:"CODE"`
-	DURA      *int    `json:"DURA"`
-	RMRK      *string `json:"RMRK"`
-}
-
-type routeJSON struct {
-	Ordinal   int     `json:"ORDINAL"`
-	SourceSeq *int    `json:"SOURCE_SEQ"`
-	APCD      *string `json:"APCD"`
-	SARR      *string `json:"SARR"`
-	SDEP      *string `json:"SDEP"`
-}
-
-type serviceJSON struct {
-	Ordinal   int     `json:"ORDINAL"`
-	SourceSeq *int    `json:"SOURCE_SEQ"`
-	Code      *string `json:"CODE"`
-	QNTY      *int    `json:"QNTY"`
-	RMRK      *string `json:"RMRK"`
-}
-
-type noticeJSON struct {
-	FLID         string   `json:"FLID"`
-	StateVersion int64    `json:"STATE_VERSION"`
-	Action       string   `json:"ACTION"`
-	Cause        string   `json:"CAUSE"`
-	Fields       []string `json:"FIELDS"`
-	MsgID        int64    `json:"MSG_ID"`
-	UpdatedAt    *string  `json:"UPDATED_AT"`
-}
-
-func resourceItem(zone *time.Location) func(int, Resource) resourceJSON {
-	return func(ord int, r Resource) resourceJSON {
-		return resourceJSON{Ordinal: ord, SourceSeq: r.SourceSeq, Code: str(r.Code),
-			BTIM: wall(r.Begin, zone), ETIM: wall(r.End, zone), ABTM: wall(r.ActualBegin, zone), AETM: wall(r.ActualEnd, zone)}
-	}
-}
-
-func delayItem(ord int, d Delay) delayJSON {
-	return delayJSON{Ordinal: ord, SourceSeq: d.SourceSeq, Code: str(d.Code), DURA: d.Minutes, RMRK: str(d.Remark)}
-}
-
-func routeItem(zone *time.Location) func(int, RoutePoint) routeJSON {
-	return func(ord int, p RoutePoint) routeJSON {
-		return routeJSON{Ordinal: ord, SourceSeq: p.SourceSeq, APCD: str(p.Airport), SARR: wall(p.SchedArr, zone), SDEP: wall(p.SchedDep, zone)}
-	}
-}
-
-func serviceItem(ord int, s Service) serviceJSON {
-	return serviceJSON{Ordinal: ord, SourceSeq: s.SourceSeq, Code: str(s.Code), QNTY: s.Quantity, RMRK: str(s.Remark)}
-}
-
-// items maps a collection to its JSON array, ORDINAL from 1; never nil, so an
-// empty collection is [] rather than null.
-func items[T, J any](in []T, item func(int, T) J) []J {
-	out := make([]J, 0, len(in))
-	for i, v := range in {
-		out = append(out, item(i+1, v))
-	}
-	return out
-}
-
-// str maps "" (NULL) to JSON null.
-func str(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// wall maps a SIS wall clock (its fields, whatever its location) read in
-// zone to RFC 3339 with zone's offset; nil zone is UTC, the zero time (NULL)
-// JSON null.
-func wall(t time.Time, zone *time.Location) *string {
-	if t.IsZero() {
-		return nil
-	}
-	if zone == nil {
-		zone = time.UTC
-	}
-	w := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, zone).Format(time.RFC3339)
-	return &w
-}
-
-// ts maps a time to RFC 3339 UTC, the zero time (NULL) to JSON null.
-func ts(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(time.RFC3339)
-	return &s
+	w.b = append(w.b, `],"MSG_ID":`...)
+	w.b = strconv.AppendInt(w.b, msg.ID, 10)
+	w.b = append(w.b, `,"UPDATED_AT":`...)
+	w.instant(msg.Now)
+	w.b = append(w.b, '}')
+	return w.b
 }
 
 // marshal encodes v without HTML escaping (payloads stay readable; the

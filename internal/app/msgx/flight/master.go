@@ -2,7 +2,6 @@ package flight
 
 import (
 	"cmp"
-	"iter"
 	"slices"
 )
 
@@ -53,22 +52,15 @@ func entries(children []*State) []MAFLEntry {
 
 func byFLID(a, b *State) int { return cmp.Compare(a.FLID, b.FLID) }
 
-// projectionsOf returns the MAFL of each ACTIVE master among masters, in one
-// pass over the flights ids yields (each looked up with get): a master
-// without children, or an id that is not an ACTIVE master (MAID == ""), has
-// none.
-func projectionsOf(masters map[string]bool, get func(id string) *State, ids iter.Seq[string]) map[string][]MAFLEntry {
-	byMaster := make(map[string][]*State)
-	for id := range ids {
-		if s := get(id); s != nil && s.Status == Active && s.MAID != "" && s.MAID != s.FLID && masters[s.MAID] {
-			byMaster[s.MAID] = append(byMaster[s.MAID], s)
-		}
-	}
+// projections returns the MAFL of each master of byMaster (master FLID →
+// its children, in any order) that get finds as an ACTIVE master (MAID ==
+// ""); a dangling MAID, or a master that is not one, has none.
+func projections(byMaster map[string][]*State, get func(id string) *State) map[string][]MAFLEntry {
 	out := make(map[string][]MAFLEntry, len(byMaster))
 	for id, kids := range byMaster {
 		m := get(id)
 		if m == nil || m.Status != Active || m.MAID != "" {
-			continue // dangling MAID, or a master that is not one: no projection
+			continue
 		}
 		slices.SortFunc(kids, byFLID)
 		out[id] = entries(kids)

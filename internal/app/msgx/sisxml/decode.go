@@ -73,7 +73,11 @@ func Decode(raw []byte) (*Message, error) { return Limits{}.Decode(raw) }
 // Decode is the package's Decode under the limits l: input over l.MaxSize is
 // MALFORMED (ErrTooLarge) without being parsed, and a message with more than
 // l.MaxElements elements is MALFORMED (ErrTooManyElements) before it is parsed.
-func (l Limits) Decode(raw []byte) (*Message, error) {
+func (l Limits) Decode(raw []byte) (*Message, error) { return l.decode(raw, parse) }
+
+// decode is Decode with the parser given: parse, or parseXML in the test that
+// compares the two.
+func (l Limits) decode(raw []byte, parse func([]byte, *rawMsg) error) (*Message, error) {
 	if maxSize := cmp.Or(max(l.MaxSize, 0), MaxSize); len(raw) > maxSize {
 		return nil, relaytype.Classify(relaytype.ClassMalformed,
 			fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), maxSize))
@@ -236,8 +240,19 @@ func skipSection(b, open, end []byte) int {
 }
 
 // parse checks well-formedness and unmarshals the single MSG root into r.
-// Text before or any element after the root is MALFORMED.
+// Text before or any element after the root is MALFORMED. Messages inside the
+// scanner's subset (scan.go: what an AODB writes) are read by parseFast;
+// everything else, every malformed message included, by parseXML.
 func parse(raw []byte, r *rawMsg) error {
+	if parseFast(raw, r) {
+		return nil
+	}
+	*r = rawMsg{}
+	return parseXML(raw, r)
+}
+
+// parseXML is parse with encoding/xml: the reference for parseFast.
+func parseXML(raw []byte, r *rawMsg) error {
 	d := xml.NewDecoder(bytes.NewReader(raw))
 	d.Strict = true
 	d.CharsetReader = func(label string, in io.Reader) (io.Reader, error) {
@@ -311,7 +326,7 @@ func (st *state) decodeMeta(r *rawMeta) (Meta, error) {
 			return Meta{}, malformed("META/%s contains '|'", f.name)
 		}
 	}
-	dttm := text(r.DTTM)
+	dttm := trim(r.DTTM)
 	if dttm == "" {
 		return Meta{}, malformed("META/DTTM missing")
 	}
@@ -371,7 +386,7 @@ func one[T any](bodies []T, name string) (*T, error) {
 // MALFORMED. The caller returns it only after the package's structural
 // checks, so a package that is also malformed is MALFORMED.
 func decodeCount(p *string, have int, where string) (int, error) {
-	s := text(p)
+	s := trim(p)
 	if s == "" {
 		return 0, protocolErr("%s/RCNT missing", where)
 	}
@@ -388,7 +403,7 @@ func decodeCount(p *string, have int, where string) (int, error) {
 func (st *state) decodeSchedule(styp string, r *rawSchd) (*Schedule, error) {
 	s := &Schedule{Subtype: styp, RQSQ: str(r.RQSQ)}
 	for i := range r.FLGT {
-		if text(r.FLGT[i].FLID) == "" {
+		if trim(r.FLGT[i].FLID) == "" {
 			return nil, malformed("SCHD/FLGT[%d]/FLID missing", i+1)
 		}
 	}
@@ -398,7 +413,7 @@ func (st *state) decodeSchedule(styp string, r *rawSchd) (*Schedule, error) {
 	}
 	s.Flights = make([]Flight, 0, len(r.FLGT))
 	for i := range r.FLGT {
-		f, err := st.decodeFlight(&r.FLGT[i], fmt.Sprintf("SCHD/FLGT[%d]", i+1), true)
+		f, err := st.decodeFlight(&r.FLGT[i], "SCHD/FLGT", i+1, true)
 		if err != nil {
 			return nil, err
 		}
@@ -412,7 +427,7 @@ func (st *state) decodeFlightOp(styp string, r *rawFlop) (*FlightOp, error) {
 		return nil, malformed("FLOP: want exactly one FLGT, have %d", len(r.FLGT))
 	}
 	raw := &r.FLGT[0]
-	if text(raw.FLID) == "" {
+	if trim(raw.FLID) == "" {
 		return nil, malformed("FLOP/FLGT/FLID missing")
 	}
 	owned, foreign := 0, error(nil)
@@ -436,7 +451,7 @@ func (st *state) decodeFlightOp(styp string, r *rawFlop) (*FlightOp, error) {
 	if foreign != nil {
 		st.fail(foreign)
 	}
-	f, err := st.decodeFlight(raw, "FLOP/FLGT", false)
+	f, err := st.decodeFlight(raw, "FLOP/FLGT", 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -480,16 +495,24 @@ func (st *state) decodeRequest(styp string, r *rawReqt) (*Request, error) {
 	return q, nil
 }
 
-// text returns the trimmed content of an optional element ("" when absent).
-func text(p *string) string {
+// trim returns the trimmed content of an optional element ("" when absent),
+// for checks and parsing: with the scanner it is a substring of the whole
+// message.
+func trim(p *string) string {
 	if p == nil {
 		return ""
 	}
 	return strings.TrimSpace(*p)
 }
 
-// str maps an optional element to a presence-aware string.
-func str(p *string) Field[string] {
+// text is trim as its own string, for a value the decoded message keeps: a
+// value kept in a flight state (the flight cache) must not keep the whole
+// message it came from alive.
+func text(p *string) string { return strings.Clone(trim(p)) }
+
+// field maps an optional element to a presence-aware string, for parsing
+// (a substring, like trim).
+func field(p *string) Field[string] {
 	if p == nil {
 		return Field[string]{}
 	}
@@ -497,6 +520,13 @@ func str(p *string) Field[string] {
 		return Val(s)
 	}
 	return Cleared[string]()
+}
+
+// str is field with the value as its own string (see text).
+func str(p *string) Field[string] {
+	f := field(p)
+	f.Value = strings.Clone(f.Value)
+	return f
 }
 
 // parseDay parses an operating day, YYYYMMDD. The length is checked first:
@@ -518,14 +548,29 @@ func parseTime(s string) (time.Time, error) {
 
 // fieldDecoder maps the value formats of one record, recording a failure
 // in the Decode call's state, so the mapping code stays a flat list of
-// assignments.
+// assignments. The record's path for error text is built only on a failure.
 type fieldDecoder struct {
-	where string
 	st    *state
+	where string // the flight record's path: "FLOP/FLGT", "SCHD/FLGT"
+	index int    // the flight's 1-based position under where (0: the only one)
+	list  string // the collection of an ITEM record ("": the flight itself)
+	item  int    // the ITEM's 1-based position in list
+}
+
+// path is the record's path in error text, e.g. "SCHD/FLGT[2]/GATE/ITEM[1]".
+func (d *fieldDecoder) path() string {
+	p := d.where
+	if d.index > 0 {
+		p = fmt.Sprintf("%s[%d]", p, d.index)
+	}
+	if d.list != "" {
+		p = fmt.Sprintf("%s/%s/ITEM[%d]", p, d.list, d.item)
+	}
+	return p
 }
 
 func (d *fieldDecoder) time(p *string, name string) Field[time.Time] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return Field[time.Time]{Presence: f.Presence}
 	}
@@ -538,7 +583,7 @@ func (d *fieldDecoder) time(p *string, name string) Field[time.Time] {
 }
 
 func (d *fieldDecoder) count(p *string, name string) Field[int] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return Field[int]{Presence: f.Presence}
 	}
@@ -551,14 +596,14 @@ func (d *fieldDecoder) count(p *string, name string) Field[int] {
 }
 
 func (d *fieldDecoder) oneOf(p *string, name string, allowed ...string) Field[string] {
-	f := str(p)
+	f := field(p)
 	if f.Presence != Set {
 		return f
 	}
 	v := strings.ToUpper(f.Value)
 	for _, a := range allowed {
 		if v == a {
-			return Val(v)
+			return Val(a) // the constant: keeps nothing of the message
 		}
 	}
 	d.fail(name, f.Value, fmt.Errorf("want one of %v", allowed))
@@ -566,7 +611,9 @@ func (d *fieldDecoder) oneOf(p *string, name string, allowed ...string) Field[st
 }
 
 func (d *fieldDecoder) fail(name, v string, err error) {
-	d.st.fail(codecErr("%s/%s %s: %w", d.where, name, relaytype.QuoteValue(v), err))
+	if d.st.codec == nil { // only the first failure is kept
+		d.st.fail(codecErr("%s/%s %s: %w", d.path(), name, relaytype.QuoteValue(v), err))
+	}
 }
 
 // list maps a collection element: absent, empty (no ITEM: clear) or items.
@@ -584,10 +631,10 @@ func list[R, T any](d *fieldDecoder, l *rawList[R], name string, item func(*fiel
 		return List[T]{Presence: Empty}
 	}
 	out := List[T]{Presence: Set, Items: make([]T, 0, len(l.ITEM))}
+	sub := &fieldDecoder{st: d.st, where: d.where, index: d.index, list: name}
 	for i := range l.ITEM {
-		sub := &fieldDecoder{where: fmt.Sprintf("%s/%s/ITEM[%d]", d.where, name, i+1), st: d.st}
-		v := item(sub, &l.ITEM[i])
-		out.Items = append(out.Items, v)
+		sub.item = i + 1
+		out.Items = append(out.Items, item(sub, &l.ITEM[i]))
 	}
 	return out
 }
@@ -615,12 +662,12 @@ func service(d *fieldDecoder, r *rawService) Service {
 	return Service{SEQU: d.count(r.SEQU, "SEQU"), CODE: str(r.CODE), QNTY: d.count(r.QNTY, "QNTY"), RMRK: str(r.RMRK)}
 }
 
-func (st *state) decodeFlight(r *rawFlight, where string, schd bool) (Flight, error) {
+func (st *state) decodeFlight(r *rawFlight, where string, index int, schd bool) (Flight, error) {
+	d := &fieldDecoder{st: st, where: where, index: index}
 	flid := text(r.FLID)
 	if flid == "" {
-		return Flight{}, malformed("%s/FLID missing", where)
+		return Flight{}, malformed("%s/FLID missing", d.path())
 	}
-	d := &fieldDecoder{where: where, st: st}
 	var sodt Field[time.Time]
 	var sodtUnparsed string
 	if f := str(r.SODT); schd && f.Presence == Set {

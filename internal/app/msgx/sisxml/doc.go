@@ -3,6 +3,10 @@
 // implements is docs/msgx/sis-xml.md; every message kind has an example under
 // internal/app/msgx/testdata/.
 //
+// Messages in the form an AODB writes are read by a hand-written scanner
+// (scan.go); everything else, every malformed message included, by
+// encoding/xml, which decides every error (see parse).
+//
 // Decode never panics, reads at most MaxSize bytes and does no I/O: encoding/xml
 // processes no DTD, so no external (or internal) entity is ever expanded; an
 // undefined entity reference is a syntax error (MALFORMED). A message with more
