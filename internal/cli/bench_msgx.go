@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -36,17 +35,11 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	setMsgxGOGC()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	batchList, err := parseInts("--batch", *batches)
 	if err != nil {
 		return err
