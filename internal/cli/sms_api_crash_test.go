@@ -99,7 +99,7 @@ func TestSmsAPICrash(t *testing.T) {
 		cmd := exec.Command(bin, "sms", "api", "--postgres", url, "--migrate", "--api-addr", "127.0.0.1:0",
 			"--instance-id", "crash-test")
 		cmd.Env = append(os.Environ(), "RELAY_FAULTPOINTS="+spec, "RELAY_FAULTSEED="+strconv.Itoa(life))
-		var log bytes.Buffer
+		var log lockedBuffer // written by the child's copier, read here
 		cmd.Stdout, cmd.Stderr = &log, &log
 		require.NoError(t, cmd.Start())
 		exited := make(chan error, 1)
