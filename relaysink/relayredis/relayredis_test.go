@@ -267,8 +267,18 @@ func TestBrokenConnectionConfirmsRepliesRead(t *testing.T) {
 		require.Error(t, err, "event %d confirmed after an unconfirmed one", confirmed+i)
 	}
 	require.ErrorContains(t, errs[confirmed], fmt.Sprintf("relayredis: publish %s key=", stream))
-	// Redis ran the whole pipeline: the failures were ambiguous.
-	require.Len(t, keySeqs(t, rdb, stream), len(events))
+	// What Redis holds is the pipeline's prefix, in order: everything
+	// confirmed, and usually (when the whole pipeline reached Redis before
+	// the cut, as it does on an idle machine) the failed events too — the
+	// failures are ambiguous, which is why the sink may not call them
+	// unwritten. On a loaded machine the cut can land before the proxy
+	// forwarded the pipeline's tail, so only the prefix is asserted.
+	got := keySeqs(t, rdb, stream)
+	require.GreaterOrEqual(t, len(got), confirmed)
+	require.LessOrEqual(t, len(got), len(events))
+	for i, ks := range got {
+		require.Equal(t, fmt.Sprintf("%s/%d", events[i].Key, events[i].Seq), ks, "entry %d", i)
+	}
 }
 
 // A Redis error on some XADDs of the pipeline (here WRONGTYPE: the topic's
