@@ -8,10 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/relayhq/relay/internal/app/msgx/msgxbench"
-	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
@@ -78,19 +75,11 @@ func median(v []float64) float64 {
 func benchMsgxRound(ctx context.Context, env *Env, pgURL, mariaDSN string, o msgxbench.Options) (msgxbench.Result, error) {
 	name := fmt.Sprintf("relay_bench_msgx_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	// PostgreSQL: a fresh schema selected by search_path.
-	schemaURL, err := dsn.WithParam(pgURL, "search_path", name)
+	schemaURL, drop, err := scratchSchema(ctx, pgURL, name)
 	if err != nil {
-		return msgxbench.Result{}, fmt.Errorf("--postgres: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return msgxbench.Result{}, fmt.Errorf("--postgres %s: %w", dsn.Redact(pgURL), dsn.Scrub(err, pgURL))
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		return msgxbench.Result{}, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+name+" CASCADE")
+	defer drop()
 	store, err := relaypgx.Open(ctx, schemaURL)
 	if err != nil {
 		return msgxbench.Result{}, err

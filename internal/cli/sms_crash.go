@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/relayhq/relay/internal/app/sms/smscrash"
-	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -46,19 +43,11 @@ func runSmsCrash(ctx context.Context, env *Env, args []string) error {
 		bin = exe
 	}
 	schema := "relay_sms_crash_" + randomHex(6)
-	schemaURL, err := dsn.WithParam(*pgURL, "search_path", schema)
+	schemaURL, drop, err := scratchSchema(ctx, *pgURL, schema)
 	if err != nil {
-		return fmt.Errorf("--postgres: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, *pgURL)
-	if err != nil {
-		return fmt.Errorf("--postgres %s: %w", dsn.Redact(*pgURL), dsn.Scrub(err, *pgURL))
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck // best effort
+	defer drop()
 	dir, err := os.MkdirTemp("", "relay-sms-crash-")
 	if err != nil {
 		return err

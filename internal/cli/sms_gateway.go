@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -259,13 +258,9 @@ func runGatewayDemo(ctx context.Context, env *Env, cfg gateway.Config, pgURL str
 func gatewayScratch(ctx context.Context, env *Env, cfg *gateway.Config, pgURL, kind string) (cleanup func(), err error) {
 	tag := randomHex(6)
 	schema := "relay_sms_gw_" + kind + "_" + tag
-	schemaURL, err := dsn.WithParam(pgURL, "search_path", schema)
+	schemaURL, drop, err := scratchSchema(ctx, pgURL, schema)
 	if err != nil {
-		return nil, fmt.Errorf("--postgres: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, pgURL)
-	if err != nil {
-		return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(pgURL), dsn.Scrub(err, pgURL))
+		return nil, err
 	}
 	var undo []func()
 	cleanup = func() {
@@ -273,14 +268,7 @@ func gatewayScratch(ctx context.Context, env *Env, cfg *gateway.Config, pgURL, k
 			undo[i]()
 		}
 	}
-	undo = append(undo, func() { _ = conn.Close(context.WithoutCancel(ctx)) })
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		cleanup()
-		return nil, err
-	}
-	undo = append(undo, func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") // best effort
-	})
+	undo = append(undo, drop)
 	d, err := relaypgx.Open(ctx, schemaURL)
 	if err != nil {
 		cleanup()
