@@ -363,6 +363,11 @@ func TestNotSentRetriedInProcess(t *testing.T) {
 		b.push(t, command(id).Values())
 	}
 	g, stop := b.run(t)
+	// The three are one batch, submitted at one instant of the fake clock:
+	// the supplier's one token admits one, the others get flow control. Only
+	// then does the clock move (other timers wait on it too, so advancing
+	// earlier would hand the supplier tokens before the batch was sent).
+	require.Eventually(t, func() bool { return g.Stats().NotSent == 2 }, 10*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool {
 		if g.Stats().Results == 3 {
 			return true
