@@ -17,7 +17,7 @@ ALTER TABLE sms_message ADD CONSTRAINT sms_message_completed_check
     CHECK ((state = 'completed') = (completed_at IS NOT NULL)
        AND (state = 'completed') = (outcomes IS NOT NULL)
        AND (outcomes IS NULL OR (cardinality(outcomes) = cardinality(numbers)
-            AND outcomes <@ ARRAY['delivered', 'failed', 'unknown']::text[]))));
+            AND outcomes <@ ARRAY['delivered', 'failed', 'unknown']::text[])));
 
 -- Where an app's final-result callbacks go: a topic (one path segment) under
 -- the platform's webhook base URL. NULL: the app takes no callbacks.
