@@ -17,6 +17,9 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/admit"
+	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/gateway"
+	"github.com/relayhq/relay/internal/app/sms/route"
 	"github.com/relayhq/relay/internal/app/sms/rules"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/testdb"
@@ -170,6 +173,67 @@ func TestSendAdmitted(t *testing.T) {
 	// The counters: the daily key counts two messages, each number's keys one.
 	require.Equal(t, int64(2), b.scalar(`SELECT count FROM sms_limit_counter WHERE key LIKE 'daily:%'`))
 	require.Equal(t, int64(6), b.scalar(`SELECT count(*) FROM sms_limit_counter WHERE key LIKE 'freq:%' AND count = 1`))
+
+	// Stage B in the same transaction: attempt 1 per number on a channel of
+	// the number's carrier, one submit each, one gateway command each in
+	// the outbox, keyed by channel, that the gateway parses back.
+	rows, err := b.d.Pool().Query(b.ctx, `SELECT a.recipient, a.attempt_no, c.name, c.carrier, a.segments, a.state,
+		s.submit_id, s.registered FROM sms_attempt a JOIN sms_channel c ON c.id = a.channel_id
+		JOIN sms_submit s ON s.attempt_id = a.id WHERE a.message_id = $1 ORDER BY a.recipient`, id)
+	require.NoError(t, err)
+	type att struct {
+		recip, no        int
+		channel, carrier string
+		segs             int
+		state            string
+		submit           int64
+		registered       bool
+	}
+	var got []att
+	for rows.Next() {
+		var a att
+		require.NoError(t, rows.Scan(&a.recip, &a.no, &a.channel, &a.carrier, &a.segs, &a.state, &a.submit, &a.registered))
+		got = append(got, a)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 2)
+	require.Equal(t, "mobile", got[0].carrier)
+	require.Equal(t, "unicom", got[1].carrier)
+	require.Equal(t, "cu-a", got[1].channel, "the unicom group's first tier")
+	cmds := b.commands()
+	require.Len(t, cmds, 2)
+	for i, a := range got {
+		require.Equal(t, 1, a.no)
+		require.Equal(t, "queued", a.state)
+		require.True(t, a.registered)
+		c := cmds[uint64(a.submit)]
+		require.Equal(t, a.channel, c.Channel)
+		require.Equal(t, []string{[]string{"13812345678", "13012345678"}[i]}, c.Dests)
+		require.EqualValues(t, 1, c.PkTotal)
+		require.EqualValues(t, 1, c.RegisteredDelivery)
+		require.Equal(t, uint64(a.submit)&0xff, uint64(1), "segment 1")
+	}
+}
+
+// commands reads the gateway commands in the outbox, by submitId, and
+// checks each event's key is its channel.
+func (b *bundle) commands() map[uint64]gateway.Command {
+	b.t.Helper()
+	rows, err := b.d.Pool().Query(b.ctx, `SELECT key, topic, payload FROM relay_outbox WHERE target = $1 ORDER BY id`, route.Target)
+	require.NoError(b.t, err)
+	out := map[uint64]gateway.Command{}
+	for rows.Next() {
+		var key, topic string
+		var payload []byte
+		require.NoError(b.t, rows.Scan(&key, &topic, &payload))
+		require.Equal(b.t, route.Stream, topic)
+		c, err := gateway.ParseCommand(map[string]any{gateway.FieldPayload: string(payload)})
+		require.NoError(b.t, err)
+		require.Equal(b.t, key, c.Channel)
+		out[c.SubmitID] = c
+	}
+	require.NoError(b.t, rows.Err())
+	return out
 }
 
 func (b *bundle) state(id int64) relaytype.State {
@@ -195,6 +259,24 @@ func TestSendLongMessage(t *testing.T) {
 	require.EqualValues(t, 3, m["segments"], "146 UCS2 characters: 67 per segment")
 	require.EqualValues(t, 3*tenancy.DemoPrice, m["amount_li"])
 	require.Equal(t, int64(3*tenancy.DemoPrice), b.frozen("yuntong"))
+
+	// Three submits, one per segment, each with the concatenation UDH
+	// (one reference, numbers 1..3) and its own submitId.
+	cmds := b.commands()
+	require.Len(t, cmds, 3)
+	refs := map[uint16]bool{}
+	for sid, c := range cmds {
+		h, _, err := cmpp.ParseUDH(c.Content)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, c.PkTotal)
+		require.EqualValues(t, sid&0xff, c.PkNumber)
+		require.EqualValues(t, 1, c.TPUDHI)
+		require.EqualValues(t, 3, h.Total)
+		require.EqualValues(t, c.PkNumber, h.Seq)
+		refs[h.Ref] = true
+	}
+	require.Len(t, refs, 1, "one reference for the three segments")
+	require.Equal(t, int64(3), b.scalar(`SELECT segments FROM sms_attempt WHERE message_id = $1`, id))
 }
 
 // TestAuthentication: every way a request fails before the inbox, with its
@@ -324,6 +406,8 @@ func TestRefusals(t *testing.T) {
 		require.Equal(t, relaytype.StateSucceeded, b.state(ids[i]))
 	}
 	require.Zero(t, b.scalar(`SELECT count(*) FROM sms_ledger WHERE kind = 'freeze'`))
+	require.Zero(t, b.scalar(`SELECT count(*) FROM sms_attempt`), "a refused message has no attempt")
+	require.Zero(t, b.scalar(`SELECT count(*) FROM relay_outbox`), "nor a command")
 	require.Zero(t, b.frozen("yuntong"))
 	require.Zero(t, b.frozen("lanjing"))
 	require.Zero(t, b.scalar(`SELECT coalesce(sum(count), 0) FROM sms_limit_counter`), "a refusal counts nothing")

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/sms/route"
 	"github.com/relayhq/relay/internal/app/sms/rules"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/faultpoint"
@@ -126,6 +127,8 @@ type decision struct {
 
 	account int64
 	limits  []limitDelta
+	plans   []*rules.Plan // per number, once admitted: stage B routes from them
+	app     int64
 }
 
 // limitDelta is how much a message adds under one limit key: the numbers
@@ -142,7 +145,16 @@ func (d *decision) admitted() bool { return d.State == StateAdmitted }
 func (d *decision) refuse(r rules.Reason, detail string) {
 	reason, text := string(r), relaytype.BoundText(detail, 200)
 	d.State, d.Reason, d.Detail = StateRefused, &reason, &text
-	d.Carriers, d.Segments, d.UnitLi, d.AmountLi, d.limits = nil, nil, nil, nil, nil
+	d.Carriers, d.Segments, d.UnitLi, d.AmountLi, d.limits, d.plans = nil, nil, nil, nil, nil, nil
+}
+
+// giveBack returns an admitted-then-refused message's counts to counts.
+func (d *decision) giveBack(limits []limitDelta, counts map[string]*counter) {
+	for _, l := range limits {
+		c := counts[l.Key]
+		c.n -= l.n
+		c.dirty = true
+	}
 }
 
 // HandleBatch decides ds in the engine's transaction tx, in this order:
@@ -165,13 +177,13 @@ func (s *Stage) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delive
 	if err != nil {
 		return all(relay.Dead(relaytype.ClassUnsupported, err))
 	}
-	if err := s.decideBatch(ctx, ptx, ds, out); err != nil {
+	if err := s.decideBatch(ctx, tx, ptx, ds, out); err != nil {
 		return all(relay.Retry(relaytype.ClassInfra, err))
 	}
 	return out
 }
 
-func (s *Stage) decideBatch(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery, out []relay.Result) error {
+func (s *Stage) decideBatch(ctx context.Context, rtx relay.Tx, tx pgx.Tx, ds []*relay.Delivery, out []relay.Result) error {
 	now := s.cfg.Clock.Now()
 	ids := make([]int64, len(ds))
 	for i, d := range ds {
@@ -224,6 +236,10 @@ func (s *Stage) decideBatch(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery
 	if err != nil {
 		return err
 	}
+	atts, err := s.route(ctx, tx, snap, decs, counts, now)
+	if err != nil {
+		return err
+	}
 	if err := writeDecisions(ctx, tx, decs, now); err != nil {
 		return err
 	}
@@ -232,6 +248,78 @@ func (s *Stage) decideBatch(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery
 		return err
 	}
 	faultpoint.Hit(faultpoint.AdmitAfterFreeze)
+	return s.queueCommands(ctx, rtx, decs, atts)
+}
+
+// route is stage B for the batch's admitted messages: one attempt per
+// number through the channel rules.Pick chooses among the plan's
+// candidates (keyed by message and number, so a replay chooses the same),
+// written with their submits by route.Write, which re-checks channel,
+// registration and tenant in SQL. A message with a number the re-check
+// refused is refused alone (no_channel), its counts given back and its
+// other attempts taken back.
+func (s *Stage) route(ctx context.Context, tx pgx.Tx, snap *rules.Snapshot, decs []*decision, counts map[string]*counter,
+	now time.Time) (map[int64][]*route.Attempt, error) {
+	var all []*route.Attempt
+	for _, d := range decs {
+		if !d.admitted() {
+			continue
+		}
+		for i, p := range d.plans {
+			cand, ok := route.Choose(p.Candidates, nil, uint64(d.ID)<<7|uint64(i))
+			ch := snap.Channel(cand.ChannelID)
+			if !ok || ch == nil {
+				return nil, fmt.Errorf("sms admit: message %d: an admitted plan without a channel", d.ID)
+			}
+			all = append(all, &route.Attempt{MessageID: d.ID, Recipient: i, AttemptNo: 1, AppID: d.app,
+				SignatureID: p.Signature.ID, Number: p.Number, Text: p.Text, MsgFmt: p.MsgFmt, Channel: ch, SrcID: cand.SrcID})
+		}
+	}
+	written, refused, err := route.Write(ctx, tx, all, now, route.Options{RequireConnected: s.cfg.Route.RequireConnected})
+	if err != nil {
+		return nil, fmt.Errorf("sms admit: %w", err)
+	}
+	byMsg := make(map[int64][]*route.Attempt, len(decs))
+	for _, a := range written {
+		byMsg[a.MessageID] = append(byMsg[a.MessageID], a)
+	}
+	if len(refused) == 0 {
+		return byMsg, nil
+	}
+	gone := map[int64]bool{}
+	for _, a := range refused {
+		gone[a.MessageID] = true
+	}
+	var back []int64
+	for _, d := range decs {
+		if !gone[d.ID] {
+			continue
+		}
+		limits := d.limits
+		d.refuse(rules.ReasonNoChannel, "the chosen channel, its signature registration or the tenant changed after the routing snapshot")
+		d.giveBack(limits, counts)
+		back = append(back, d.ID)
+		delete(byMsg, d.ID)
+	}
+	return byMsg, route.Delete(ctx, tx, back)
+}
+
+// queueCommands appends the gateway commands of the messages still
+// admitted after the freezes — last in the transaction, since each
+// channel's outbox key row stays locked to the commit.
+func (s *Stage) queueCommands(ctx context.Context, tx relay.Tx, decs []*decision, atts map[int64][]*route.Attempt) error {
+	var keep []*route.Attempt
+	for _, d := range decs {
+		if d.admitted() {
+			keep = append(keep, atts[d.ID]...)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	if _, err := relay.AppendEventsTx(ctx, tx, route.Events(keep)...); err != nil {
+		return fmt.Errorf("sms admit: queue commands: %w", err)
+	}
 	return nil
 }
 
@@ -261,7 +349,7 @@ func loadInbox(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]*inboxRow
 // index, never the number). It returns the enterprise of an admitted
 // message. An error is not a refusal: the rules failed unexpectedly.
 func (s *Stage) decide(snap *rules.Snapshot, row *inboxRow, now time.Time) (*decision, int64, error) {
-	d := &decision{ID: row.id, Numbers: row.numbers, Content: row.content, State: StateAdmitted}
+	d := &decision{ID: row.id, Numbers: row.numbers, Content: row.content, State: StateAdmitted, app: row.app}
 	numbers := make([]string, len(row.numbers))
 	seen := make(map[string]int, len(row.numbers))
 	deltas := map[string]*limitDelta{}
@@ -284,7 +372,7 @@ func (s *Stage) decide(snap *rules.Snapshot, row *inboxRow, now time.Time) (*dec
 		}
 		seen[plan.Number] = i
 		numbers[i] = plan.Number
-		d.Carriers = append(d.Carriers, plan.Carrier)
+		d.Carriers, d.plans = append(d.Carriers, plan.Carrier), append(d.plans, plan)
 		d.UnitLi = append(d.UnitLi, int64(plan.UnitPrice))
 		amount += plan.Amount
 		segs := plan.Segments
@@ -484,12 +572,11 @@ func (s *Stage) freeze(ctx context.Context, tx pgx.Tx, decs []*decision, counts 
 			if _, err := tx.Exec(ctx, stmts["MessageRefuse"], d.ID, string(r), detail); err != nil {
 				return fmt.Errorf("sms admit: refuse message %d: %w", d.ID, err)
 			}
-			for _, l := range d.limits {
-				c := counts[l.Key]
-				c.n -= l.n
-				c.dirty = true
-			}
+			d.giveBack(d.limits, counts)
 			d.refuse(r, detail)
+			if err := route.Delete(ctx, tx, []int64{d.ID}); err != nil {
+				return err
+			}
 		}
 	}
 	return writeCounters(ctx, tx, counts, now)

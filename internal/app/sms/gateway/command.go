@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -91,11 +92,48 @@ func (c Command) Values() map[string]any {
 	return v
 }
 
+// FieldPayload is the field of a command that came through the engine's
+// outbox: the relayredis sink writes an event's payload there (beside its
+// own key, event id, seq and type fields), and the send chain's payload is
+// the command's fields as one JSON object of strings (Command.Payload).
+const FieldPayload = "payload"
+
+// Payload returns c's fields (Values) as a JSON object of strings: the
+// payload of an outbox event that a relayredis dispatcher publishes to the
+// command stream, read back by ParseCommand.
+func (c Command) Payload() []byte {
+	b, err := json.Marshal(c.Values())
+	if err != nil {
+		panic("gateway: encode command: " + err.Error()) // cannot happen: a map of strings
+	}
+	return b
+}
+
 // ParseCommand reads and checks a stream entry's fields. Its error wraps
 // ErrMalformed and names the field, never its value (which may be a phone
 // number or content). The SubmitID is returned whenever it parsed, also
-// with an error.
+// with an error. An entry written by the engine's outbox (no submit_id
+// field, a payload field) is read from its payload (Command.Payload).
 func ParseCommand(values map[string]any) (Command, error) {
+	if _, direct := values[fieldSubmitID]; !direct {
+		if raw, ok := values[FieldPayload]; ok {
+			s, _ := raw.(string)
+			var fields map[string]string
+			if err := json.Unmarshal([]byte(s), &fields); err != nil {
+				return Command{}, fmt.Errorf("%w: %s: not a JSON object of strings", ErrMalformed, FieldPayload)
+			}
+			inner := make(map[string]any, len(fields))
+			for k, v := range fields {
+				inner[k] = v
+			}
+			return parseFields(inner) // one level: a payload inside a payload is not a command
+		}
+	}
+	return parseFields(values)
+}
+
+// parseFields reads a command from its fields.
+func parseFields(values map[string]any) (Command, error) {
 	var c Command
 	p := parser{values: values}
 	c.SubmitID = p.uint("submit_id", 64, 1)

@@ -88,3 +88,23 @@ func FuzzParseCommand(f *testing.F) {
 		require.Equal(t, got, again)
 	})
 }
+
+// A command published by the engine's outbox through relayredis arrives as
+// the sink's fields with the command in "payload"; it parses as the same
+// command, and a payload that is not the command's JSON is malformed.
+func TestCommandFromOutboxPayload(t *testing.T) {
+	t.Parallel()
+	c := command(77)
+	c.Dests = []string{"13900000000"}
+	entry := map[string]any{"key": "cm-a", "relay-event-id": "cmd:77", "relay-seq": "1", "relay-type": "upsert",
+		gateway.FieldPayload: string(c.Payload())}
+	got, err := gateway.ParseCommand(entry)
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+
+	for _, bad := range []string{"", "[]", `{"submit_id":1}`, `{"payload":"{}"}`} {
+		entry[gateway.FieldPayload] = bad
+		_, err := gateway.ParseCommand(entry)
+		require.ErrorIs(t, err, gateway.ErrMalformed, bad)
+	}
+}
