@@ -442,3 +442,37 @@ func TestDatabaseTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, relaywork.StateIdle, r.State)
 }
+
+// A fact that arrives while a worker's side-effect transaction holds the
+// row (after Lock) waits for it, then re-arms the row: the run either saw
+// the fact or the row is pending again afterwards.
+func TestBumpWaitsForLockedRunThenRearms(t *testing.T) {
+	t.Parallel()
+	b := setup(t, relaywork.Config{})
+	b.bump(t, "k")
+	c := b.claim(t, "w1", 1)[0]
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	require.NoError(t, b.store.Lock(b.ctx, tx, c))
+	var lockerPID int
+	require.NoError(t, tx.QueryRow(b.ctx, "SELECT pg_backend_pid()").Scan(&lockerPID))
+
+	bumped := make(chan error, 1)
+	go func() {
+		bumped <- inTx(b.ctx, b.pool, func(tx pgx.Tx) error { return b.store.Bump(b.ctx, tx, []string{"k"}) })
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, b.pool.QueryRow(b.ctx,
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))", lockerPID).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 5*time.Millisecond, "the Bump waits for the locked row")
+	require.NoError(t, b.store.Done(b.ctx, tx, c, time.Time{}))
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, <-bumped)
+	r := b.row(t, "k")
+	require.Equal(t, relaywork.StatePending, r.State)
+	require.EqualValues(t, 2, r.Revision)
+	require.EqualValues(t, 1, r.ProcessedRevision)
+}
