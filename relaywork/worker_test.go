@@ -64,9 +64,13 @@ func TestRunEndToEnd(t *testing.T) {
 	key := func(i int) string { return fmt.Sprintf("submit-%02d", i%nKeys) }
 
 	var failedOnce sync.Map
-	var handled atomic.Int64
+	var handled, inflight, maxInflight atomic.Int64
 	handle := func(ctx context.Context, c relaywork.Claim) error {
 		handled.Add(1)
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := maxInflight.Load(); n > m && !maxInflight.CompareAndSwap(m, n); m = maxInflight.Load() {
+		}
 		if _, seen := failedOnce.LoadOrStore(c.Key, true); !seen && c.Key[len(c.Key)-1] == '0' {
 			return errors.New("receipt store unavailable")
 		}
@@ -140,6 +144,7 @@ func TestRunEndToEnd(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, "SELECT count(*) FROM fact").Scan(&facts))
 	require.Equal(t, producers*factsEach+producers*(factsEach/3), facts)
 	require.GreaterOrEqual(t, handled.Load(), int64(nKeys+nKeys/10), "the failed first attempts were retried")
+	require.LessOrEqual(t, maxInflight.Load(), int64(4), "at most Concurrency handlers at once")
 }
 
 // A handler that outlives its lease (another worker took the row over) has
