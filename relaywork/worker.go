@@ -52,6 +52,8 @@ type WorkerConfig struct {
 	//   - Returning an error: Run calls Store.Fail (retry_wait with backoff,
 	//     needs_review after MaxAttempts), unless the lease was lost or Run
 	//     is stopping (the row is then another worker's, or handed back).
+	//     A handler that gives up because ctx ended must return an error
+	//     (ctx.Err()), not nil: nil means handled.
 	//
 	// ctx is cancelled when Run's ctx ends or when the lease could not be
 	// renewed; context.Cause(ctx) then wraps ErrLeaseLost. A panic is
@@ -172,15 +174,18 @@ func (s *Store) runOne(ctx context.Context, w WorkerConfig, clock relaytype.Cloc
 
 	settleCtx := context.WithoutCancel(ctx)
 	switch {
-	case lost || ctx.Err() != nil:
-		// The row is another worker's now, or Release hands it back.
-	case err != nil:
-		if ferr := s.Fail(settleCtx, c, err); ferr != nil && !errors.Is(ferr, ErrFenced) {
-			w.Logger.WarnContext(ctx, "relaywork: record failure", "queue", s.cfg.Queue, "err", ferr)
-		}
-	default:
+	case lost:
+		// The row is another worker's now.
+	case err == nil:
+		// Handled, even when Run is stopping: settle it rather than hand it back.
 		if derr := s.doneIfHeld(settleCtx, c); derr != nil {
 			w.Logger.WarnContext(ctx, "relaywork: mark done", "queue", s.cfg.Queue, "err", derr)
+		}
+	case ctx.Err() != nil:
+		// Stopping: Release hands the row back; a cancelled run is no failure.
+	default:
+		if ferr := s.Fail(settleCtx, c, err); ferr != nil && !errors.Is(ferr, ErrFenced) {
+			w.Logger.WarnContext(ctx, "relaywork: record failure", "queue", s.cfg.Queue, "err", ferr)
 		}
 	}
 }
