@@ -476,3 +476,47 @@ func TestBumpWaitsForLockedRunThenRearms(t *testing.T) {
 	require.EqualValues(t, 2, r.Revision)
 	require.EqualValues(t, 1, r.ProcessedRevision)
 }
+
+// While a holder's side-effect transaction has the row locked, no claimer
+// can take it over, even past the lease: Lock's check holds until commit.
+func TestNoTakeoverDuringALockedCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, relaywork.Config{Lease: 10 * time.Second})
+	b.bump(t, "k")
+	c := b.claim(t, "w1", 1)[0]
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	require.NoError(t, b.store.Lock(b.ctx, tx, c))
+	b.clock.Advance(time.Minute)
+	require.Empty(t, b.claim(t, "w2", 1), "the locked row is skipped")
+	require.NoError(t, b.store.Done(b.ctx, tx, c, time.Time{}))
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Empty(t, b.claim(t, "w2", 1))
+	require.Equal(t, relaywork.StateIdle, b.row(t, "k").State)
+}
+
+// Claim takes the oldest first across kinds: pending by when it became
+// pending, retry_wait and wake-ups by their due time, takeovers by lease end.
+func TestClaimOldestFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, relaywork.Config{Lease: 3 * time.Second})
+	b.bump(t, "retry")
+	require.NoError(t, b.store.Fail(b.ctx, b.claim(t, "w1", 1)[0], errors.New("x"))) // due at 1s
+	b.bump(t, "lease")
+	require.Equal(t, []string{"lease"}, keysOf(b.claim(t, "w1", 1))) // lease ends at 3s
+	require.NoError(t, inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		return b.store.Ensure(b.ctx, tx, []string{"wake"}, start.Add(2*time.Second))
+	}))
+	b.clock.Advance(500 * time.Millisecond)
+	b.bump(t, "early") // pending since 0.5s
+	b.clock.Advance(3500 * time.Millisecond)
+	b.bump(t, "late") // pending since 4s
+	cs := b.claim(t, "w2", 10)
+	require.Equal(t, []string{"early", "retry", "wake", "lease", "late"}, keysOf(cs))
+	require.Equal(t, []bool{false, false, false, true, false}, []bool{cs[0].TakenOver, cs[1].TakenOver, cs[2].TakenOver, cs[3].TakenOver, cs[4].TakenOver})
+	// A limit smaller than the candidates takes the oldest.
+	b.bump(t, "x", "y")
+	b.clock.Advance(time.Minute) // every lease of w2 expires; x and y are older (4s)
+	require.Equal(t, []string{"x", "y"}, keysOf(b.claim(t, "w3", 2)))
+}
