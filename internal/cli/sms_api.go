@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/admit"
+	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relayclock"
@@ -54,7 +55,7 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 	}
 	defer d.Close()
 	clock := relayclock.System{}
-	lines := []relaymigrate.Line{relaymigrate.EngineLineOf(d), tenancy.MigrationLine()}
+	lines := append([]relaymigrate.Line{relaymigrate.EngineLineOf(d)}, tenancy.MigrationLines()...)
 	if *migrate {
 		if _, err := relaymigrate.Up(ctx, d, clock, lines...); err != nil {
 			return err
@@ -64,7 +65,11 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 	}
 	var stage *admit.Stage
 	if !*noStage {
-		if stage, err = admit.NewStage(admit.StageConfig{Driver: d, Clock: clock, Logger: log}); err != nil {
+		work, err := complete.NewWorkStore(d.Pool(), nil)
+		if err != nil {
+			return err
+		}
+		if stage, err = admit.NewStage(admit.StageConfig{Driver: d, Clock: clock, Work: work, Logger: log}); err != nil {
 			return err
 		}
 	}

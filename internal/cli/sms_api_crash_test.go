@@ -42,7 +42,7 @@ func TestSmsAPICrash(t *testing.T) {
 	url := testdb.PGSchema(t)
 	d := testdb.PGDriverAt(t, url)
 	clock := relayclock.System{}
-	_, err = relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	_, err = relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
 	require.NoError(t, err)
 	var cred tenancy.AppCredentials
 	_, err = tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(n string) string { return "file:/x/" + n }),

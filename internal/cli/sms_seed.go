@@ -61,10 +61,10 @@ func runSmsSeedData(ctx context.Context, env *Env, args []string) error {
 	defer d.Close()
 	clock := relayclock.System{}
 	if *migrate {
-		if _, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine()); err != nil {
+		if _, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...); err != nil {
 			return err
 		}
-	} else if err := relaymigrate.Check(ctx, d, tenancy.MigrationLine()); err != nil {
+	} else if err := relaymigrate.Check(ctx, d, tenancy.MigrationLines()...); err != nil {
 		return fmt.Errorf("sms seed-data: %w (run with --migrate)", err)
 	}
 

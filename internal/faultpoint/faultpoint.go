@@ -60,6 +60,19 @@ const (
 	// AdmitAfterFreeze: every write of the batch is done, the account rows
 	// are locked; the engine has not completed or committed it.
 	AdmitAfterFreeze = "sms.admit.after-freeze"
+
+	// The sms completion's points, inside its batch transaction, and the
+	// intake's.
+
+	// SmsCompleteAfterLock: the batch's work rows are locked (fenced);
+	// nothing is written.
+	SmsCompleteAfterLock = "sms.complete.after-lock"
+	// SmsCompleteBeforeCommit: every write of the batch is done (decisions,
+	// retries, settlements, notifications, the work records); not committed.
+	SmsCompleteBeforeCommit = "sms.complete.before-commit"
+	// SmsIntakeAfterCommit: a batch of facts is committed; its stream
+	// entries are not acked.
+	SmsIntakeAfterCommit = "sms.intake.after-commit"
 )
 
 var (

@@ -18,6 +18,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/gateway"
 	"github.com/relayhq/relay/internal/app/sms/route"
 	"github.com/relayhq/relay/internal/app/sms/rules"
@@ -27,6 +28,7 @@ import (
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // start is 10:00 China time, far from a day's or an hour's boundary.
@@ -49,7 +51,7 @@ func setup(t testing.TB, tweak func(*tenancy.Fixture)) *bundle {
 	ctx := t.Context()
 	d := testdb.PGDriver(t)
 	clock := relayclock.NewFake(start)
-	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
 	require.NoError(t, err)
 	f := tenancy.DemoFixture(func(name string) string { return "file:/etc/relay/sms/" + name + ".secret" })
 	if tweak != nil {
@@ -69,7 +71,7 @@ func setup(t testing.TB, tweak func(*tenancy.Fixture)) *bundle {
 
 func (b *bundle) newEngine(instance string) *relay.Engine {
 	b.t.Helper()
-	stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock})
+	stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock, Work: b.workStore()})
 	require.NoError(b.t, err)
 	e, err := relay.NewEngine(b.d, admit.EngineConfig(stage, instance, b.clock, nil))
 	require.NoError(b.t, err)
@@ -466,7 +468,7 @@ func TestDailyLimitConcurrent(t *testing.T) {
 	}
 	engines := make([]*relay.Engine, 2)
 	for i := range engines {
-		stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock})
+		stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock, Work: b.workStore()})
 		require.NoError(t, err)
 		cfg := admit.EngineConfig(stage, "", b.clock, nil)
 		cfg.BatchSize, cfg.TxBatch = 8, 4
@@ -502,4 +504,11 @@ func TestDailyLimitConcurrent(t *testing.T) {
 	require.Equal(t, int64(5), b.scalar(`SELECT count FROM sms_limit_counter WHERE key LIKE 'daily:%'`))
 	require.Equal(t, int64(5*tenancy.DemoPrice), b.frozen("yuntong"))
 	require.Equal(t, int64(5), b.scalar(`SELECT count(*) FROM sms_ledger WHERE kind = 'freeze'`))
+}
+
+func (b *bundle) workStore() *relaywork.Store {
+	b.t.Helper()
+	w, err := complete.NewWorkStore(b.d.Pool(), b.clock)
+	require.NoError(b.t, err)
+	return w
 }

@@ -15,12 +15,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/route"
 	"github.com/relayhq/relay/internal/app/sms/rules"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // Queue is the engine queue of the inbox: the API enqueues into it, the
@@ -58,6 +60,13 @@ type StageConfig struct {
 	// Route is passed to rules.Snapshot.Check (RequireConnected stays off
 	// until the gateway reports connection states).
 	Route rules.RouteOpts
+	// Work is the completion's work store: each attempt written gets its
+	// work record, woken at the result deadline (complete.EnsureWork).
+	// Required.
+	Work *relaywork.Store
+	// Deadlines are the completion's (for the wake-up time); zero values
+	// take its defaults.
+	Deadlines complete.Deadlines
 	// Logger: default slog.Default().
 	Logger *slog.Logger
 }
@@ -76,6 +85,8 @@ func NewStage(cfg StageConfig) (*Stage, error) {
 		return nil, errors.New("admit: StageConfig.Driver is nil")
 	case cfg.Clock == nil:
 		return nil, errors.New("admit: StageConfig.Clock is nil")
+	case cfg.Work == nil:
+		return nil, errors.New("admit: StageConfig.Work is nil")
 	}
 	s := &Stage{cfg: cfg, log: cfg.Logger}
 	if s.log == nil {
@@ -248,7 +259,7 @@ func (s *Stage) decideBatch(ctx context.Context, rtx relay.Tx, tx pgx.Tx, ds []*
 		return err
 	}
 	faultpoint.Hit(faultpoint.AdmitAfterFreeze)
-	return s.queueCommands(ctx, rtx, decs, atts)
+	return s.queueCommands(ctx, rtx, tx, decs, atts, now)
 }
 
 // route is stage B for the batch's admitted messages: one attempt per
@@ -307,7 +318,8 @@ func (s *Stage) route(ctx context.Context, tx pgx.Tx, snap *rules.Snapshot, decs
 // queueCommands appends the gateway commands of the messages still
 // admitted after the freezes — last in the transaction, since each
 // channel's outbox key row stays locked to the commit.
-func (s *Stage) queueCommands(ctx context.Context, tx relay.Tx, decs []*decision, atts map[int64][]*route.Attempt) error {
+func (s *Stage) queueCommands(ctx context.Context, tx relay.Tx, ptx pgx.Tx, decs []*decision, atts map[int64][]*route.Attempt,
+	now time.Time) error {
 	var keep []*route.Attempt
 	for _, d := range decs {
 		if d.admitted() {
@@ -316,6 +328,13 @@ func (s *Stage) queueCommands(ctx context.Context, tx relay.Tx, decs []*decision
 	}
 	if len(keep) == 0 {
 		return nil
+	}
+	ids := make([]int64, len(keep))
+	for i, a := range keep {
+		ids[i] = a.ID
+	}
+	if err := complete.EnsureWork(ctx, ptx, s.cfg.Work, ids, now, s.cfg.Deadlines); err != nil {
+		return fmt.Errorf("sms admit: %w", err)
 	}
 	if _, err := relay.AppendEventsTx(ctx, tx, route.Events(keep)...); err != nil {
 		return fmt.Errorf("sms admit: queue commands: %w", err)

@@ -36,7 +36,7 @@ func setup(t *testing.T) *fixture {
 	ctx := t.Context()
 	d := testdb.PGDriver(t)
 	clock := relayclock.NewFake(start)
-	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
 	require.NoError(t, err)
 	f := tenancy.DemoFixture(func(name string) string { return "file:/etc/relay/sms/" + name + ".secret" })
 	_, err = tenancy.Seed(ctx, d.Pool(), f, tenancy.SeedOpts{Clock: clock})

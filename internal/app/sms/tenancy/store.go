@@ -15,6 +15,7 @@ import (
 	"github.com/relayhq/relay/internal/sqlfile"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // Line is the name of the send chain's migration line.
@@ -33,6 +34,13 @@ var stmts = sqlfile.MustParse("tenancy/queries.sql", queriesSQL,
 	"SeedCarrier", "SeedSegment", "SeedEnterprise", "SeedAccount", "SeedApp", "SeedChannel", "SeedSignature",
 	"SeedRegistration", "SeedTemplate", "SeedBlacklist", "SeedGroup", "SeedMember", "SeedRoute", "SeedPrice",
 	"SeedFrequency", "Balances")
+
+// MigrationLines returns every migration line the send chain needs besides
+// the engine's: relaywork's (the completion's work records) and the send
+// chain's own (MigrationLine), in the order to apply them.
+func MigrationLines() []relaymigrate.Line {
+	return []relaymigrate.Line{relaywork.MigrationLine(), MigrationLine()}
+}
 
 // MigrationLine returns the send chain's migration line (the embedded files
 // migration/sms/NNN_name.up.sql, PostgreSQL only). Apply it with

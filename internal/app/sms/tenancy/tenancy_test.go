@@ -54,7 +54,7 @@ func dump(t *testing.T, b *bundle) map[string]string {
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Len(t, tables, 22) // 16 of 001_tenancy, 2 of 002_admit, 4 of 003_send
+	require.Len(t, tables, 23) // 16 of 001_tenancy, 2 of 002_admit, 5 of 003_send
 	out := map[string]string{}
 	for _, tbl := range tables {
 		var text string

@@ -114,3 +114,15 @@ CREATE TABLE sms_report_parked (
     CHECK ((matched_at IS NULL) = (attempt_id IS NULL))
 );
 CREATE INDEX sms_report_parked_open ON sms_report_parked (channel, msg_id) WHERE matched_at IS NULL;
+
+-- A fact the intake could not tie to anything of ours: a result whose
+-- submitId is no submit of the named channel, a report from a channel we do
+-- not have, an entry that does not parse. Kept (one row per event key) so
+-- that bad input is visible and counted, never silently dropped, and never
+-- blocks the streams.
+CREATE TABLE sms_intake_reject (
+    event_key   text PRIMARY KEY CHECK (length(event_key) BETWEEN 1 AND 200),
+    source      text        NOT NULL CHECK (source IN ('result', 'report')),
+    reason      text        NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
+    received_at timestamptz NOT NULL
+);

@@ -1,0 +1,164 @@
+-- Queries of stage D, the intake and the completion (migration line "sms",
+-- 003_send; PostgreSQL only), parsed once at package init by
+-- sqlfile.MustParse (store.go). Every time is a parameter.
+
+-- name: ResultsRecord
+-- Records a batch's submit results and late SubmitResps as events of their
+-- attempts. The submitId names the submit; the channel the gateway names
+-- must be the submit's. A Msg_Id the fact carries is written to the submit
+-- (the key its reports are matched by) unless the submit has one, or
+-- another submit of the channel holds it. A fact that names no submit of
+-- ours is kept in sms_intake_reject. Returns the attempts of the events
+-- that are new (a fact delivered again is stored once).
+WITH v AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+        AS v(event_key, submit_id, channel, kind, state, msg_id, detail)
+), m AS (
+    SELECT v.*, s.attempt_id, s.channel_id FROM v
+    LEFT JOIN sms_channel c ON c.name = v.channel
+    LEFT JOIN sms_submit s ON s.submit_id = v.submit_id AND s.channel_id = c.id
+), ids AS (
+    UPDATE sms_submit s SET msg_id = m.msg_id FROM m
+    WHERE s.submit_id = m.submit_id AND m.attempt_id IS NOT NULL AND m.msg_id <> '' AND s.msg_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM sms_submit x WHERE x.channel_id = m.channel_id AND x.msg_id = m.msg_id)
+    RETURNING 1
+), rej AS (
+    INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
+    SELECT event_key, 'result', 'no submit with this submitId on this channel', $8 FROM m WHERE attempt_id IS NULL
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING 1
+), ins AS (
+    INSERT INTO sms_event (event_key, attempt_id, submit_id, kind, state, msg_id, detail, received_at)
+    SELECT event_key, attempt_id, submit_id, kind, state, nullif(msg_id, ''), nullif(detail, ''), $8
+    FROM m WHERE attempt_id IS NOT NULL
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING attempt_id
+)
+SELECT attempt_id FROM ins;
+
+-- name: ReportsRecord
+-- Records a batch's status reports: a report whose (channel, Msg_Id)
+-- names a submit becomes an event of its attempt; one that names none yet
+-- is parked (its submit result has not brought the Msg_Id yet); one from a
+-- channel we do not have is rejected. Run after ResultsRecord of the same
+-- batch, so a report that came with its result matches at once. Returns the
+-- attempts of the new events.
+WITH v AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS v(event_key, channel, msg_id, stat)
+), m AS (
+    SELECT v.*, c.id AS channel_id, s.attempt_id, s.submit_id FROM v
+    LEFT JOIN sms_channel c ON c.name = v.channel
+    LEFT JOIN sms_submit s ON s.channel_id = c.id AND s.msg_id = v.msg_id
+), rej AS (
+    INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
+    SELECT event_key, 'report', 'no such channel', $5 FROM m WHERE channel_id IS NULL
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING 1
+), parked AS (
+    INSERT INTO sms_report_parked (event_key, channel, msg_id, stat, received_at)
+    SELECT event_key, channel, msg_id, stat, $5 FROM m WHERE channel_id IS NOT NULL AND attempt_id IS NULL
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING 1
+), ins AS (
+    INSERT INTO sms_event (event_key, attempt_id, submit_id, kind, state, msg_id, received_at)
+    SELECT event_key, attempt_id, submit_id, 'report', stat, msg_id, $5 FROM m WHERE attempt_id IS NOT NULL
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING attempt_id
+)
+SELECT attempt_id FROM ins;
+
+-- name: ParkedMatch
+-- Matches parked reports whose submit now has their Msg_Id: each becomes
+-- an event of the attempt and is marked matched. $1: only these Msg_Ids
+-- (NULL: any, the periodic sweep); $3 bounds one pass. Rows another
+-- transaction is matching are skipped. Returns the attempts of new events.
+WITH m AS (
+    SELECT p.event_key, p.msg_id, p.stat, s.attempt_id, s.submit_id
+    FROM sms_report_parked p
+    JOIN sms_channel c ON c.name = p.channel
+    JOIN sms_submit s ON s.channel_id = c.id AND s.msg_id = p.msg_id
+    WHERE p.matched_at IS NULL AND ($1::text[] IS NULL OR p.msg_id = ANY ($1::text[]))
+    ORDER BY p.event_key
+    LIMIT $3
+    FOR UPDATE OF p SKIP LOCKED
+), u AS (
+    UPDATE sms_report_parked p SET matched_at = $2, attempt_id = m.attempt_id FROM m
+    WHERE p.event_key = m.event_key
+    RETURNING 1
+), ins AS (
+    INSERT INTO sms_event (event_key, attempt_id, submit_id, kind, state, msg_id, received_at)
+    SELECT event_key, attempt_id, submit_id, 'report', stat, msg_id, $2 FROM m
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING attempt_id
+)
+SELECT attempt_id FROM ins;
+
+-- name: RejectsRecord
+-- Keeps the stream entries a batch could not use at all (they do not
+-- parse), keyed by stream and entry id.
+INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
+SELECT k, s, r, $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS v(k, s, r)
+ON CONFLICT (event_key) DO NOTHING;
+
+-- name: MessagesLock
+-- Locks the messages of a completion batch, in id order (after the work
+-- rows: the lock order is work → message → account), and reads what the
+-- completion needs of each: its app, enterprise and webhook topic, numbers,
+-- carriers, segments, unit prices, the text as sent and when it came in.
+SELECT m.id, m.app_id, a.enterprise_id, coalesce(a.webhook_topic, ''), m.client_msg_id, m.numbers, m.carriers,
+       m.segments, m.unit_li, m.content, m.state, m.accepted_at
+FROM sms_message m JOIN sms_app a ON a.id = m.app_id
+WHERE m.id = ANY ($1::bigint[])
+ORDER BY m.id
+FOR UPDATE OF m;
+
+-- name: AttemptsOfMessages
+-- Every attempt of the locked messages (the claimed ones among them).
+SELECT id, message_id, recipient, attempt_no, coalesce(retry_of, 0), channel_id, receipt_mode, segments, state,
+       created_at
+FROM sms_attempt WHERE message_id = ANY ($1::bigint[]);
+
+-- name: AttemptMessages
+-- The messages of attempts (to lock them before the attempts are read).
+SELECT DISTINCT message_id FROM sms_attempt WHERE id = ANY ($1::bigint[]);
+
+-- name: SubmitsOfAttempts
+SELECT submit_id, attempt_id, registered FROM sms_submit WHERE attempt_id = ANY ($1::bigint[]) ORDER BY submit_id;
+
+-- name: EventsOfAttempts
+SELECT id, attempt_id, kind, coalesce(submit_id, 0), state, received_at FROM sms_event
+WHERE attempt_id = ANY ($1::bigint[]) ORDER BY id;
+
+-- name: AttemptsDecide
+-- Writes the decided attempts of a batch; only a queued attempt is
+-- decided (a decided one never changes state), and the caller treats a
+-- short count as an error.
+UPDATE sms_attempt a SET state = v.state, detail = v.detail, decided_at = $4
+FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, state, detail)
+WHERE a.id = v.id AND a.state = 'queued';
+
+-- name: AttemptsNote
+-- Appends a note to decided attempts' detail (a contradicting or late
+-- fact kept for audit), bounded.
+UPDATE sms_attempt a SET detail = left(coalesce(a.detail || '; ', '') || v.note, 300)
+FROM unnest($1::bigint[], $2::text[]) AS v(id, note)
+WHERE a.id = v.id AND position(v.note IN coalesce(a.detail, '')) = 0;
+
+-- name: SubmitsFacts
+-- The segments' facts as rolled up (for readers: GET's per-segment detail).
+UPDATE sms_submit s SET result = nullif(v.result, ''), stat = nullif(v.stat, '')
+FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(submit_id, result, stat)
+WHERE s.submit_id = v.submit_id
+  AND (s.result IS DISTINCT FROM nullif(v.result, '') OR s.stat IS DISTINCT FROM nullif(v.stat, ''));
+
+-- name: TimeoutsRecord
+-- The completion's own fact: an attempt decided by the timeout rule.
+INSERT INTO sms_event (event_key, attempt_id, kind, state, detail, received_at)
+SELECT 'timeout:' || a, a, 'timeout', 'timeout', d, $3 FROM unnest($1::bigint[], $2::text[]) AS v(a, d)
+ON CONFLICT (event_key) DO NOTHING;
+
+-- name: MessagesComplete
+-- Completes messages whose every number has its final outcome.
+UPDATE sms_message m SET state = 'completed', outcomes = v.outcomes, completed_at = $2
+FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, outcomes text[])
+WHERE m.id = v.id AND m.state = 'admitted';
