@@ -20,8 +20,13 @@ import (
 // callback processor…) is one line here.
 func smsRoles() map[string]command {
 	return map[string]command{
+		"all":       {"every role of the send chain in one process: the API (127.0.0.1:8090), admission and routing, the command publisher, the gateway (channels from sms_channel) and the callback intake and completion (docs/sms/send.md)", runSmsRole("all", chainRoles{worker: true, publisher: true, gateway: true, callback: true}, true)},
+		"callback":  {"stage D: read the gateway's results and status reports into the completion's event log and decide every attempt (retry once elsewhere, settle, complete, notify), on its own connection pool", runSmsRole("callback", chainRoles{callback: true}, false)},
+		"publisher": {"stage C: publish the routed submit commands from the outbox to the gateway's command stream (and the customers' webhooks with --webhook-url)", runSmsRole("publisher", chainRoles{publisher: true}, false)},
+		"worker":    {"stages A and B without the API: admit (rules, limits, billing freeze) and route what the API accepted into submit records and commands", runSmsRole("worker", chainRoles{worker: true}, false)},
 		"api":       {"the send chain's HTTP API: signed POST /v1/messages into the sms-admit inbox (202 once durable; a resent client_msg_id answers its first message id) and GET /v1/messages/{id}; runs the admission stage — rules, limits, billing freeze — unless --no-stage (docs/sms/api.md)", runSmsAPI},
 		"crash":     {"the gateway's crash harness: a supplier and `relay sms gateway` children killed with SIGKILL at random moments and at fault points over N commands, then every submitId reconciled (exit 1 on any problem)", runSmsCrash},
+		"demo":      {"the whole send chain on this machine for a newcomer: a scratch schema with the fixture, a simulated supplier per channel, every role in one process, N signed requests with a progress line, then a reconciliation (exit 1 on any problem)", runSmsDemo},
 		"gateway":   {"consume submit commands from a Redis Stream, submit each once (durable dedupe by submitId in PostgreSQL) over per-channel CMPP pools, write results, reports and MO to streams; --demo N runs it against an in-process simulator", runSmsGateway},
 		"seed-data": {"load a realistic tenancy fixture into PostgreSQL, idempotently: 3 carriers and their number segments, 6 supplier accounts, 2 enterprises with signatures, templates, blacklists, apps, routes, prices and balances (docs/sms/model.md)", runSmsSeedData},
 		"supplier":  {"run a simulated carrier gateway (CMPP 2.0/3.0 ISMG) for tests: accounts, window, latency, failures, reports, MO, drops, a record of accepted Submits", runSmsSupplier},

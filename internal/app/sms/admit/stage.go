@@ -64,6 +64,9 @@ type StageConfig struct {
 	// work record, woken at the result deadline (complete.EnsureWork).
 	// Required.
 	Work *relaywork.Store
+	// CommandStream is the stream the gateway reads commands from (the
+	// outbox events' topic); default route.Stream.
+	CommandStream string
 	// Deadlines are the completion's (for the wake-up time); zero values
 	// take its defaults.
 	Deadlines complete.Deadlines
@@ -336,7 +339,7 @@ func (s *Stage) queueCommands(ctx context.Context, tx relay.Tx, ptx pgx.Tx, decs
 	if err := complete.EnsureWork(ctx, ptx, s.cfg.Work, ids, now, s.cfg.Deadlines); err != nil {
 		return fmt.Errorf("sms admit: %w", err)
 	}
-	if _, err := relay.AppendEventsTx(ctx, tx, route.Events(keep)...); err != nil {
+	if _, err := relay.AppendEventsTx(ctx, tx, route.Events(keep, s.cfg.CommandStream)...); err != nil {
 		return fmt.Errorf("sms admit: queue commands: %w", err)
 	}
 	return nil

@@ -75,6 +75,9 @@ type Config struct {
 	RetryWindow time.Duration
 	// Route is applied to a retry's choice (and its re-check).
 	Route rules.RouteOpts
+	// CommandStream is the stream a retry's commands go to; default
+	// route.Stream.
+	CommandStream string
 	// BatchSize, PollInterval: defaults above.
 	BatchSize    int
 	PollInterval time.Duration

@@ -158,7 +158,7 @@ func (c *Completer) write(ctx context.Context, tx pgx.Tx, p *plan) error {
 		if err := EnsureWork(ctx, tx, c.cfg.Work, ids, p.now, c.cfg.Deadlines); err != nil {
 			return err
 		}
-		events = append(events, route.Events(written)...)
+		events = append(events, route.Events(written, c.cfg.CommandStream)...)
 	}
 	if len(p.completed) > 0 {
 		body, err := json.Marshal(p.completed)

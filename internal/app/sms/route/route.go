@@ -188,16 +188,20 @@ func Commands(a *Attempt) []gateway.Command {
 }
 
 // Events returns the outbox events of written attempts' commands: target
-// Target, topic Stream, key the channel (one channel's commands reach the
+// Target, topic stream (the command stream the gateway reads; "" is
+// Stream), key the channel (one channel's commands reach the
 // stream in commit order), id "cmd:<submitId>", the payload
 // gateway.Command.Payload. Append them last in the transaction: the
 // outbox key row of each channel is locked from the append to the commit.
-func Events(atts []*Attempt) []*relay.OutboxEvent {
+func Events(atts []*Attempt, stream string) []*relay.OutboxEvent {
+	if stream == "" {
+		stream = Stream
+	}
 	var out []*relay.OutboxEvent
 	for _, a := range atts {
 		for _, c := range Commands(a) {
 			out = append(out, &relay.OutboxEvent{ID: "cmd:" + strconv.FormatUint(c.SubmitID, 10), Target: Target,
-				Topic: Stream, Key: c.Channel, Payload: c.Payload()})
+				Topic: stream, Key: c.Channel, Payload: c.Payload()})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *relay.OutboxEvent) int {

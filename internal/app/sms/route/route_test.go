@@ -114,7 +114,7 @@ func TestWriteSegmentsAndReceiptModes(t *testing.T) {
 	require.NoError(t, f.d.Pool().QueryRow(f.ctx, `SELECT count(*), count(*) FILTER (WHERE registered) FROM sms_submit`).Scan(&n, &reg))
 	require.Equal(t, 6, n)
 	require.Equal(t, 4, reg)
-	require.Len(t, route.Events(written), 6)
+	require.Len(t, route.Events(written, ""), 6)
 }
 
 // TestWriteRechecks: the SQL re-check refuses an attempt whose channel was

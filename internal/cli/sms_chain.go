@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/sms/admit"
+	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/cmpp/cmppconn"
+	"github.com/relayhq/relay/internal/app/sms/complete"
+	"github.com/relayhq/relay/internal/app/sms/gateway"
+	"github.com/relayhq/relay/internal/app/sms/route"
+	"github.com/relayhq/relay/internal/app/sms/rules"
+	"github.com/relayhq/relay/internal/app/sms/tenancy"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relayservice"
+	"github.com/relayhq/relay/relaysink/relayredis"
+	"github.com/relayhq/relay/relaysink/relaywebhook"
+	"github.com/relayhq/relay/relaytype"
+	"github.com/relayhq/relay/relaywork"
+)
+
+// chainRoles says which parts of the send chain a process runs.
+type chainRoles struct {
+	worker    bool // stages A and B: the sms-admit queue
+	publisher bool // stage C: the outbox to the command stream (and webhooks)
+	gateway   bool // the CMPP gateway, channels from the database
+	callback  bool // stage D: intake and completion
+}
+
+// chainOpts configures openChain.
+type chainOpts struct {
+	pgURL, redisAddr string
+	roles            chainRoles
+	migrate          bool
+	instance         string
+	// The streams; "" takes the gateway's defaults.
+	commandStream, resultStream, reportStream string
+	// webhookURL and webhookSecret: the customer callbacks' receiver base
+	// URL and signing secret (publisher role; empty URL: no webhooks).
+	webhookURL    string
+	webhookSecret []byte
+	deadlines     complete.Deadlines
+	clock         relaytype.Clock
+	log           *slog.Logger
+	// callbackConns bounds stage D's own pool (0: 12).
+	callbackConns int
+}
+
+// chain is the open parts of the send chain.
+type chain struct {
+	o         chainOpts
+	d, cbd    *relaypgx.Driver
+	rdb       *redis.Client
+	work      *relaywork.Store
+	engine    *relay.Engine
+	svc       *relayservice.Service
+	disp      []*relay.Dispatcher
+	gw        *gateway.Gateway
+	intake    *complete.Intake
+	completer *complete.Completer
+	closers   []func()
+}
+
+// chainLines are the migration lines of the send chain.
+func chainLines(d *relaypgx.Driver) []relaymigrate.Line {
+	lines := append([]relaymigrate.Line{relaymigrate.EngineLineOf(d)}, tenancy.MigrationLines()...)
+	return append(lines, gateway.MigrationLine())
+}
+
+// openChain connects and builds the parts o.roles name (the API is the
+// caller's: it needs only c.engine and c.d).
+func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
+	if o.clock == nil {
+		o.clock = relayclock.System{}
+	}
+	o.commandStream = cmp.Or(o.commandStream, gateway.CommandStreamDefault)
+	o.resultStream = cmp.Or(o.resultStream, gateway.ResultStreamDefault)
+	o.reportStream = cmp.Or(o.reportStream, gateway.ReportStreamDefault)
+	if o.instance == "" {
+		host, _ := os.Hostname()
+		o.instance = cmp.Or(host, "relay") + "-" + randomHex(3)
+	}
+	c = &chain{o: o}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if c.d, err = relaypgx.Open(ctx, o.pgURL); err != nil {
+		return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(o.pgURL), dsn.Scrub(err, o.pgURL))
+	}
+	c.closers = append(c.closers, func() { _ = c.d.Close() })
+	if o.migrate {
+		if _, err := relaymigrate.Up(ctx, c.d, relayclock.System{}, chainLines(c.d)...); err != nil {
+			return nil, err
+		}
+	} else if err := relaymigrate.Check(ctx, c.d, chainLines(c.d)...); err != nil {
+		return nil, fmt.Errorf("sms: %w (run with --migrate)", err)
+	}
+	c.rdb = redis.NewClient(&redis.Options{Addr: o.redisAddr, DisableIdentity: true})
+	c.closers = append(c.closers, func() { _ = c.rdb.Close() })
+	if o.roles.gateway || o.roles.callback {
+		if err := c.rdb.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("--redis %s: %w", o.redisAddr, err)
+		}
+	}
+	if c.work, err = complete.NewWorkStore(c.d.Pool(), nil); err != nil {
+		return nil, err
+	}
+	var stage *admit.Stage
+	if o.roles.worker {
+		stage, err = admit.NewStage(admit.StageConfig{Driver: c.d, Clock: o.clock, Work: c.work, CommandStream: o.commandStream,
+			Deadlines: o.deadlines, Logger: o.log})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.engine, err = relay.NewEngine(c.d, admit.EngineConfig(stage, o.instance, o.clock, o.log)); err != nil {
+		return nil, err
+	}
+	if o.roles.worker {
+		if c.svc, err = relayservice.New(relayservice.Config{Driver: c.d, Engine: c.engine, Shared: true, Clock: o.clock,
+			Logger: o.log}); err != nil {
+			return nil, err
+		}
+	}
+	if o.roles.publisher {
+		sink, err := relayredis.New(relayredis.Config{Addr: o.redisAddr})
+		if err != nil {
+			return nil, err
+		}
+		x, err := relay.NewDispatcher(c.d, sink, relay.DispatcherConfig{Target: route.Target, Clock: o.clock, Logger: o.log,
+			PollInterval: 200 * time.Millisecond, Owner: o.instance})
+		if err != nil {
+			return nil, err
+		}
+		c.disp = append(c.disp, x)
+		if o.webhookURL != "" {
+			hook, err := relaywebhook.New(relaywebhook.Config{URL: o.webhookURL, Secret: o.webhookSecret, Clock: o.clock})
+			if err != nil {
+				return nil, err
+			}
+			x, err := relay.NewDispatcher(c.d, hook, relay.DispatcherConfig{Target: complete.WebhookTarget, Clock: o.clock,
+				Logger: o.log, Owner: o.instance})
+			if err != nil {
+				return nil, err
+			}
+			c.disp = append(c.disp, x)
+		}
+	}
+	if o.roles.gateway {
+		if err := c.openGateway(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if o.roles.callback {
+		// Stage D's own pool: a backlog of callbacks must not take the
+		// connections of the stages that feed the gateway.
+		cbURL, err := dsn.WithParam(o.pgURL, "pool_max_conns", fmt.Sprint(cmp.Or(o.callbackConns, 12)))
+		if err != nil {
+			return nil, fmt.Errorf("--postgres: %w", err)
+		}
+		if c.cbd, err = relaypgx.Open(ctx, cbURL); err != nil {
+			return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(o.pgURL), dsn.Scrub(err, o.pgURL))
+		}
+		c.closers = append(c.closers, func() { _ = c.cbd.Close() })
+		work, err := complete.NewWorkStore(c.cbd.Pool(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if c.intake, err = complete.NewIntake(complete.IntakeConfig{Pool: c.cbd.Pool(), Redis: c.rdb, Work: work,
+			Clock: o.clock, Consumer: o.instance, ResultStream: o.resultStream, ReportStream: o.reportStream,
+			Logger: o.log}); err != nil {
+			return nil, err
+		}
+		if c.completer, err = complete.NewCompleter(complete.Config{Driver: c.cbd, Work: work, Clock: o.clock,
+			Owner: o.instance, Deadlines: o.deadlines, CommandStream: o.commandStream, Logger: o.log}); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// openGateway builds the gateway with the active channels of the
+// database: address, version, SP_Id, connections, window and rate from
+// sms_channel, each secret read from its secret_ref file.
+func (c *chain) openGateway(ctx context.Context) error {
+	snap, err := tenancy.Load(ctx, c.d.Pool(), c.o.clock)
+	if err != nil {
+		return fmt.Errorf("sms: channels: %w", err)
+	}
+	cfg := gateway.Config{Consumer: c.o.instance, CommandStream: c.o.commandStream, ResultStream: c.o.resultStream,
+		ReportStream: c.o.reportStream, Redis: c.rdb, DB: c.d.Pool(), Clock: c.o.clock, Logger: c.o.log}
+	for _, ch := range snap.Data().Channels {
+		if !ch.Active {
+			continue
+		}
+		cc, err := gatewayChannel(ch)
+		if err != nil {
+			return err
+		}
+		cfg.Channels = append(cfg.Channels, cc)
+	}
+	if len(cfg.Channels) == 0 {
+		return errors.New("sms: no active channel in sms_channel for the gateway")
+	}
+	c.gw, err = gateway.New(cfg)
+	return err
+}
+
+// gatewayChannel is the gateway's configuration of a channel row.
+func gatewayChannel(ch rules.Channel) (gateway.ChannelConfig, error) {
+	path, ok := strings.CutPrefix(ch.SecretRef, "file:")
+	if !ok {
+		return gateway.ChannelConfig{}, fmt.Errorf("sms: channel %s: secret_ref is not file:PATH", ch.Name)
+	}
+	secret, err := os.ReadFile(path)
+	if err != nil {
+		return gateway.ChannelConfig{}, fmt.Errorf("sms: channel %s: secret: %w", ch.Name, err)
+	}
+	v := cmpp.V30
+	if ch.CMPPVersion == "2.0" {
+		v = cmpp.V20
+	}
+	return gateway.ChannelConfig{Name: ch.Name, Pool: cmppconn.PoolConfig{Size: ch.Connections, RateLimit: float64(ch.RateLimit),
+		Conn: cmppconn.Config{Addr: ch.Address, Version: v, SourceAddr: ch.SPID, Secret: strings.TrimSpace(string(secret)),
+			Window: ch.Window}}}, nil
+}
+
+// run runs the built parts until ctx ends (or one fails), then stops them
+// in reverse order.
+func (c *chain) run(ctx context.Context) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+				stop(err)
+			}
+		})
+	}
+	for _, x := range c.disp {
+		if err := x.Start(ctx); err != nil {
+			return fmt.Errorf("dispatcher %s: %w", x.Target(), err)
+		}
+	}
+	defer func() {
+		for _, x := range c.disp {
+			if err := x.Stop(context.WithoutCancel(ctx)); err != nil {
+				c.o.log.Warn("sms: stop dispatcher", "target", x.Target(), "err", err)
+			}
+		}
+	}()
+	if c.svc != nil {
+		goRun("stage", c.svc.Run)
+	}
+	if c.gw != nil {
+		goRun("gateway", c.gw.Run)
+	}
+	if c.intake != nil {
+		goRun("intake", c.intake.Run)
+		goRun("completion", c.completer.Run)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// close closes what openChain opened, in reverse order.
+func (c *chain) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+}
