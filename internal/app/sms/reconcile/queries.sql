@@ -144,15 +144,18 @@ GROUP BY a.id ORDER BY a.id;
 
 -- name: StrayEntries
 -- Freeze and settlement entries whose key does not name a message (and for
--- settlements a recipient) that exists.
+-- settlements a recipient) that exists: freeze:<message>,
+-- charge|release|refund:<message>:<recipient index>, the kind's own word
+-- first. The message is found by the id in the key (one index lookup per
+-- entry).
 SELECT count(*), coalesce((array_agg(l.id ORDER BY l.id))[1:$1], '{}')
 FROM sms_ledger l
-WHERE l.kind IN ('freeze', 'charge', 'release', 'refund') AND NOT EXISTS (
-    SELECT 1 FROM sms_message m
-    WHERE (l.kind = 'freeze' AND l.idem_key = 'freeze:' || m.id)
-       OR (l.kind <> 'freeze' AND l.idem_key ~ ('^' || l.kind || ':[0-9]{1,18}:[0-9]{1,3}$')
-           AND split_part(l.idem_key, ':', 2) = m.id::text
-           AND split_part(l.idem_key, ':', 3)::int < cardinality(m.numbers)));
+LEFT JOIN sms_message m ON m.id = CASE WHEN l.idem_key ~ '^(freeze|charge|release|refund):[0-9]{1,18}(:[0-9]{1,3})?$'
+                                       THEN split_part(l.idem_key, ':', 2)::bigint END
+WHERE l.kind IN ('freeze', 'charge', 'release', 'refund')
+  AND NOT coalesce(m.id IS NOT NULL AND split_part(l.idem_key, ':', 1) = l.kind
+      AND CASE WHEN l.kind = 'freeze' THEN split_part(l.idem_key, ':', 3) = ''
+               ELSE split_part(l.idem_key, ':', 3) <> '' AND split_part(l.idem_key, ':', 3)::int < cardinality(m.numbers) END, false);
 
 -- name: RefundsWithoutCharge
 -- A refund gives back one recipient's charge: the same account and amount

@@ -407,6 +407,17 @@ func TestLedgerIdentity(t *testing.T) {
 		// settled wrongly too.
 		require.Contains(t, strings.Join(rep.Check(reconcile.CheckLedger).Failures, "\n"), "1 completed messages: a recipient not settled")
 	})
+	t.Run("charge of a recipient the message does not have", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A freeze of the refused message, "settled" by a charge of a
+		// recipient message 1001 does not have.
+		b.post(tenancy.KindFreeze, "freeze:1004", 45)
+		b.post(tenancy.KindCharge, "charge:1001:7", 45)
+		rep := b.failsOnly(reconcile.CheckLedger, "1 freeze or settlement entries name no existing message and recipient")
+		f := strings.Join(rep.Check(reconcile.CheckLedger).Failures, "\n")
+		require.NotContains(t, f, "freezes ≠", "the stray charge settles the stray freeze: the sums still agree")
+	})
 	t.Run("account row off its ledger", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
