@@ -101,7 +101,7 @@ type Config struct {
 	Template, SignName, LongBody string
 	// Prefixes are the number segments numbers are drawn from (default:
 	// every prefix of the fixture's three carriers); Blacklist the numbers
-	// never used (default: the fixture's blacklists).
+	// never used (nil: the fixture's blacklists; empty: none).
 	Prefixes, Blacklist []string
 	// NumberOffset is where each prefix's numbers start. Default: the
 	// clock's Unix milliseconds: a later tier starts past the numbers an
@@ -243,11 +243,6 @@ func Run(ctx context.Context, cfg Config) (*TierResult, error) {
 		sem      = make(chan struct{}, cfg.MaxInFlight)
 		lastSend time.Time
 	)
-	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-
 schedule:
 	for i := 0; ; i++ {
 		off := time.Duration(float64(i) * float64(time.Second) / cfg.TPS)
@@ -283,7 +278,7 @@ schedule:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			status, d := send(reqCtx, &cfg, url, body)
+			status, d := send(ctx, &cfg, url, body)
 			mu.Lock()
 			defer mu.Unlock()
 			switch status {
