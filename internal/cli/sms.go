@@ -28,6 +28,7 @@ func smsRoles() map[string]command {
 		"crash":     {"the gateway's crash harness: a supplier and `relay sms gateway` children killed with SIGKILL at random moments and at fault points over N commands, then every submitId reconciled (exit 1 on any problem)", runSmsCrash},
 		"demo":      {"the whole send chain on this machine for a newcomer: a scratch schema with the fixture, a simulated supplier per channel, every role in one process, N signed requests with a progress line, then a reconciliation (exit 1 on any problem)", runSmsDemo},
 		"gateway":   {"consume submit commands from a Redis Stream, submit each once (durable dedupe by submitId in PostgreSQL) over per-channel CMPP pools, write results, reports and MO to streams; --demo N runs it against an in-process simulator", runSmsGateway},
+		"reconcile": {"check a drained send chain from its databases: no accepted message lost, ids unique, each submitId accepted by a supplier at most once and retries linked, inbox, outbox, work and streams drained, ledger identities, database health; prints a table and exits 1 when a check fails", runSmsReconcile},
 		"seed-data": {"load a realistic tenancy fixture into PostgreSQL, idempotently: 3 carriers and their number segments, 6 supplier accounts, 2 enterprises with signatures, templates, blacklists, apps, routes, prices and balances (docs/sms/model.md)", runSmsSeedData},
 		"supplier":  {"run a simulated carrier gateway (CMPP 2.0/3.0 ISMG) for tests: accounts, window, latency, failures, reports, MO, drops, a record of accepted Submits", runSmsSupplier},
 	}

@@ -55,3 +55,12 @@ func verify(secret []byte, method, path, timestamp string, body []byte, sig stri
 	m.Write(Canonical(method, path, timestamp, body))
 	return hmac.Equal(got, m.Sum(nil))
 }
+
+// Verify reports whether sig (the X-Sms-Signature value, hex) is the
+// signature of the request, comparing in constant time: the check the API
+// makes, for clients and test servers that must judge a signature as the
+// API would. timestamp is the X-Sms-Timestamp value as sent; the skew is not
+// judged here.
+func Verify(secret []byte, method, path, timestamp string, body []byte, sig string) bool {
+	return verify(secret, method, path, timestamp, body, sig)
+}
