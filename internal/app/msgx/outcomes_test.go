@@ -63,7 +63,9 @@ func TestUnparseableSODT(t *testing.T) {
 // TestDeclaredCountIsProtocol: seed 000 §7.1 step 2 — a wrong declared record
 // count is a whole-package check: DEAD(PROTOCOL), one attempt, nothing
 // written; invalid XML stays DEAD(MALFORMED), with its one attempt counted;
-// an oversize message's error carries one "sisxml:" prefix.
+// an oversize message's error carries one "sisxml:" prefix. (The doubled
+// prefix was in the encoder's size error, which TestEncodeRejects checks;
+// the decoder's never had it, so that subtest guards against a regression.)
 func TestDeclaredCountIsProtocol(t *testing.T) {
 	b, dttm := startFromZero(t)
 	day1 := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
