@@ -40,8 +40,13 @@ func runMsgx(ctx context.Context, env *Env, args []string) error {
 		"verify":   runMsgxVerify,
 		"request":  runMsgxRequest,
 	}
+	help := len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help")
 	if len(args) == 0 || roles[args[0]] == nil {
-		fmt.Fprintln(env.Stderr, `usage: relay msgx <role> [flags]
+		w := env.Stderr
+		if help {
+			w = env.Stdout // asked for: usage on stdout, exit 0
+		}
+		fmt.Fprintln(w, `usage: relay msgx <role> [flags]
 
 roles:
   run       run every msgx role: intake, FIFO pump, write-back, dispatchers, jobs, HTTP entry
@@ -53,7 +58,10 @@ roles:
   request   register an outbound request (REQT-SCHD for a day, REQT-REFD for a type)
 
 run `+"`relay msgx <role> -h`"+` for a role's flags`)
-		if len(args) == 0 {
+		switch {
+		case help:
+			return nil
+		case len(args) == 0:
 			return errors.New("msgx: missing role")
 		}
 		return fmt.Errorf("msgx: unknown role %q", args[0])
@@ -182,12 +190,23 @@ func runMsgxMigrate(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// mailboxUsage is the help of `relay msgx mailbox`.
+const mailboxUsage = `usage: relay msgx mailbox create --mailbox DSN
+
+Creates CMINMSGS and COUTMSGS, if they do not exist, in the shape an AODB
+site uses (docs/msgx/operations.md shows the DDL). For a development or test
+database only: a site's mailbox belongs to the AODB and msgx never changes it.`
+
 // runMsgxMailbox runs `relay msgx mailbox create`: the mailbox tables in the
 // shape the AODB site uses, for a development or test database. A site's own
 // mailbox already exists and belongs to the AODB; msgx never changes it.
 func runMsgxMailbox(ctx context.Context, env *Env, args []string) error {
 	if len(args) == 0 || args[0] != "create" {
-		fmt.Fprintln(env.Stderr, "usage: relay msgx mailbox create --mailbox DSN")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(env.Stdout, mailboxUsage)
+			return nil
+		}
+		fmt.Fprintln(env.Stderr, mailboxUsage)
 		return errors.New("msgx mailbox: the only action is create")
 	}
 	fs := newFlags(env, "msgx mailbox create", "msgx mailbox create --mailbox DSN")

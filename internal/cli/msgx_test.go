@@ -101,6 +101,44 @@ func TestMsgxSimulateRunVerify(t *testing.T) {
 	require.Contains(t, tampered.String(), "PROCFLAG SKIPPED, want SUCCEEDED")
 }
 
+// TestMsgxHelp: `relay msgx -h` and `relay msgx mailbox -h` print their usage
+// and succeed, as `relay -h` and `relay admin -h` do; an unknown role or
+// mailbox action is still an error; `relay admin -h` points at msgx run's
+// --admin-addr.
+func TestMsgxHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"-h", "--help", "help"} {
+		out, err := run(t, "msgx", arg)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "usage: relay msgx <role>")
+		require.Contains(t, out, "mailbox   create the CMINMSGS/COUTMSGS")
+		out, err = run(t, "msgx", "mailbox", arg)
+		require.NoError(t, err, out)
+		require.Contains(t, out, "usage: relay msgx mailbox create --mailbox DSN")
+	}
+	// relay admin's help names the flag msgx run serves the admin API on.
+	out, err := run(t, "admin", "-h")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "--admin-addr of a running 'relay serve' or 'relay msgx run'")
+	require.NotContains(t, out, "--metrics-addr")
+	require.Contains(t, runHelp(t, "msgx", "run"), "-admin-addr")
+
+	_, err = run(t, "msgx")
+	require.ErrorContains(t, err, "missing role")
+	_, err = run(t, "msgx", "nope")
+	require.ErrorContains(t, err, `unknown role "nope"`)
+	_, err = run(t, "msgx", "mailbox")
+	require.ErrorContains(t, err, "the only action is create")
+}
+
+// runHelp returns the -h output of a command, which must succeed.
+func runHelp(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t, append(args, "-h")...)
+	require.NoError(t, err, out)
+	return out
+}
+
 // TestMsgxMailboxCreate: `relay msgx mailbox create` makes the two mailbox
 // tables in a fresh database (a second run changes nothing), and the tables
 // take a row in the site's shape.

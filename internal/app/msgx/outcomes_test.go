@@ -20,36 +20,52 @@ func TestUnparseableSODT(t *testing.T) {
 	b, dttm := startFromZero(t)
 	day1 := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 
-	adftRec := sisxml.Flight{FLID: "U1", FLNO: sisxml.Val("CA801"), SODTUnparsed: "2026-12-01 09:30"}
-	adft := b.put(t, schd("ADFT", "5001", dttm, "", adftRec))
-	planRec := sisxml.Flight{FLID: "U2", FLNO: sisxml.Val("CA802"), SODTUnparsed: "2026-12-01 09:30"}
-	dnld := b.put(t, schd("DNLD", "5002", dttm, "", plan("U3", "CA803", day1), planRec))
+	// The messages are written as the AODB writes them: XML whose SODT is
+	// not the YYYYMMDDhhmmss form.
+	unparseable := func(m *sisxml.Message, flid string) string {
+		raw := string(encode(t, m))
+		good := "<FLID>" + flid + "</FLID>"
+		i := strings.Index(raw, good)
+		require.GreaterOrEqual(t, i, 0)
+		j := strings.Index(raw[i:], "<SODT>20261201093000</SODT>")
+		require.GreaterOrEqual(t, j, 0, raw)
+		return raw[:i+j] + "<SODT>2026-12-01 09:30</SODT>" + raw[i+j+len("<SODT>20261201093000</SODT>"):]
+	}
+	adft := b.putRaw(t, unparseable(schd("ADFT", "5001", dttm, "", plan("U1", "CA801", day1)), "U1"))
+	dnld := b.putRaw(t, unparseable(schd("DNLD", "5002", dttm, "", plan("U3", "CA803", day1), plan("U2", "CA802", day1)), "U2"))
 	after := b.put(t, schd("DNLD", "5003", dttm, "", plan("U4", "CA804", day1)))
 
-	m := b.terminal(t, adft)
-	require.Equal(t, relaytype.StateSucceeded, m.State, m.LastError)
-	require.Zero(t, m.Attempts, "never failed")
-	f := b.flights(t, "U1")["U1"]
-	require.NotNil(t, f, "the ADFT created the flight")
-	require.Empty(t, f.OperationDay, "OPERATION_DAY NULL")
-	require.True(t, f.SODT.IsZero(), "the unparseable SODT is not applied")
-	require.Equal(t, "CA801", f.FLNO)
-
-	m = b.terminal(t, dnld)
-	require.Equal(t, relaytype.StateDead, m.State)
-	require.Equal(t, relaytype.ClassProtocol, m.ErrorClass, m.LastError)
-	require.Equal(t, 1, m.Attempts, "dead on its first attempt, not retried")
-	require.Contains(t, m.LastError, `SODT "2026-12-01 09:30" is not a time`)
-	require.Empty(t, b.flights(t, "U2", "U3"), "no half package")
-
-	m = b.terminal(t, after)
-	require.Equal(t, relaytype.StateSucceeded, m.State, m.LastError)
+	// One subtest per message, so that each rule is judged on its own.
+	t.Run("ADFT creates the flight without a day", func(t *testing.T) {
+		m := b.terminal(t, adft)
+		require.Equal(t, relaytype.StateSucceeded, m.State, m.LastError)
+		require.Zero(t, m.Attempts, "never failed")
+		f := b.flights(t, "U1")["U1"]
+		require.NotNil(t, f, "the ADFT created the flight")
+		require.Empty(t, f.OperationDay, "OPERATION_DAY NULL")
+		require.True(t, f.SODT.IsZero(), "the unparseable SODT is not applied")
+		require.Equal(t, "CA801", f.FLNO)
+	})
+	t.Run("plan is DEAD(PROTOCOL) at once", func(t *testing.T) {
+		m := b.terminal(t, dnld)
+		require.Equal(t, relaytype.StateDead, m.State)
+		require.Equal(t, relaytype.ClassProtocol, m.ErrorClass, m.LastError)
+		require.Equal(t, 1, m.Attempts, "dead on its first attempt, not retried")
+		require.Contains(t, m.LastError, `SODT "2026-12-01 09:30" is not a time`)
+		require.Empty(t, b.flights(t, "U2", "U3"), "no half package")
+	})
+	t.Run("the queue goes on", func(t *testing.T) {
+		m := b.terminal(t, after)
+		require.Equal(t, relaytype.StateSucceeded, m.State, m.LastError)
+	})
 }
 
 // TestDeclaredCountIsProtocol: seed 000 §7.1 step 2 — a wrong declared record
 // count is a whole-package check: DEAD(PROTOCOL), one attempt, nothing
 // written; invalid XML stays DEAD(MALFORMED), with its one attempt counted;
-// an oversize message's error carries one "sisxml:" prefix.
+// an oversize message's error carries one "sisxml:" prefix. (The doubled
+// prefix was in the encoder's size error, which TestEncodeRejects checks;
+// the decoder's never had it, so that subtest guards against a regression.)
 func TestDeclaredCountIsProtocol(t *testing.T) {
 	b, dttm := startFromZero(t)
 	day1 := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
@@ -60,22 +76,26 @@ func TestDeclaredCountIsProtocol(t *testing.T) {
 	notXML := b.putRaw(t, "hello")
 	large := b.putRaw(t, "<MSG>"+strings.Repeat(" ", sisxml.MaxSize)+"</MSG>")
 
-	m := b.terminal(t, count)
-	require.Equal(t, relaytype.StateDead, m.State)
-	require.Equal(t, relaytype.ClassProtocol, m.ErrorClass, m.LastError)
-	require.Contains(t, m.LastError, "RCNT declares 2 records, have 1")
-	require.Equal(t, 1, m.Attempts)
-	require.Empty(t, b.flights(t, "R1"))
-
-	m = b.terminal(t, notXML)
-	require.Equal(t, relaytype.StateDead, m.State)
-	require.Equal(t, relaytype.ClassMalformed, m.ErrorClass, m.LastError)
-	require.Equal(t, 1, m.Attempts, "processed once")
-
-	m = b.terminal(t, large)
-	require.Equal(t, relaytype.ClassMalformed, m.ErrorClass, m.LastError)
-	require.Contains(t, m.LastError, "sisxml: message too large")
-	require.Equal(t, 1, strings.Count(m.LastError, "sisxml:"), m.LastError)
+	t.Run("wrong RCNT is DEAD(PROTOCOL)", func(t *testing.T) {
+		m := b.terminal(t, count)
+		require.Equal(t, relaytype.StateDead, m.State)
+		require.Equal(t, relaytype.ClassProtocol, m.ErrorClass, m.LastError)
+		require.Contains(t, m.LastError, "RCNT declares 2 records, have 1")
+		require.Equal(t, 1, m.Attempts)
+		require.Empty(t, b.flights(t, "R1"))
+	})
+	t.Run("MALFORMED counts its one attempt", func(t *testing.T) {
+		m := b.terminal(t, notXML)
+		require.Equal(t, relaytype.StateDead, m.State)
+		require.Equal(t, relaytype.ClassMalformed, m.ErrorClass, m.LastError)
+		require.Equal(t, 1, m.Attempts, "processed once")
+	})
+	t.Run("oversize error has one prefix", func(t *testing.T) {
+		m := b.terminal(t, large)
+		require.Equal(t, relaytype.ClassMalformed, m.ErrorClass, m.LastError)
+		require.Contains(t, m.LastError, "sisxml: message too large")
+		require.Equal(t, 1, strings.Count(m.LastError, "sisxml:"), m.LastError)
+	})
 }
 
 // TestDeletedFlightOutcomes: a message that names only DELETED flights

@@ -701,7 +701,10 @@ func (g *gen) pickCascadeMaster() string {
 }
 
 // adhoc adds one SCHD-ADFT creating a new flight later that day; some
-// records carry explicit empties, which ADFT ignores (set-only).
+// records carry explicit empties, which ADFT ignores (set-only). Every
+// fourth from the second (so even a small day has one) writes its SODT in a
+// form that is not a SIS time: the flight is created without OPERATION_DAY
+// and SODT.
 func (g *gen) adhoc() {
 	g.nAdhoc++
 	f := g.newFlight(fmt.Sprintf("%s9%05d", g.o.Day[2:], g.nAdhoc), g.onDay(g.dttm.Add(time.Hour)))
@@ -711,7 +714,12 @@ func (g *gen) adhoc() {
 	if g.chance(40) {
 		f.DELY = sisxml.Items[sisxml.Delay]()
 	}
-	g.add(Message{Category: CategoryAdhoc, Variant: "new", Msg: schedule(g.meta("SCHD", "ADFT"), []sisxml.Flight{f})})
+	variant := "new"
+	if g.nAdhoc%4 == 2 {
+		variant = "new-unreadable-sodt"
+		f.SODTUnparsed, f.SODT = f.SODT.Value.Format("2006-01-02 15:04"), sisxml.Field[time.Time]{}
+	}
+	g.add(Message{Category: CategoryAdhoc, Variant: variant, Msg: schedule(g.meta("SCHD", "ADFT"), []sisxml.Flight{f})})
 	g.flids = append(g.flids, f.FLID)
 }
 
@@ -853,7 +861,9 @@ func (g *gen) ignored() {
 func (g *gen) protocol() {
 	g.nProtocol++
 	newRec := g.newFlight(fmt.Sprintf("%s8%05d", g.o.Day[2:], g.nProtocol), g.day.Add(6*time.Hour))
-	x := g.pickFlight(active)
+	// A flight with a day: moving it is the violation (a flight without one
+	// takes any day).
+	x := g.pickFlight(func(s *flight.State) bool { return active(s) && s.OperationDay != "" })
 	variant := "dup-flid"
 	var recs []sisxml.Flight
 	if g.nProtocol%2 == 0 && x != "" {

@@ -36,12 +36,15 @@ const (
 //     nothing, even if re-applying it now would change something.
 //   - Malformed (no message) → DEAD. Ignored kinds → SKIPPED.
 //   - SCHD DNLD/RESP: the package is DEAD (PROTOCOL) and changes nothing if
-//     one FLID appears twice or a record's SODT puts a flight with an
-//     OPERATION_DAY on another day. Otherwise every record creates or updates
+//     one FLID appears twice, a record's SODT puts a flight with an
+//     OPERATION_DAY on another day, or a record gives no day where one is
+//     needed (its SODT is not a time, or it has none and the flight has no
+//     OPERATION_DAY); records of deleted flights are not checked. Otherwise every record creates or updates
 //     its flight (never deletes others): Set overwrites, Empty clears, Absent
 //     keeps; OPERATION_DAY = the date of SODT when still empty, then fixed.
 //   - SCHD ADFT: set-only (Absent and Empty ignored); creates an unknown
-//     flight, OPERATION_DAY from SODT.
+//     flight, OPERATION_DAY from SODT; a SODT that is not a time is not
+//     applied, so a new flight then has no OPERATION_DAY.
 //   - SCHD (any subtype): a record for a deleted flight is not applied; a
 //     package whose every record names one → SKIPPED.
 //   - FLOP: a deleted flight → SKIPPED; otherwise Set overwrites and Empty
@@ -193,8 +196,16 @@ func (m *Model) protocol(s *sisxml.Schedule) string {
 			return "FLID " + r.FLID + " twice"
 		}
 		seen[r.FLID] = true
-		if st := m.flights[r.FLID]; st != nil && st.Status == flight.Active && st.OperationDay != "" && r.SODT.Presence == sisxml.Set &&
-			operationDay(r.SODT.Value) != st.OperationDay {
+		st := m.flights[r.FLID]
+		if st != nil && st.Status == flight.Deleted {
+			continue // not applied, not checked
+		}
+		switch {
+		case r.SODTUnparsed != "":
+			return "FLID " + r.FLID + ": SODT is not a time"
+		case r.SODT.Presence != sisxml.Set && (st == nil || st.OperationDay == ""):
+			return "FLID " + r.FLID + ": no SODT for a flight without OPERATION_DAY"
+		case st != nil && st.OperationDay != "" && r.SODT.Presence == sisxml.Set && operationDay(r.SODT.Value) != st.OperationDay:
 			return "FLID " + r.FLID + " moved from " + st.OperationDay + " to " + operationDay(r.SODT.Value)
 		}
 	}

@@ -150,7 +150,7 @@ func TestNewPlanOutcomes(t *testing.T) {
 		"update/set", "update/clear", "update/noop", "update/on-deleted", "update/maid-move", "update/link", "update/unlink",
 		"deletion/single", "deletion/cascade", "deletion/repeat",
 		"duplicate/stale", "duplicate/same",
-		"protocol/dup-flid", "protocol/moved-day",
+		"protocol/dup-flid", "protocol/moved-day", "adhoc/new", "adhoc/new-unreadable-sodt",
 		"malformed/null", "malformed/empty", "malformed/truncated", "malformed/rcnt-mismatch",
 		"ignored/LDM", "ignored/REGN", "ignored/RSTA", "ignored/EROR",
 	} {
