@@ -19,6 +19,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/reconcile"
 	"github.com/relayhq/relay/internal/app/sms/supplier"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/relayclock"
@@ -239,7 +240,7 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 	served.Wait()
 	fmt.Fprintf(env.Stdout, "sms demo: %d messages sent and decided in %s (%d accepted, %d client errors)\n",
 		*n, took.Round(time.Millisecond), sender.accepted.Load(), sender.failed.Load())
-	return demoReconcile(ctx, env, c, records, hooks, *redisAddr, prefix)
+	return demoReconcile(ctx, env, c, records, hooks, prefix)
 }
 
 // demoSender posts signed requests to the API.
@@ -397,7 +398,7 @@ func waitHooks(ctx context.Context, clock relaytype.Clock, c *chain, _ *demoHook
 }
 
 // demoReconcile checks what the demo promises and prints it.
-func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, hooks *demoHooks, _ string, _ string) error {
+func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, hooks *demoHooks, prefix string) error {
 	var submits, dupKeys int
 	byKey := map[string]int{}
 	for _, path := range records {
@@ -450,29 +451,19 @@ func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, ho
 		li(q.freezes), li(q.charges), li(q.releases), li(q.refunds), li(q.frozen))
 	fmt.Fprintf(w, "webhooks:   %d messages notified (%d deliveries, %d refused signatures)\n", distinct, total, bad)
 	fmt.Fprintf(w, "left:       %d open work records, %d unsent outbox events\n", q.workOpen, q.outboxOpen)
-	var problems []string
-	if q.completed+q.refused != q.messages {
-		problems = append(problems, "a message is neither completed nor refused")
+	rep, err := reconcile.Run(ctx, c.d.Pool(), reconcile.Options{SupplierRecords: records, Redis: c.rdb,
+		Streams: []string{prefix + "submit", prefix + "result", prefix + "report"}})
+	if err != nil {
+		return err
 	}
-	if dupKeys != 0 {
-		problems = append(problems, "a submitId reached a supplier twice")
-	}
-	if q.badRetries != 0 {
-		problems = append(problems, "a retry is not linked to the failed attempt before it")
-	}
-	if q.freezes != q.charges+q.releases || q.frozen != 0 {
-		problems = append(problems, "frozen ≠ charged + released, or money still frozen")
-	}
+	fmt.Fprintln(w)
+	rep.Write(w)
+	ok := rep.OK()
 	if int64(distinct) != q.completed || bad != 0 {
-		problems = append(problems, "not one webhook per completed message")
+		fmt.Fprintln(w, "PROBLEM: not one verified webhook per completed message")
+		ok = false
 	}
-	if q.workOpen != 0 || q.outboxOpen != 0 {
-		problems = append(problems, "work or outbox left")
-	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(w, "PROBLEM:   ", p)
-		}
+	if !ok {
 		return errors.New("sms demo: reconciliation FAILED")
 	}
 	fmt.Fprintln(w, "ok: every message decided, no submitId twice at a supplier, retries linked, ledger balanced, one webhook per message, nothing left")
