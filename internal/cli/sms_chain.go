@@ -56,14 +56,29 @@ type chainOpts struct {
 	deadlines     complete.Deadlines
 	clock         relaytype.Clock
 	log           *slog.Logger
-	// callbackConns bounds stage D's own pool (0: 12).
-	callbackConns int
+	// pools are the connection budgets of the roles' own pools (zero
+	// fields: smsPoolsDefault).
+	pools smsPools
 }
+
+// smsPools are the PostgreSQL connections of each role's own pool: a burst
+// at one role (API requests, a callback backlog) waits for its own
+// connections and never takes those of the stages that feed the gateway.
+type smsPools struct{ api, stage, publisher, gateway, callback int }
+
+// smsPoolsDefault: 16 + 16 + 4 + 8 + 12 = 56 connections for a process
+// running every role, within PostgreSQL's default max_connections of 100
+// with room for operators and migrations.
+var smsPoolsDefault = smsPools{api: 16, stage: 16, publisher: 4, gateway: 8, callback: 12}
 
 // chain is the open parts of the send chain.
 type chain struct {
-	o         chainOpts
-	d, cbd    *relaypgx.Driver
+	o chainOpts
+	// d is the stages' (and the schema's) pool; apiD the API's, with
+	// apiEngine, a producer-only engine on it; pubD, gwD and cbd the
+	// publisher's, the gateway's and the callback's.
+	d, apiD, pubD, gwD, cbd *relaypgx.Driver
+	apiEngine               *relay.Engine
 	rdb       *redis.Client
 	work      *relaywork.Store
 	engine    *relay.Engine
@@ -94,16 +109,23 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		host, _ := os.Hostname()
 		o.instance = cmp.Or(host, "relay") + "-" + randomHex(3)
 	}
+	o.pools.api = cmp.Or(o.pools.api, smsPoolsDefault.api)
+	o.pools.stage = cmp.Or(o.pools.stage, smsPoolsDefault.stage)
+	o.pools.publisher = cmp.Or(o.pools.publisher, smsPoolsDefault.publisher)
+	o.pools.gateway = cmp.Or(o.pools.gateway, smsPoolsDefault.gateway)
+	o.pools.callback = cmp.Or(o.pools.callback, smsPoolsDefault.callback)
 	c = &chain{o: o}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
-	if c.d, err = relaypgx.Open(ctx, o.pgURL); err != nil {
-		return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(o.pgURL), dsn.Scrub(err, o.pgURL))
+	if c.d, err = c.open(ctx, o.pools.stage); err != nil {
+		return nil, err
 	}
-	c.closers = append(c.closers, func() { _ = c.d.Close() })
+	if c.apiD, err = c.open(ctx, o.pools.api); err != nil {
+		return nil, err
+	}
 	if o.migrate {
 		if _, err := relaymigrate.Up(ctx, c.d, relayclock.System{}, chainLines(c.d)...); err != nil {
 			return nil, err
@@ -132,6 +154,9 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 	if c.engine, err = relay.NewEngine(c.d, admit.EngineConfig(stage, o.instance, o.clock, o.log)); err != nil {
 		return nil, err
 	}
+	if c.apiEngine, err = relay.NewEngine(c.apiD, admit.EngineConfig(nil, o.instance, o.clock, o.log)); err != nil {
+		return nil, err
+	}
 	if o.roles.worker {
 		if c.svc, err = relayservice.New(relayservice.Config{Driver: c.d, Engine: c.engine, Shared: true, Clock: o.clock,
 			Logger: o.log}); err != nil {
@@ -139,11 +164,14 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		}
 	}
 	if o.roles.publisher {
+		if c.pubD, err = c.open(ctx, o.pools.publisher); err != nil {
+			return nil, err
+		}
 		sink, err := relayredis.New(relayredis.Config{Addr: o.redisAddr})
 		if err != nil {
 			return nil, err
 		}
-		x, err := relay.NewDispatcher(c.d, sink, relay.DispatcherConfig{Target: route.Target, Clock: o.clock, Logger: o.log,
+		x, err := relay.NewDispatcher(c.pubD, sink, relay.DispatcherConfig{Target: route.Target, Clock: o.clock, Logger: o.log,
 			PollInterval: 200 * time.Millisecond, Owner: o.instance})
 		if err != nil {
 			return nil, err
@@ -154,7 +182,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 			if err != nil {
 				return nil, err
 			}
-			x, err := relay.NewDispatcher(c.d, hook, relay.DispatcherConfig{Target: complete.WebhookTarget, Clock: o.clock,
+			x, err := relay.NewDispatcher(c.pubD, hook, relay.DispatcherConfig{Target: complete.WebhookTarget, Clock: o.clock,
 				Logger: o.log, Owner: o.instance})
 			if err != nil {
 				return nil, err
@@ -163,21 +191,17 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		}
 	}
 	if o.roles.gateway {
+		if c.gwD, err = c.open(ctx, o.pools.gateway); err != nil {
+			return nil, err
+		}
 		if err := c.openGateway(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if o.roles.callback {
-		// Stage D's own pool: a backlog of callbacks must not take the
-		// connections of the stages that feed the gateway.
-		cbURL, err := dsn.WithParam(o.pgURL, "pool_max_conns", fmt.Sprint(cmp.Or(o.callbackConns, 12)))
-		if err != nil {
-			return nil, fmt.Errorf("--postgres: %w", err)
+		if c.cbd, err = c.open(ctx, o.pools.callback); err != nil {
+			return nil, err
 		}
-		if c.cbd, err = relaypgx.Open(ctx, cbURL); err != nil {
-			return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(o.pgURL), dsn.Scrub(err, o.pgURL))
-		}
-		c.closers = append(c.closers, func() { _ = c.cbd.Close() })
 		work, err := complete.NewWorkStore(c.cbd.Pool(), nil)
 		if err != nil {
 			return nil, err
@@ -195,6 +219,20 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 	return c, nil
 }
 
+// open opens a pool of at most conns connections on the chain's database.
+func (c *chain) open(ctx context.Context, conns int) (*relaypgx.Driver, error) {
+	u, err := dsn.WithParam(c.o.pgURL, "pool_max_conns", fmt.Sprint(conns))
+	if err != nil {
+		return nil, fmt.Errorf("--postgres: %w", err)
+	}
+	d, err := relaypgx.Open(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres %s: %w", dsn.Redact(c.o.pgURL), dsn.Scrub(err, c.o.pgURL))
+	}
+	c.closers = append(c.closers, func() { _ = d.Close() })
+	return d, nil
+}
+
 // openGateway builds the gateway with the active channels of the
 // database: address, version, SP_Id, connections, window and rate from
 // sms_channel, each secret read from its secret_ref file.
@@ -204,7 +242,7 @@ func (c *chain) openGateway(ctx context.Context) error {
 		return fmt.Errorf("sms: channels: %w", err)
 	}
 	cfg := gateway.Config{Consumer: c.o.instance, CommandStream: c.o.commandStream, ResultStream: c.o.resultStream,
-		ReportStream: c.o.reportStream, Redis: c.rdb, DB: c.d.Pool(), Clock: c.o.clock, Logger: c.o.log}
+		ReportStream: c.o.reportStream, Redis: c.rdb, DB: c.gwD.Pool(), Clock: c.o.clock, Logger: c.o.log}
 	for _, ch := range snap.Data().Channels {
 		if !ch.Active {
 			continue

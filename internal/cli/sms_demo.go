@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -60,137 +61,19 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	clock := relayclock.System{}
-	tag := randomHex(4)
-	schema := "relay_sms_demo_" + tag
-	schemaURL, drop, err := scratchSchema(ctx, *pgURL, schema)
+	l, err := startLocal(ctx, env, localOpts{what: "demo", pgURL: *pgURL, redisAddr: *redisAddr, failShare: *failShare,
+		keep: *keep, log: log})
 	if err != nil {
 		return err
 	}
-	if !*keep {
-		defer drop()
-	}
-	dir, err := os.MkdirTemp("", "relay-sms-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	fmt.Fprintf(env.Stderr, "sms demo: schema %s, streams sms:demo:%s:*, secrets and supplier records in %s\n", schema, tag, dir)
+	defer l.close()
+	c, clock := l.c, relayclock.System{}
+	runCtx, stopSend := context.WithCancel(ctx)
+	defer stopSend()
 
-	// 1. The schema and the fixture.
-	d, err := relaypgx.Open(ctx, schemaURL)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if _, err := relaymigrate.Up(ctx, d, clock, chainLines(d)...); err != nil {
-		return err
-	}
-	secretOf := func(name string) string { return filepath.Join(dir, "channel-"+name+".secret") }
-	for _, name := range tenancy.DemoChannels {
-		if _, err := ensureSecretFile(secretOf(name)); err != nil {
-			return err
-		}
-	}
-	creds := map[string]tenancy.AppCredentials{}
-	if _, err := tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(name string) string { return "file:" + secretOf(name) }),
-		tenancy.SeedOpts{Clock: clock, NewApp: func(c tenancy.AppCredentials) error {
-			creds[c.Enterprise+"/"+c.App] = c
-			return nil
-		}}); err != nil {
-		return err
-	}
-
-	// 2. A simulated supplier per channel, on loopback.
-	snap, err := tenancy.Load(ctx, d.Pool(), clock)
-	if err != nil {
-		return err
-	}
-	var records []string
-	supCtx, stopSuppliers := context.WithCancel(ctx) // stopped after the chain, so the gateway leaves first
-	defer stopSuppliers()
-	var served sync.WaitGroup
-	for _, ch := range snap.Data().Channels {
-		secret, err := os.ReadFile(secretOf(ch.Name))
-		if err != nil {
-			return err
-		}
-		v := cmpp.V30
-		if ch.CMPPVersion == "2.0" {
-			v = cmpp.V20
-		}
-		record := filepath.Join(dir, "supplier-"+ch.Name+".jsonl")
-		records = append(records, record)
-		srv, err := supplier.New(supplier.Config{
-			Accounts: []supplier.Account{{SourceAddr: ch.SPID, Secret: string(bytes.TrimSpace(secret)), Versions: []cmpp.Version{v}}},
-			Behaviour: supplier.Behaviour{
-				Latency:     supplier.Dist{Kind: supplier.DistUniform, Min: time.Millisecond, Max: 5 * time.Millisecond},
-				ReportDelay: supplier.Dist{Kind: supplier.DistUniform, Min: 5 * time.Millisecond, Max: 100 * time.Millisecond},
-				ReportStats: []supplier.Weighted[string]{{Value: "DELIVRD", Weight: 1000 - int(*failShare*1000)}, {Value: "UNDELIV", Weight: int(*failShare * 1000)}},
-			},
-			Record: supplier.RecordConfig{Path: record}, Clock: clock, Logger: log})
-		if err != nil {
-			return err
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		served.Go(func() { _ = srv.Serve(supCtx, ln) })
-		defer srv.Close()
-		if _, err := d.Pool().Exec(ctx, `UPDATE sms_channel SET address = $1 WHERE name = $2`, ln.Addr().String(), ch.Name); err != nil {
-			return err
-		}
-	}
-
-	// 3. A webhook receiver; every app takes callbacks.
-	hookSecret := []byte(randomHex(16))
-	hooks, hookURL, stopHooks, err := startDemoWebhooks(hookSecret)
-	if err != nil {
-		return err
-	}
-	defer stopHooks()
-	if _, err := d.Pool().Exec(ctx, `UPDATE sms_app SET webhook_topic = name`); err != nil {
-		return err
-	}
-
-	// 4. Every role in this process.
-	prefix := "sms:demo:" + tag + ":"
-	c, err := openChain(ctx, chainOpts{pgURL: schemaURL, redisAddr: *redisAddr, clock: clock, log: log,
-		roles:         chainRoles{worker: true, publisher: true, gateway: true, callback: true},
-		commandStream: prefix + "submit", resultStream: prefix + "result", reportStream: prefix + "report",
-		webhookURL: hookURL, webhookSecret: hookSecret, instance: "demo-" + tag})
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	if !*keep {
-		defer c.rdb.Del(context.WithoutCancel(ctx), prefix+"submit", prefix+"result", prefix+"report")
-	}
-	api, err := admit.NewAPI(admit.APIConfig{Driver: c.d, Engine: c.engine, Clock: clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	lf := &listenFlags{prefix: "api", addr: "127.0.0.1:0"}
-	hcfg, _, err := lf.config(api, log)
-	if err != nil {
-		return err
-	}
-	srv, err := relayhttp.Listen(hcfg)
-	if err != nil {
-		return err
-	}
-	go func() { _ = srv.Serve() }()
-	defer func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	ran := make(chan error, 1)
-	go func() { ran <- c.run(runCtx) }()
-	fmt.Fprintf(env.Stderr, "sms demo: API on %s, %d channels with a simulated supplier each\n", srv.URL(), len(records))
-
-	// 5. Send, with progress, until every message is decided.
+	// Send, with progress, until every message is decided.
 	began := clock.Now()
-	sender := &demoSender{url: srv.URL(), creds: creds, longShare: *longShare, rng: rand.New(rand.NewPCG(1, uint64(began.UnixNano())))}
+	sender := &demoSender{url: l.apiURL, creds: l.creds, longShare: *longShare, rng: rand.New(rand.NewPCG(1, uint64(began.UnixNano())))}
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- sender.send(runCtx, *n, *concurrency) }()
 	deadline := clock.After(*timeout)
@@ -208,7 +91,6 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 			case sendErr = <-sendDone:
 				sending = false
 				if sendErr != nil {
-					stop()
 					return fmt.Errorf("sms demo: send: %w", sendErr)
 				}
 			default:
@@ -220,9 +102,8 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 		select {
 		case <-clock.After(500 * time.Millisecond):
 		case <-deadline:
-			stop()
 			return fmt.Errorf("sms demo: not drained after %s (see the progress line)", *timeout)
-		case err := <-ran:
+		case err := <-l.ran:
 			return fmt.Errorf("sms demo: the chain stopped: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -231,16 +112,11 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 	took := clock.Now().Sub(began)
 	fmt.Fprintln(env.Stderr)
 	// Let the webhooks of the last completions go out.
-	waitHooks(ctx, clock, c, hooks)
-	stop()
-	if err := <-ran; err != nil {
-		return err
-	}
-	stopSuppliers()
-	served.Wait()
+	waitHooks(ctx, clock, c, l.hooks)
+	l.stop()
 	fmt.Fprintf(env.Stdout, "sms demo: %d messages sent and decided in %s (%d accepted, %d client errors)\n",
 		*n, took.Round(time.Millisecond), sender.accepted.Load(), sender.failed.Load())
-	return demoReconcile(ctx, env, c, records, hooks, prefix)
+	return demoReconcile(ctx, env, l)
 }
 
 // demoSender posts signed requests to the API.
@@ -257,7 +133,8 @@ type demoSender struct {
 var demoPrefixes = []string{"138", "130", "133"}
 
 func (s *demoSender) send(ctx context.Context, n, concurrency int) error {
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{MaxConnsPerHost: concurrency, MaxIdleConnsPerHost: concurrency}}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -398,7 +275,8 @@ func waitHooks(ctx context.Context, clock relaytype.Clock, c *chain, _ *demoHook
 }
 
 // demoReconcile checks what the demo promises and prints it.
-func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, hooks *demoHooks, prefix string) error {
+func demoReconcile(ctx context.Context, env *Env, l *local) error {
+	c, records, hooks := l.c, l.records, l.hooks
 	var submits, dupKeys int
 	byKey := map[string]int{}
 	for _, path := range records {
@@ -452,7 +330,7 @@ func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, ho
 	fmt.Fprintf(w, "webhooks:   %d messages notified (%d deliveries, %d refused signatures)\n", distinct, total, bad)
 	fmt.Fprintf(w, "left:       %d open work records, %d unsent outbox events\n", q.workOpen, q.outboxOpen)
 	rep, err := reconcile.Run(ctx, c.d.Pool(), reconcile.Options{SupplierRecords: records, Redis: c.rdb,
-		Streams: []string{prefix + "submit", prefix + "result", prefix + "report"}})
+		Streams: l.streams()})
 	if err != nil {
 		return err
 	}
@@ -472,3 +350,203 @@ func demoReconcile(ctx context.Context, env *Env, c *chain, records []string, ho
 
 // li formats an amount in li as yuan.
 func li(v int64) string { return fmt.Sprintf("%d.%03d CNY", v/1000, v%1000) }
+
+// localOpts configures startLocal.
+type localOpts struct {
+	what, pgURL, redisAddr string
+	failShare              float64
+	keep                   bool
+	log                    *slog.Logger
+}
+
+// local is the whole send chain on this machine: a scratch schema with the
+// fixture, a simulated supplier per channel on loopback, every role in this
+// process, the API on a free loopback port and a webhook receiver.
+type local struct {
+	c       *chain
+	apiURL  string
+	creds   map[string]tenancy.AppCredentials
+	records []string
+	hooks   *demoHooks
+	prefix  string
+	ran     chan error
+	stop    func() // stops the chain (then the suppliers); idempotent
+	undo    []func()
+}
+
+// close stops what startLocal started and removes the scratch schema and
+// streams unless keep.
+func (l *local) close() {
+	l.stop()
+	for i := len(l.undo) - 1; i >= 0; i-- {
+		l.undo[i]()
+	}
+}
+
+// streams are the local chain's three stream names.
+func (l *local) streams() []string {
+	return []string{l.prefix + "submit", l.prefix + "result", l.prefix + "report"}
+}
+
+func startLocal(ctx context.Context, env *Env, o localOpts) (l *local, err error) {
+	l = &local{stop: func() {}}
+	defer func() {
+		if err != nil {
+			l.close()
+		}
+	}()
+	log := o.log
+	clock := relayclock.System{}
+	tag := randomHex(4)
+	schema := "relay_sms_" + o.what + "_" + tag
+	schemaURL, drop, err := scratchSchema(ctx, o.pgURL, schema)
+	if err != nil {
+		return nil, err
+	}
+	if !o.keep {
+		l.undo = append(l.undo, drop)
+	}
+	dir, err := os.MkdirTemp("", "relay-sms-"+o.what+"-")
+	if err != nil {
+		return nil, err
+	}
+	l.undo = append(l.undo, func() { _ = os.RemoveAll(dir) })
+	fmt.Fprintf(env.Stderr, "sms %s: schema %s, streams sms:%s:%s:*, secrets and supplier records in %s\n", o.what, schema, o.what, tag, dir)
+
+	// 1. The schema and the fixture.
+	d, err := relaypgx.Open(ctx, schemaURL)
+	if err != nil {
+		return nil, err
+	}
+	l.undo = append(l.undo, func() { _ = d.Close() })
+	if _, err := relaymigrate.Up(ctx, d, clock, chainLines(d)...); err != nil {
+		return nil, err
+	}
+	secretOf := func(name string) string { return filepath.Join(dir, "channel-"+name+".secret") }
+	for _, name := range tenancy.DemoChannels {
+		if _, err := ensureSecretFile(secretOf(name)); err != nil {
+			return nil, err
+		}
+	}
+	l.creds = map[string]tenancy.AppCredentials{}
+	creds := l.creds
+	if _, err := tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(name string) string { return "file:" + secretOf(name) }),
+		tenancy.SeedOpts{Clock: clock, NewApp: func(c tenancy.AppCredentials) error {
+			creds[c.Enterprise+"/"+c.App] = c
+			return nil
+		}}); err != nil {
+		return nil, err
+	}
+
+	// 2. A simulated supplier per channel, on loopback.
+	snap, err := tenancy.Load(ctx, d.Pool(), clock)
+	if err != nil {
+		return nil, err
+	}
+	supCtx, stopSuppliers := context.WithCancel(context.WithoutCancel(ctx)) // stopped after the chain: the gateway leaves first
+	var served sync.WaitGroup
+	var servers []*supplier.Server
+	l.stop = func() { // until the chain runs: the suppliers alone
+		stopSuppliers()
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		served.Wait()
+	}
+	for _, ch := range snap.Data().Channels {
+		secret, err := os.ReadFile(secretOf(ch.Name))
+		if err != nil {
+			return nil, err
+		}
+		v := cmpp.V30
+		if ch.CMPPVersion == "2.0" {
+			v = cmpp.V20
+		}
+		record := filepath.Join(dir, "supplier-"+ch.Name+".jsonl")
+		l.records = append(l.records, record)
+		srv, err := supplier.New(supplier.Config{
+			Accounts: []supplier.Account{{SourceAddr: ch.SPID, Secret: string(bytes.TrimSpace(secret)), Versions: []cmpp.Version{v}}},
+			Behaviour: supplier.Behaviour{
+				Latency:     supplier.Dist{Kind: supplier.DistUniform, Min: time.Millisecond, Max: 5 * time.Millisecond},
+				ReportDelay: supplier.Dist{Kind: supplier.DistUniform, Min: 5 * time.Millisecond, Max: 100 * time.Millisecond},
+				ReportStats: []supplier.Weighted[string]{{Value: "DELIVRD", Weight: 1000 - int(o.failShare*1000)}, {Value: "UNDELIV", Weight: int(o.failShare * 1000)}},
+			},
+			Record: supplier.RecordConfig{Path: record}, Clock: clock, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		served.Go(func() { _ = srv.Serve(supCtx, ln) })
+		servers = append(servers, srv)
+		if _, err := d.Pool().Exec(ctx, `UPDATE sms_channel SET address = $1 WHERE name = $2`, ln.Addr().String(), ch.Name); err != nil {
+			return nil, err
+		}
+	}
+
+	// 3. A webhook receiver; every app takes callbacks.
+	hookSecret := []byte(randomHex(16))
+	hooks, hookURL, stopHooks, err := startDemoWebhooks(hookSecret)
+	if err != nil {
+		return nil, err
+	}
+	l.hooks = hooks
+	l.undo = append(l.undo, stopHooks)
+	if _, err := d.Pool().Exec(ctx, `UPDATE sms_app SET webhook_topic = name`); err != nil {
+		return nil, err
+	}
+
+	// 4. Every role in this process.
+	prefix := "sms:" + o.what + ":" + tag + ":"
+	l.prefix = prefix
+	c, err := openChain(ctx, chainOpts{pgURL: schemaURL, redisAddr: o.redisAddr, clock: clock, log: log,
+		roles:         chainRoles{worker: true, publisher: true, gateway: true, callback: true},
+		commandStream: prefix + "submit", resultStream: prefix + "result", reportStream: prefix + "report",
+		webhookURL: hookURL, webhookSecret: hookSecret, instance: "demo-" + tag})
+	if err != nil {
+		return nil, err
+	}
+	l.c = c
+	l.undo = append(l.undo, c.close)
+	if !o.keep {
+		l.undo = append(l.undo, func() { c.rdb.Del(context.WithoutCancel(ctx), l.streams()...) })
+	}
+	api, err := admit.NewAPI(admit.APIConfig{Driver: c.apiD, Engine: c.apiEngine, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	lf := &listenFlags{prefix: "api", addr: "127.0.0.1:0"}
+	hcfg, _, err := lf.config(api, log)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := relayhttp.Listen(hcfg)
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = srv.Serve() }()
+	l.apiURL = srv.URL()
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l.ran = make(chan error, 1)
+	go func() { l.ran <- c.run(runCtx) }()
+	var once sync.Once
+	l.stop = func() {
+		once.Do(func() {
+			_ = srv.Shutdown(context.WithoutCancel(ctx))
+			stop()
+			if err := <-l.ran; err != nil {
+				log.Warn("sms: the chain stopped with an error", "err", err)
+			}
+			l.ran <- nil
+			stopSuppliers()
+			for _, s := range servers {
+				_ = s.Close()
+			}
+			served.Wait()
+		})
+	}
+	fmt.Fprintf(env.Stderr, "sms %s: API on %s, %d channels with a simulated supplier each\n", o.what, srv.URL(), len(l.records))
+	return l, nil
+}

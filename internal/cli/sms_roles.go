@@ -76,7 +76,7 @@ func runSmsRole(name string, roles chainRoles, api bool) func(ctx context.Contex
 		defer c.close()
 		var srv *relayhttp.Server
 		if api {
-			h, err := admit.NewAPI(admit.APIConfig{Driver: c.d, Engine: c.engine, Clock: c.o.clock, Logger: log})
+			h, err := admit.NewAPI(admit.APIConfig{Driver: c.apiD, Engine: c.apiEngine, Clock: c.o.clock, Logger: log})
 			if err != nil {
 				return err
 			}

@@ -164,8 +164,16 @@ func TestSendAdmitted(t *testing.T) {
 	require.EqualValues(t, 2*tenancy.DemoPrice, m["amount_li"])
 	recips := m["recipients"].([]any)
 	require.Len(t, recips, 2)
+	r0 := recips[0].(map[string]any)
+	atts := r0["attempts"].([]any)
+	delete(r0, "attempts")
 	require.Equal(t, map[string]any{"number": "13812345678", "carrier": "mobile", "segments": 1.0,
-		"unit_li": float64(tenancy.DemoPrice), "amount_li": float64(tenancy.DemoPrice)}, recips[0])
+		"unit_li": float64(tenancy.DemoPrice), "amount_li": float64(tenancy.DemoPrice)}, r0)
+	require.Len(t, atts, 1, "attempt 1, written with the admission")
+	a0 := atts[0].(map[string]any)
+	require.Equal(t, "queued", a0["state"])
+	require.EqualValues(t, 1, a0["attempt"])
+	require.Len(t, a0["segments"].([]any), 1)
 	require.Equal(t, "unicom", recips[1].(map[string]any)["carrier"])
 
 	require.Equal(t, int64(2*tenancy.DemoPrice), b.frozen("yuntong"))

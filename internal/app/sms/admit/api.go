@@ -79,6 +79,33 @@ type Recipient struct {
 	Segments int    `json:"segments,omitempty"`
 	UnitLi   int64  `json:"unit_li,omitempty"`
 	AmountLi int64  `json:"amount_li,omitempty"`
+	// Outcome is delivered, failed or unknown once the message is
+	// completed.
+	Outcome string `json:"outcome,omitempty"`
+	// Attempts are the supplier attempts for this number, first to last
+	// (a retry goes through another channel).
+	Attempts []AttemptAnswer `json:"attempts,omitempty"`
+}
+
+// AttemptAnswer is one supplier attempt for one number.
+type AttemptAnswer struct {
+	Attempt int    `json:"attempt"`
+	Channel string `json:"channel"`
+	// State is queued (in flight), delivered, failed or unknown; Detail
+	// says why it ended so.
+	State    string          `json:"state"`
+	Detail   string          `json:"detail,omitempty"`
+	Segments []SegmentAnswer `json:"segments"`
+}
+
+// SegmentAnswer is one segment's submit.
+type SegmentAnswer struct {
+	Segment  int    `json:"segment"`
+	SubmitID uint64 `json:"submit_id"`
+	// Result is the supplier's answer to the submit (ACCEPTED, REJECTED,
+	// UNKNOWN) and Stat the status report's, as known so far.
+	Result string `json:"result,omitempty"`
+	Stat   string `json:"stat,omitempty"`
 }
 
 // MessageAnswer is the body of GET /v1/messages/{id}.
@@ -86,7 +113,8 @@ type MessageAnswer struct {
 	MessageID   int64  `json:"message_id"`
 	ClientMsgID string `json:"client_msg_id"`
 	// State is accepted (in the inbox, not decided yet), admitted (rules
-	// passed, limits counted, price frozen) or refused.
+	// passed, limits counted, price frozen, attempts under way), refused or
+	// completed (every number has its outcome and is settled).
 	State string `json:"state"`
 	// Reason is a rules.Reason when refused; Status is the HTTP status that
 	// reason stands for (403, 422, 429, 402, 503) and Detail says why,
@@ -96,11 +124,12 @@ type MessageAnswer struct {
 	Detail string `json:"detail,omitempty"`
 	// Segments is the number of SMS segments of the text (each number gets
 	// all of them); AmountLi the total frozen, in li (0.001 CNY).
-	Segments   int         `json:"segments,omitempty"`
-	AmountLi   int64       `json:"amount_li,omitempty"`
-	Recipients []Recipient `json:"recipients"`
-	AcceptedAt time.Time   `json:"accepted_at"`
-	DecidedAt  *time.Time  `json:"decided_at,omitempty"`
+	Segments    int         `json:"segments,omitempty"`
+	AmountLi    int64       `json:"amount_li,omitempty"`
+	Recipients  []Recipient `json:"recipients"`
+	AcceptedAt  time.Time   `json:"accepted_at"`
+	DecidedAt   *time.Time  `json:"decided_at,omitempty"`
+	CompletedAt *time.Time  `json:"completed_at,omitempty"`
 }
 
 // NewAPI returns the HTTP API's handler, to be served by relayhttp:
@@ -275,10 +304,11 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var m MessageAnswer
-	var numbers, carriers []string
+	var numbers, carriers, outcomes []string
 	var units []int64
 	err = a.cfg.Driver.Pool().QueryRow(ctx, stmts["MessageGet"], id, app).Scan(&m.MessageID, &m.ClientMsgID, &numbers,
-		&carriers, &m.Segments, &units, &m.AmountLi, &m.State, &m.Reason, &m.Detail, &m.AcceptedAt, &m.DecidedAt)
+		&carriers, &m.Segments, &units, &m.AmountLi, &m.State, &m.Reason, &m.Detail, &m.AcceptedAt, &m.DecidedAt,
+		&outcomes, &m.CompletedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		writeCode(w, bad(CodeNotFound, "no such message"))
 		return
@@ -296,7 +326,41 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		if i < len(carriers) && i < len(units) {
 			rc.Carrier, rc.Segments, rc.UnitLi, rc.AmountLi = carriers[i], m.Segments, units[i], units[i]*int64(m.Segments)
 		}
+		if i < len(outcomes) {
+			rc.Outcome = outcomes[i]
+		}
 		m.Recipients[i] = rc
 	}
+	if err := a.attempts(ctx, &m); err != nil {
+		writeCode(w, bad(CodeUnavailable, "%s", relayhttp.InternalError(ctx, a.log, "sms api: get attempts", err, "app_id", app)))
+		return
+	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// attempts adds m's attempts and their segments to its recipients.
+func (a *api) attempts(ctx context.Context, m *MessageAnswer) error {
+	rows, err := a.cfg.Driver.Pool().Query(ctx, stmts["MessageAttempts"], m.MessageID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var recip, no, pk int
+		var channel, state, detail, result, stat string
+		var sid int64
+		if err := rows.Scan(&recip, &no, &channel, &state, &detail, &pk, &sid, &result, &stat); err != nil {
+			return err
+		}
+		if recip < 0 || recip >= len(m.Recipients) {
+			continue
+		}
+		rc := &m.Recipients[recip]
+		if n := len(rc.Attempts); n == 0 || rc.Attempts[n-1].Attempt != no {
+			rc.Attempts = append(rc.Attempts, AttemptAnswer{Attempt: no, Channel: channel, State: state, Detail: detail})
+		}
+		at := &rc.Attempts[len(rc.Attempts)-1]
+		at.Segments = append(at.Segments, SegmentAnswer{Segment: pk, SubmitID: uint64(sid), Result: result, Stat: stat})
+	}
+	return rows.Err()
 }

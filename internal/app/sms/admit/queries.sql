@@ -11,8 +11,20 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9);
 -- name: MessageGet
 -- One message of one app: another app's id is not found.
 SELECT id, client_msg_id, numbers, coalesce(carriers, '{}'), coalesce(segments, 0), coalesce(unit_li, '{}'),
-       coalesce(amount_li, 0), state, coalesce(reason, ''), coalesce(detail, ''), accepted_at, decided_at
+       coalesce(amount_li, 0), state, coalesce(reason, ''), coalesce(detail, ''), accepted_at, decided_at,
+       coalesce(outcomes, '{}'), completed_at
 FROM sms_message WHERE id = $1 AND app_id = $2;
+
+-- name: MessageAttempts
+-- The attempts of one message with their segments, for GET (the caller
+-- read the message for its app first).
+SELECT a.recipient, a.attempt_no, c.name, a.state, coalesce(a.detail, ''), s.pk_number, s.submit_id,
+       coalesce(s.result, ''), coalesce(s.stat, '')
+FROM sms_attempt a
+JOIN sms_channel c ON c.id = a.channel_id
+JOIN sms_submit s ON s.attempt_id = a.id
+WHERE a.message_id = $1
+ORDER BY a.recipient, a.attempt_no, s.pk_number;
 
 -- name: MessagesLoad
 -- The inbox rows of a batch, for deciding them.

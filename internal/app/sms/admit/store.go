@@ -10,4 +10,4 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("admit/queries.sql", queriesSQL,
-	"MessageAccept", "MessageGet", "MessagesLoad", "CountersLock", "CountersSet", "MessagesDecide", "MessageRefuse")
+	"MessageAccept", "MessageGet", "MessageAttempts", "MessagesLoad", "CountersLock", "CountersSet", "MessagesDecide", "MessageRefuse")

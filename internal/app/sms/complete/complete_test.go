@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/gateway"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
@@ -102,6 +103,22 @@ func TestTwoSegmentReceiptsAtOnce(t *testing.T) {
 	c.finish(c.completer("c"))
 	require.Equal(t, []string{"delivered"}, c.outcomes(id))
 	require.Equal(t, []string{"freeze freeze:1 135", "charge charge:1:0 135"}, c.ledger(id))
+
+	// GET shows the outcome and both attempts segment by segment.
+	m := c.get("yuntong/notify", id)
+	require.Equal(t, "completed", m.State)
+	require.NotNil(t, m.CompletedAt)
+	r := m.Recipients[0]
+	require.Equal(t, "delivered", r.Outcome)
+	require.Len(t, r.Attempts, 2)
+	require.Equal(t, "cu-a", r.Attempts[0].Channel)
+	require.Equal(t, "failed", r.Attempts[0].State)
+	require.Equal(t, "report UNDELIV", r.Attempts[0].Detail)
+	require.Equal(t, []admit.SegmentAnswer{{Segment: 1, SubmitID: cmds[0].SubmitID, Result: "ACCEPTED", Stat: "DELIVRD"},
+		{Segment: 2, SubmitID: cmds[1].SubmitID, Result: "ACCEPTED", Stat: "UNDELIV"},
+		{Segment: 3, SubmitID: cmds[2].SubmitID, Result: "ACCEPTED"}}, r.Attempts[0].Segments)
+	require.Equal(t, "cu-b", r.Attempts[1].Channel)
+	require.Equal(t, "delivered", r.Attempts[1].State)
 }
 
 // TestReceiptBeforeSubmitResp: the report comes before the submit result

@@ -269,3 +269,21 @@ type redisArgs struct {
 func (a *redisArgs) args() *redis.XAddArgs {
 	return &redis.XAddArgs{Stream: a.stream, Values: a.values}
 }
+
+// get reads message id through the API as app.
+func (c *chain) get(app string, id int64) admit.MessageAnswer {
+	c.t.Helper()
+	cr := c.creds[app]
+	ts := c.clock.Now().Unix()
+	path := "/v1/messages/" + strconv.FormatInt(id, 10)
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	r.Header.Set(admit.HeaderKey, cr.APIKey)
+	r.Header.Set(admit.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	r.Header.Set(admit.HeaderSignature, admit.Sign(cr.HMACSecret, http.MethodGet, path, ts, nil))
+	w := httptest.NewRecorder()
+	c.api.ServeHTTP(w, r)
+	require.Equal(c.t, http.StatusOK, w.Code, w.Body.String())
+	var m admit.MessageAnswer
+	require.NoError(c.t, json.Unmarshal(w.Body.Bytes(), &m))
+	return m
+}
