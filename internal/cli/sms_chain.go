@@ -79,15 +79,15 @@ type chain struct {
 	// publisher's, the gateway's and the callback's.
 	d, apiD, pubD, gwD, cbd *relaypgx.Driver
 	apiEngine               *relay.Engine
-	rdb       *redis.Client
-	work      *relaywork.Store
-	engine    *relay.Engine
-	svc       *relayservice.Service
-	disp      []*relay.Dispatcher
-	gw        *gateway.Gateway
-	intake    *complete.Intake
-	completer *complete.Completer
-	closers   []func()
+	rdb                     *redis.Client
+	work                    *relaywork.Store
+	engine                  *relay.Engine
+	svc                     *relayservice.Service
+	disp                    []*relay.Dispatcher
+	gw                      *gateway.Gateway
+	intake                  *complete.Intake
+	completer               *complete.Completer
+	closers                 []func()
 }
 
 // chainLines are the migration lines of the send chain.
