@@ -222,6 +222,9 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 // open opens a pool of at most conns connections on the chain's database.
 func (c *chain) open(ctx context.Context, conns int) (*relaypgx.Driver, error) {
 	u, err := dsn.WithParam(c.o.pgURL, "pool_max_conns", fmt.Sprint(conns))
+	if err == nil {
+		u, err = dsn.WithParam(u, "application_name", c.appName())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--postgres: %w", err)
 	}
@@ -232,6 +235,11 @@ func (c *chain) open(ctx context.Context, conns int) (*relaypgx.Driver, error) {
 	c.closers = append(c.closers, func() { _ = d.Close() })
 	return d, nil
 }
+
+// appName is the application_name of every session of the chain's pools:
+// "relay-sms-" and the instance, so an operator (and the reconciliation's
+// health check) can tell them apart.
+func (c *chain) appName() string { return "relay-sms-" + c.o.instance }
 
 // openGateway builds the gateway with the active channels of the
 // database: address, version, SP_Id, connections, window and rate from
@@ -311,6 +319,7 @@ func (c *chain) run(ctx context.Context) error {
 	}()
 	if c.svc != nil {
 		goRun("stage", c.svc.Run)
+		goRun("counter sweep", c.sweepCounters)
 	}
 	if c.gw != nil {
 		goRun("gateway", c.gw.Run)
@@ -322,6 +331,29 @@ func (c *chain) run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// sweepCounters deletes expired limit counters every minute.
+func (c *chain) sweepCounters(ctx context.Context) error {
+	for {
+		select {
+		case <-c.o.clock.After(time.Minute):
+		case <-ctx.Done():
+			return nil
+		}
+		for {
+			n, err := admit.SweepCounters(ctx, c.d.Pool(), c.o.clock.Now(), 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					c.o.log.Warn("sms: sweep limit counters", "err", err)
+				}
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
 }
 
 // close closes what openChain opened, in reverse order.

@@ -329,7 +329,7 @@ func demoReconcile(ctx context.Context, env *Env, l *local) error {
 		li(q.freezes), li(q.charges), li(q.releases), li(q.refunds), li(q.frozen))
 	fmt.Fprintf(w, "webhooks:   %d messages notified (%d deliveries, %d refused signatures)\n", distinct, total, bad)
 	fmt.Fprintf(w, "left:       %d open work records, %d unsent outbox events\n", q.workOpen, q.outboxOpen)
-	rep, err := reconcile.Run(ctx, c.d.Pool(), reconcile.Options{SupplierRecords: records, Redis: c.rdb,
+	rep, err := reconcile.Run(ctx, c.d.Pool(), reconcile.Options{SupplierRecords: records, Redis: c.rdb, ApplicationName: c.appName(),
 		Streams: l.streams()})
 	if err != nil {
 		return err

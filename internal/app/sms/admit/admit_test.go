@@ -520,3 +520,20 @@ func (b *bundle) workStore() *relaywork.Store {
 	require.NoError(b.t, err)
 	return w
 }
+
+// TestSweepCounters: counters whose window ended are deleted, in bounded
+// passes; a counter of a window still open is kept.
+func TestSweepCounters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, err := b.d.Pool().Exec(b.ctx, `INSERT INTO sms_limit_counter (key, count, until, updated_at)
+		SELECT 'k' || i, 1, $1::timestamptz + (i || ' minutes')::interval, $1 FROM generate_series(-5, 2) i`, start)
+	require.NoError(t, err)
+	n, err := admit.SweepCounters(b.ctx, b.d.Pool(), start, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	n, err = admit.SweepCounters(b.ctx, b.d.Pool(), start, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "k-5 … k-1 ended before now; k0 ends at now, k1 and k2 later")
+	require.EqualValues(t, 3, b.scalar(`SELECT count(*) FROM sms_limit_counter`))
+}

@@ -66,3 +66,10 @@ WHERE m.id = v.id AND m.state = 'accepted';
 UPDATE sms_message SET state = 'refused', reason = $2, detail = $3, carriers = NULL, segments = NULL, unit_li = NULL,
        amount_li = NULL
 WHERE id = $1 AND state = 'admitted';
+
+-- name: CountersSweep
+-- Deletes up to $2 limit counters whose window ended before $1 (their key
+-- can never be counted again: a later message has a later window's key).
+DELETE FROM sms_limit_counter WHERE key IN (
+    SELECT key FROM sms_limit_counter WHERE until < $1 ORDER BY until LIMIT $2
+);

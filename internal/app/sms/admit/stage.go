@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/complete"
@@ -606,3 +607,15 @@ func (s *Stage) freeze(ctx context.Context, tx pgx.Tx, decs []*decision, counts 
 
 // FreezeKey is the ledger idempotency key of message id's freeze.
 func FreezeKey(id int64) string { return "freeze:" + strconv.FormatInt(id, 10) }
+
+// SweepCounters deletes up to limit limit counters whose window ended
+// before now and returns how many it deleted. The worker role runs it
+// every minute; a counter is only ever counted inside its window, so
+// deleting it afterwards changes no decision.
+func SweepCounters(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, stmts["CountersSweep"], now, limit)
+	if err != nil {
+		return 0, fmt.Errorf("sms admit: sweep counters: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
