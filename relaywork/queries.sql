@@ -163,3 +163,32 @@ FROM relay_work WHERE queue = $1 AND key = $2;
 SELECT state, count(*), min(updated_at), min(next_attempt_at)
 FROM relay_work WHERE queue = $1
 GROUP BY state;
+
+-- name: LockMany
+-- $2 queue, $3 keys (sorted by the caller: one lock order). Locks the rows
+-- for the caller's transaction and returns what Lock checks of each.
+WITH n AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now)
+SELECT w.key, w.fence, coalesce(w.lease_owner, ''), w.state, coalesce(w.lease_until > n.now, false)
+FROM relay_work w, n
+WHERE w.queue = $2 AND w.key = ANY ($3::text[])
+ORDER BY w.key
+FOR UPDATE OF w;
+
+-- name: DoneMany
+-- Done for many claims of one queue: $2 queue, then per claim key, fence,
+-- owner, claimed revision and wake-up (NULL: none). Returns the keys done.
+WITH n AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now),
+v AS (SELECT * FROM unnest($3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::timestamptz[])
+          AS v(key, fence, owner, revision, wake))
+UPDATE relay_work w SET
+    processed_revision = v.revision,
+    state              = CASE WHEN w.revision > v.revision THEN 'pending' ELSE 'idle' END,
+    next_attempt_at    = CASE WHEN w.revision > v.revision THEN NULL ELSE v.wake END,
+    lease_owner        = NULL,
+    lease_until        = NULL,
+    attempts           = 0,
+    last_error         = NULL,
+    updated_at         = n.now
+FROM n, v
+WHERE w.queue = $2 AND w.key = v.key AND w.fence = v.fence AND w.lease_owner = v.owner AND w.state = 'processing'
+RETURNING w.key;

@@ -33,7 +33,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("relaywork/queries.sql", queriesSQL,
 	"Ensure", "Bump", "Claim", "Renew", "Lock", "Done", "FailLock", "Fail", "Review", "Rearm",
-	"Release", "Get", "Stats")
+	"Release", "Get", "Stats", "LockMany", "DoneMany")
 
 // MigrationLine returns the line "relay_work" (the embedded files
 // migration/relay_work/NNN_name.up.sql, PostgreSQL only). Apply it with
@@ -385,6 +385,89 @@ func (s *Store) Lock(ctx context.Context, tx pgx.Tx, c Claim) error {
 		return s.fencedErr(c, "state "+state)
 	case !live:
 		return s.fencedErr(c, "lease expired")
+	}
+	return nil
+}
+
+// LockMany is Lock for several claims of this store's queue in one
+// statement, rows locked in key order: it returns the claims still held and
+// those fenced (each counted as Lock counts them). A transaction that
+// continues with the held ones must leave the fenced ones alone.
+func (s *Store) LockMany(ctx context.Context, tx pgx.Tx, claims []Claim) (held, fenced []Claim, err error) {
+	if len(claims) == 0 {
+		return nil, nil, nil
+	}
+	byKey := make(map[string]Claim, len(claims))
+	keys := make([]string, 0, len(claims))
+	for _, c := range claims {
+		if c.Queue != s.cfg.Queue {
+			return nil, nil, fmt.Errorf("relaywork: lock: claim of queue %s on a store of %s", c.Queue, s.cfg.Queue)
+		}
+		if _, dup := byKey[c.Key]; !dup {
+			keys = append(keys, c.Key)
+		}
+		byKey[c.Key] = c
+	}
+	slices.Sort(keys)
+	rows, err := tx.Query(ctx, stmts["LockMany"], s.now(), s.cfg.Queue, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("relaywork: lock %d keys: %w", len(keys), err)
+	}
+	ok := make(map[string]bool, len(keys))
+	for rows.Next() {
+		var key, owner, state string
+		var fence int64
+		var live bool
+		if err := rows.Scan(&key, &fence, &owner, &state, &live); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("relaywork: lock %d keys: %w", len(keys), err)
+		}
+		c := byKey[key]
+		ok[key] = fence == c.Fence && owner == c.Owner && State(state) == StateProcessing && live
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("relaywork: lock %d keys: %w", len(keys), err)
+	}
+	for _, k := range keys {
+		if ok[k] {
+			held = append(held, byKey[k])
+		} else {
+			s.fenced.Add(1)
+			fenced = append(fenced, byKey[k])
+		}
+	}
+	return held, fenced, nil
+}
+
+// DoneMany is Done for several claims, each with its wake-up time (wake[i]
+// for claims[i]; zero: none), in one statement. It returns an error wrapping
+// ErrFenced when a claim no longer carries its fence and owner (call it after
+// LockMany, with the held claims only).
+func (s *Store) DoneMany(ctx context.Context, tx pgx.Tx, claims []Claim, wake []time.Time) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	if len(wake) != len(claims) {
+		return fmt.Errorf("relaywork: done: %d wake-up times for %d claims", len(wake), len(claims))
+	}
+	keys, owners := make([]string, len(claims)), make([]string, len(claims))
+	fences, revs := make([]int64, len(claims)), make([]int64, len(claims))
+	wakes := make([]*time.Time, len(claims))
+	for i, c := range claims {
+		keys[i], fences[i], owners[i], revs[i], wakes[i] = c.Key, c.Fence, c.Owner, c.Revision, optTime(wake[i])
+	}
+	rows, err := tx.Query(ctx, stmts["DoneMany"], s.now(), s.cfg.Queue, keys, fences, owners, revs, wakes)
+	if err != nil {
+		return fmt.Errorf("relaywork: done %d claims: %w", len(claims), err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("relaywork: done %d claims: %w", len(claims), err)
+	}
+	if len(done) != len(claims) {
+		s.fenced.Add(uint64(len(claims) - len(done)))
+		return fmt.Errorf("%w: %d of %d claims of %s no longer held", ErrFenced, len(claims)-len(done), len(claims), s.cfg.Queue)
 	}
 	return nil
 }

@@ -520,3 +520,50 @@ func TestClaimOldestFirst(t *testing.T) {
 	b.clock.Advance(time.Minute) // every lease of w2 expires; x and y are older (4s)
 	require.Equal(t, []string{"x", "y"}, keysOf(b.claim(t, "w3", 2)))
 }
+
+// LockMany and DoneMany: of three claims, one taken over after its lease
+// lapsed is reported fenced and left alone; the two held ones are done in
+// one statement — one idle with its wake-up, one pending again because a
+// fact arrived while it ran. DoneMany with a stale claim is refused.
+func TestLockManyDoneMany(t *testing.T) {
+	t.Parallel()
+	b := setup(t, relaywork.Config{Lease: 30 * time.Second})
+	b.bump(t, "a", "b", "c")
+	cs := b.claim(t, "w1", 3)
+	require.Len(t, cs, 3)
+	stale, mine := cs[0], cs[1:]
+	b.clock.Advance(20 * time.Second)
+	lost, err := b.store.Renew(b.ctx, mine) // w1 keeps two leases, lets the first lapse
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	b.clock.Advance(11 * time.Second)
+	taken := b.claim(t, "w2", 3)
+	require.Len(t, taken, 1)
+	require.Equal(t, stale.Key, taken[0].Key)
+	all := append([]relaywork.Claim{stale}, mine...)
+	b.bump(t, mine[1].Key) // a fact while w1 runs
+	wake := start.Add(time.Hour)
+	err = inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		held, fenced, err := b.store.LockMany(b.ctx, tx, all)
+		if err != nil {
+			return err
+		}
+		require.Equal(t, []relaywork.Claim{stale}, fenced)
+		require.ElementsMatch(t, mine, held)
+		require.ErrorIs(t, b.store.DoneMany(b.ctx, tx, []relaywork.Claim{stale}, []time.Time{wake}), relaywork.ErrFenced)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, inTx(b.ctx, b.pool, func(tx pgx.Tx) error {
+		held, _, err := b.store.LockMany(b.ctx, tx, mine)
+		if err != nil {
+			return err
+		}
+		return b.store.DoneMany(b.ctx, tx, held, []time.Time{wake, wake})
+	}))
+	r0, r1 := b.row(t, mine[0].Key), b.row(t, mine[1].Key)
+	require.Equal(t, relaywork.StateIdle, r0.State)
+	require.Equal(t, wake, r0.NextAttemptAt)
+	require.Equal(t, relaywork.StatePending, r1.State, "revision moved while it ran")
+	require.Equal(t, relaywork.StateProcessing, b.row(t, stale.Key).State, "still w2's")
+}

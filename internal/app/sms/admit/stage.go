@@ -553,7 +553,7 @@ func writeDecisions(ctx context.Context, tx pgx.Tx, decs []*decision, now time.T
 
 // freeze posts each admitted message's freeze, in account order then
 // message order, last in the transaction — one tenancy.PostMany per account
-// (four round trips whatever the messages): the account row's lock is held
+// (two pipelined round trips whatever the messages): the account row's lock is held
 // only from here to the commit. A message whose
 // freeze finds the balance short is turned into a refusal
 // (insufficient_balance) and its counts are given back.

@@ -245,14 +245,14 @@ func (c *Completer) processTx(ctx context.Context, claims []relaywork.Claim) err
 
 // message is a locked message of a batch.
 type message struct {
-	id, app, enterprise int64
-	webhook, clientID   string
-	numbers, carriers   []string
-	segments            int
-	unit                []int64
-	text, state         string
-	acceptedAt          time.Time
-	attempts            []*attempt // every attempt
+	id, app, account  int64
+	webhook, clientID string
+	numbers, carriers []string
+	segments          int
+	unit              []int64
+	text, state       string
+	acceptedAt        time.Time
+	attempts          []*attempt // every attempt
 }
 
 // attempt is an sms_attempt row of a batch.
@@ -280,7 +280,7 @@ type plan struct {
 	timeoutID              []int64
 	timeoutWhy             []string
 	retries                []*route.Attempt
-	entries                map[int64][]tenancy.Entry // by enterprise
+	entries                map[int64][]tenancy.Entry // by account
 	events                 []*relay.OutboxEvent
 	done                   []doneItem
 	completed              []completedMsg
@@ -300,28 +300,22 @@ func (c *Completer) batchTx(ctx context.Context, tx pgx.Tx, claims []relaywork.C
 	now := c.cfg.Clock.Now()
 	// 1. The work rows, in key order, fenced: a claim that lapsed is left
 	// to its new holder.
-	held := slices.Clone(claims)
-	slices.SortFunc(held, func(a, b relaywork.Claim) int { return strings.Compare(a.Key, b.Key) })
+	held, fenced, err := c.cfg.Work.LockMany(ctx, tx, claims)
+	if err != nil {
+		return err
+	}
+	c.fenced.Add(int64(len(fenced)))
 	var ids []int64
 	byAttempt := map[int64]relaywork.Claim{}
-	kept := held[:0]
 	for _, cl := range held {
-		if err := c.cfg.Work.Lock(ctx, tx, cl); err != nil {
-			if errors.Is(err, relaywork.ErrFenced) {
-				c.fenced.Add(1)
-				continue
-			}
-			return err
-		}
 		id, err := attemptOfKey(cl.Key)
 		if err != nil {
 			return err
 		}
-		kept = append(kept, cl)
 		ids = append(ids, id)
 		byAttempt[id] = cl
 	}
-	if len(kept) == 0 {
+	if len(held) == 0 {
 		return nil
 	}
 	faultpoint.Hit(faultpoint.SmsCompleteAfterLock)
@@ -424,7 +418,7 @@ func (c *Completer) late(p *plan, m *message, a *attempt, v Verdict) {
 	case a.state == AttemptUnknown && v.State == AttemptFailed:
 		note = "reported failed after it was charged as unknown: refunded"
 		c.refunds.Add(1)
-		p.entries[m.enterprise] = append(p.entries[m.enterprise], tenancy.Entry{Kind: tenancy.KindRefund,
+		p.entries[m.account] = append(p.entries[m.account], tenancy.Entry{Kind: tenancy.KindRefund,
 			IdemKey: recipientKey("refund", m.id, a.recipient), Amount: amount(m, a.recipient),
 			Note: "sms message " + strconv.FormatInt(m.id, 10), At: p.now})
 	default:
@@ -494,7 +488,7 @@ func (c *Completer) settle(p *plan, m *message, recipient int, state string) {
 	if state == AttemptFailed {
 		kind, key = tenancy.KindRelease, "release"
 	}
-	p.entries[m.enterprise] = append(p.entries[m.enterprise], tenancy.Entry{Kind: kind,
+	p.entries[m.account] = append(p.entries[m.account], tenancy.Entry{Kind: kind,
 		IdemKey: recipientKey(key, m.id, recipient), Amount: amount(m, recipient),
 		Note: "sms message " + strconv.FormatInt(m.id, 10), At: p.now})
 }

@@ -103,11 +103,13 @@ ON CONFLICT (event_key) DO NOTHING;
 -- name: MessagesLock
 -- Locks the messages of a completion batch, in id order (after the work
 -- rows: the lock order is work → message → account), and reads what the
--- completion needs of each: its app, enterprise and webhook topic, numbers,
+-- completion needs of each: its app, its enterprise's account (0: none)
+-- and webhook topic, numbers,
 -- carriers, segments, unit prices, the text as sent and when it came in.
-SELECT m.id, m.app_id, a.enterprise_id, coalesce(a.webhook_topic, ''), m.client_msg_id, m.numbers, m.carriers,
+SELECT m.id, m.app_id, coalesce(acc.id, 0), coalesce(a.webhook_topic, ''), m.client_msg_id, m.numbers, m.carriers,
        m.segments, m.unit_li, m.content, m.state, m.accepted_at
 FROM sms_message m JOIN sms_app a ON a.id = m.app_id
+LEFT JOIN sms_account acc ON acc.enterprise_id = a.enterprise_id
 WHERE m.id = ANY ($1::bigint[])
 ORDER BY m.id
 FOR UPDATE OF m;

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/relayhq/relay/internal/app/sms/route"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/faultpoint"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // loadMessages locks the messages of attempts ids (in id order) and reads
@@ -33,7 +36,7 @@ func (c *Completer) loadMessages(ctx context.Context, tx pgx.Tx, ids []int64) (m
 	msgs := make(map[int64]*message, len(mids))
 	for rows.Next() {
 		m := &message{}
-		if err := rows.Scan(&m.id, &m.app, &m.enterprise, &m.webhook, &m.clientID, &m.numbers, &m.carriers, &m.segments,
+		if err := rows.Scan(&m.id, &m.app, &m.account, &m.webhook, &m.clientID, &m.numbers, &m.carriers, &m.segments,
 			&m.unit, &m.text, &m.state, &m.acceptedAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("sms complete: lock messages: %w", err)
@@ -173,10 +176,12 @@ func (c *Completer) write(ctx context.Context, tx pgx.Tx, p *plan) error {
 			return fmt.Errorf("sms complete: complete messages: %d of %d still admitted", tag.RowsAffected(), len(p.completed))
 		}
 	}
-	for _, d := range p.done {
-		if err := c.cfg.Work.Done(ctx, tx, d.claim, d.wake); err != nil {
-			return err
-		}
+	done, wakes := make([]relaywork.Claim, len(p.done)), make([]time.Time, len(p.done))
+	for i, d := range p.done {
+		done[i], wakes[i] = d.claim, d.wake
+	}
+	if err := c.cfg.Work.DoneMany(ctx, tx, done, wakes); err != nil {
+		return err
 	}
 	if err := c.post(ctx, tx, p.entries); err != nil {
 		return err
@@ -196,31 +201,27 @@ func (c *Completer) write(ctx context.Context, tx pgx.Tx, p *plan) error {
 
 // post writes the ledger entries, one tenancy.PostMany per account, in
 // account order.
-func (c *Completer) post(ctx context.Context, tx pgx.Tx, byEnt map[int64][]tenancy.Entry) error {
-	type acct struct {
-		id      int64
-		entries []tenancy.Entry
-	}
-	var accts []acct
-	for ent, es := range byEnt {
-		id, err := tenancy.AccountOf(ctx, tx, ent)
-		if err != nil {
-			return fmt.Errorf("sms complete: account of enterprise %d: %w", ent, err)
+func (c *Completer) post(ctx context.Context, tx pgx.Tx, byAccount map[int64][]tenancy.Entry) error {
+	accts := make([]int64, 0, len(byAccount))
+	for id := range byAccount {
+		if id == 0 {
+			return errors.New("sms complete: a message's enterprise has no account")
 		}
+		accts = append(accts, id)
+	}
+	slices.Sort(accts)
+	for _, id := range accts {
+		es := byAccount[id]
 		for i := range es {
 			es[i].AccountID = id
 		}
-		accts = append(accts, acct{id, es})
-	}
-	slices.SortFunc(accts, func(a, b acct) int { return cmp.Compare(a.id, b.id) })
-	for _, a := range accts {
-		res, err := tenancy.PostMany(ctx, tx, a.entries)
+		res, err := tenancy.PostMany(ctx, tx, es)
 		if err != nil {
-			return fmt.Errorf("sms complete: settle on account %d: %w", a.id, err)
+			return fmt.Errorf("sms complete: settle on account %d: %w", id, err)
 		}
 		for i, r := range res {
 			if r.Refused != nil {
-				return fmt.Errorf("sms complete: settle %s: refused: %w", a.entries[i].IdemKey, r.Refused)
+				return fmt.Errorf("sms complete: settle %s: refused: %w", es[i].IdemKey, r.Refused)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relayhq/relay/internal/app/sms/rules"
 	"github.com/relayhq/relay/relaytype"
@@ -155,9 +156,9 @@ type PostResult struct {
 }
 
 // PostMany posts es — entries of one account — in order, deciding each as
-// Post would after the ones before it, in four round trips whatever their
-// number: lock the account, look every key up, insert the new entries,
-// update the account. An entry refused by the rules of its kind (a freeze
+// Post would after the ones before it, in two round trips whatever their
+// number: lock the account and look every key up (one pipelined batch), then
+// insert the new entries and update the account (another). An entry refused by the rules of its kind (a freeze
 // beyond the available balance) gets Refused and the rest go on; a key
 // reused for another entry, a release or charge beyond what is frozen, or a
 // store error fails the call (nothing is written by it then, so the caller
@@ -180,35 +181,41 @@ func PostMany(ctx context.Context, tx pgx.Tx, es []Entry) ([]PostResult, error) 
 		}
 		keys[i] = e.IdemKey
 	}
-	var balance, frozen int64
-	err := tx.QueryRow(ctx, stmts["AccountLock"], account).Scan(&balance, &frozen)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("tenancy: post many: account %d: %w", account, relaytype.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: post many: lock account %d: %w", account, err)
-	}
 	type prior struct {
 		id, account, amount, balance, frozen int64
 		kind                                 string
 	}
-	rows, err := tx.Query(ctx, stmts["LedgerByKeys"], keys)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
-	}
+	// The lock and the look-up go in one round trip; the look-up runs after
+	// the lock is granted, so it sees every entry committed before.
+	var balance, frozen int64
 	prev := map[string]prior{}
-	for rows.Next() {
-		var k string
-		var p prior
-		if err := rows.Scan(&p.id, &k, &p.account, &p.kind, &p.amount, &p.balance, &p.frozen); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
+	b := &pgx.Batch{}
+	b.Queue(stmts["AccountLock"], account).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&balance, &frozen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("tenancy: post many: account %d: %w", account, relaytype.ErrNotFound)
 		}
-		prev[k] = p
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tenancy: post many: look up keys: %w", err)
+		if err != nil {
+			return fmt.Errorf("tenancy: post many: lock account %d: %w", account, err)
+		}
+		return nil
+	})
+	b.Queue(stmts["LedgerByKeys"], keys).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k string
+			var p prior
+			if err := rows.Scan(&p.id, &k, &p.account, &p.kind, &p.amount, &p.balance, &p.frozen); err != nil {
+				return fmt.Errorf("tenancy: post many: look up keys: %w", err)
+			}
+			prev[k] = p
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("tenancy: post many: look up keys: %w", err)
+		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
 	}
 
 	out := make([]PostResult, len(es))
@@ -254,24 +261,28 @@ func PostMany(ctx context.Context, tx pgx.Tx, es []Entry) ([]PostResult, error) 
 	if len(ins.idx) == 0 {
 		return out, nil
 	}
-	rows, err = tx.Query(ctx, stmts["LedgerInsertMany"], account, ins.kinds, ins.keys, ins.amounts, ins.balances,
-		ins.frozens, ins.notes, ins.at)
-	if err != nil {
-		return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
-	}
+	// The inserts and the account's new state go in one round trip.
+	last := ins.at[len(ins.at)-1]
 	ids := map[string]int64{}
-	for rows.Next() {
-		var id int64
-		var k string
-		if err := rows.Scan(&id, &k); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
+	b = &pgx.Batch{}
+	b.Queue(stmts["LedgerInsertMany"], account, ins.kinds, ins.keys, ins.amounts, ins.balances, ins.frozens, ins.notes,
+		ins.at).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id int64
+			var k string
+			if err := rows.Scan(&id, &k); err != nil {
+				return fmt.Errorf("tenancy: post many: insert: %w", err)
+			}
+			ids[k] = id
 		}
-		ids[k] = id
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tenancy: post many: insert: %w", err)
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("tenancy: post many: insert: %w", err)
+		}
+		return nil
+	})
+	b.Queue(stmts["AccountSet"], account, balance, frozen, last).Exec(func(pgconn.CommandTag) error { return nil })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("tenancy: post many: %w", err)
 	}
 	for _, i := range ins.idx {
 		out[i].ID = ids[es[i].IdemKey]
@@ -280,10 +291,6 @@ func PostMany(ctx context.Context, tx pgx.Tx, es []Entry) ([]PostResult, error) 
 		if j, ok := fresh[es[i].IdemKey]; ok && j != i && out[i].Refused == nil {
 			out[i].ID = out[j].ID
 		}
-	}
-	last := ins.at[len(ins.at)-1]
-	if _, err := tx.Exec(ctx, stmts["AccountSet"], account, balance, frozen, last); err != nil {
-		return nil, fmt.Errorf("tenancy: post many: update account: %w", err)
 	}
 	return out, nil
 }
