@@ -80,7 +80,8 @@ type chain struct {
 	d, apiD, pubD, gwD, cbd *relaypgx.Driver
 	apiEngine               *relay.Engine
 	rdb                     *redis.Client
-	work                    *relaywork.Store
+	work                    *relaywork.Store // on the stages' pool (Ensure of new attempts)
+	cbWork                  *relaywork.Store // on the callback's pool (its claims, the completion's metrics)
 	engine                  *relay.Engine
 	svc                     *relayservice.Service
 	disp                    []*relay.Dispatcher
@@ -206,6 +207,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		if err != nil {
 			return nil, err
 		}
+		c.cbWork = work
 		if c.intake, err = complete.NewIntake(complete.IntakeConfig{Pool: c.cbd.Pool(), Redis: c.rdb, Work: work,
 			Clock: o.clock, Consumer: o.instance, ResultStream: o.resultStream, ReportStream: o.reportStream,
 			Logger: o.log}); err != nil {

@@ -8,6 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/gateway"
@@ -42,6 +45,8 @@ func runSmsRole(name string, roles chainRoles, api bool) func(ctx context.Contex
 		fs := newFlags(env, "sms "+name, "sms "+name+" [flags]")
 		o := chainOpts{roles: roles}
 		logLevel, secretFile := chainFlags(fs, &o)
+		metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
+			"read-only: :PORT means 127.0.0.1:PORT, and a non-loopback address is logged as a warning")
 		var lf *listenFlags
 		if api {
 			lf = addListenFlags(fs, "api", "the SMS API")
@@ -74,6 +79,23 @@ func runSmsRole(name string, roles chainRoles, api bool) func(ctx context.Contex
 			return err
 		}
 		defer c.close()
+		reg := prometheus.NewRegistry()
+		work := c.work
+		if c.cbWork != nil {
+			work = c.cbWork // the claims' counters are the callback's store's
+		}
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			work.Collector(), complete.Collector(c.intake, c.completer))
+		if c.gw != nil {
+			reg.MustRegister(c.gw.Collector())
+		}
+		if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
+			stopHTTP, err := startHTTP(log, mc)
+			if err != nil {
+				return err
+			}
+			defer stopHTTP()
+		}
 		var srv *relayhttp.Server
 		if api {
 			h, err := admit.NewAPI(admit.APIConfig{Driver: c.apiD, Engine: c.apiEngine, Clock: c.o.clock, Logger: log})
