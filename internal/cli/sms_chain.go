@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +72,40 @@ type smsPools struct{ api, stage, publisher, gateway, callback int }
 // running every role, within PostgreSQL's default max_connections of 100
 // with room for operators and migrations.
 var smsPoolsDefault = smsPools{api: 16, stage: 16, publisher: 4, gateway: 8, callback: 12}
+
+// smsPoolsSmall is the demo's budget (24 connections): a newcomer's
+// machine, and tests that run beside others on one server.
+var smsPoolsSmall = smsPools{api: 6, stage: 6, publisher: 2, gateway: 4, callback: 6}
+
+// String is the --pools form.
+func (p *smsPools) String() string {
+	return fmt.Sprintf("%d,%d,%d,%d,%d", p.api, p.stage, p.publisher, p.gateway, p.callback)
+}
+
+// Set reads API,STAGE,PUBLISHER,GATEWAY,CALLBACK connection counts.
+func (p *smsPools) Set(v string) error {
+	parts := strings.Split(v, ",")
+	if len(parts) != 5 {
+		return errors.New("want API,STAGE,PUBLISHER,GATEWAY,CALLBACK connection counts, e.g. 16,16,4,8,12")
+	}
+	var n [5]int
+	for i, s := range parts {
+		x, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || x < 1 || x > 500 {
+			return fmt.Errorf("%s is not a connection count (1-500)", relaytype.QuoteValue(s))
+		}
+		n[i] = x
+	}
+	*p = smsPools{api: n[0], stage: n[1], publisher: n[2], gateway: n[3], callback: n[4]}
+	return nil
+}
+
+// poolsFlag registers --pools with def as its default.
+func poolsFlag(fs *flag.FlagSet, p *smsPools, def smsPools) {
+	*p = def
+	fs.Var(p, "pools", "PostgreSQL connections of each role's own pool: API,STAGE,PUBLISHER,GATEWAY,CALLBACK (default "+
+		def.String()+"); the sum must fit the server's max_connections beside everything else")
+}
 
 // chain is the open parts of the send chain.
 type chain struct {

@@ -48,6 +48,8 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
 	keep := fs.Bool("keep", false, "keep the scratch schema and streams (printed) for a look afterwards")
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
+	var pools smsPools
+	poolsFlag(fs, &pools, smsPoolsSmall)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	l, err := startLocal(ctx, env, localOpts{what: "demo", pgURL: *pgURL, redisAddr: *redisAddr, failShare: *failShare,
-		keep: *keep, log: log})
+		keep: *keep, log: log, pools: pools})
 	if err != nil {
 		return err
 	}
@@ -354,6 +356,7 @@ func li(v int64) string { return fmt.Sprintf("%d.%03d CNY", v/1000, v%1000) }
 // localOpts configures startLocal.
 type localOpts struct {
 	what, pgURL, redisAddr string
+	pools                  smsPools
 	failShare              float64
 	keep                   bool
 	log                    *slog.Logger
@@ -504,7 +507,7 @@ func startLocal(ctx context.Context, env *Env, o localOpts) (l *local, err error
 	c, err := openChain(ctx, chainOpts{pgURL: schemaURL, redisAddr: o.redisAddr, clock: clock, log: log,
 		roles:         chainRoles{worker: true, publisher: true, gateway: true, callback: true},
 		commandStream: prefix + "submit", resultStream: prefix + "result", reportStream: prefix + "report",
-		webhookURL: hookURL, webhookSecret: hookSecret, instance: "demo-" + tag})
+		webhookURL: hookURL, webhookSecret: hookSecret, instance: o.what + "-" + tag, pools: o.pools})
 	if err != nil {
 		return nil, err
 	}

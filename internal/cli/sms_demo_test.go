@@ -12,12 +12,14 @@ import (
 	"github.com/relayhq/relay/internal/testdb"
 )
 
+// The whole-chain tests do not run in parallel with each other: each opens
+// a process's worth of pools on the shared server.
+
 // TestSmsDemo runs `relay sms demo` as a newcomer would (a smaller N):
 // every message is decided, the reconciliation passes on every check, and
 // some numbers were retried through another channel (the supplier reports
 // a share of failures).
 func TestSmsDemo(t *testing.T) {
-	t.Parallel()
 	var out, errOut bytes.Buffer
 	err := cli.Run(t.Context(), []string{"sms", "demo", "-n", "400", "--fail-share", "0.1", "--postgres", testdb.PGURL()},
 		&out, &errOut)
@@ -36,9 +38,9 @@ func TestSmsDemo(t *testing.T) {
 // TestSmsLoad runs two short tiers of `relay sms load`: each is drained
 // and reconciled, and its line shows what was offered and measured.
 func TestSmsLoad(t *testing.T) {
-	t.Parallel()
 	var out, errOut bytes.Buffer
-	err := cli.Run(t.Context(), []string{"sms", "load", "--tiers", "10,40", "--tier-seconds", "2s", "--postgres", testdb.PGURL()},
+	err := cli.Run(t.Context(), []string{"sms", "load", "--tiers", "10,40", "--tier-seconds", "2s", "--pools", "4,4,2,3,4",
+		"--postgres", testdb.PGURL()},
 		&out, &errOut)
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	lines := regexp.MustCompile(`(?m)^\s+(\d+)\s+(\d+)\s+(\d+)\s+.*\s(ok|FAILED)$`).FindAllStringSubmatch(out.String(), -1)

@@ -35,6 +35,8 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	drainTimeout := fs.Duration("drain-timeout", 5*time.Minute, "give up a tier when it is not drained after this long")
 	keep := fs.Bool("keep", false, "keep the scratch schema and streams")
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
+	var pools smsPools
+	poolsFlag(fs, &pools, smsPoolsDefault)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every role, the suppliers and the load generator) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,7 +65,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	defer stopProfile()
 	l, err := startLocal(ctx, env, localOpts{what: "load", pgURL: *pgURL, redisAddr: *redisAddr, failShare: *failShare,
-		keep: *keep, log: log})
+		keep: *keep, log: log, pools: pools})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ func chainFlags(fs *flag.FlagSet, o *chainOpts) (logLevel *string, webhookSecret
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "base URL of the customers' result callbacks (an app's topic is appended); empty: none")
 	webhookSecretFile = fs.String("webhook-secret-file", "", "file holding the secret the callbacks are signed with (required with --webhook-url)")
 	logLevel = fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
+	poolsFlag(fs, &o.pools, smsPoolsDefault)
 	return logLevel, webhookSecretFile
 }
 

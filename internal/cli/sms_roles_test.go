@@ -32,7 +32,6 @@ import (
 // on attempt 1) — /metrics serves the stages' counters, and the process
 // stops cleanly when its context ends.
 func TestSmsAll(t *testing.T) {
-	t.Parallel()
 	ctx := t.Context()
 	url := testdb.PGSchema(t)
 	dir := filepath.Join(t.TempDir(), "secrets")
@@ -57,7 +56,7 @@ func TestSmsAll(t *testing.T) {
 	go func() {
 		done <- cli.Run(runCtx, []string{"sms", "all", "--postgres", url, "--migrate", "--api-addr", "127.0.0.1:0",
 			"--metrics-addr", metrics, "--command-stream", "t:" + tag + ":submit", "--result-stream", "t:" + tag + ":result",
-			"--report-stream", "t:" + tag + ":report", "--log-level", "error"}, &log, &log)
+			"--report-stream", "t:" + tag + ":report", "--log-level", "error", "--pools", "4,4,2,3,4"}, &log, &log)
 	}()
 	listening := regexp.MustCompile(`API on (http://\S+)`)
 	require.Eventually(t, func() bool { return listening.MatchString(log.String()) }, 30*time.Second, 20*time.Millisecond,
