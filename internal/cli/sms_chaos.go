@@ -28,7 +28,7 @@ func runSmsChaos(ctx context.Context, env *Env, args []string) error {
 	kills := fs.Int("kills", chaincrash.KillsDefault, "SIGKILLs at random moments while the requests go out, to api, worker, publisher, gateway and callback in turn")
 	faultProb := fs.Float64("fault-probability", chaincrash.FaultProbabilityDefault, "chance that passing a fault point kills an armed life (every other restart of a role is armed at all its points)")
 	drops := fs.Int("drops", chaincrash.DropsDefault, "times a supplier, picked at random, drops every connection")
-	restartRedis := fs.Bool("restart-redis", false, "restart the Redis server once mid-run with `redis-cli shutdown nosave` and redis-server (its data is lost: every other user of that Redis loses theirs too)")
+	restartRedis := fs.Bool("restart-redis", false, "restart the Redis server once mid-run: redis-cli shutdown nosave, then redis-server with --redis-server-args (it keeps nothing: every other user of that Redis loses its data too)")
 	redisServerArgs := fs.String("redis-server-args", "--daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log",
 		"arguments of redis-server for --restart-redis (split on spaces; \"\" is an empty argument)")
 	drainTimeout := fs.Duration("drain-timeout", chaincrash.DrainTimeoutDefault, "give up when the chain has not drained this long after the last answer")
