@@ -50,7 +50,6 @@ type role struct {
 	lives, kills, armedLives int
 	faults                   map[string]int
 	ownExits                 []string
-	restarted                chan struct{} // closed and replaced at every start
 }
 
 // RoleStats are what happened to one role's processes.
@@ -58,8 +57,9 @@ type RoleStats struct {
 	// Lives counts the processes started; ArmedLives those started with
 	// fault points armed.
 	Lives, ArmedLives int
-	// Kills counts the SIGKILLs the harness sent (at random moments, to an
-	// armed life that had not died at a point, after a Redis restart).
+	// Kills counts the SIGKILLs the harness sent: at random moments (an
+	// armed life among them when it had not died at a point yet), and to
+	// an armed life still running when the chaos ends.
 	Kills int
 	// Faults counts the lives a fault point ended, per point.
 	Faults map[string]int
@@ -70,7 +70,7 @@ type RoleStats struct {
 
 func newRole(name, bin string, args, env []string, seed uint64, out func(string, ...any)) *role {
 	return &role{name: name, bin: bin, args: args, env: env, out: out, rng: rand.New(rand.NewPCG(seed, 0x7a1e)),
-		faults: map[string]int{}, restarted: make(chan struct{})}
+		faults: map[string]int{}}
 }
 
 // start begins the next life (armed as planned).
@@ -87,8 +87,6 @@ func (r *role) start() error {
 	r.arm = ""
 	r.cur = c
 	r.lives++
-	close(r.restarted)
-	r.restarted = make(chan struct{})
 	go r.watch(c)
 	return nil
 }
