@@ -40,6 +40,7 @@ func TestSmsChainCrash(t *testing.T) {
 	require.GreaterOrEqual(t, kills, 15)
 	require.Contains(t, got, "suppliers: 4 drops")
 	require.Contains(t, got, "messages:  2000 (")
+	require.Contains(t, got, "webhooks:  2000 messages notified")
 	require.Contains(t, got, "reconcile: ok (6 checks)")
 	require.NotContains(t, got, "PROBLEM")
 }

@@ -39,7 +39,7 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("chaincrash/queries.sql", queriesSQL, "CountMessages", "SetAddress", "Progress",
-	"Attempts", "MessageIDs")
+	"Attempts", "MessageIDs", "SetWebhookTopics")
 
 // The figures of a full run (`relay sms chaos` without flags).
 const (
@@ -186,6 +186,11 @@ type Result struct {
 	Messages, Completed, Refused, Attempts, Retries, Delivered, Failed, Unknown int64
 	// Submits are the Submits the suppliers accepted (their records).
 	Submits int
+	// Webhooks counts the messages notified (distinct event ids verified
+	// by the receiver), WebhookDeliveries the deliveries (at least once:
+	// a publisher killed after a send and before its mark sends again),
+	// WebhookBad those whose signature did not verify.
+	Webhooks, WebhookDeliveries, WebhookBad int
 	// Drain is the time from the last answer until every message was
 	// decided and the chain quiet.
 	Drain time.Duration
@@ -246,6 +251,8 @@ func (r *Result) Write(w io.Writer) {
 		r.Drops, r.DroppedConns, r.Submits, r.RedisRestarts)
 	fmt.Fprintf(w, "messages:  %d (%d completed, %d refused); %d attempts, %d of them retries; numbers %d delivered, %d failed, %d unknown\n",
 		r.Messages, r.Completed, r.Refused, r.Attempts, r.Retries, r.Delivered, r.Failed, r.Unknown)
+	fmt.Fprintf(w, "webhooks:  %d messages notified in %d deliveries, %d refused signatures\n", r.Webhooks,
+		r.WebhookDeliveries, r.WebhookBad)
 	fmt.Fprintf(w, "drain:     %s after the last answer\n", r.Drain.Round(time.Millisecond))
 	if r.Report != nil {
 		fmt.Fprintln(w)
@@ -323,6 +330,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer sups.close()
 
+	hooks, err := startWebhooks(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer hooks.close()
+	if _, err := db.Exec(ctx, stmts["SetWebhookTopics"]); err != nil {
+		return nil, fmt.Errorf("chaincrash: webhook topics: %w", err)
+	}
 	apiAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -336,7 +351,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	roles := map[string]*role{}
 	for _, name := range Roles {
-		roles[name] = newRole(name, o.Binary, roleArgs(name, pgURL, o.RedisAddr, apiAddr, n), nil, rng.Uint64(), out)
+		roles[name] = newRole(name, o.Binary, roleArgs(name, pgURL, o.RedisAddr, apiAddr, n, hooks.args), nil, rng.Uint64(), out)
 	}
 	defer func() {
 		for _, r := range roles {
@@ -457,6 +472,11 @@ sending:
 	if err := checkAnswers(ctx, db, snd, o.Messages); err != nil {
 		res.Problems = append(res.Problems, err.Error())
 	}
+	res.Webhooks, res.WebhookDeliveries, res.WebhookBad = hooks.counts()
+	if int64(res.Webhooks) != res.Completed || res.WebhookBad != 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("webhooks: %d messages notified for %d completed, %d refused signatures",
+			res.Webhooks, res.Completed, res.WebhookBad))
+	}
 	res.Elapsed = time.Since(began)
 	if !res.OK() {
 		return res, fmt.Errorf("chaincrash: %d problems, reconciliation failed checks: %v", len(res.Problems), rep.Failed())
@@ -464,10 +484,13 @@ sending:
 	return res, nil
 }
 
+// webhookArgs are the publisher's webhook receiver and secret file.
+type webhookArgs struct{ url, secretFile string }
+
 // roleArgs are the command line of a role's every life: a fixed instance
 // name (consumer name, lease owner) so that a restart takes up what its
 // predecessor left, and the harness's short timings.
-func roleArgs(name, pgURL, redisAddr, apiAddr string, n names) []string {
+func roleArgs(name, pgURL, redisAddr, apiAddr string, n names, hook webhookArgs) []string {
 	streams := []string{"--command-stream", n.commands, "--result-stream", n.results, "--report-stream", n.reports}
 	deadlines := []string{"--result-deadline", resultDeadline.String(), "--report-deadline", reportDeadline.String()}
 	common := []string{"--postgres", pgURL, "--redis", redisAddr, "--instance-id", "chaos-" + name, "--log-level", "error"}
@@ -481,7 +504,10 @@ func roleArgs(name, pgURL, redisAddr, apiAddr string, n names) []string {
 	case RoleCallback:
 		args := append([]string{"sms", name, "--work-lease", workLease.String()}, common...)
 		return append(append(args, streams...), deadlines...)
-	default: // worker, publisher
+	case RolePublisher:
+		args := append([]string{"sms", name, "--webhook-url", hook.url, "--webhook-secret-file", hook.secretFile}, common...)
+		return append(append(args, streams...), deadlines...)
+	default: // worker
 		args := append([]string{"sms", name}, common...)
 		return append(append(args, streams...), deadlines...)
 	}

@@ -48,7 +48,7 @@ func TestRoleArgs(t *testing.T) {
 	t.Parallel()
 	n := newNames("t")
 	for _, name := range Roles {
-		args := roleArgs(name, "postgres://x", "127.0.0.1:6379", "127.0.0.1:9", n)
+		args := roleArgs(name, "postgres://x", "127.0.0.1:6379", "127.0.0.1:9", n, webhookArgs{url: "http://h", secretFile: "f"})
 		require.Equal(t, "sms", args[0])
 		switch name {
 		case RoleAPI:

@@ -28,3 +28,7 @@ SELECT (SELECT count(*) FROM sms_attempt),
 -- name: MessageIDs
 -- $1 client_msg_id prefix: the message id each of the run's requests took.
 SELECT client_msg_id, id FROM sms_message WHERE client_msg_id LIKE $1 || '%';
+
+-- name: SetWebhookTopics
+-- Every app takes callbacks, on a topic named after it.
+UPDATE sms_app SET webhook_topic = name;
