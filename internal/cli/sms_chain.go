@@ -61,6 +61,10 @@ type chainOpts struct {
 	// pools are the connection budgets of the roles' own pools (zero
 	// fields: smsPoolsDefault).
 	pools smsPools
+	// workLease is how long the completion holds a claimed work record
+	// (0: relaywork.LeaseDefault); a killed callback's claims are taken
+	// over once it has passed.
+	workLease time.Duration
 }
 
 // smsPools are the PostgreSQL connections of each role's own pool: a burst
@@ -239,7 +243,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		if c.cbd, err = c.open(ctx, o.pools.callback); err != nil {
 			return nil, err
 		}
-		work, err := complete.NewWorkStore(c.cbd.Pool(), nil)
+		work, err := relaywork.New(c.cbd.Pool(), relaywork.Config{Queue: complete.WorkQueue, Lease: o.workLease})
 		if err != nil {
 			return nil, err
 		}
@@ -283,27 +287,38 @@ func (c *chain) appName() string { return "relay-sms-" + c.o.instance }
 // database: address, version, SP_Id, connections, window and rate from
 // sms_channel, each secret read from its secret_ref file.
 func (c *chain) openGateway(ctx context.Context) error {
-	snap, err := tenancy.Load(ctx, c.d.Pool(), c.o.clock)
-	if err != nil {
-		return fmt.Errorf("sms: channels: %w", err)
-	}
 	cfg := gateway.Config{Consumer: c.o.instance, CommandStream: c.o.commandStream, ResultStream: c.o.resultStream,
 		ReportStream: c.o.reportStream, Redis: c.rdb, DB: c.gwD.Pool(), Clock: c.o.clock, Logger: c.o.log}
+	var err error
+	if cfg.Channels, err = dbChannels(ctx, c.d, c.o.clock); err != nil {
+		return err
+	}
+	c.gw, err = gateway.New(cfg)
+	return err
+}
+
+// dbChannels is the gateway's configuration of every active channel of
+// sms_channel; an error when there is none.
+func dbChannels(ctx context.Context, d *relaypgx.Driver, clock relaytype.Clock) ([]gateway.ChannelConfig, error) {
+	snap, err := tenancy.Load(ctx, d.Pool(), clock)
+	if err != nil {
+		return nil, fmt.Errorf("sms: channels: %w", err)
+	}
+	var out []gateway.ChannelConfig
 	for _, ch := range snap.Data().Channels {
 		if !ch.Active {
 			continue
 		}
 		cc, err := gatewayChannel(ch)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		cfg.Channels = append(cfg.Channels, cc)
+		out = append(out, cc)
 	}
-	if len(cfg.Channels) == 0 {
-		return errors.New("sms: no active channel in sms_channel for the gateway")
+	if len(out) == 0 {
+		return nil, errors.New("sms: no active channel in sms_channel for the gateway")
 	}
-	c.gw, err = gateway.New(cfg)
-	return err
+	return out, nil
 }
 
 // gatewayChannel is the gateway's configuration of a channel row.

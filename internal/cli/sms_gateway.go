@@ -90,6 +90,7 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	trim := fs.Bool("trim-commands", false, "after each XAUTOCLAIM pass, remove the command entries the group has delivered and acked (only when no other group reads the stream)")
 	readCount := fs.Int("read-count", gateway.ReadCountDefault, "entries per XREADGROUP/XAUTOCLAIM: the largest batch claimed and settled in one statement")
 	concurrency := fs.Int("concurrency", gateway.ConcurrencyDefault, "commands in work at once (also the most a crash can leave UNKNOWN)")
+	fromDB := fs.Bool("channels-from-db", false, "take the active channels of sms_channel in --postgres (address, version, SP_Id, connections, window, rate; each secret from its file:PATH secret_ref), as `relay sms all` does, instead of --channel")
 	demo := fs.Int("demo", 0, "demo: start a simulated supplier on loopback, push N commands (and one duplicate), run until every result is in, print a summary and exit")
 	demoTimeout := fs.Duration("demo-timeout", time.Minute, "give up on the demo after this long")
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
@@ -124,8 +125,11 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 	if *demo > 0 {
 		return runGatewayDemo(ctx, env, cfg, *pgURL, *demo, *demoTimeout)
 	}
-	if len(cfg.Channels) == 0 {
-		return errors.New("sms gateway: at least one --channel is required (or --demo N)")
+	if *fromDB && len(cfg.Channels) > 0 {
+		return errors.New("sms gateway: --channels-from-db and --channel exclude each other")
+	}
+	if len(cfg.Channels) == 0 && !*fromDB {
+		return errors.New("sms gateway: at least one --channel is required (or --channels-from-db, or --demo N)")
 	}
 	d, err := relaypgx.Open(ctx, *pgURL)
 	if err != nil {
@@ -140,6 +144,11 @@ func runSmsGateway(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("sms gateway: %w (run with --migrate)", err)
 	}
 	cfg.DB = d.Pool()
+	if *fromDB {
+		if cfg.Channels, err = dbChannels(ctx, d, cfg.Clock); err != nil {
+			return err
+		}
+	}
 	g, err := gateway.New(cfg)
 	if err != nil {
 		return err

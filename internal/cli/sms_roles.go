@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/internal/app/sms/gateway"
 	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaytype"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // chainFlags registers the flags every chain role shares.
@@ -32,6 +33,8 @@ func chainFlags(fs *flag.FlagSet, o *chainOpts) (logLevel *string, webhookSecret
 		"a segment without a submit result this long after its attempt is unknown (never resent)")
 	fs.DurationVar(&o.deadlines.Report, "report-deadline", complete.ReportDeadlineDefault,
 		"a segment whose status report has not come this long after its attempt is unknown")
+	fs.DurationVar(&o.workLease, "work-lease", relaywork.LeaseDefault,
+		"how long the completion holds a claimed work record; a killed callback's claims pass to another after it")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "base URL of the customers' result callbacks (an app's topic is appended); empty: none")
 	webhookSecretFile = fs.String("webhook-secret-file", "", "file holding the secret the callbacks are signed with (required with --webhook-url)")
 	logLevel = fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")

@@ -302,3 +302,21 @@ func TestBadFacts(t *testing.T) {
 	require.Zero(t, c.n(`SELECT count(*) FROM sms_event`))
 	require.Equal(t, int64(4), c.intake.Stats().Entries)
 }
+
+// TestIntakeLostGroupCreatedAgain: when the streams and their group vanish
+// (a Redis restarted without persistence), the intake's next read creates
+// them again instead of failing on NOGROUP.
+func TestIntakeLostGroupCreatedAgain(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	require.NoError(t, c.rdb.Del(c.ctx, c.result, c.report).Err())
+	n, err := c.intake.ReadOnce(c.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	for _, s := range []string{c.result, c.report} {
+		groups, err := c.rdb.XInfoGroups(c.ctx, s).Result()
+		require.NoError(t, err)
+		require.Len(t, groups, 1, s)
+		require.Equal(t, complete.GroupDefault, groups[0].Name)
+	}
+}

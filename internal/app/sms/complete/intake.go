@@ -162,6 +162,15 @@ func (in *Intake) Run(ctx context.Context) error {
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
+		if isNoGroup(err) {
+			// A stream or the group is gone (a Redis restarted without
+			// persistence): create them again and read on. What was lost
+			// is decided by the deadlines.
+			if err = in.Init(ctx); err == nil {
+				in.log.Warn("sms intake: the consumer group was gone; created again", "group", in.cfg.Group)
+				continue
+			}
+		}
 		if err == nil {
 			err = in.Process(ctx, res)
 		}
@@ -194,6 +203,10 @@ func (in *Intake) ReadOnce(ctx context.Context) (int, error) {
 	res, err := in.cfg.Redis.XReadGroup(ctx, &redis.XReadGroupArgs{Group: in.cfg.Group, Consumer: in.cfg.Consumer,
 		Streams: []string{in.cfg.ResultStream, in.cfg.ReportStream, ">", ">"}, Count: int64(in.cfg.ReadCount),
 		Block: -1}).Result()
+	if isNoGroup(err) {
+		// Gone (see Run): created again; nothing to read in new streams.
+		return 0, in.Init(ctx)
+	}
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -470,4 +483,11 @@ func (in *Intake) Sweep(ctx context.Context) (int, error) {
 	}
 	in.matched.Add(int64(n))
 	return n, nil
+}
+
+// isNoGroup reports whether err says a stream or its consumer group does
+// not exist: Redis's NOGROUP, or UNBLOCKED for a read that was waiting
+// when the stream was deleted.
+func isNoGroup(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "NOGROUP") || strings.HasPrefix(err.Error(), "UNBLOCKED"))
 }

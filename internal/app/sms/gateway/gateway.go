@@ -195,6 +195,18 @@ func (g *Gateway) readLoop(ctx, work context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if isNoGroup(err) {
+				// The stream or its group is gone (a Redis restarted
+				// without persistence, a deleted key): create it again and
+				// read on. What the old stream held is lost; its submits
+				// end by the completion's deadlines, never resent.
+				if cerr := g.rdb.XGroupCreateMkStream(ctx, g.cfg.CommandStream, g.cfg.Group, "0").Err(); cerr == nil ||
+					strings.HasPrefix(cerr.Error(), "BUSYGROUP") {
+					g.log.Warn("sms gateway: the consumer group was gone; created again", "stream", g.cfg.CommandStream,
+						"group", g.cfg.Group)
+					continue
+				}
+			}
 			g.log.Warn("sms gateway: read", "err", err)
 			g.wait(ctx, time.Second)
 			continue
@@ -619,4 +631,11 @@ func (g *Gateway) Stats() Stats {
 		StaleClaims: c.staleClaims.Load(), Busy: c.busy.Load(), Malformed: c.malformed.Load(),
 		Claimed: c.claimed.Load(), Results: c.results.Load(), Retries: c.retries.Load(), Reports: c.reports.Load(), MO: c.mo.Load(),
 		BadReports: c.badDelivs.Load(), Late: c.late.Load(), Trimmed: c.trimmed.Load()}
+}
+
+// isNoGroup reports whether err says a stream or its consumer group does
+// not exist: Redis's NOGROUP, or UNBLOCKED for a read that was waiting
+// when the stream was deleted.
+func isNoGroup(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "NOGROUP") || strings.HasPrefix(err.Error(), "UNBLOCKED"))
 }

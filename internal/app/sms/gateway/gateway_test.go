@@ -477,3 +477,21 @@ func TestTrimPassKeepsPending(t *testing.T) {
 	require.Zero(t, l)
 	stop2()
 }
+
+// TestLostGroupCreatedAgain: when the command stream and its group vanish
+// under a running gateway (a Redis restarted without persistence), the
+// gateway creates the group again and goes on with new commands.
+func TestLostGroupCreatedAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, stop := b.run(t)
+	b.push(t, command(71).Values())
+	b.waitResults(t, 1)
+	require.NoError(t, b.rdb.Del(b.ctx, b.cfg.CommandStream).Err())
+	b.push(t, command(72).Values())
+	res := b.waitResults(t, 2)
+	stop()
+	require.Equal(t, uint64(72), res[1].SubmitID)
+	require.Equal(t, gateway.StateAccepted, res[1].State)
+	require.Zero(t, b.pending(t))
+}

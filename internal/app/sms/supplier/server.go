@@ -211,6 +211,25 @@ func (s *Server) shutdownConns() {
 	}
 }
 
+// DropConns closes every open connection at once, without a Terminate, as
+// a network failure would: SubmitResps and Delivers not yet written are
+// lost, unanswered Delivers are held for the account's next connection.
+// Each closed connection counts in Stats.Drops. It returns how many were
+// closed; safe for concurrent use.
+func (s *Server) DropConns() int {
+	s.mu.Lock()
+	conns := slices.Collect(maps.Keys(s.conns))
+	s.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		if !c.closed() {
+			c.drop("dropped on request")
+			n++
+		}
+	}
+	return n
+}
+
 // removeConn forgets a closed connection.
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()

@@ -308,3 +308,20 @@ func TestSeedDecides(t *testing.T) {
 	require.Contains(t, a, " 8 ")
 	require.Contains(t, a, " 13 ")
 }
+
+// TestDropConns: DropConns closes every logged-in connection without a
+// Terminate and counts each as a drop; the account logs in again after it.
+func TestDropConns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	p1 := b.login(t, spBoth, secretBoth, cmpp.V30)
+	p2 := b.login(t, sp20, secret20, cmpp.V20)
+	b.stats(t, func(st supplier.Stats) bool { return st.LoggedIn == 2 })
+	require.Equal(t, 2, b.srv.DropConns())
+	b.closed(t, p1)
+	b.closed(t, p2)
+	st := b.stats(t, func(st supplier.Stats) bool { return st.Connections == 0 })
+	require.Equal(t, int64(2), st.Drops)
+	require.Zero(t, b.srv.DropConns())
+	b.login(t, spBoth, secretBoth, cmpp.V30)
+}

@@ -1,0 +1,226 @@
+package chaincrash
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The harness's roles, in the order they are killed in turn.
+const (
+	RoleAPI       = "api"
+	RoleWorker    = "worker"
+	RolePublisher = "publisher"
+	RoleGateway   = "gateway"
+	RoleCallback  = "callback"
+)
+
+// Roles are the roles of a run, each one OS process at a time.
+var Roles = []string{RoleAPI, RoleWorker, RolePublisher, RoleGateway, RoleCallback}
+
+// RolePoints are the fault points each role passes (internal/faultpoint):
+// the API accepts in one statement and has none.
+var RolePoints = map[string][]string{
+	RoleWorker:    {"sms.admit.before-freeze", "sms.admit.after-freeze"},
+	RolePublisher: {"dispatch.after-confirm"},
+	RoleGateway:   {"sms.gateway.after-claim", "sms.gateway.after-submit", "sms.gateway.after-settle", "sms.gateway.after-result"},
+	RoleCallback:  {"sms.complete.after-lock", "sms.complete.before-commit", "sms.intake.after-commit"},
+}
+
+// restartDelay is how long a dead role stays down before its next life.
+const restartDelay = 150 * time.Millisecond
+
+// role keeps one role running: a life after another until stopped. Its
+// methods are safe for concurrent use.
+type role struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+	out  func(format string, a ...any)
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	cur      *child
+	arm      string // RELAY_FAULTPOINTS of the next life
+	stopping bool
+	// Counters, see RoleStats.
+	lives, kills, armedLives int
+	faults                   map[string]int
+	ownExits                 []string
+}
+
+// RoleStats are what happened to one role's processes.
+type RoleStats struct {
+	// Lives counts the processes started; ArmedLives those started with
+	// fault points armed.
+	Lives, ArmedLives int
+	// Kills counts the SIGKILLs the harness sent: at random moments (an
+	// armed life among them when it had not died at a point yet), and to
+	// an armed life still running when the chaos ends.
+	Kills int
+	// Faults counts the lives a fault point ended, per point.
+	Faults map[string]int
+	// OwnExits describes lives that ended on their own (neither killed nor
+	// at a fault point): each is a problem.
+	OwnExits []string
+}
+
+func newRole(name, bin string, args, env []string, seed uint64, out func(string, ...any)) *role {
+	return &role{name: name, bin: bin, args: args, env: env, out: out, rng: rand.New(rand.NewPCG(seed, 0x7a1e)),
+		faults: map[string]int{}}
+}
+
+// start begins the next life (armed as planned).
+func (r *role) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := startChild(r.bin, r.args, r.env, r.arm, r.rng.Uint64())
+	if err != nil {
+		return err
+	}
+	if r.arm != "" {
+		r.armedLives++
+	}
+	r.arm = ""
+	r.cur = c
+	r.lives++
+	go r.watch(c)
+	return nil
+}
+
+// watch waits for c to end, books how, and starts the next life unless
+// the role is stopping or the harness killed c (then kill restarts it).
+func (r *role) watch(c *child) {
+	<-c.done
+	r.mu.Lock()
+	if r.stopping || r.cur != c {
+		r.mu.Unlock()
+		return
+	}
+	c.booked = true
+	if p := c.faultPoint(); p != "" {
+		r.faults[p]++
+		r.mu.Unlock()
+		r.out("  %-9s died at fault point %s after %s", r.name, p, time.Since(c.began).Round(time.Millisecond))
+	} else {
+		tail := c.out.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		r.ownExits = append(r.ownExits, fmt.Sprintf("%s exited on its own after %s: %v\n%s", r.name,
+			time.Since(c.began).Round(time.Millisecond), c.err, strings.TrimSpace(tail)))
+		r.mu.Unlock()
+		r.out("  %-9s exited on its own: %v", r.name, c.err)
+	}
+	time.Sleep(restartDelay)
+	r.mu.Lock()
+	stopping := r.stopping || r.cur != c
+	r.mu.Unlock()
+	if !stopping {
+		if err := r.start(); err != nil {
+			r.mu.Lock()
+			r.ownExits = append(r.ownExits, fmt.Sprintf("%s: restart: %v", r.name, err))
+			r.mu.Unlock()
+		}
+	}
+}
+
+// kill ends the current life with SIGKILL and, after restartDelay, starts
+// the next one, armed with faults ("" unarmed). It returns a description of
+// the life it ended.
+func (r *role) kill(faults string) (string, error) {
+	r.mu.Lock()
+	c := r.cur
+	r.cur = nil // watch leaves the restart to us
+	r.mu.Unlock()
+	what := "down"
+	if c != nil {
+		was := ""
+		if c.armed != "" {
+			was = ", armed, no point reached"
+		}
+		c.kill()
+		r.mu.Lock()
+		switch p := c.faultPoint(); {
+		case c.booked: // watch saw it die first
+			was = ", had died already"
+		case p != "":
+			r.faults[p]++
+			was = ", had died at " + p
+		default:
+			r.kills++
+		}
+		c.booked = true
+		r.mu.Unlock()
+		what = fmt.Sprintf("after %s%s", time.Since(c.began).Round(time.Millisecond), was)
+	}
+	time.Sleep(restartDelay)
+	r.mu.Lock()
+	r.arm = faults
+	r.mu.Unlock()
+	return what, r.start()
+}
+
+// armSpec is the RELAY_FAULTPOINTS value arming every point of the role
+// with probability p; "" when the role has none.
+func (r *role) armSpec(p float64) string {
+	pts := RolePoints[r.name]
+	parts := make([]string, len(pts))
+	for i, pt := range pts {
+		parts[i] = fmt.Sprintf("%s=%g", pt, p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// armed reports whether the current life runs with fault points.
+func (r *role) armed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur != nil && r.cur.armed != ""
+}
+
+// stop ends the current life with SIGTERM and requires a clean exit; no
+// life follows.
+func (r *role) stop(d time.Duration) error {
+	r.mu.Lock()
+	r.stopping = true
+	c := r.cur
+	r.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("%s: not running", r.name)
+	}
+	if err := c.stop(d); err != nil {
+		tail := c.out.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return fmt.Errorf("%s: did not stop cleanly: %w\n%s", r.name, err, tail)
+	}
+	return nil
+}
+
+// abort kills the current life; no life follows.
+func (r *role) abort() {
+	r.mu.Lock()
+	r.stopping = true
+	c := r.cur
+	r.mu.Unlock()
+	if c != nil {
+		c.kill()
+	}
+}
+
+// stats returns the counters.
+func (r *role) stats() RoleStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := make(map[string]int, len(r.faults))
+	for k, v := range r.faults {
+		f[k] = v
+	}
+	return RoleStats{Lives: r.lives, ArmedLives: r.armedLives, Kills: r.kills, Faults: f,
+		OwnExits: append([]string(nil), r.ownExits...)}
+}
