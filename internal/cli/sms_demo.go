@@ -20,6 +20,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
+	"github.com/relayhq/relay/internal/app/sms/hookrecv"
 	"github.com/relayhq/relay/internal/app/sms/reconcile"
 	"github.com/relayhq/relay/internal/app/sms/supplier"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
@@ -27,7 +28,6 @@ import (
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relayhttp"
 	"github.com/relayhq/relay/relaymigrate"
-	"github.com/relayhq/relay/relaysink/relaywebhook"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -114,7 +114,7 @@ func runSmsDemo(ctx context.Context, env *Env, args []string) error {
 	took := clock.Now().Sub(began)
 	fmt.Fprintln(env.Stderr)
 	// Let the webhooks of the last completions go out.
-	waitHooks(ctx, clock, c, l.hooks)
+	waitHooks(ctx, clock, c)
 	l.stop()
 	fmt.Fprintf(env.Stdout, "sms demo: %d messages sent and decided in %s (%d accepted, %d client errors)\n",
 		*n, took.Round(time.Millisecond), sender.accepted.Load(), sender.failed.Load())
@@ -218,50 +218,8 @@ func demoProgress(ctx context.Context, c *chain) (demoCounts, error) {
 	return p, err
 }
 
-// demoHooks counts the verified webhook deliveries by event id.
-type demoHooks struct {
-	mu   sync.Mutex
-	byID map[string]int
-	bad  int
-}
-
-func startDemoWebhooks(secret []byte) (*demoHooks, string, func(), error) {
-	rv, err := relaywebhook.NewReceiver(relaywebhook.ReceiverConfig{Secret: secret, MaxRemembered: 1 << 20})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	h := &demoHooks{byID: map[string]int{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ev, err := rv.Verify(r)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if err != nil {
-			h.bad++
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
-		h.byID[ev.ID]++
-		w.WriteHeader(http.StatusNoContent)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return h, "http://" + ln.Addr().String() + "/hooks", func() { _ = srv.Close() }, nil
-}
-
-func (h *demoHooks) counts() (distinct, total, bad int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, n := range h.byID {
-		total += n
-	}
-	return len(h.byID), total, h.bad
-}
-
 // waitHooks waits (up to 10 s) until the webhook outbox is drained.
-func waitHooks(ctx context.Context, clock relaytype.Clock, c *chain, _ *demoHooks) {
+func waitHooks(ctx context.Context, clock relaytype.Clock, c *chain) {
 	for range 100 {
 		var left int64
 		if err := c.d.Pool().QueryRow(ctx, `SELECT count(*) FROM relay_outbox WHERE target = 'sms-webhook' AND state <> 'SENT'`).
@@ -321,7 +279,7 @@ func demoReconcile(ctx context.Context, env *Env, l *local) error {
 	if err != nil {
 		return err
 	}
-	distinct, total, bad := hooks.counts()
+	distinct, total, bad := hooks.Counts()
 	w := env.Stdout
 	fmt.Fprintf(w, "messages:   %d (%d completed, %d refused)\n", q.messages, q.completed, q.refused)
 	fmt.Fprintf(w, "numbers:    %d delivered, %d failed, %d unknown; %d attempts, %d of them retries\n",
@@ -370,7 +328,7 @@ type local struct {
 	apiURL  string
 	creds   map[string]tenancy.AppCredentials
 	records []string
-	hooks   *demoHooks
+	hooks   *hookrecv.Receiver
 	prefix  string
 	ran     chan error
 	stop    func() // stops the chain (then the suppliers); idempotent
@@ -491,12 +449,13 @@ func startLocal(ctx context.Context, env *Env, o localOpts) (l *local, err error
 
 	// 3. A webhook receiver; every app takes callbacks.
 	hookSecret := []byte(randomHex(16))
-	hooks, hookURL, stopHooks, err := startDemoWebhooks(hookSecret)
+	hooks, err := hookrecv.Start(hookSecret, log)
 	if err != nil {
 		return nil, err
 	}
+	hookURL := hooks.URL()
 	l.hooks = hooks
-	l.undo = append(l.undo, stopHooks)
+	l.undo = append(l.undo, hooks.Close)
 	if _, err := d.Pool().Exec(ctx, `UPDATE sms_app SET webhook_topic = name`); err != nil {
 		return nil, err
 	}

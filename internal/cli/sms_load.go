@@ -101,7 +101,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		waitHooks(ctx, clock, l.c, l.hooks)
+		waitHooks(ctx, clock, l.c)
 		rep, err := reconcile.Run(ctx, l.c.d.Pool(), reconcile.Options{SupplierRecords: l.records, Redis: l.c.rdb, ApplicationName: l.c.appName(),
 			Streams: l.streams()})
 		if err != nil {

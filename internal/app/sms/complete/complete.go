@@ -35,6 +35,10 @@ const (
 	// this long after its attempt was written is unknown (suppliers keep
 	// reports up to three days).
 	ReportDeadlineDefault = 72 * time.Hour
+	// ResendsDefault: the commands of segments without a submit result are
+	// published again twice, a result deadline apart, before the segments
+	// are unknown.
+	ResendsDefault = 2
 	// MaxAttemptsDefault: the first attempt and one retry through another
 	// channel.
 	MaxAttemptsDefault = 2
@@ -87,7 +91,7 @@ type Config struct {
 
 // Stats counts what the completer did since it started.
 type Stats struct {
-	Batches, Claims, Fenced, Decided, Retries, Completed, Refunds, Failures int64
+	Batches, Claims, Fenced, Decided, Retries, Completed, Refunds, Failures, Resends int64
 }
 
 // Completer decides attempts from their facts under fenced work records
@@ -100,7 +104,7 @@ type Completer struct {
 	cfg Config
 	log *slog.Logger
 
-	batches, claims, fenced, decided, retries, completed, refunds, failures atomic.Int64
+	batches, claims, fenced, decided, retries, completed, refunds, failures, resends atomic.Int64
 }
 
 // NewCompleter returns a completer.
@@ -119,6 +123,12 @@ func NewCompleter(cfg Config) (*Completer, error) {
 	}
 	cfg.Deadlines.Result = cmp.Or(cfg.Deadlines.Result, ResultDeadlineDefault)
 	cfg.Deadlines.Report = cmp.Or(cfg.Deadlines.Report, ReportDeadlineDefault)
+	switch {
+	case cfg.Deadlines.Resends == 0:
+		cfg.Deadlines.Resends = ResendsDefault
+	case cfg.Deadlines.Resends < 0:
+		cfg.Deadlines.Resends = 0
+	}
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
 	cfg.RetryWindow = cmp.Or(cfg.RetryWindow, RetryWindowDefault)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
@@ -133,7 +143,8 @@ func NewCompleter(cfg Config) (*Completer, error) {
 // Stats returns the counts so far.
 func (c *Completer) Stats() Stats {
 	return Stats{Batches: c.batches.Load(), Claims: c.claims.Load(), Fenced: c.fenced.Load(), Decided: c.decided.Load(),
-		Retries: c.retries.Load(), Completed: c.completed.Load(), Refunds: c.refunds.Load(), Failures: c.failures.Load()}
+		Retries: c.retries.Load(), Completed: c.completed.Load(), Refunds: c.refunds.Load(), Failures: c.failures.Load(),
+		Resends: c.resends.Load()}
 }
 
 // EnsureWork creates, in tx, the work records of new attempts — idle,
@@ -279,6 +290,9 @@ type plan struct {
 	segResult, segStat     []string
 	timeoutID              []int64
 	timeoutWhy             []string
+	resendID               []int64
+	resendNth              []int
+	resendNote             []string
 	retries                []*route.Attempt
 	entries                map[int64][]tenancy.Entry // by account
 	events                 []*relay.OutboxEvent
@@ -376,6 +390,11 @@ func (c *Completer) decide(p *plan, m *message, a *attempt, segs []Segment, fact
 		return time.Time{}, nil
 	}
 	if v.State == AttemptQueued {
+		if len(v.Resend) > 0 {
+			if err := c.resend(p, m, a, v.Resend, facts, snap); err != nil {
+				return time.Time{}, err
+			}
+		}
 		return v.WakeAt, nil
 	}
 	c.decided.Add(1)
@@ -395,6 +414,54 @@ func (c *Completer) decide(p *plan, m *message, a *attempt, segs []Segment, fact
 	}
 	c.settle(p, m, a.recipient, v.State)
 	return time.Time{}, nil
+}
+
+// resend plans publishing again the commands of a's segments in submits
+// (their result deadline passed): the same submitIds, rebuilt from the
+// message's text and the attempt's channel; the gateway submits a command
+// it never claimed and answers one it did from its row. A resend fact
+// counts it. When the channel, or the rules for this number, no longer
+// allow it, nothing is published: the fact alone moves the deadline on.
+func (c *Completer) resend(p *plan, m *message, a *attempt, submits []uint64, facts []Fact, snap *rules.Snapshot) error {
+	if snap == nil {
+		return errNeedSnapshot
+	}
+	nth := 1
+	for _, f := range facts {
+		if f.Kind == KindResend {
+			nth++
+		}
+	}
+	note := "commands published again"
+	ch := snap.Channel(a.channel)
+	plan, err := snap.Check(rules.Request{AppID: m.app, Number: m.numbers[a.recipient], Content: m.text}, p.now, c.cfg.Route)
+	var srcID string
+	if err == nil && ch != nil && ch.Active {
+		for _, cand := range plan.Candidates {
+			if cand.ChannelID == a.channel {
+				srcID = cand.SrcID
+			}
+		}
+	}
+	if srcID == "" {
+		note = "not published again: the channel or the rules no longer allow it"
+	} else {
+		ra := &route.Attempt{ID: a.id, MessageID: m.id, Recipient: a.recipient, AttemptNo: a.no, Number: plan.Number,
+			Text: plan.Text, MsgFmt: plan.MsgFmt, Channel: ch, SrcID: srcID}
+		if err := route.Split(ra); err != nil {
+			return err
+		}
+		for _, ev := range route.Events([]*route.Attempt{ra}, c.cfg.CommandStream) {
+			sid, _ := strconv.ParseUint(strings.TrimPrefix(ev.ID, "cmd:"), 10, 64)
+			if slices.Contains(submits, sid) {
+				ev.ID += ":r" + strconv.Itoa(nth)
+				p.events = append(p.events, ev)
+			}
+		}
+		c.resends.Add(1)
+	}
+	p.resendID, p.resendNth, p.resendNote = append(p.resendID, a.id), append(p.resendNth, nth), append(p.resendNote, note)
+	return nil
 }
 
 // late handles new facts of an attempt decided before: a failure reported

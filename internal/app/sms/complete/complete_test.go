@@ -247,20 +247,51 @@ func TestUnknownOutcome(t *testing.T) {
 	require.Equal(t, []string{"freeze freeze:1 45", "charge charge:1:0 45", "refund refund:1:0 45"}, c.ledger(id))
 }
 
-// TestNoResultTimeout: a command whose result never comes (lost before the
-// gateway) is decided unknown by the timeout rule: the work record made
-// with the attempt wakes at the result deadline.
-func TestNoResultTimeout(t *testing.T) {
+// TestNoResultResentThenTimeout: a command whose result never comes (lost
+// before the gateway, say in a Redis that restarted without its data) is
+// published again at the result deadline — the same submitId, so the
+// gateway submits it only if it never claimed it — twice, a deadline
+// apart; after that the number is decided unknown by the timeout rule.
+func TestNoResultResentThenTimeout(t *testing.T) {
 	t.Parallel()
 	c := newChain(t)
 	id := c.send("yuntong/otp", otp("lost", "13012345678"))
+	first := c.commands()
+	require.Len(t, first, 1)
 	x := c.completer("a")
 	c.finish(x)
 	require.Nil(t, c.outcomes(id))
+	for n := 1; n <= complete.ResendsDefault; n++ {
+		c.clock.Advance(complete.ResultDeadlineDefault + time.Second)
+		c.finish(x)
+		again := c.commands()
+		require.Len(t, again, 1, "resend %d", n)
+		require.Equal(t, first[0], again[0], "the same command, the same submitId")
+		require.Nil(t, c.outcomes(id))
+	}
+	require.Equal(t, int64(complete.ResendsDefault), x.Stats().Resends)
 	c.clock.Advance(complete.ResultDeadlineDefault + time.Second)
 	c.finish(x)
+	require.Empty(t, c.commands(), "resends used up")
 	require.Equal(t, []string{"unknown"}, c.outcomes(id))
 	require.Contains(t, c.str(`SELECT detail FROM sms_attempt WHERE message_id = $1`, id), "no submit result")
+}
+
+// TestResentCommandDelivered: the result comes after a resend: delivered.
+func TestResentCommandDelivered(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	id := c.send("yuntong/otp", otp("late-gw", "13012345678"))
+	cmd := c.commands()[0]
+	x := c.completer("a")
+	c.clock.Advance(complete.ResultDeadlineDefault + time.Second)
+	c.finish(x)
+	require.Len(t, c.commands(), 1, "published again")
+	c.submitted(cmd, gateway.StateAccepted)
+	c.reported(cmd, complete.StatDelivered)
+	c.finish(x)
+	require.Equal(t, []string{"delivered"}, c.outcomes(id))
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_event WHERE kind = 'resend'`))
 }
 
 // TestRejectedWithoutChannelLeft: a number whose every channel was tried

@@ -13,6 +13,7 @@ const (
 	KindReport   = "report"
 	KindLateResp = "late_resp"
 	KindTimeout  = "timeout"
+	KindResend   = "resend"
 )
 
 // Submit result states, as the gateway writes them.
@@ -60,6 +61,13 @@ type View struct {
 type Deadlines struct {
 	Result time.Duration
 	Report time.Duration
+	// Resends is how many times the commands of segments still without a
+	// submit result are published again, one result deadline apart, before
+	// they are unknown (0: never). Safe because the gateway dedupes by
+	// submitId: a command it never claimed (lost on its way, say in a Redis
+	// that restarted without its data) is submitted; one it claimed is
+	// answered from its row.
+	Resends int
 }
 
 // Segment states, as Decide rolls them up.
@@ -92,6 +100,10 @@ type Verdict struct {
 	// TimedOut is true when the verdict is unknown because a deadline
 	// passed (the coordinator records a timeout fact for it).
 	TimedOut bool
+	// Resend lists, while queued, the segments whose result deadline passed
+	// with resends left: their commands are to be published again, and
+	// WakeAt is the next result deadline.
+	Resend []uint64
 	// Conflicts lists facts that contradict the ones used (a second report
 	// of a segment with another Stat, a result after a report said
 	// otherwise): kept for audit, never acted on.
@@ -123,7 +135,17 @@ func Decide(v View, facts []Fact, now time.Time, dl Deadlines) Verdict {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
 	})
 	var out Verdict
-	resultBy := v.CreatedAt.Add(dl.Result)
+	// Each resend gives the segments without a result another deadline.
+	resends, lastSent := 0, v.CreatedAt
+	for _, f := range facts {
+		if f.Kind == KindResend {
+			resends++
+			if f.At.After(lastSent) {
+				lastSent = f.At
+			}
+		}
+	}
+	resultBy := lastSent.Add(dl.Result)
 	reportBy := v.CreatedAt.Add(dl.Report)
 	var wake []time.Time
 	var failedWhy, unknownWhy string
@@ -187,10 +209,15 @@ func Decide(v View, facts []Fact, now time.Time, dl Deadlines) Verdict {
 				out.TimedOut = true
 			}
 		default:
-			if now.Before(resultBy) {
+			switch {
+			case now.Before(resultBy):
 				sv.State = SegPending
 				wake = append(wake, resultBy)
-			} else {
+			case resends < dl.Resends:
+				sv.State = SegPending
+				out.Resend = append(out.Resend, s.SubmitID)
+				wake = append(wake, now.Add(dl.Result))
+			default:
 				sv.State = SegUnknown
 				unknownWhy = cmp.Or(unknownWhy, "no submit result by the deadline")
 				out.TimedOut = true
@@ -208,6 +235,9 @@ func Decide(v View, facts []Fact, now time.Time, dl Deadlines) Verdict {
 			failed++
 		}
 		out.Segments = append(out.Segments, sv)
+	}
+	if failed > 0 || waiting == 0 {
+		out.Resend = nil // decided: nothing to publish again
 	}
 	switch {
 	case failed > 0:

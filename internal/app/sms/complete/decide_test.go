@@ -13,6 +13,25 @@ var t0 = time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 
 var dl = complete.Deadlines{Result: 10 * time.Minute, Report: time.Hour}
 
+// TestDecideResend: a segment without a result past its deadline is to be
+// published again while resends are left, a deadline after the last one;
+// then it is unknown.
+func TestDecideResend(t *testing.T) {
+	t.Parallel()
+	d := complete.Deadlines{Result: 10 * time.Minute, Report: time.Hour, Resends: 1}
+	v := complete.Decide(view(false, true), []complete.Fact{res(1, complete.ResultAccepted, 1)}, t0.Add(11*time.Minute), d)
+	require.Equal(t, complete.AttemptQueued, v.State)
+	require.Equal(t, []uint64{258}, v.Resend, "segment 2 only")
+	resent := complete.Fact{ID: 9, Kind: complete.KindResend, At: t0.Add(11 * time.Minute)}
+	v = complete.Decide(view(false, true), []complete.Fact{res(1, complete.ResultAccepted, 1), resent}, t0.Add(15*time.Minute), d)
+	require.Equal(t, complete.AttemptQueued, v.State)
+	require.Empty(t, v.Resend)
+	require.Equal(t, t0.Add(21*time.Minute), v.WakeAt, "a deadline after the resend")
+	v = complete.Decide(view(false, true), []complete.Fact{res(1, complete.ResultAccepted, 1), resent}, t0.Add(22*time.Minute), d)
+	require.Equal(t, complete.AttemptUnknown, v.State, "no resend left")
+	require.Empty(t, v.Resend)
+}
+
 func view(registered ...bool) complete.View {
 	v := complete.View{CreatedAt: t0}
 	for i, r := range registered {

@@ -16,6 +16,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	relay_sms_completion_completed_total     messages completed
 //	relay_sms_completion_refunds_total       refunds posted
 //	relay_sms_completion_failures_total      claims failed back to the work store
+//	relay_sms_completion_resends_total       commands without a result published again
 //
 // Labels carry no id, number or content.
 func Collector(in *Intake, c *Completer) prometheus.Collector { return collector{in, c} }
@@ -39,11 +40,12 @@ var (
 	descCompleted = desc("relay_sms_completion_completed_total", "Messages completed.")
 	descRefunds   = desc("relay_sms_completion_refunds_total", "Refunds of numbers charged as unknown and reported failed later.")
 	descFailures  = desc("relay_sms_completion_failures_total", "Claims failed back to the work store (retried with backoff).")
+	descResends   = desc("relay_sms_completion_resends_total", "Attempts whose commands without a result were published again.")
 )
 
 func (x collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEntries, descEvents, descMatched, descUnusable, descClaims, descFenced,
-		descDecided, descRetries, descCompleted, descRefunds, descFailures} {
+		descDecided, descRetries, descCompleted, descRefunds, descFailures, descResends} {
 		ch <- d
 	}
 }
@@ -68,5 +70,6 @@ func (x collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCompleted, st.Completed)
 		counter(descRefunds, st.Refunds)
 		counter(descFailures, st.Failures)
+		counter(descResends, st.Resends)
 	}
 }

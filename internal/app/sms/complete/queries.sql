@@ -164,3 +164,10 @@ ON CONFLICT (event_key) DO NOTHING;
 UPDATE sms_message m SET state = 'completed', outcomes = v.outcomes, completed_at = $2
 FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, outcomes text[])
 WHERE m.id = v.id AND m.state = 'admitted';
+
+-- name: ResendsRecord
+-- The completion's own fact: the commands of segments without a result
+-- were published again (the nth time).
+INSERT INTO sms_event (event_key, attempt_id, kind, state, detail, received_at)
+SELECT 'resend:' || a || ':' || n, a, 'resend', 'resend', d, $4 FROM unnest($1::bigint[], $2::integer[], $3::text[]) AS v(a, n, d)
+ON CONFLICT (event_key) DO NOTHING;

@@ -10,4 +10,4 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("complete/queries.sql", queriesSQL, "ResultsRecord", "ReportsRecord", "ParkedMatch", "RejectsRecord", "MessagesLock", "AttemptsOfMessages", "AttemptMessages",
-	"SubmitsOfAttempts", "EventsOfAttempts", "AttemptsDecide", "AttemptsNote", "SubmitsFacts", "TimeoutsRecord", "MessagesComplete")
+	"SubmitsOfAttempts", "EventsOfAttempts", "AttemptsDecide", "AttemptsNote", "SubmitsFacts", "TimeoutsRecord", "MessagesComplete", "ResendsRecord")

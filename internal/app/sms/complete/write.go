@@ -142,6 +142,11 @@ func (c *Completer) write(ctx context.Context, tx pgx.Tx, p *plan) error {
 			return fmt.Errorf("sms complete: timeouts: %w", err)
 		}
 	}
+	if len(p.resendID) > 0 {
+		if _, err := tx.Exec(ctx, stmts["ResendsRecord"], p.resendID, p.resendNth, p.resendNote, p.now); err != nil {
+			return fmt.Errorf("sms complete: resends: %w", err)
+		}
+	}
 	var events []*relay.OutboxEvent
 	if len(p.retries) > 0 {
 		written, refused, err := route.Write(ctx, tx, p.retries, p.now, route.Options{RequireConnected: c.cfg.Route.RequireConnected})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/admit"
+	"github.com/relayhq/relay/internal/app/sms/complete"
 	"github.com/relayhq/relay/internal/app/sms/load"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/testdb"
@@ -26,7 +27,7 @@ func TestRunAgainstAPI(t *testing.T) {
 	ctx := t.Context()
 	d := testdb.PGDriver(t)
 	clock := relayclock.System{}
-	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLine())
+	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
 	require.NoError(t, err)
 	var creds load.Credentials
 	_, err = tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(n string) string { return "file:/x/" + n }),
@@ -37,7 +38,9 @@ func TestRunAgainstAPI(t *testing.T) {
 			return nil
 		}})
 	require.NoError(t, err)
-	stage, err := admit.NewStage(admit.StageConfig{Driver: d, Clock: clock})
+	work, err := complete.NewWorkStore(d.Pool(), clock)
+	require.NoError(t, err)
+	stage, err := admit.NewStage(admit.StageConfig{Driver: d, Clock: clock, Work: work})
 	require.NoError(t, err)
 	engine, err := relay.NewEngine(d, admit.EngineConfig(stage, "", clock, nil))
 	require.NoError(t, err)

@@ -115,11 +115,10 @@ func Write(ctx context.Context, tx pgx.Tx, atts []*Attempt, now time.Time, opts 
 	for i, a := range atts {
 		a.ID = ids[i]
 		id := a.ID
-		segs, err := cmpp.Split(a.Text, a.MsgFmt, cmpp.SplitOpts{RefFunc: func() uint16 { return uint16(id) }})
-		if err != nil {
-			return nil, nil, fmt.Errorf("sms route: message %d: split: %w", a.MessageID, err)
+		if err := Split(a); err != nil {
+			return nil, nil, err
 		}
-		a.Segments = segs
+		segs := a.Segments
 		byID[id] = a
 		aID[i], aMsg[i], aRetry[i], aChan[i], aApp[i], aSig[i] = id, a.MessageID, a.RetryOf, a.Channel.ID, a.AppID, a.SignatureID
 		aRecip[i], aNo[i], aSegs[i], aMode[i] = int16(a.Recipient), int16(a.AttemptNo), int16(len(segs)), a.Channel.ReceiptMode
@@ -150,6 +149,19 @@ func Write(ctx context.Context, tx pgx.Tx, atts []*Attempt, now time.Time, opts 
 		}
 	}
 	return written, refused, nil
+}
+
+// Split sets a.Segments: a.Text coded as a.MsgFmt and cut by cmpp.Split,
+// the UDH reference taken from a.ID — so splitting an attempt again (to
+// publish its commands again) gives the same segments.
+func Split(a *Attempt) error {
+	id := a.ID
+	segs, err := cmpp.Split(a.Text, a.MsgFmt, cmpp.SplitOpts{RefFunc: func() uint16 { return uint16(id) }})
+	if err != nil {
+		return fmt.Errorf("sms route: message %d: split: %w", a.MessageID, err)
+	}
+	a.Segments = segs
+	return nil
 }
 
 // Delete takes back, in tx, the attempts Write wrote for messages that

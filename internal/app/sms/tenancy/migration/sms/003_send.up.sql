@@ -84,12 +84,16 @@ CREATE UNIQUE INDEX sms_submit_msg_id ON sms_submit (channel_id, msg_id) WHERE m
 --   late_resp  a SubmitResp that came after the gateway settled UNKNOWN; state
 --              is its result code ("0": accepted)
 --   timeout    the completion's own fact: no final answer by the deadline
+--   resend     the completion's own fact: the commands of segments without
+--              a submit result were published again (same submitIds: the
+--              gateway submits one it never claimed, and answers one it
+--              did from its row)
 CREATE TABLE sms_event (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     event_key   text        NOT NULL UNIQUE CHECK (length(event_key) BETWEEN 1 AND 200),
     attempt_id  bigint      NOT NULL REFERENCES sms_attempt (id),
     submit_id   bigint,
-    kind        text        NOT NULL CHECK (kind IN ('result', 'report', 'late_resp', 'timeout')),
+    kind        text        NOT NULL CHECK (kind IN ('result', 'report', 'late_resp', 'timeout', 'resend')),
     state       text        NOT NULL CHECK (length(state) BETWEEN 1 AND 16),
     msg_id      text CHECK (msg_id ~ '^[0-9]{1,20}$'),
     detail      text CHECK (length(detail) <= 200),
