@@ -276,7 +276,7 @@ func TestDecodeRefusals(t *testing.T) {
 func TestBombGuard(t *testing.T) {
 	t.Parallel()
 	c := newCodec(t, wire.Config{})
-	huge := make([]byte, 64<<20) // 64 MiB of zeros: a few KiB compressed
+	huge := make([]byte, 16<<20) // 16 MiB of zeros (4× the limit): a few hundred bytes compressed
 
 	withSize := zstdAll(t, huge) // EncodeAll writes the content size
 	var stream bytes.Buffer      // the streaming writer does not
@@ -288,7 +288,7 @@ func TestBombGuard(t *testing.T) {
 
 	for name, body := range map[string][]byte{"content size in frame": withSize, "no content size": stream.Bytes()} {
 		for _, declared := range []uint64{1000, wire.MaxBytesDefault} {
-			require.Less(t, len(body), 64<<10, name)
+			require.Less(t, len(body), 16<<10, name)
 			ub := wireBatch(t, 1, pb.ContentEncoding_CONTENT_ENCODING_ZSTD)
 			ub.EventsBody = body
 			ub.UncompressedBytes = declared

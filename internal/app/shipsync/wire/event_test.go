@@ -130,9 +130,13 @@ func TestValidateEventFailures(t *testing.T) {
 			e.After.Columns[6].Value = &pb.ColumnValue_DecimalValue{DecimalValue: "1e5" + secret}
 		}, "after.columns[6].value", invalid},
 		{"float-looking decimal", func(e *pb.ChangeEvent) { e.After.Columns[6].Value = &pb.ColumnValue_DecimalValue{DecimalValue: "1."} }, "after.columns[6].value", invalid},
-		{"bad date", func(e *pb.ChangeEvent) { e.After.Columns[11].Value = &pb.ColumnValue_DateValue{DateValue: "0000-00-00"} }, "after.columns[11].value", invalid},
+		{"bad date", func(e *pb.ChangeEvent) {
+			e.After.Columns[11].Value = &pb.ColumnValue_DateValue{DateValue: "0000-00-00"}
+		}, "after.columns[11].value", invalid},
 		{"bad time", func(e *pb.ChangeEvent) { e.After.Columns[12].Value = &pb.ColumnValue_TimeValue{TimeValue: "12:60:00"} }, "after.columns[12].value", invalid},
-		{"bad json", func(e *pb.ChangeEvent) { e.After.Columns[13].Value = &pb.ColumnValue_JsonValue{JsonValue: "{" + secret} }, "after.columns[13].value", invalid},
+		{"bad json", func(e *pb.ChangeEvent) {
+			e.After.Columns[13].Value = &pb.ColumnValue_JsonValue{JsonValue: "{" + secret}
+		}, "after.columns[13].value", invalid},
 		{"bad timestamp value", func(e *pb.ChangeEvent) {
 			e.After.Columns[10].Value = &pb.ColumnValue_TimestampValue{TimestampValue: &timestamppb.Timestamp{Nanos: -1}}
 		}, "after.columns[10].value", invalid},
