@@ -81,7 +81,10 @@ func NewCodec(cfg Config) (*Codec, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	// EncodeAll and DecodeAll start no goroutines; the concurrency options
+	// only size their pools of block coders (GOMAXPROCS by default), so that
+	// concurrent batches do not queue behind one coder.
+	enc, err := zstd.NewWriter(nil)
 	if err != nil {
 		return nil, fmt.Errorf("wire: zstd encoder: %w", err)
 	}
@@ -89,7 +92,6 @@ func NewCodec(cfg Config) (*Codec, error) {
 	// while decoding, more than MaxBytes, and the window is bounded too, so
 	// a hostile body costs at most MaxBytes of memory.
 	dec, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderMaxMemory(uint64(cfg.MaxBytes)),
 		zstd.WithDecoderMaxWindow(uint64(max(cfg.MaxBytes, zstd.MinWindowSize))),
 	)

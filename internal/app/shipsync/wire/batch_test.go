@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -320,4 +322,27 @@ func TestErrorBodyOfUnknownError(t *testing.T) {
 	require.True(t, b.Retryable)
 	require.LessOrEqual(t, len(b.Message), 200)
 	require.True(t, utf8.ValidString(b.Message))
+}
+
+// TestConcurrentUse: one Codec serves many goroutines (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	c := newCodec(t, wire.Config{CompressThreshold: 1})
+	evs := events(20)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				data, err := c.Encode(newBatch(evs))
+				if !assert.NoError(t, err) {
+					return
+				}
+				b, err := c.Decode(data)
+				if assert.NoError(t, err) {
+					assert.Len(t, b.Events, len(evs))
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
