@@ -196,7 +196,8 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 	if err := c.checkHeader(ub.NodeId, ub.BatchId, ub.Sequence, int(ub.EventCount)); err != nil {
 		return nil, fmt.Errorf("wire: decode batch: %w", err)
 	}
-	if ub.CreatedAt == nil || ub.CreatedAt.CheckValid() != nil {
+	// 0001-01-01T00:00:00Z is Go's "no time" and never a real batch time.
+	if ub.CreatedAt == nil || ub.CreatedAt.CheckValid() != nil || ub.CreatedAt.AsTime().IsZero() {
 		return nil, fmt.Errorf("wire: decode batch: %w: created_at missing or invalid", ErrMalformedBatch)
 	}
 	if ub.UncompressedBytes > uint64(c.cfg.MaxBytes) {

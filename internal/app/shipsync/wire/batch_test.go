@@ -207,6 +207,7 @@ func TestDecodeRefusals(t *testing.T) {
 		{"no sequence", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.Sequence = 0 }, wire.ErrMalformedBatch, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY},
 		{"no created_at", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.CreatedAt = nil }, wire.ErrMalformedBatch, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY},
 		{"invalid created_at", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.CreatedAt = &timestamppb.Timestamp{Nanos: -5} }, wire.ErrMalformedBatch, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY},
+		{"zero created_at", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.CreatedAt = timestamppb.New(time.Time{}) }, wire.ErrMalformedBatch, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY},
 		{"no events", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.EventCount = 0 }, wire.ErrMalformedBatch, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY},
 		{"declares 501 events", identity, func(t *testing.T, ub *pb.UploadBatch) { ub.EventCount = 501 }, wire.ErrTooManyEvents, pb.ErrorCode_ERROR_CODE_BATCH_TOO_LARGE},
 		{"declares over 4 MiB", zstdEnc, func(t *testing.T, ub *pb.UploadBatch) { ub.UncompressedBytes = wire.MaxBytesDefault + 1 }, wire.ErrBatchTooLarge, pb.ErrorCode_ERROR_CODE_BATCH_TOO_LARGE},
