@@ -61,6 +61,8 @@ fuzz:
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
-# SQL lives in per-dialect .sql files embedded by the drivers; nothing is generated yet.
+# Generated code is committed (builds and CI never generate): the shipsync
+# Protobuf code comes from internal/tools/protogen (pure Go, no protoc) via
+# go:generate; internal/tools/protogen's test fails when it is out of date.
 generate:
 	$(GO) generate ./...

@@ -39,6 +39,8 @@ var Pure = []string{
 	"internal/app/msgx/flight",
 	"internal/app/sms/cmpp",
 	"internal/app/sms/rules",
+	"internal/app/shipsync/shipsyncpb",
+	"internal/app/shipsync/wire",
 }
 
 // EngineInternal lists the internal packages that implement the engine's

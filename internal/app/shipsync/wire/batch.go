@@ -1,0 +1,272 @@
+package wire
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+)
+
+// Batch limits and the compression threshold (seed 004 §9.1, §9.3).
+const (
+	// MaxEventsDefault is the most events one batch may carry.
+	MaxEventsDefault = 500
+	// MaxBytesDefault is the largest serialized event list, before
+	// compression, one batch may carry (4 MiB).
+	MaxBytesDefault = 4 << 20
+	// CompressThresholdDefault: event lists of at least this many bytes are
+	// zstd-compressed; smaller ones go as they are (16 KiB: below it the
+	// saving is a few hundred bytes and not worth a frame).
+	CompressThresholdDefault = 16 << 10
+	// headerSlack is what the wire body may exceed MaxBytes by: the header
+	// fields around events_body (ids, version, checksum, tags), generously.
+	headerSlack = 64 << 10
+)
+
+// Config sets a Codec's limits. Zero values take the defaults.
+type Config struct {
+	// MaxEvents is the most events per batch (default MaxEventsDefault).
+	MaxEvents int
+	// MaxBytes bounds the serialized event list before compression, and so
+	// how far a compressed body may expand (default MaxBytesDefault).
+	MaxBytes int
+	// CompressThreshold: event lists of at least this many bytes are
+	// compressed (default CompressThresholdDefault; negative: never).
+	CompressThreshold int
+	// SupportedMajors lists the protocol and schema majors accepted (default
+	// SupportedMajorsDefault).
+	SupportedMajors []uint32
+}
+
+func (c Config) withDefaults() Config {
+	c.MaxEvents = cmp.Or(c.MaxEvents, MaxEventsDefault)
+	c.MaxBytes = cmp.Or(c.MaxBytes, MaxBytesDefault)
+	c.CompressThreshold = cmp.Or(c.CompressThreshold, CompressThresholdDefault)
+	if len(c.SupportedMajors) == 0 {
+		c.SupportedMajors = SupportedMajorsDefault
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.MaxEvents < 1:
+		return fmt.Errorf("wire: config MaxEvents %d: must be ≥ 1", c.MaxEvents)
+	case c.MaxBytes < 1:
+		return fmt.Errorf("wire: config MaxBytes %d: must be ≥ 1", c.MaxBytes)
+	}
+	return nil
+}
+
+// Codec encodes and decodes upload batches under one Config. It is safe for
+// concurrent use.
+type Codec struct {
+	cfg Config
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// NewCodec returns a Codec for cfg (zero fields take their defaults) or an
+// error naming the bad field.
+func NewCodec(cfg Config) (*Codec, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	// EncodeAll and DecodeAll start no goroutines; the concurrency options
+	// only size their pools of block coders (GOMAXPROCS by default), so that
+	// concurrent batches do not queue behind one coder.
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("wire: zstd encoder: %w", err)
+	}
+	// The bomb guard: DecodeAll refuses a frame that declares, or reaches
+	// while decoding, more than MaxBytes, and the window is bounded too, so
+	// a hostile body costs at most MaxBytes of memory.
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderMaxMemory(uint64(cfg.MaxBytes)),
+		zstd.WithDecoderMaxWindow(uint64(max(cfg.MaxBytes, zstd.MinWindowSize))),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("wire: zstd decoder: %w", err)
+	}
+	return &Codec{cfg: cfg, enc: enc, dec: dec}, nil
+}
+
+// Config returns the Codec's effective configuration.
+func (c *Codec) Config() Config { return c.cfg }
+
+// Batch is an upload batch as the application sees it: the header fields and
+// the events. Decode also fills the fields below Events.
+type Batch struct {
+	// ProtocolVersion is "MAJOR.MINOR"; Encode writes CurrentVersion when
+	// empty.
+	ProtocolVersion string
+	// NodeID is the sending node.
+	NodeID string
+	// BatchID is the batch's UUID (diagnosis only).
+	BatchID string
+	// Sequence is the node's upload sequence number (≥ 1).
+	Sequence uint64
+	// CreatedAt is when the node built the batch.
+	CreatedAt time.Time
+	// Events, in send order.
+	Events []*shipsyncpb.ChangeEvent
+
+	// Encoding is how events_body came (set by Decode and Encode).
+	Encoding shipsyncpb.ContentEncoding
+	// UncompressedBytes is the event list's size before compression (set by
+	// Decode and Encode).
+	UncompressedBytes int
+}
+
+// Encode serializes b as an UploadBatch body: the events as one EventList,
+// its SHA-256, and zstd when the list reaches the compression threshold. It
+// checks the header and the limits (ErrMalformedBatch, ErrTooManyEvents,
+// ErrBatchTooLarge) but not the events themselves: ValidateEvent does that.
+// It sets b.Encoding and b.UncompressedBytes.
+func (c *Codec) Encode(b *Batch) ([]byte, error) {
+	if b.ProtocolVersion == "" {
+		b.ProtocolVersion = CurrentVersion.String()
+	}
+	if _, err := CheckVersion(b.ProtocolVersion, c.cfg.SupportedMajors); err != nil {
+		return nil, fmt.Errorf("wire: encode batch: protocol_version: %w", err)
+	}
+	if err := c.checkHeader(b.NodeID, b.BatchID, b.Sequence, len(b.Events)); err != nil {
+		return nil, fmt.Errorf("wire: encode batch: %w", err)
+	}
+	if b.CreatedAt.IsZero() {
+		return nil, fmt.Errorf("wire: encode batch: %w: created_at missing", ErrMalformedBatch)
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(&shipsyncpb.EventList{Events: b.Events})
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode batch: %w: %w", ErrMalformedBatch, err)
+	}
+	if len(body) > c.cfg.MaxBytes {
+		return nil, fmt.Errorf("wire: encode batch: %w: %d bytes > %d", ErrBatchTooLarge, len(body), c.cfg.MaxBytes)
+	}
+	sum := sha256.Sum256(body)
+	b.UncompressedBytes = len(body)
+	b.Encoding = shipsyncpb.ContentEncoding_CONTENT_ENCODING_IDENTITY
+	wireBody := body
+	if c.cfg.CompressThreshold >= 0 && len(body) >= c.cfg.CompressThreshold {
+		b.Encoding = shipsyncpb.ContentEncoding_CONTENT_ENCODING_ZSTD
+		wireBody = c.enc.EncodeAll(body, make([]byte, 0, len(body)/2))
+	}
+	return proto.Marshal(&shipsyncpb.UploadBatch{
+		ProtocolVersion:   b.ProtocolVersion,
+		NodeId:            b.NodeID,
+		BatchId:           b.BatchID,
+		Sequence:          b.Sequence,
+		CreatedAt:         timestamppb.New(b.CreatedAt),
+		EventCount:        uint32(len(b.Events)),
+		UncompressedBytes: uint64(len(body)),
+		ContentEncoding:   b.Encoding,
+		Checksum:          sum[:],
+		EventsBody:        wireBody,
+	})
+}
+
+// Decode parses an UploadBatch body, in this order so that cheap checks come
+// before costly ones: the body size; the header (protocol_version major,
+// node, batch id, sequence, created_at, declared count and size against the
+// limits, checksum length); decompression bounded by the declared size; the
+// declared size; the SHA-256; the event list; the declared count. Each
+// failure wraps one class of errors.go. The events are returned as decoded:
+// ValidateEvent gives each its own receive status.
+func (c *Codec) Decode(data []byte) (*Batch, error) {
+	if len(data) > c.cfg.MaxBytes+headerSlack {
+		return nil, fmt.Errorf("wire: decode batch: %w: body of %d bytes", ErrBatchTooLarge, len(data))
+	}
+	var ub shipsyncpb.UploadBatch
+	if err := proto.Unmarshal(data, &ub); err != nil {
+		return nil, fmt.Errorf("wire: decode batch: %w: not an UploadBatch", ErrMalformedBatch)
+	}
+	if _, err := CheckVersion(ub.ProtocolVersion, c.cfg.SupportedMajors); err != nil {
+		return nil, fmt.Errorf("wire: decode batch: protocol_version: %w", err)
+	}
+	if err := c.checkHeader(ub.NodeId, ub.BatchId, ub.Sequence, int(ub.EventCount)); err != nil {
+		return nil, fmt.Errorf("wire: decode batch: %w", err)
+	}
+	// 0001-01-01T00:00:00Z is Go's "no time" and never a real batch time.
+	if ub.CreatedAt == nil || ub.CreatedAt.CheckValid() != nil || ub.CreatedAt.AsTime().IsZero() {
+		return nil, fmt.Errorf("wire: decode batch: %w: created_at missing or invalid", ErrMalformedBatch)
+	}
+	if ub.UncompressedBytes > uint64(c.cfg.MaxBytes) {
+		return nil, fmt.Errorf("wire: decode batch: %w: uncompressed_bytes %d > %d", ErrBatchTooLarge, ub.UncompressedBytes, c.cfg.MaxBytes)
+	}
+	if len(ub.Checksum) != sha256.Size {
+		return nil, fmt.Errorf("wire: decode batch: %w: checksum is %d bytes, want %d", ErrMalformedBatch, len(ub.Checksum), sha256.Size)
+	}
+	declared := int(ub.UncompressedBytes)
+
+	var body []byte
+	switch ub.ContentEncoding {
+	case shipsyncpb.ContentEncoding_CONTENT_ENCODING_IDENTITY:
+		body = ub.EventsBody
+	case shipsyncpb.ContentEncoding_CONTENT_ENCODING_ZSTD:
+		var err error
+		body, err = c.dec.DecodeAll(ub.EventsBody, make([]byte, 0, declared))
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+			return nil, fmt.Errorf("wire: decode batch: %w: over %d bytes", ErrDecompressedTooLarge, c.cfg.MaxBytes)
+		case err != nil:
+			return nil, fmt.Errorf("wire: decode batch: %w: zstd: %w", ErrBadCompression, err)
+		case len(body) > declared:
+			return nil, fmt.Errorf("wire: decode batch: %w: %d bytes, declared %d", ErrDecompressedTooLarge, len(body), declared)
+		}
+	default:
+		return nil, fmt.Errorf("wire: decode batch: %w: content_encoding %d", ErrBadCompression, ub.ContentEncoding)
+	}
+	if len(body) != declared {
+		return nil, fmt.Errorf("wire: decode batch: %w: body %d bytes, declared %d", ErrChecksumMismatch, len(body), declared)
+	}
+	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], ub.Checksum) {
+		return nil, fmt.Errorf("wire: decode batch: %w: SHA-256 differs", ErrChecksumMismatch)
+	}
+	var list shipsyncpb.EventList
+	if err := proto.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("wire: decode batch: %w: events_body is not an EventList", ErrMalformedBatch)
+	}
+	if len(list.Events) != int(ub.EventCount) {
+		return nil, fmt.Errorf("wire: decode batch: %w: %d events, declared %d", ErrChecksumMismatch, len(list.Events), ub.EventCount)
+	}
+	return &Batch{
+		ProtocolVersion:   ub.ProtocolVersion,
+		NodeID:            ub.NodeId,
+		BatchID:           ub.BatchId,
+		Sequence:          ub.Sequence,
+		CreatedAt:         ub.CreatedAt.AsTime(),
+		Events:            list.Events,
+		Encoding:          ub.ContentEncoding,
+		UncompressedBytes: declared,
+	}, nil
+}
+
+// checkHeader checks the header fields Encode and Decode share.
+func (c *Codec) checkHeader(nodeID, batchID string, sequence uint64, events int) error {
+	if p := checkIdent(nodeID); p != "" {
+		return fmt.Errorf("%w: node_id %s", ErrMalformedBatch, p)
+	}
+	if !isUUID(batchID) {
+		return fmt.Errorf("%w: batch_id is not a UUID", ErrMalformedBatch)
+	}
+	if sequence == 0 {
+		return fmt.Errorf("%w: sequence missing", ErrMalformedBatch)
+	}
+	if events == 0 {
+		return fmt.Errorf("%w: no events", ErrMalformedBatch)
+	}
+	if events > c.cfg.MaxEvents {
+		return fmt.Errorf("%w: %d > %d", ErrTooManyEvents, events, c.cfg.MaxEvents)
+	}
+	return nil
+}
