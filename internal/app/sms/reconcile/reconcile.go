@@ -695,7 +695,7 @@ func (r *run) ledger(c *Check) error {
 	var completed, bad int64
 	var ex []int64
 	if err := r.db.QueryRow(r.ctx, stmts["Settlements"], r.opts.Examples).Scan(&completed, &bad, &ex); err != nil {
-		return fmt.Errorf("Settlements: %w", err)
+		return fmt.Errorf("reconcile: settlements: %w", err)
 	}
 	dupKeys, exDup, err := r.countKeys("DuplicateKeys")
 	if err != nil {
