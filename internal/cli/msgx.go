@@ -39,6 +39,7 @@ func runMsgx(ctx context.Context, env *Env, args []string) error {
 		"simulate": runMsgxSimulate,
 		"verify":   runMsgxVerify,
 		"request":  runMsgxRequest,
+		"demo":     runMsgxDemo,
 	}
 	help := len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help")
 	if len(args) == 0 || roles[args[0]] == nil {
@@ -49,6 +50,7 @@ func runMsgx(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintln(w, `usage: relay msgx <role> [flags]
 
 roles:
+  demo      the whole exchange on this machine: a simulated AODB day in a scratch mailbox, every role, Kafka in-process, progress, a reconciliation
   run       run every msgx role: intake, FIFO pump, write-back, dispatchers, jobs, HTTP entry
   migrate   create or upgrade the msgx PostgreSQL schema
   mailbox   create the CMINMSGS/COUTMSGS mailbox tables in a development database
