@@ -22,12 +22,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/demo"
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relayintake"
@@ -198,17 +198,11 @@ func start(bin string, args []string, faults string, seed uint64) (*child, error
 }
 
 // killed reports whether the child died of SIGKILL.
-func (c *child) killed() bool {
-	if c.cmd.ProcessState == nil {
-		return false
-	}
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
+func (c *child) killed() bool { return faultpoint.KilledBySIGKILL(c.cmd.ProcessState) }
 
 // faultKilled reports whether a fault point killed the child.
 func (c *child) faultKilled() bool {
-	return c.killed() && strings.Contains(c.out.String(), "faultpoint: ")
+	return faultpoint.KilledAt(c.cmd.ProcessState, c.out.String()) != ""
 }
 
 func progress(ctx context.Context, d relaydriver.Driver, src *sql.DB, queue string) (string, error) {

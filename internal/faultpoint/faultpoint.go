@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,4 +124,32 @@ func Hit(name string) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns: the signal ends the process
 	}
+}
+
+// killedLine is the line Hit writes before it kills the process.
+var killedLine = regexp.MustCompile(`(?m)^faultpoint: (\S+): SIGKILL$`)
+
+// KilledBySIGKILL reports whether an ended child process (its ProcessState;
+// nil: not ended) died of SIGKILL — a fault point's death or a harness's
+// kill.
+func KilledBySIGKILL(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// KilledAt returns the fault point that killed a child process, read from
+// the end of its standard error (what Hit writes before the SIGKILL), or ""
+// when it did not die at one.
+func KilledAt(ps *os.ProcessState, stderr string) string {
+	if !KilledBySIGKILL(ps) {
+		return ""
+	}
+	m := killedLine.FindStringSubmatch(stderr)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayhq/relay/internal/faultpoint"
 )
 
 // child is one running relay process: one life of a role.
@@ -74,24 +75,10 @@ func (c *child) stop(d time.Duration) error {
 }
 
 // killed reports whether the ended child died of SIGKILL.
-func (c *child) killed() bool {
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
-
-var faultLine = regexp.MustCompile(`(?m)^faultpoint: (\S+): SIGKILL$`)
+func (c *child) killed() bool { return faultpoint.KilledBySIGKILL(c.cmd.ProcessState) }
 
 // faultPoint returns the fault point that killed the ended child, or "".
-func (c *child) faultPoint() string {
-	if !c.killed() {
-		return ""
-	}
-	m := faultLine.FindStringSubmatch(c.out.String())
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
+func (c *child) faultPoint() string { return faultpoint.KilledAt(c.cmd.ProcessState, c.out.String()) }
 
 // tailBuffer keeps the last max bytes written to it (a fault point's line
 // is the last a killed child writes); safe for concurrent use.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relayhq/relay/internal/faultpoint"
 )
 
 // child is one running relay process.
@@ -76,25 +78,11 @@ func (c *child) kill() {
 	}
 }
 
-// killed reports whether the child died of SIGKILL.
-func (c *child) killed() bool {
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
-
-var faultLine = regexp.MustCompile(`(?m)^faultpoint: (\S+): SIGKILL$`)
+// killed reports whether the ended child died of SIGKILL.
+func (c *child) killed() bool { return faultpoint.KilledBySIGKILL(c.cmd.ProcessState) }
 
 // faultPoint returns the fault point that killed the ended child, or "".
-func (c *child) faultPoint() string {
-	if !c.killed() {
-		return ""
-	}
-	m := faultLine.FindStringSubmatch(c.out.String())
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
+func (c *child) faultPoint() string { return faultpoint.KilledAt(c.cmd.ProcessState, c.out.String()) }
 
 // supplierChild is the supplier simulator's process and its address.
 type supplierChild struct {
