@@ -80,8 +80,12 @@ func usage(w io.Writer, cmds map[string]command) {
 // listCommands writes one line per command (or role of a command group),
 // sorted by name.
 func listCommands(w io.Writer, cmds map[string]command) {
+	width := 8
+	for n := range cmds {
+		width = max(width, len(n))
+	}
 	for _, n := range slices.Sorted(maps.Keys(cmds)) {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-*s %s\n", width, n, cmds[n].summary)
 	}
 }
 
