@@ -11,6 +11,8 @@ func shipsyncRoles() map[string]command {
 	return map[string]command{
 		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
+		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
+			"active certificate for the overlap), retire a certificate, revoke a node, list", runShipsyncNode},
 	}
 }
 
