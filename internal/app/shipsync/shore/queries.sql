@@ -45,3 +45,6 @@ ON CONFLICT (origin_node_id, event_id) DO NOTHING;
 
 -- name: NodeInboxCount
 SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
+
+-- name: NodeHeartbeat
+UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4 WHERE node_id = $1;

@@ -6,7 +6,12 @@ CREATE TABLE sync_node (
     node_id    text        PRIMARY KEY,
     state      text        NOT NULL CHECK (state IN ('active', 'revoked')),
     created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL
+    updated_at timestamptz NOT NULL,
+    -- The last heartbeat: shore time, the node's overall health and the
+    -- config version it runs (an observation; it moves no checkpoint).
+    last_heartbeat_at     timestamptz,
+    last_health           text,
+    last_config_version   numeric(20)
 );
 
 -- The client certificates a node may present, by the SHA-256 of their DER

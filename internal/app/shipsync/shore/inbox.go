@@ -1,0 +1,195 @@
+package shore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Inbox is the shore's receive inbox in PostgreSQL. It is safe for
+// concurrent use.
+type Inbox struct {
+	pool  *pgxpool.Pool
+	clock relaytype.Clock
+	codec *wire.Codec
+}
+
+// NewInbox returns the inbox on pool; codec validates events (its supported
+// majors), clock stamps received_at.
+func NewInbox(pool *pgxpool.Pool, codec *wire.Codec, clock relaytype.Clock) *Inbox {
+	return &Inbox{pool: pool, codec: codec, clock: clock}
+}
+
+// ErrStore wraps a failure of the inbox's database: nothing of the batch was
+// stored and the sender should retry with backoff.
+var ErrStore = errors.New("shore: inbox store unavailable")
+
+// Receive stores the valid events of b, sent by the authenticated node
+// sender, and returns the per-event answer. Every accepted event is inserted
+// keyed (origin_node_id, event_id) — an event stored before is left as it is
+// and answered RECEIVED again — and the answer itself is stored under
+// (sender, batch_id), all in one transaction; the answer is returned only
+// after it commits. A batch id answered before gets the stored answer
+// (replayed true) and nothing is written. An error (wrapping ErrStore) means
+// nothing was stored. ctx bounds the transaction.
+func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (resp *pb.UploadResponse, replayed bool, err error) {
+	if resp, err := in.stored(ctx, sender, b.BatchID); err != nil || resp != nil {
+		return resp, resp != nil, err
+	}
+	now := in.clock.Now()
+	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
+	batch := &pgx.Batch{}
+	first := make(map[string]int, len(b.Events)) // event_id → index of its first occurrence
+	hashes := make([][]byte, len(b.Events))
+	for i, ev := range b.Events {
+		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
+		resp.Statuses = append(resp.Statuses, st)
+		row, reject := in.row(sender, b.BatchID, ev, now)
+		if reject != nil {
+			st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, reject.Reason, reject.Field
+			continue
+		}
+		hashes[i] = row[13].([]byte)
+		if j, dup := first[ev.EventId]; dup {
+			// The same event twice in one batch: answered like its first
+			// occurrence when identical, refused when the content differs.
+			if !bytes.Equal(hashes[j], hashes[i]) {
+				st.Status, st.Reason = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, pb.RejectReason_REJECT_REASON_DUPLICATE_IN_BATCH
+				st.Field = "event_id"
+			} else {
+				st.Status, st.Reason, st.Field = resp.Statuses[j].Status, resp.Statuses[j].Reason, resp.Statuses[j].Field
+			}
+			continue
+		}
+		first[ev.EventId] = i
+		batch.Queue(stmts["EventInsert"], row...)
+	}
+	answer, err := proto.Marshal(resp)
+	if err != nil {
+		return nil, false, fmt.Errorf("shore: marshal answer: %w", err)
+	}
+	batch.Queue(stmts["BatchInsert"], sender, b.BatchID, strconv.FormatUint(b.Sequence, 10), len(b.Events), answer, now)
+
+	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		res := tx.SendBatch(ctx, batch)
+		var last int64
+		for range batch.Len() {
+			tag, err := res.Exec()
+			if err != nil {
+				_ = res.Close()
+				return err
+			}
+			last = tag.RowsAffected()
+		}
+		if err := res.Close(); err != nil {
+			return err
+		}
+		if last == 0 {
+			return errAnsweredMeanwhile
+		}
+		return nil
+	})
+	if errors.Is(err, errAnsweredMeanwhile) {
+		// A concurrent request with the same batch id committed first: its
+		// answer is the answer.
+		resp, err := in.stored(ctx, sender, b.BatchID)
+		return resp, true, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return resp, false, nil
+}
+
+var errAnsweredMeanwhile = errors.New("batch answered meanwhile")
+
+// stored returns the stored answer of (node, batchID), or nil.
+func (in *Inbox) stored(ctx context.Context, node, batchID string) (*pb.UploadResponse, error) {
+	var raw []byte
+	err := in.pool.QueryRow(ctx, stmts["BatchAnswer"], node, batchID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read batch answer: %w", ErrStore, err)
+	}
+	var resp pb.UploadResponse
+	if err := proto.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("shore: stored answer of batch %s: %w", batchID, err)
+	}
+	return &resp, nil
+}
+
+// row validates ev and returns the EventInsert arguments, or the reason it
+// is refused for good.
+func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, now any) ([]any, *wire.FieldError) {
+	if err := in.codec.ValidateEvent(ev); err != nil {
+		var fe *wire.FieldError
+		if errors.As(err, &fe) {
+			return nil, fe
+		}
+		return nil, &wire.FieldError{Field: "event", Problem: "invalid", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	// seed 004 §17.1: a node uploads only what it produced; relaying other
+	// nodes' events needs an authorisation this shore does not have yet.
+	if ev.OriginNodeId != sender {
+		return nil, &wire.FieldError{Field: "origin_node_id", Problem: "not the authenticated node",
+			Reason: pb.RejectReason_REJECT_REASON_ORIGIN_NOT_AUTHORIZED}
+	}
+	if ev.RuleVersion > math.MaxInt64 {
+		return nil, &wire.FieldError{Field: "rule_version", Problem: "out of range",
+			Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "event", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	key := &pb.RowImage{Columns: ev.PrimaryKey}
+	keyRaw, err := proto.MarshalOptions{Deterministic: true}.Marshal(key)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	keyHash := sha256.Sum256(keyRaw)
+	keyText, err := protojson.MarshalOptions{}.Marshal(key)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	sum := sha256.Sum256(raw)
+	return []any{
+		ev.OriginNodeId, ev.EventId, sender, batchID, ev.RuleId, int64(ev.RuleVersion),
+		keyHash[:], string(keyText), ev.SourceConnectorId, ev.SourcePartition,
+		strconv.FormatUint(ev.GetSourcePosition(), 10), strconv.FormatUint(ev.SourceSequence, 10),
+		ev.SchemaVersion, sum[:], raw, now,
+	}, nil
+}
+
+// Heartbeat records node's heartbeat at the clock's now.
+func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat) error {
+	_, err := r.pool.Exec(ctx, stmts["NodeHeartbeat"], node, r.clock.Now(), hb.Overall.String(),
+		strconv.FormatUint(hb.ConfigVersion, 10))
+	if err != nil {
+		return fmt.Errorf("%w: heartbeat: %w", ErrStore, err)
+	}
+	return nil
+}
+
+// InboxCount returns how many events originating at node the inbox holds.
+func (in *Inbox) InboxCount(ctx context.Context, node string) (int, error) {
+	var n int
+	err := in.pool.QueryRow(ctx, stmts["NodeInboxCount"], node).Scan(&n)
+	return n, err
+}
