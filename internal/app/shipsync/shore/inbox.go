@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,6 +56,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	batch := &pgx.Batch{}
 	first := make(map[string]int, len(b.Events)) // event_id → index of its first occurrence
 	hashes := make([][]byte, len(b.Events))
+	var queued []int // indexes of the events inserted, in batch order
 	for i, ev := range b.Events {
 		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
 		resp.Statuses = append(resp.Statuses, st)
@@ -76,29 +78,44 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 			continue
 		}
 		first[ev.EventId] = i
+		queued = append(queued, i)
 		batch.Queue(stmts["EventInsert"], row...)
 	}
-	answer, err := proto.Marshal(resp)
-	if err != nil {
-		return nil, false, fmt.Errorf("shore: marshal answer: %w", err)
-	}
-	batch.Queue(stmts["BatchInsert"], sender, b.BatchID, strconv.FormatUint(b.Sequence, 10), len(b.Events), answer, now)
-
 	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		res := tx.SendBatch(ctx, batch)
-		var last int64
-		for range batch.Len() {
-			tag, err := res.Exec()
-			if err != nil {
-				_ = res.Close()
+		// The events first: an event stored before (RowsAffected 0) is
+		// checked against what is stored.
+		var existing []string
+		if batch.Len() > 0 {
+			res := tx.SendBatch(ctx, batch)
+			for _, i := range queued {
+				tag, err := res.Exec()
+				if err != nil {
+					_ = res.Close()
+					return err
+				}
+				if tag.RowsAffected() == 0 {
+					existing = append(existing, b.Events[i].EventId)
+				}
+			}
+			if err := res.Close(); err != nil {
 				return err
 			}
-			last = tag.RowsAffected()
 		}
-		if err := res.Close(); err != nil {
+		if len(existing) > 0 {
+			if err := in.checkExisting(ctx, tx, sender, existing, first, hashes, resp); err != nil {
+				return err
+			}
+		}
+		answer, err := proto.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("marshal answer: %w", err)
+		}
+		tag, err := tx.Exec(ctx, stmts["BatchInsert"], sender, b.BatchID, strconv.FormatUint(b.Sequence, 10),
+			len(b.Events), answer, now)
+		if err != nil {
 			return err
 		}
-		if last == 0 {
+		if tag.RowsAffected() == 0 {
 			return errAnsweredMeanwhile
 		}
 		return nil
@@ -113,6 +130,40 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	return resp, false, nil
+}
+
+// checkExisting compares the events of ids, stored before, with the ones
+// received now: the same content is RECEIVED (a resend), other content under
+// the same id is refused — events are immutable, so the node reused an id.
+// Later copies of such an event in the batch get the same status.
+func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, ids []string, first map[string]int,
+	hashes [][]byte, resp *pb.UploadResponse) error {
+	rows, err := tx.Query(ctx, stmts["EventHashes"], sender, ids)
+	if err != nil {
+		return err
+	}
+	stored := make(map[string][]byte, len(ids))
+	var id string
+	var h []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &h}, func() error {
+		stored[id] = bytes.Clone(h)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		i := first[id]
+		if h, ok := stored[strings.ToLower(id)]; ok && !bytes.Equal(h, hashes[i]) {
+			for j, st := range resp.Statuses {
+				if st.EventId == id && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
+					st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED,
+						pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "event_id"
+				}
+			}
+		}
+	}
+	return nil
 }
 
 var errAnsweredMeanwhile = errors.New("batch answered meanwhile")

@@ -48,3 +48,7 @@ SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
 
 -- name: NodeHeartbeat
 UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4 WHERE node_id = $1;
+
+-- name: EventHashes
+SELECT event_id::text, content_hash FROM sync_inbox_event
+WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);

@@ -408,3 +408,91 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	require.EqualValues(t, 500, nc.MaxBatchEvents)
 	require.Equal(t, []uint32{1}, nc.SupportedMajors)
 }
+
+func TestEventIDReusedWithOtherContent(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), nil)
+	s.addNode(t, "ship-1")
+	c := s.client(t, "node-ship-1")
+	status, _, _ := post(t, c, s.url+shore.PathBatches, s.encode(t, "ship-1", uuidN(1), event("ship-1", 1)))
+	require.Equal(t, http.StatusOK, status)
+	changed := event("ship-1", 1)
+	changed.TraceId = "another"
+	status, _, rb := post(t, c, s.url+shore.PathBatches, s.encode(t, "ship-1", uuidN(2), changed, event("ship-1", 1), event("ship-1", 2)))
+	require.Equal(t, http.StatusOK, status)
+	sts := uploadResponse(t, rb).Statuses
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, sts[0].Status, "events are immutable: the id was reused")
+	require.Equal(t, pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, sts[0].Reason)
+	require.Equal(t, "event_id", sts[0].Field)
+	require.Equal(t, pb.RejectReason_REJECT_REASON_DUPLICATE_IN_BATCH, sts[1].Reason)
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[2].Status)
+	var trace []byte
+	require.NoError(t, s.d.Pool().QueryRow(t.Context(), "SELECT event FROM sync_inbox_event WHERE event_id = $1", uuidN(1)).Scan(&trace))
+	var stored pb.ChangeEvent
+	require.NoError(t, proto.Unmarshal(trace, &stored))
+	require.Equal(t, "trace-1", stored.TraceId, "the first content is kept")
+}
+
+// TestStoreFailureStoresNothing makes the transaction fail at its last
+// statement (the batch's answer): the request is refused 503 UNAVAILABLE,
+// retryable, and none of its events is in the inbox — statuses come only
+// from a committed transaction.
+func TestStoreFailureStoresNothing(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), nil)
+	s.addNode(t, "ship-1")
+	_, err := s.d.Pool().Exec(t.Context(), "ALTER TABLE sync_upload_batch ADD CONSTRAINT test_fail CHECK (event_count < 0) NOT VALID")
+	require.NoError(t, err)
+	status, hdr, rb := post(t, s.client(t, "node-ship-1"), s.url+shore.PathBatches,
+		s.encode(t, "ship-1", uuidN(1), event("ship-1", 1), event("ship-1", 2)))
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.NotEmpty(t, hdr.Get("Retry-After"))
+	eb := errorBody(t, rb)
+	require.Equal(t, pb.ErrorCode_ERROR_CODE_UNAVAILABLE, eb.Code)
+	require.True(t, eb.Retryable)
+	require.Equal(t, 0, s.inboxCount(t, "ship-1"))
+}
+
+// TestSameBatchConcurrently sends one batch id from several connections at
+// once: every answer is the same, and the events are stored once.
+func TestSameBatchConcurrently(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), func(c *shore.Config) { c.Limits = shore.Limits{NodeConcurrency: 8} })
+	s.addNode(t, "ship-1")
+	evs := make([]*pb.ChangeEvent, 50)
+	for i := range evs {
+		evs[i] = event("ship-1", i+1)
+	}
+	body := s.encode(t, "ship-1", uuidN(1000), evs...)
+	const n = 4
+	answers := make(chan []byte, n)
+	for range n {
+		c := s.client(t, "node-ship-1")
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, s.url+shore.PathBatches, bytes.NewReader(body))
+			req.Header.Set("Content-Type", shore.ContentType)
+			resp, err := c.Do(req)
+			if err != nil {
+				answers <- nil
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				b = nil
+			}
+			answers <- b
+		}()
+	}
+	var first *pb.UploadResponse
+	for range n {
+		b := <-answers
+		require.NotNil(t, b)
+		r := uploadResponse(t, b)
+		if first == nil {
+			first = r
+		}
+		require.True(t, proto.Equal(first, r))
+	}
+	require.Equal(t, 50, s.inboxCount(t, "ship-1"))
+}
