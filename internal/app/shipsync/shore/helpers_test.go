@@ -28,7 +28,7 @@ type bundle struct {
 	pki   pki.Dir
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	d := testdb.PGDriver(t)
 	clock := relayclock.NewFake(t0)
@@ -43,7 +43,7 @@ func setup(t *testing.T) *bundle {
 }
 
 // node issues a certificate for id under name.
-func (b *bundle) node(t *testing.T, id, name string) *x509.Certificate {
+func (b *bundle) node(t testing.TB, id, name string) *x509.Certificate {
 	t.Helper()
 	c, err := b.pki.IssueNode(id, name)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func (b *bundle) node(t *testing.T, id, name string) *x509.Certificate {
 }
 
 // addNode issues and registers node id.
-func (b *bundle) addNode(t *testing.T, id string) *x509.Certificate {
+func (b *bundle) addNode(t testing.TB, id string) *x509.Certificate {
 	t.Helper()
 	c := b.node(t, id, "")
 	_, err := b.reg.Add(context.Background(), c)

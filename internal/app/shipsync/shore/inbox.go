@@ -53,7 +53,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	}
 	now := in.clock.Now()
 	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
-	batch := &pgx.Batch{}
+	var cols eventColumns
 	first := make(map[string]int, len(b.Events)) // event_id → index of its first occurrence
 	hashes := make([][]byte, len(b.Events))
 	var queued []int // indexes of the events inserted, in batch order
@@ -79,26 +79,31 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 		}
 		first[ev.EventId] = i
 		queued = append(queued, i)
-		batch.Queue(stmts["EventInsert"], row...)
+		cols.add(row)
 	}
 	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		// The events first: an event stored before (RowsAffected 0) is
 		// checked against what is stored.
 		var existing []string
-		if batch.Len() > 0 {
-			res := tx.SendBatch(ctx, batch)
-			for _, i := range queued {
-				tag, err := res.Exec()
-				if err != nil {
-					_ = res.Close()
-					return err
-				}
-				if tag.RowsAffected() == 0 {
-					existing = append(existing, b.Events[i].EventId)
-				}
-			}
-			if err := res.Close(); err != nil {
+		if len(queued) > 0 {
+			rows, err := tx.Query(ctx, stmts["EventInsertMany"], cols.args(sender, b.BatchID, now)...)
+			if err != nil {
 				return err
+			}
+			inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if len(inserted) < len(queued) {
+				done := make(map[string]bool, len(inserted))
+				for _, id := range inserted {
+					done[id] = true
+				}
+				for _, i := range queued {
+					if id := b.Events[i].EventId; !done[strings.ToLower(id)] {
+						existing = append(existing, id)
+					}
+				}
 			}
 		}
 		if len(existing) > 0 {
@@ -130,6 +135,36 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	return resp, false, nil
+}
+
+// eventColumns holds the EventInsertMany arrays: one element per event.
+type eventColumns struct {
+	origin, eventID, rule, pkText, connector, partition, position, sequence, schema []string
+	ruleVersion                                                                     []int64
+	pkHash, contentHash, event                                                      [][]byte
+}
+
+// add appends one row of row's layout (see row).
+func (c *eventColumns) add(r []any) {
+	c.origin = append(c.origin, r[0].(string))
+	c.eventID = append(c.eventID, r[1].(string))
+	c.rule = append(c.rule, r[4].(string))
+	c.ruleVersion = append(c.ruleVersion, r[5].(int64))
+	c.pkHash = append(c.pkHash, r[6].([]byte))
+	c.pkText = append(c.pkText, r[7].(string))
+	c.connector = append(c.connector, r[8].(string))
+	c.partition = append(c.partition, r[9].(string))
+	c.position = append(c.position, r[10].(string))
+	c.sequence = append(c.sequence, r[11].(string))
+	c.schema = append(c.schema, r[12].(string))
+	c.contentHash = append(c.contentHash, r[13].([]byte))
+	c.event = append(c.event, r[14].([]byte))
+}
+
+// args are EventInsertMany's parameters.
+func (c *eventColumns) args(sender, batchID string, now any) []any {
+	return []any{c.origin, c.eventID, sender, batchID, c.rule, c.ruleVersion, c.pkHash, c.pkText, c.connector,
+		c.partition, c.position, c.sequence, c.schema, c.contentHash, c.event, now}
 }
 
 // checkExisting compares the events of ids, stored before, with the ones
@@ -185,7 +220,8 @@ func (in *Inbox) stored(ctx context.Context, node, batchID string) (*pb.UploadRe
 	return &resp, nil
 }
 
-// row validates ev and returns the EventInsert arguments, or the reason it
+// row validates ev and returns its inbox row (the layout eventColumns.add
+// reads), or the reason it
 // is refused for good.
 func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, now any) ([]any, *wire.FieldError) {
 	if err := in.codec.ValidateEvent(ev); err != nil {

@@ -36,12 +36,19 @@ INSERT INTO sync_upload_batch (node_id, batch_id, sequence, event_count, statuse
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (node_id, batch_id) DO NOTHING;
 
--- name: EventInsert
+-- name: EventInsertMany
+-- Every event of a batch in one statement (arrays of equal length, one
+-- element per event); returns the ids actually inserted, so the ones not
+-- returned were stored before.
 INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
     pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
     schema_version, content_hash, event, status, received_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'received', $16)
-ON CONFLICT (origin_node_id, event_id) DO NOTHING;
+SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, 'received', $16
+FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+    $11::numeric[], $12::numeric[], $13::text[], $14::bytea[], $15::bytea[])
+    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev)
+ON CONFLICT (origin_node_id, event_id) DO NOTHING
+RETURNING event_id::text;
 
 -- name: NodeInboxCount
 SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;

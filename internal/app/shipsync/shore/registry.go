@@ -34,7 +34,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "EventInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes")
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.

@@ -59,7 +59,7 @@ type shoreServer struct {
 	codec *wire.Codec
 }
 
-func serve(t *testing.T, b *bundle, mutate func(*shore.Config)) *shoreServer {
+func serve(t testing.TB, b *bundle, mutate func(*shore.Config)) *shoreServer {
 	t.Helper()
 	codec, err := wire.NewCodec(wire.Config{})
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func serve(t *testing.T, b *bundle, mutate func(*shore.Config)) *shoreServer {
 	return &shoreServer{bundle: b, url: srv.URL(), codec: codec}
 }
 
-func (b *bundle) caPool(t *testing.T) *x509.CertPool {
+func (b *bundle) caPool(t testing.TB) *x509.CertPool {
 	t.Helper()
 	ca, err := pki.ReadCert(filepath.Join(b.pki.Path, pki.CACertFile))
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func (b *bundle) caPool(t *testing.T) *x509.CertPool {
 
 // client returns an HTTPS client presenting the node certificate name (no
 // certificate for "").
-func (s *shoreServer) client(t *testing.T, name string) *http.Client {
+func (s *shoreServer) client(t testing.TB, name string) *http.Client {
 	t.Helper()
 	tc := &tls.Config{RootCAs: s.caPool(t), MinVersion: tls.VersionTLS12}
 	if name != "" {
@@ -108,7 +108,7 @@ func (s *shoreServer) client(t *testing.T, name string) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-func (s *shoreServer) encode(t *testing.T, node, batchID string, evs ...*pb.ChangeEvent) []byte {
+func (s *shoreServer) encode(t testing.TB, node, batchID string, evs ...*pb.ChangeEvent) []byte {
 	t.Helper()
 	body, err := s.codec.Encode(&wire.Batch{NodeID: node, BatchID: batchID, Sequence: 1, CreatedAt: t0, Events: evs})
 	require.NoError(t, err)
