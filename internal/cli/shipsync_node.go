@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
@@ -16,14 +17,15 @@ import (
 
 // runShipsyncNode runs `relay shipsync node add|rotate|retire|revoke|list`.
 func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
-	const synopsis = "shipsync node add|rotate|retire|revoke|list --postgres URL [--migrate] [--cert FILE] [--node ID] [--fingerprint HEX]"
+	const synopsis = "shipsync node add|rotate|retire|revoke|list|audit --postgres URL [--migrate] [--cert FILE] [--node ID] [--fingerprint HEX]"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(env.Stdout, "usage: relay %s\n\n"+
 			"  add     register the node a certificate names, active, with that certificate (--cert)\n"+
 			"  rotate  register another certificate of an active node; both are accepted until retire (--cert)\n"+
 			"  retire  stop accepting one certificate of a node (--node, --fingerprint)\n"+
 			"  revoke  refuse every new request of a node; what it uploaded stays (--node)\n"+
-			"  list    the nodes and their certificates\n", synopsis)
+			"  list    the nodes and their certificates\n"+
+			"  audit   the audit log of these changes (who, when, what, why)\n", synopsis)
 		return nil
 	}
 	sub := args[0]
@@ -33,6 +35,8 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 	migrate := fs.Bool("migrate", false, "apply the shipsync migration line first (otherwise an old schema is refused)")
 	certFile := fs.String("cert", "", "add, rotate: the node's PEM certificate (from relay shipsync pki node)")
 	node := fs.String("node", "", "retire, revoke: the node id")
+	actor := fs.String("actor", envOr("USER", ""), "add, rotate, retire, revoke: who makes the change, for the audit log (default $USER)")
+	reason := fs.String("reason", "", "add, rotate, retire, revoke: why, for the audit log")
 	fp := fs.String("fingerprint", "", "retire: the certificate's SHA-256 fingerprint (hex, as pki node and list print it)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -50,6 +54,10 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	reg := shore.NewRegistry(d.Pool(), clock)
+	who := shore.Audit{Actor: *actor, Reason: *reason}
+	if sub != "list" && sub != "audit" && who.Actor == "" {
+		return fmt.Errorf("shipsync node %s: --actor is required ($USER is not set): the audit log records who changed what", sub)
+	}
 	switch sub {
 	case "add", "rotate":
 		if *certFile == "" {
@@ -63,7 +71,7 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 		if sub == "rotate" {
 			op = reg.Rotate
 		}
-		id, err := op(ctx, c)
+		id, err := op(ctx, c, who)
 		if err != nil {
 			return err
 		}
@@ -73,7 +81,7 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 		if *node == "" || *fp == "" {
 			return fmt.Errorf("shipsync node retire: --node and --fingerprint are required")
 		}
-		if err := reg.Retire(ctx, *node, *fp); err != nil {
+		if err := reg.Retire(ctx, *node, *fp, who); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "shipsync node retire: node %s certificate %s retired\n", *node, *fp)
@@ -81,7 +89,7 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 		if *node == "" {
 			return fmt.Errorf("shipsync node revoke: --node is required")
 		}
-		if err := reg.Revoke(ctx, *node); err != nil {
+		if err := reg.Revoke(ctx, *node, who); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "shipsync node revoke: node %s revoked (new requests refused, its uploads kept)\n", *node)
@@ -100,8 +108,20 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.NodeID, c.NodeState, c.Fingerprint, c.CertState, na)
 		}
 		return tw.Flush()
+	case "audit":
+		log, err := reg.AuditLog(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tACTOR\tACTION\tOBJECT\tBEFORE\tAFTER\tREASON")
+		for _, e := range log {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Actor, e.Action,
+				e.ObjectType, e.ObjectID, e.Before, e.After, e.Reason)
+		}
+		return tw.Flush()
 	default:
-		return fmt.Errorf("shipsync node: unknown action %q (add, rotate, retire, revoke or list)", sub)
+		return fmt.Errorf("shipsync node: unknown action %q (add, rotate, retire, revoke, list or audit)", sub)
 	}
 	return nil
 }

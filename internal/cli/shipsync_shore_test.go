@@ -30,7 +30,7 @@ func TestShipsyncShoreCommand(t *testing.T) {
 		_, err := run(append(append([]string{"pki"}, a...), "--dir", dir)...)
 		require.NoError(t, err)
 	}
-	_, err := run("node", "add", "--postgres", url, "--migrate", "--cert", filepath.Join(dir, "node-ship-1.crt"))
+	_, err := run("node", "add", "--postgres", url, "--actor", "tester", "--migrate", "--cert", filepath.Join(dir, "node-ship-1.crt"))
 	require.NoError(t, err)
 
 	ctx, stop := context.WithCancel(t.Context())
@@ -62,7 +62,7 @@ func TestShipsyncShoreCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, got, again, "a resent batch id gets the same answer")
 
-	_, err = run("node", "revoke", "--postgres", url, "--node", "ship-1")
+	_, err = run("node", "revoke", "--postgres", url, "--actor", "tester", "--node", "ship-1")
 	require.NoError(t, err)
 	_, err = run(upload[:len(upload)-2]...)
 	require.ErrorContains(t, err, "HTTP 403 ERROR_CODE_FORBIDDEN")

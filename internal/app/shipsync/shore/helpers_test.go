@@ -17,6 +17,9 @@ import (
 	"github.com/relayhq/relay/relaymigrate"
 )
 
+// op is the audit identity of the tests' registry changes.
+var op = shore.Audit{Actor: "tester", Reason: "test"}
+
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // bundle is what setup gives a test: a migrated schema, the registry, a
@@ -54,7 +57,7 @@ func (b *bundle) node(t testing.TB, id, name string) *x509.Certificate {
 func (b *bundle) addNode(t testing.TB, id string) *x509.Certificate {
 	t.Helper()
 	c := b.node(t, id, "")
-	_, err := b.reg.Add(context.Background(), c)
+	_, err := b.reg.Add(context.Background(), c, op)
 	require.NoError(t, err)
 	return c
 }

@@ -59,3 +59,11 @@ UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_versi
 -- name: EventHashes
 SELECT event_id::text, content_hash FROM sync_inbox_event
 WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);
+
+-- name: AuditInsert
+INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- name: AuditList
+SELECT at, actor, action, object_type, object_id, coalesce(before, ''), coalesce(after, ''), reason
+FROM sync_audit_event ORDER BY audit_id;

@@ -34,7 +34,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany")
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.
@@ -69,6 +69,53 @@ var (
 	ErrCertNodeMismatch = errors.New("shore: certificate names another node")
 )
 
+// Audit says who changes the registry and why; every change writes an
+// append-only sync_audit_event row in its own transaction.
+type Audit struct {
+	// Actor is the operator (a user name). Required.
+	Actor string
+	// Reason is free text, optional.
+	Reason string
+}
+
+func (a Audit) validate() error {
+	if a.Actor == "" {
+		return errors.New("shore: audit actor is empty (who makes this change?)")
+	}
+	return nil
+}
+
+// audit appends one audit row in tx.
+func audit(ctx context.Context, tx pgx.Tx, at time.Time, a Audit, action, objType, objID string, before, after *string) error {
+	_, err := tx.Exec(ctx, stmts["AuditInsert"], at, a.Actor, action, objType, objID, before, after, a.Reason)
+	return err
+}
+
+func ptr(s string) *string { return &s }
+
+// AuditEvent is one row of the audit log.
+type AuditEvent struct {
+	At                                                         time.Time
+	Actor, Action, ObjectType, ObjectID, Before, After, Reason string
+}
+
+// AuditLog returns the audit log, oldest first.
+func (r *Registry) AuditLog(ctx context.Context) ([]AuditEvent, error) {
+	rows, err := r.pool.Query(ctx, stmts["AuditList"])
+	if err != nil {
+		return nil, fmt.Errorf("shore: audit log: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditEvent, error) {
+		var e AuditEvent
+		err := row.Scan(&e.At, &e.Actor, &e.Action, &e.ObjectType, &e.ObjectID, &e.Before, &e.After, &e.Reason)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shore: audit log: %w", err)
+	}
+	return out, nil
+}
+
 // Registry is the node registry in PostgreSQL. It is safe for concurrent
 // use.
 type Registry struct {
@@ -84,7 +131,10 @@ func NewRegistry(pool *pgxpool.Pool, clock relaytype.Clock) *Registry {
 // Add registers the node named by cert (pki.NodeID) as active with cert as
 // its first active certificate. It refuses a node id already registered
 // (ErrNodeExists), whether active or revoked: a revoked id is not reused.
-func (r *Registry) Add(ctx context.Context, cert *x509.Certificate) (string, error) {
+func (r *Registry) Add(ctx context.Context, cert *x509.Certificate, a Audit) (string, error) {
+	if err := a.validate(); err != nil {
+		return "", err
+	}
 	id, err := pki.NodeID(cert)
 	if err != nil {
 		return "", err
@@ -97,7 +147,10 @@ func (r *Registry) Add(ctx context.Context, cert *x509.Certificate) (string, err
 			}
 			return err
 		}
-		return insertCert(ctx, tx, id, cert, now)
+		if err := insertCert(ctx, tx, id, cert, now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, now, a, "node.add", "node", id, nil, ptr("active, certificate "+pki.Fingerprint(cert)))
 	})
 	if err != nil {
 		return "", fmt.Errorf("shore: add node: %w", err)
@@ -108,7 +161,10 @@ func (r *Registry) Add(ctx context.Context, cert *x509.Certificate) (string, err
 // Rotate registers cert as a further active certificate of its (active)
 // node: both the old and the new certificate are accepted until Retire ends
 // the overlap. It refuses a third active certificate (ErrTooManyCerts).
-func (r *Registry) Rotate(ctx context.Context, cert *x509.Certificate) (string, error) {
+func (r *Registry) Rotate(ctx context.Context, cert *x509.Certificate, a Audit) (string, error) {
+	if err := a.validate(); err != nil {
+		return "", err
+	}
 	id, err := pki.NodeID(cert)
 	if err != nil {
 		return "", err
@@ -124,7 +180,11 @@ func (r *Registry) Rotate(ctx context.Context, cert *x509.Certificate) (string, 
 		if n >= MaxActiveCerts {
 			return fmt.Errorf("%w: node %s has %d; retire one first", ErrTooManyCerts, id, n)
 		}
-		return insertCert(ctx, tx, id, cert, r.clock.Now())
+		now := r.clock.Now()
+		if err := insertCert(ctx, tx, id, cert, now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, now, a, "cert.rotate", "certificate", pki.Fingerprint(cert), nil, ptr("active for node "+id))
 	})
 	if err != nil {
 		return "", fmt.Errorf("shore: rotate node certificate: %w", err)
@@ -134,21 +194,33 @@ func (r *Registry) Rotate(ctx context.Context, cert *x509.Certificate) (string, 
 
 // Retire ends an active certificate of node (by pki.Fingerprint): requests
 // presenting it are refused from now on.
-func (r *Registry) Retire(ctx context.Context, nodeID, fingerprint string) error {
-	tag, err := r.pool.Exec(ctx, stmts["CertRetire"], nodeID, fingerprint, r.clock.Now())
+func (r *Registry) Retire(ctx context.Context, nodeID, fingerprint string, a Audit) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		now := r.clock.Now()
+		tag, err := tx.Exec(ctx, stmts["CertRetire"], nodeID, fingerprint, now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: no active certificate %s of node %s", ErrUnknownCert, fingerprint, nodeID)
+		}
+		return audit(ctx, tx, now, a, "cert.retire", "certificate", fingerprint, ptr("active"), ptr("retired"))
+	})
 	if err != nil {
 		return fmt.Errorf("shore: retire certificate: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("shore: retire certificate: %w: no active certificate %s of node %s", ErrUnknownCert,
-			fingerprint, nodeID)
 	}
 	return nil
 }
 
 // Revoke marks node revoked: its new requests are refused with 403, its
 // inbox rows stay and are processed. Revoking a revoked node is a no-op.
-func (r *Registry) Revoke(ctx context.Context, nodeID string) error {
+func (r *Registry) Revoke(ctx context.Context, nodeID string, a Audit) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		var state string
 		if err := tx.QueryRow(ctx, stmts["NodeLock"], nodeID).Scan(&state); errors.Is(err, pgx.ErrNoRows) {
@@ -156,8 +228,11 @@ func (r *Registry) Revoke(ctx context.Context, nodeID string) error {
 		} else if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, stmts["NodeSetState"], nodeID, "revoked", r.clock.Now())
-		return err
+		now := r.clock.Now()
+		if _, err := tx.Exec(ctx, stmts["NodeSetState"], nodeID, "revoked", now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, now, a, "node.revoke", "node", nodeID, ptr(state), ptr("revoked"))
 	})
 	if err != nil {
 		return fmt.Errorf("shore: revoke node: %w", err)

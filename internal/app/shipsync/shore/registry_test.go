@@ -18,7 +18,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ship-1", id)
 
-	_, err = b.reg.Add(ctx, b.node(t, "ship-1", "again"))
+	_, err = b.reg.Add(ctx, b.node(t, "ship-1", "again"), op)
 	require.ErrorIs(t, err, shore.ErrNodeExists)
 
 	// Unknown certificate: issued by the CA, never registered.
@@ -27,29 +27,41 @@ func TestRegistryLifecycle(t *testing.T) {
 
 	// Rotation: two active certificates overlap, a third is refused.
 	c2 := b.node(t, "ship-1", "rot2")
-	_, err = b.reg.Rotate(ctx, c2)
+	_, err = b.reg.Rotate(ctx, c2, op)
 	require.NoError(t, err)
-	_, err = b.reg.Rotate(ctx, b.node(t, "ship-1", "rot3"))
+	_, err = b.reg.Rotate(ctx, b.node(t, "ship-1", "rot3"), op)
 	require.ErrorIs(t, err, shore.ErrTooManyCerts)
 	_, err = b.reg.Authenticate(ctx, c1)
 	require.NoError(t, err, "old certificate accepted during the overlap")
 	_, err = b.reg.Authenticate(ctx, c2)
 	require.NoError(t, err, "new certificate accepted")
 
-	require.NoError(t, b.reg.Retire(ctx, "ship-1", pki.Fingerprint(c1)))
+	require.NoError(t, b.reg.Retire(ctx, "ship-1", pki.Fingerprint(c1), op))
 	_, err = b.reg.Authenticate(ctx, c1)
 	require.ErrorIs(t, err, shore.ErrCertRetired)
-	require.ErrorIs(t, b.reg.Retire(ctx, "ship-1", pki.Fingerprint(c1)), shore.ErrUnknownCert)
-	_, err = b.reg.Rotate(ctx, c2)
+	require.ErrorIs(t, b.reg.Retire(ctx, "ship-1", pki.Fingerprint(c1), op), shore.ErrUnknownCert)
+	_, err = b.reg.Rotate(ctx, c2, op)
 	require.ErrorIs(t, err, shore.ErrCertExists, "a certificate is registered once")
 
 	// Revocation: every certificate of the node is refused.
-	require.NoError(t, b.reg.Revoke(ctx, "ship-1"))
+	require.NoError(t, b.reg.Revoke(ctx, "ship-1", op))
 	_, err = b.reg.Authenticate(ctx, c2)
 	require.ErrorIs(t, err, shore.ErrNodeRevoked)
-	_, err = b.reg.Rotate(ctx, b.node(t, "ship-1", "rot4"))
+	_, err = b.reg.Rotate(ctx, b.node(t, "ship-1", "rot4"), op)
 	require.ErrorIs(t, err, shore.ErrNodeRevoked)
-	require.ErrorIs(t, b.reg.Revoke(ctx, "nobody"), shore.ErrUnknownNode)
+	require.ErrorIs(t, b.reg.Revoke(ctx, "nobody", op), shore.ErrUnknownNode)
+
+	log, err := b.reg.AuditLog(ctx)
+	require.NoError(t, err)
+	var actions []string
+	for _, e := range log {
+		require.Equal(t, "tester", e.Actor)
+		actions = append(actions, e.Action+" "+e.ObjectID)
+	}
+	require.Equal(t, []string{"node.add ship-1", "cert.rotate " + pki.Fingerprint(c2),
+		"cert.retire " + pki.Fingerprint(c1), "node.revoke ship-1"}, actions, "every change audited, refusals not")
+	_, err = b.reg.Add(ctx, b.node(t, "ship-3", ""), shore.Audit{})
+	require.ErrorContains(t, err, "actor")
 
 	list, err := b.reg.List(ctx)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -161,7 +162,7 @@ type request struct {
 // verified certificate and the registry, then the node's limits.
 func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rq := request{id: requestID()}
+		rq := request{id: requestID(r.Header.Get("X-Request-Id"))}
 		if ok, wait := h.lim.acquireGlobal(h.cfg.Clock.Now()); !ok {
 			h.limited(w, rq, wait, "the shore is at its request limit")
 			return
@@ -342,7 +343,15 @@ func (h *Handler) write(w http.ResponseWriter, status int, m proto.Message) {
 	_, _ = w.Write(b)
 }
 
-func requestID() string {
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID is the client's X-Request-Id when it is 1–64 characters of
+// [A-Za-z0-9._-] (seed 004 §9.1: every request carries a request id), else a
+// new random one.
+func requestID(client string) string {
+	if requestIDRE.MatchString(client) {
+		return client
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -231,10 +231,19 @@ func TestBatchRefusals(t *testing.T) {
 	require.Equal(t, pb.ErrorCode_ERROR_CODE_CHECKSUM_MISMATCH, eb.Code)
 	require.False(t, eb.Retryable)
 
-	// Not a batch at all.
-	status, _, rb = post(t, c, s.url+shore.PathBatches, []byte("\xff\xff\xff garbage"))
-	require.Equal(t, http.StatusBadRequest, status)
-	require.Equal(t, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, errorBody(t, rb).Code)
+	// Not a batch at all; the client's request id comes back.
+	req, err := http.NewRequest(http.MethodPost, s.url+shore.PathBatches, strings.NewReader("\xff\xff\xff garbage"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", shore.ContentType)
+	req.Header.Set("X-Request-Id", "req-42")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	rb, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	eb = errorBody(t, rb)
+	require.Equal(t, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, eb.Code)
+	require.Equal(t, "req-42", eb.RequestId)
 
 	// A body past MaxBody.
 	status, _, rb = post(t, c, s.url+shore.PathBatches, bytes.Repeat([]byte{0}, 65<<10))
@@ -242,10 +251,10 @@ func TestBatchRefusals(t *testing.T) {
 	require.Equal(t, pb.ErrorCode_ERROR_CODE_BODY_TOO_LARGE, errorBody(t, rb).Code)
 
 	// Not Protobuf.
-	req, err := http.NewRequest(http.MethodPost, s.url+shore.PathBatches, strings.NewReader("{}"))
+	req, err = http.NewRequest(http.MethodPost, s.url+shore.PathBatches, strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
+	resp, err = c.Do(req)
 	require.NoError(t, err)
 	rb, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -292,7 +301,7 @@ func TestAuthentication(t *testing.T) {
 	c := s.client(t, "node-ship-1")
 	status, _, _ = post(t, c, s.url+shore.PathBatches, s.encode(t, "ship-1", uuidN(2), event("ship-1", 1)))
 	require.Equal(t, http.StatusOK, status)
-	require.NoError(t, s.reg.Revoke(ctx, "ship-1"))
+	require.NoError(t, s.reg.Revoke(ctx, "ship-1", op))
 	status, _, rb = post(t, c, s.url+shore.PathBatches, s.encode(t, "ship-1", uuidN(3), event("ship-1", 2)))
 	require.Equal(t, http.StatusForbidden, status)
 	eb := errorBody(t, rb)
@@ -311,7 +320,7 @@ func TestRotationOverlap(t *testing.T) {
 	s := serve(t, setup(t), nil)
 	old := s.addNode(t, "ship-1")
 	fresh := s.node(t, "ship-1", "ship-1-new")
-	_, err := s.reg.Rotate(t.Context(), fresh)
+	_, err := s.reg.Rotate(t.Context(), fresh, op)
 	require.NoError(t, err)
 	for _, name := range []string{"node-ship-1", "ship-1-new"} {
 		resp, err := s.client(t, name).Get(s.url + shore.PathConfig)
@@ -319,7 +328,7 @@ func TestRotationOverlap(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, name)
 	}
-	require.NoError(t, s.reg.Retire(t.Context(), "ship-1", pki.Fingerprint(old)))
+	require.NoError(t, s.reg.Retire(t.Context(), "ship-1", pki.Fingerprint(old), op))
 	resp, err := s.client(t, "node-ship-1").Get(s.url + shore.PathConfig)
 	require.NoError(t, err)
 	rb, _ := io.ReadAll(resp.Body)

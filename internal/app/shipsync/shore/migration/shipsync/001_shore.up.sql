@@ -67,3 +67,17 @@ CREATE TABLE sync_upload_batch (
     received_at timestamptz NOT NULL,
     PRIMARY KEY (node_id, batch_id)
 );
+
+-- Append-only audit of what operators do to nodes and certificates (and,
+-- later, rules, expiry approvals, decisions and replays). Never updated.
+CREATE TABLE sync_audit_event (
+    audit_id    bigserial   PRIMARY KEY,
+    at          timestamptz NOT NULL,
+    actor       text        NOT NULL,
+    action      text        NOT NULL,
+    object_type text        NOT NULL,
+    object_id   text        NOT NULL,
+    before      text,
+    after       text,
+    reason      text        NOT NULL DEFAULT ''
+);
