@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
@@ -40,6 +44,8 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	fs.Float64Var(&lim.NodeRate, "node-rate", shore.NodeRateDefault, "requests per second per node (429 above)")
 	fs.IntVar(&lim.NodeBurst, "node-burst", 0, "burst of --node-rate (0: twice the rate)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
+		"read-only: :PORT means 127.0.0.1:PORT")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +84,16 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		Inbox: shore.NewInbox(d.Pool(), codec, clock), Codec: codec, Clock: clock, Limits: lim, Logger: log})
 	if err != nil {
 		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(h.Collectors()...)
+	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
+		stopHTTP, err := startHTTP(log, mc)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
 	}
 	srv, err := relayhttp.Listen(relayhttp.Config{Name: "--addr", Addr: *addr, Handler: h,
 		TLS: shore.ServerTLS(cert, cas, clock), Hosts: splitList(*hosts), Logger: log,

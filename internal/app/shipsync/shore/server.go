@@ -104,6 +104,7 @@ type Config struct {
 // (ServerTLS): the node is the one its verified certificate names.
 type Handler struct {
 	cfg Config
+	m   *metrics
 	lim *limiter
 	mux *http.ServeMux
 }
@@ -127,10 +128,10 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, lim: newLimiter(cfg.Limits), mux: http.NewServeMux()}
-	h.mux.Handle("POST "+PathBatches, h.guard(h.batches))
-	h.mux.Handle("POST "+PathHeartbeat, h.guard(h.heartbeat))
-	h.mux.Handle("GET "+PathConfig, h.guard(h.config))
+	h := &Handler{cfg: cfg, m: newMetrics(), lim: newLimiter(cfg.Limits), mux: http.NewServeMux()}
+	h.mux.Handle("POST "+PathBatches, h.guard("batches", h.batches))
+	h.mux.Handle("POST "+PathHeartbeat, h.guard("heartbeat", h.heartbeat))
+	h.mux.Handle("GET "+PathConfig, h.guard("config", h.config))
 	return h, nil
 }
 
@@ -153,16 +154,17 @@ func ServerTLS(cert tls.Certificate, clientCAs *x509.CertPool, clock relaytype.C
 	}
 }
 
-// request is one admitted request: its node and id.
+// request is one admitted request: its endpoint (a metrics label), node
+// and id.
 type request struct {
-	node, id string
+	endpoint, node, id string
 }
 
 // guard admits a request: the global limits, the node's identity from its
 // verified certificate and the registry, then the node's limits.
-func (h *Handler) guard(next func(http.ResponseWriter, *http.Request, request)) http.Handler {
+func (h *Handler) guard(endpoint string, next func(http.ResponseWriter, *http.Request, request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rq := request{id: requestID(r.Header.Get("X-Request-Id"))}
+		rq := request{endpoint: endpoint, id: requestID(r.Header.Get("X-Request-Id"))}
 		if ok, wait := h.lim.acquireGlobal(h.cfg.Clock.Now()); !ok {
 			h.limited(w, rq, wait, "the shore is at its request limit")
 			return
@@ -241,6 +243,7 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 			status = http.StatusRequestEntityTooLarge
 		}
 		eb.RequestId = rq.id
+		h.count(rq, eb.Code)
 		h.write(w, status, eb)
 		return
 	}
@@ -258,6 +261,8 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 	}
 	h.cfg.Logger.DebugContext(r.Context(), "shipsync shore: batch answered", "request_id", rq.id, "node_id", rq.node,
 		"batch_id", b.BatchID, "events", len(b.Events), "replayed", replayed)
+	h.count(rq, 0)
+	h.countEvents(resp)
 	h.write(w, http.StatusOK, resp)
 }
 
@@ -276,6 +281,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 	if _, err := wire.CheckVersion(hb.ProtocolVersion, h.cfg.Codec.Config().SupportedMajors); err != nil {
 		eb := wire.ErrorBody(err)
 		eb.RequestId, eb.Field = rq.id, "protocol_version"
+		h.count(rq, eb.Code)
 		h.write(w, http.StatusBadRequest, eb)
 		return
 	}
@@ -289,6 +295,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		h.unavailable(w, rq)
 		return
 	}
+	h.count(rq, 0)
 	h.write(w, http.StatusOK, &pb.HeartbeatResponse{
 		ServerTime:               timestamppb.New(h.cfg.Clock.Now()),
 		ConfigVersion:            ConfigVersionDefault,
@@ -301,6 +308,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 // budgets per node are not configured yet (empty: the protocol defaults).
 func (h *Handler) config(w http.ResponseWriter, _ *http.Request, rq request) {
 	cc := h.cfg.Codec.Config()
+	h.count(rq, 0)
 	h.write(w, http.StatusOK, &pb.NodeConfig{
 		NodeId:                    rq.node,
 		ConfigVersion:             ConfigVersionDefault,
@@ -314,12 +322,14 @@ func (h *Handler) config(w http.ResponseWriter, _ *http.Request, rq request) {
 
 func (h *Handler) limited(w http.ResponseWriter, rq request, wait time.Duration, msg string) {
 	secs := uint32(max(1, math.Ceil(wait.Seconds())))
+	h.count(rq, pb.ErrorCode_ERROR_CODE_RATE_LIMITED)
 	w.Header().Set("Retry-After", strconv.FormatUint(uint64(secs), 10))
 	h.write(w, http.StatusTooManyRequests, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_RATE_LIMITED, Message: msg,
 		Retryable: true, RetryAfterSeconds: secs, RequestId: rq.id})
 }
 
 func (h *Handler) unavailable(w http.ResponseWriter, rq request) {
+	h.count(rq, pb.ErrorCode_ERROR_CODE_UNAVAILABLE)
 	w.Header().Set("Retry-After", "5")
 	h.write(w, http.StatusServiceUnavailable, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_UNAVAILABLE,
 		Message: "the shore cannot store this now; nothing was stored, retry with backoff", Retryable: true,
@@ -327,6 +337,7 @@ func (h *Handler) unavailable(w http.ResponseWriter, rq request) {
 }
 
 func (h *Handler) refuse(w http.ResponseWriter, rq request, status int, code pb.ErrorCode, msg, field string) {
+	h.count(rq, code)
 	h.write(w, status, &pb.ErrorBody{Code: code, Message: msg, Field: field, RequestId: rq.id})
 }
 

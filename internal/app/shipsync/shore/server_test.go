@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -57,6 +58,7 @@ type shoreServer struct {
 	*bundle
 	url   string
 	codec *wire.Codec
+	h     *shore.Handler
 }
 
 func serve(t testing.TB, b *bundle, mutate func(*shore.Config)) *shoreServer {
@@ -80,7 +82,7 @@ func serve(t testing.TB, b *bundle, mutate func(*shore.Config)) *shoreServer {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return &shoreServer{bundle: b, url: srv.URL(), codec: codec}
+	return &shoreServer{bundle: b, url: srv.URL(), codec: codec, h: h}
 }
 
 func (b *bundle) caPool(t testing.TB) *x509.CertPool {
@@ -180,6 +182,8 @@ func TestBatchAcceptedAndResentSameAnswer(t *testing.T) {
 	}, got)
 	require.Equal(t, "primary_key", first.Statuses[2].Field)
 	require.Equal(t, 2, s.inboxCount(t, "ship-1"), "the two distinct valid events, once each")
+	require.InDelta(t, 3, counter(t, s.h, "relay_shipsync_shore_events_total", "RECEIVE_STATUS_RECEIVED"), 0)
+	require.InDelta(t, 2, counter(t, s.h, "relay_shipsync_shore_events_total", "RECEIVE_STATUS_PERMANENT_REJECTED"), 0)
 	require.Equal(t, 0, s.inboxCount(t, "ship-9"))
 
 	// The same batch id again, even at a later time: the stored answer.
@@ -262,6 +266,8 @@ func TestBatchRefusals(t *testing.T) {
 	require.Equal(t, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, errorBody(t, rb).Code)
 
 	require.Equal(t, 0, s.inboxCount(t, "ship-1"), "no refused request stored anything")
+	require.InDelta(t, 1, counter(t, s.h, "relay_shipsync_shore_requests_total", "ERROR_CODE_CHECKSUM_MISMATCH"), 0)
+	require.InDelta(t, 1, counter(t, s.h, "relay_shipsync_shore_requests_total", "ERROR_CODE_NODE_MISMATCH"), 0)
 	require.Equal(t, 0, s.inboxCount(t, "ship-2"))
 	var batches int
 	require.NoError(t, s.d.Pool().QueryRow(t.Context(), "SELECT count(*) FROM sync_upload_batch").Scan(&batches))
@@ -504,4 +510,27 @@ func TestSameBatchConcurrently(t *testing.T) {
 		require.True(t, proto.Equal(first, r))
 	}
 	require.Equal(t, 50, s.inboxCount(t, "ship-1"))
+}
+
+// counter sums the series of name whose labels include value.
+func counter(t *testing.T, h *shore.Handler, name, value string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h.Collectors()...)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
