@@ -87,6 +87,9 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 		if _, err := reg.Add(ctx, c, shore.Audit{Actor: "bench"}); err != nil {
 			return err
 		}
+		if err := reg.AllowRule(ctx, id, uploadRule, 1, shore.Audit{Actor: "bench"}); err != nil {
+			return err
+		}
 		cf, kf := pki.NodeFiles("node-" + id)
 		kp, err := tls.LoadX509KeyPair(filepath.Join(p.Path, cf), filepath.Join(p.Path, kf))
 		if err != nil {

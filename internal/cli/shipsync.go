@@ -12,7 +12,7 @@ func shipsyncRoles() map[string]command {
 		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
 		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
-			"active certificate for the overlap), retire a certificate, revoke a node, list", runShipsyncNode},
+			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
 		"shore": {"the shore's data API over mutual TLS: POST /sync/v1/batches into the idempotent inbox (answered " +
 			"per event after commit), POST /sync/v1/heartbeat, GET /sync/v1/config; per-node and global limits", runShipsyncShore},
 		"upload": {"a small test client: upload one batch of synthetic INSERT events to the shore over mutual TLS " +

@@ -17,13 +17,14 @@ import (
 
 // runShipsyncNode runs `relay shipsync node add|rotate|retire|revoke|list`.
 func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
-	const synopsis = "shipsync node add|rotate|retire|revoke|list|audit --postgres URL [--migrate] [--cert FILE] [--node ID] [--fingerprint HEX]"
+	const synopsis = "shipsync node add|rotate|retire|revoke|allow-rule|list|audit --postgres URL [--migrate] [--cert FILE] [--node ID] [--fingerprint HEX]"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(env.Stdout, "usage: relay %s\n\n"+
 			"  add     register the node a certificate names, active, with that certificate (--cert)\n"+
 			"  rotate  register another certificate of an active node; both are accepted until retire (--cert)\n"+
 			"  retire  stop accepting one certificate of a node (--node, --fingerprint)\n"+
 			"  revoke  refuse every new request of a node; what it uploaded stays (--node)\n"+
+			"  allow-rule  let a node upload events of a rule version (--node, --rule, --rule-version)\n"+
 			"  list    the nodes and their certificates\n"+
 			"  audit   the audit log of these changes (who, when, what, why)\n", synopsis)
 		return nil
@@ -34,9 +35,11 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 		"PostgreSQL of the shore")
 	migrate := fs.Bool("migrate", false, "apply the shipsync migration line first (otherwise an old schema is refused)")
 	certFile := fs.String("cert", "", "add, rotate: the node's PEM certificate (from relay shipsync pki node)")
-	node := fs.String("node", "", "retire, revoke: the node id")
+	node := fs.String("node", "", "retire, revoke, allow-rule: the node id")
 	actor := fs.String("actor", envOr("USER", ""), "add, rotate, retire, revoke: who makes the change, for the audit log (default $USER)")
 	reason := fs.String("reason", "", "add, rotate, retire, revoke: why, for the audit log")
+	rule := fs.String("rule", "", "allow-rule: the rule id")
+	ruleVersion := fs.Uint64("rule-version", 1, "allow-rule: the rule version (≥ 1)")
 	fp := fs.String("fingerprint", "", "retire: the certificate's SHA-256 fingerprint (hex, as pki node and list print it)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -108,6 +111,14 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.NodeID, c.NodeState, c.Fingerprint, c.CertState, na)
 		}
 		return tw.Flush()
+	case "allow-rule":
+		if *node == "" || *rule == "" {
+			return fmt.Errorf("shipsync node allow-rule: --node and --rule are required")
+		}
+		if err := reg.AllowRule(ctx, *node, *rule, *ruleVersion, who); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "shipsync node allow-rule: node %s may upload rule %s version %d\n", *node, *rule, *ruleVersion)
 	case "audit":
 		log, err := reg.AuditLog(ctx)
 		if err != nil {

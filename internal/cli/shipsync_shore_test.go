@@ -32,6 +32,8 @@ func TestShipsyncShoreCommand(t *testing.T) {
 	}
 	_, err := run("node", "add", "--postgres", url, "--actor", "tester", "--migrate", "--cert", filepath.Join(dir, "node-ship-1.crt"))
 	require.NoError(t, err)
+	_, err = run("node", "allow-rule", "--postgres", url, "--actor", "tester", "--node", "ship-1", "--rule", "test-table")
+	require.NoError(t, err)
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()

@@ -118,6 +118,10 @@ func runShipsyncUpload(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// uploadRule is the rule of the synthetic events (version 1): allow it with
+// relay shipsync node allow-rule --rule test-table.
+const uploadRule = "test-table"
+
 // syntheticEvent is a valid INSERT of row i of a test table, its id derived
 // from (node, i).
 func syntheticEvent(node string, i int, now time.Time) *pb.ChangeEvent {
@@ -131,7 +135,7 @@ func syntheticEvent(node string, i int, now time.Time) *pb.ChangeEvent {
 		SchemaVersion: "1.0", EventId: formatUUID(id), OriginNodeId: node,
 		SourceConnectorId: "upload-test", SourcePartition: "test/0",
 		SourcePosition: proto.Uint64(uint64(i)), SourceSequence: uint64(i),
-		RuleId: "test-table", RuleVersion: 1, Database: "test", Table: "item",
+		RuleId: uploadRule, RuleVersion: 1, Database: "test", Table: "item",
 		PrimaryKey: []*pb.ColumnValue{{Name: "id", Value: &pb.ColumnValue_IntValue{IntValue: int64(i)}}},
 		Operation:  pb.Operation_OPERATION_INSERT,
 		After: &pb.RowImage{Columns: []*pb.ColumnValue{

@@ -53,11 +53,12 @@ func (b *bundle) node(t testing.TB, id, name string) *x509.Certificate {
 	return c
 }
 
-// addNode issues and registers node id.
+// addNode issues and registers node id, allowed rule voyage-log version 1.
 func (b *bundle) addNode(t testing.TB, id string) *x509.Certificate {
 	t.Helper()
 	c := b.node(t, id, "")
 	_, err := b.reg.Add(context.Background(), c, op)
 	require.NoError(t, err)
+	require.NoError(t, b.reg.AllowRule(context.Background(), id, "voyage-log", 1, op))
 	return c
 }

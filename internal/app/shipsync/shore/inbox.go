@@ -21,18 +21,26 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
+// ruleKey is a rule version.
+type ruleKey struct {
+	id      string
+	version uint64
+}
+
 // Inbox is the shore's receive inbox in PostgreSQL. It is safe for
 // concurrent use.
 type Inbox struct {
+	reg   *Registry
 	pool  *pgxpool.Pool
 	clock relaytype.Clock
 	codec *wire.Codec
 }
 
 // NewInbox returns the inbox on pool; codec validates events (its supported
-// majors), clock stamps received_at.
+// majors), clock stamps received_at. Events are accepted only for the rule
+// versions the node is allowed (Registry.AllowRule).
 func NewInbox(pool *pgxpool.Pool, codec *wire.Codec, clock relaytype.Clock) *Inbox {
-	return &Inbox{pool: pool, codec: codec, clock: clock}
+	return &Inbox{reg: &Registry{pool: pool, clock: clock}, pool: pool, codec: codec, clock: clock}
 }
 
 // ErrStore wraps a failure of the inbox's database: nothing of the batch was
@@ -51,6 +59,14 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	if resp, err := in.stored(ctx, sender, b.BatchID); err != nil || resp != nil {
 		return resp, resp != nil, err
 	}
+	rules, err := in.reg.Rules(ctx, in.pool, sender)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	allowed := make(map[ruleKey]bool, len(rules))
+	for _, r := range rules {
+		allowed[ruleKey{r.RuleId, r.RuleVersion}] = true
+	}
 	now := in.clock.Now()
 	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
 	var cols eventColumns
@@ -60,7 +76,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	for i, ev := range b.Events {
 		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
 		resp.Statuses = append(resp.Statuses, st)
-		row, reject := in.row(sender, b.BatchID, ev, now)
+		row, reject := in.row(sender, b.BatchID, ev, allowed, now)
 		if reject != nil {
 			st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, reject.Reason, reject.Field
 			continue
@@ -223,7 +239,7 @@ func (in *Inbox) stored(ctx context.Context, node, batchID string) (*pb.UploadRe
 // row validates ev and returns its inbox row (the layout eventColumns.add
 // reads), or the reason it
 // is refused for good.
-func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, now any) ([]any, *wire.FieldError) {
+func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, allowed map[ruleKey]bool, now any) ([]any, *wire.FieldError) {
 	if err := in.codec.ValidateEvent(ev); err != nil {
 		var fe *wire.FieldError
 		if errors.As(err, &fe) {
@@ -236,6 +252,12 @@ func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, now any) ([]any
 	if ev.OriginNodeId != sender {
 		return nil, &wire.FieldError{Field: "origin_node_id", Problem: "not the authenticated node",
 			Reason: pb.RejectReason_REJECT_REASON_ORIGIN_NOT_AUTHORIZED}
+	}
+	// seed 004 §10.2, §17.1: the shore checks that the node may use the
+	// event's rule, at that version.
+	if !allowed[ruleKey{ev.RuleId, ev.RuleVersion}] {
+		return nil, &wire.FieldError{Field: "rule_id", Problem: "rule version not allowed for this node",
+			Reason: pb.RejectReason_REJECT_REASON_RULE_NOT_AUTHORIZED}
 	}
 	if ev.RuleVersion > math.MaxInt64 {
 		return nil, &wire.FieldError{Field: "rule_version", Problem: "out of range",

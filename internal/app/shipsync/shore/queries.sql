@@ -67,3 +67,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 -- name: AuditList
 SELECT at, actor, action, object_type, object_id, coalesce(before, ''), coalesce(after, ''), reason
 FROM sync_audit_event ORDER BY audit_id;
+
+-- name: RuleAllow
+INSERT INTO sync_node_rule (node_id, rule_id, rule_version, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING;
+
+-- name: RuleList
+SELECT rule_id, rule_version FROM sync_node_rule WHERE node_id = $1 ORDER BY rule_id, rule_version;

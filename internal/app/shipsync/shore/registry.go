@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/sqlfile"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
@@ -34,7 +36,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList")
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.
@@ -325,4 +327,54 @@ func insertCert(ctx context.Context, tx pgx.Tx, id string, cert *x509.Certificat
 func isUnique(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// AllowRule lets the active node upload events of rule ruleID at version
+// (≥ 1). Allowing it again is a no-op (and not audited again).
+func (r *Registry) AllowRule(ctx context.Context, nodeID, ruleID string, version uint64, a Audit) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if ruleID == "" || version < 1 || version > math.MaxInt64 {
+		return fmt.Errorf("shore: allow rule: rule id must be set and version ≥ 1")
+	}
+	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if err := lockActive(ctx, tx, nodeID); err != nil {
+			return err
+		}
+		now := r.clock.Now()
+		tag, err := tx.Exec(ctx, stmts["RuleAllow"], nodeID, ruleID, int64(version), now)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return audit(ctx, tx, now, a, "rule.allow", "node", nodeID, nil, ptr(fmt.Sprintf("rule %s version %d", ruleID, version)))
+	})
+	if err != nil {
+		return fmt.Errorf("shore: allow rule: %w", err)
+	}
+	return nil
+}
+
+// Rules returns the rule versions node may upload, by rule id and version.
+func (r *Registry) Rules(ctx context.Context, q Querier, nodeID string) ([]*pb.RuleRef, error) {
+	rows, err := q.Query(ctx, stmts["RuleList"], nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("shore: rules of node: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*pb.RuleRef, error) {
+		var ref pb.RuleRef
+		var v int64
+		err := row.Scan(&ref.RuleId, &v)
+		ref.RuleVersion = uint64(v)
+		return &ref, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shore: rules of node: %w", err)
+	}
+	return out, nil
+}
+
+// Querier runs queries: *pgxpool.Pool and pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -58,7 +58,7 @@ func TestRegistryLifecycle(t *testing.T) {
 		require.Equal(t, "tester", e.Actor)
 		actions = append(actions, e.Action+" "+e.ObjectID)
 	}
-	require.Equal(t, []string{"node.add ship-1", "cert.rotate " + pki.Fingerprint(c2),
+	require.Equal(t, []string{"node.add ship-1", "rule.allow ship-1", "cert.rotate " + pki.Fingerprint(c2),
 		"cert.retire " + pki.Fingerprint(c1), "node.revoke ship-1"}, actions, "every change audited, refusals not")
 	_, err = b.reg.Add(ctx, b.node(t, "ship-3", ""), shore.Audit{})
 	require.ErrorContains(t, err, "actor")

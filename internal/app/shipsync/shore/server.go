@@ -303,15 +303,23 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 	})
 }
 
-// config serves GET /sync/v1/config: the batch limits, compression
-// threshold, heartbeat interval and supported majors. Rules and transfer
-// budgets per node are not configured yet (empty: the protocol defaults).
-func (h *Handler) config(w http.ResponseWriter, _ *http.Request, rq request) {
+// config serves GET /sync/v1/config: the node's allowed rule versions, the
+// batch limits, compression threshold, heartbeat interval and supported
+// majors. Transfer budgets per node are not configured yet (zero: the
+// protocol defaults).
+func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
+	rules, err := h.cfg.Registry.Rules(r.Context(), h.cfg.Registry.pool, rq.node)
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: config", "request_id", rq.id, "error", err)
+		h.unavailable(w, rq)
+		return
+	}
 	cc := h.cfg.Codec.Config()
 	h.count(rq, 0)
 	h.write(w, http.StatusOK, &pb.NodeConfig{
 		NodeId:                    rq.node,
 		ConfigVersion:             ConfigVersionDefault,
+		Rules:                     rules,
 		MaxBatchEvents:            uint32(cc.MaxEvents),
 		MaxBatchBytes:             uint64(cc.MaxBytes),
 		CompressionThresholdBytes: uint64(max(cc.CompressThreshold, 0)),

@@ -420,6 +420,9 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	var nc pb.NodeConfig
 	require.NoError(t, proto.Unmarshal(rb, &nc))
 	require.Equal(t, "ship-1", nc.NodeId)
+	require.Len(t, nc.Rules, 1)
+	require.Equal(t, "voyage-log", nc.Rules[0].RuleId)
+	require.EqualValues(t, 1, nc.Rules[0].RuleVersion)
 	require.EqualValues(t, 500, nc.MaxBatchEvents)
 	require.Equal(t, []uint32{1}, nc.SupportedMajors)
 }
@@ -533,4 +536,25 @@ func counter(t *testing.T, h *shore.Handler, name, value string) float64 {
 		}
 	}
 	return sum
+}
+
+func TestRuleNotAuthorized(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), nil)
+	s.addNode(t, "ship-1")
+	otherRule := event("ship-1", 1)
+	otherRule.RuleId = "crew-list"
+	newerVersion := event("ship-1", 2)
+	newerVersion.RuleVersion = 2
+	status, _, rb := post(t, s.client(t, "node-ship-1"), s.url+shore.PathBatches,
+		s.encode(t, "ship-1", uuidN(1), otherRule, newerVersion, event("ship-1", 3)))
+	require.Equal(t, http.StatusOK, status)
+	sts := uploadResponse(t, rb).Statuses
+	for _, st := range sts[:2] {
+		require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, st.Status)
+		require.Equal(t, pb.RejectReason_REJECT_REASON_RULE_NOT_AUTHORIZED, st.Reason)
+		require.Equal(t, "rule_id", st.Field)
+	}
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[2].Status)
+	require.Equal(t, 1, s.inboxCount(t, "ship-1"))
 }

@@ -81,3 +81,14 @@ CREATE TABLE sync_audit_event (
     after       text,
     reason      text        NOT NULL DEFAULT ''
 );
+
+-- The rule versions each node may upload events of: an event of any other
+-- rule or version is refused (RULE_NOT_AUTHORIZED). GET /sync/v1/config
+-- offers these to the node.
+CREATE TABLE sync_node_rule (
+    node_id      text        NOT NULL REFERENCES sync_node (node_id),
+    rule_id      text        NOT NULL,
+    rule_version bigint      NOT NULL CHECK (rule_version >= 1),
+    created_at   timestamptz NOT NULL,
+    PRIMARY KEY (node_id, rule_id, rule_version)
+);
