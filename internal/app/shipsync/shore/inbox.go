@@ -70,7 +70,9 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	now := in.clock.Now()
 	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
 	var cols eventColumns
-	first := make(map[string]int, len(b.Events)) // event_id → index of its first occurrence
+	// event_id (lower case: PostgreSQL's uuid ignores case, so must we) →
+	// index of its first occurrence.
+	first := make(map[string]int, len(b.Events))
 	hashes := make([][]byte, len(b.Events))
 	var queued []int // indexes of the events inserted, in batch order
 	for i, ev := range b.Events {
@@ -82,7 +84,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 			continue
 		}
 		hashes[i] = row[13].([]byte)
-		if j, dup := first[ev.EventId]; dup {
+		if j, dup := first[strings.ToLower(ev.EventId)]; dup {
 			// The same event twice in one batch: answered like its first
 			// occurrence when identical, refused when the content differs.
 			if !bytes.Equal(hashes[j], hashes[i]) {
@@ -93,7 +95,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 			}
 			continue
 		}
-		first[ev.EventId] = i
+		first[strings.ToLower(ev.EventId)] = i
 		queued = append(queued, i)
 		cols.add(row)
 	}
@@ -116,7 +118,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 					done[id] = true
 				}
 				for _, i := range queued {
-					if id := b.Events[i].EventId; !done[strings.ToLower(id)] {
+					if id := strings.ToLower(b.Events[i].EventId); !done[id] {
 						existing = append(existing, id)
 					}
 				}
@@ -186,7 +188,8 @@ func (c *eventColumns) args(sender, batchID string, now any) []any {
 // checkExisting compares the events of ids, stored before, with the ones
 // received now: the same content is RECEIVED (a resend), other content under
 // the same id is refused — events are immutable, so the node reused an id.
-// Later copies of such an event in the batch get the same status.
+// Later copies of such an event in the batch get the same status. ids are
+// lower case.
 func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, ids []string, first map[string]int,
 	hashes [][]byte, resp *pb.UploadResponse) error {
 	rows, err := tx.Query(ctx, stmts["EventHashes"], sender, ids)
@@ -205,9 +208,9 @@ func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, id
 	}
 	for _, id := range ids {
 		i := first[id]
-		if h, ok := stored[strings.ToLower(id)]; ok && !bytes.Equal(h, hashes[i]) {
+		if h, ok := stored[id]; ok && !bytes.Equal(h, hashes[i]) {
 			for j, st := range resp.Statuses {
-				if st.EventId == id && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
+				if strings.EqualFold(st.EventId, id) && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
 					st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED,
 						pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "event_id"
 				}

@@ -449,6 +449,16 @@ func TestEventIDReusedWithOtherContent(t *testing.T) {
 	var stored pb.ChangeEvent
 	require.NoError(t, proto.Unmarshal(trace, &stored))
 	require.Equal(t, "trace-1", stored.TraceId, "the first content is kept")
+
+	// The same id in upper case is the same event (uuid ignores case).
+	upper := event("ship-1", 0xabc)
+	upper.EventId = strings.ToUpper(upper.EventId)
+	status, _, rb = post(t, c, s.url+shore.PathBatches, s.encode(t, "ship-1", uuidN(3), event("ship-1", 0xabc), upper))
+	require.Equal(t, http.StatusOK, status)
+	sts = uploadResponse(t, rb).Statuses
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[0].Status)
+	require.Equal(t, pb.RejectReason_REJECT_REASON_DUPLICATE_IN_BATCH, sts[1].Reason, "same id, content differs by the id's case")
+	require.Equal(t, 3, s.inboxCount(t, "ship-1"))
 }
 
 // TestStoreFailureStoresNothing makes the transaction fail at its last
