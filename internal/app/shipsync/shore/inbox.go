@@ -78,12 +78,12 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	for i, ev := range b.Events {
 		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
 		resp.Statuses = append(resp.Statuses, st)
-		row, reject := in.row(sender, b.BatchID, ev, allowed, now)
+		row, reject := in.row(ev, sender, allowed)
 		if reject != nil {
 			st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, reject.Reason, reject.Field
 			continue
 		}
-		hashes[i] = row[13].([]byte)
+		hashes[i] = row.contentHash
 		if j, dup := first[strings.ToLower(ev.EventId)]; dup {
 			// The same event twice in one batch: answered like its first
 			// occurrence when identical, refused when the content differs.
@@ -162,21 +162,30 @@ type eventColumns struct {
 	pkHash, contentHash, event                                                      [][]byte
 }
 
-// add appends one row of row's layout (see row).
-func (c *eventColumns) add(r []any) {
-	c.origin = append(c.origin, r[0].(string))
-	c.eventID = append(c.eventID, r[1].(string))
-	c.rule = append(c.rule, r[4].(string))
-	c.ruleVersion = append(c.ruleVersion, r[5].(int64))
-	c.pkHash = append(c.pkHash, r[6].([]byte))
-	c.pkText = append(c.pkText, r[7].(string))
-	c.connector = append(c.connector, r[8].(string))
-	c.partition = append(c.partition, r[9].(string))
-	c.position = append(c.position, r[10].(string))
-	c.sequence = append(c.sequence, r[11].(string))
-	c.schema = append(c.schema, r[12].(string))
-	c.contentHash = append(c.contentHash, r[13].([]byte))
-	c.event = append(c.event, r[14].([]byte))
+// add appends r.
+func (c *eventColumns) add(r *inboxRow) {
+	c.origin = append(c.origin, r.origin)
+	c.eventID = append(c.eventID, r.eventID)
+	c.rule = append(c.rule, r.rule)
+	c.ruleVersion = append(c.ruleVersion, r.ruleVersion)
+	c.pkHash = append(c.pkHash, r.pkHash)
+	c.pkText = append(c.pkText, r.pkText)
+	c.connector = append(c.connector, r.connector)
+	c.partition = append(c.partition, r.partition)
+	c.position = append(c.position, r.position)
+	c.sequence = append(c.sequence, r.sequence)
+	c.schema = append(c.schema, r.schema)
+	c.contentHash = append(c.contentHash, r.contentHash)
+	c.event = append(c.event, r.event)
+}
+
+// inboxRow is one event as the inbox stores it.
+type inboxRow struct {
+	origin, eventID, rule, pkText, connector, partition string
+	// position and sequence are uint64 in decimal (numeric(20) columns).
+	position, sequence, schema string
+	ruleVersion                int64
+	pkHash, contentHash, event []byte
 }
 
 // args are EventInsertMany's parameters.
@@ -239,10 +248,9 @@ func (in *Inbox) stored(ctx context.Context, node, batchID string) (*pb.UploadRe
 	return &resp, nil
 }
 
-// row validates ev and returns its inbox row (the layout eventColumns.add
-// reads), or the reason it
+// row validates ev and returns its inbox row, or the reason it
 // is refused for good.
-func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, allowed map[ruleKey]bool, now any) ([]any, *wire.FieldError) {
+func (in *Inbox) row(ev *pb.ChangeEvent, sender string, allowed map[ruleKey]bool) (*inboxRow, *wire.FieldError) {
 	if err := in.codec.ValidateEvent(ev); err != nil {
 		var fe *wire.FieldError
 		if errors.As(err, &fe) {
@@ -281,11 +289,11 @@ func (in *Inbox) row(sender, batchID string, ev *pb.ChangeEvent, allowed map[rul
 		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
 	}
 	sum := sha256.Sum256(raw)
-	return []any{
-		ev.OriginNodeId, ev.EventId, sender, batchID, ev.RuleId, int64(ev.RuleVersion),
-		keyHash[:], string(keyText), ev.SourceConnectorId, ev.SourcePartition,
-		strconv.FormatUint(ev.GetSourcePosition(), 10), strconv.FormatUint(ev.SourceSequence, 10),
-		ev.SchemaVersion, sum[:], raw, now,
+	return &inboxRow{
+		origin: ev.OriginNodeId, eventID: ev.EventId, rule: ev.RuleId, ruleVersion: int64(ev.RuleVersion),
+		pkHash: keyHash[:], pkText: string(keyText), connector: ev.SourceConnectorId, partition: ev.SourcePartition,
+		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10),
+		schema: ev.SchemaVersion, contentHash: sum[:], event: raw,
 	}, nil
 }
 
