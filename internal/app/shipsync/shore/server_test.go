@@ -408,6 +408,17 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(rb, &hr))
 	require.True(t, hr.ServerTime.AsTime().Equal(t0))
 	require.EqualValues(t, 60, hr.HeartbeatIntervalSeconds)
+	other, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "1.0", NodeId: "ship-2"})
+	require.NoError(t, err)
+	status, _, rb2 := post(t, c, s.url+shore.PathHeartbeat, other)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Equal(t, pb.ErrorCode_ERROR_CODE_NODE_MISMATCH, errorBody(t, rb2).Code)
+	future, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "9.0", NodeId: "ship-1"})
+	require.NoError(t, err)
+	status, _, rb2 = post(t, c, s.url+shore.PathHeartbeat, future)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MAJOR, errorBody(t, rb2).Code)
+
 	var health string
 	require.NoError(t, s.d.Pool().QueryRow(t.Context(), "SELECT last_health FROM sync_node WHERE node_id = 'ship-1'").Scan(&health))
 	require.Equal(t, "HEALTH_STATE_HEALTHY", health)
