@@ -249,6 +249,11 @@ func TestBatchRefusals(t *testing.T) {
 	require.Equal(t, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, eb.Code)
 	require.Equal(t, "req-42", eb.RequestId)
 
+	// A truncated body (the connection cut mid-upload, say).
+	status, _, rb = post(t, c, s.url+shore.PathBatches, body[:len(body)/2])
+	require.Equal(t, http.StatusBadRequest, status)
+	require.False(t, errorBody(t, rb).Retryable)
+
 	// A body past MaxBody.
 	status, _, rb = post(t, c, s.url+shore.PathBatches, bytes.Repeat([]byte{0}, 65<<10))
 	require.Equal(t, http.StatusRequestEntityTooLarge, status)
