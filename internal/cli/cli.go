@@ -41,13 +41,14 @@ func (e *Env) Logger(level string) (*slog.Logger, error) {
 
 func commands() map[string]command {
 	return map[string]command{
-		"demo":    {"run a whole pipeline on the embedded store and reconcile it (no setup needed)", runDemo},
-		"migrate": {"apply the engine's migrations to a store", runMigrate},
-		"bench":   {"measure throughput: relay bench fifo", runBench},
-		"serve":   {"run the demo pipeline as a long-lived service over a foreign table (single active instance)", runServe},
-		"admin":   {"operate a queue: stats, dead, dlq, holes, replay, reopen (relay admin -h)", runAdmin},
-		"msgx":    {"airport SIS/AODB message exchange: run, migrate, params, simulate, verify, request (relay msgx)", runMsgx},
-		"sms":     {"SMS send chain over CMPP: supplier (a simulated carrier gateway) (relay sms)", runSms},
+		"demo":     {"run a whole pipeline on the embedded store and reconcile it (no setup needed)", runDemo},
+		"migrate":  {"apply the engine's migrations to a store", runMigrate},
+		"bench":    {"measure throughput: relay bench fifo", runBench},
+		"serve":    {"run the demo pipeline as a long-lived service over a foreign table (single active instance)", runServe},
+		"admin":    {"operate a queue: stats, dead, dlq, holes, replay, reopen (relay admin -h)", runAdmin},
+		"msgx":     {"airport SIS/AODB message exchange: run, migrate, params, simulate, verify, request (relay msgx)", runMsgx},
+		"sms":      {"SMS send chain over CMPP: supplier (a simulated carrier gateway) (relay sms)", runSms},
+		"shipsync": {"ship–shore data sync: pki, node registry, the shore server (relay shipsync)", runShipsync},
 	}
 }
 

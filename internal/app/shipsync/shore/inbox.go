@@ -1,0 +1,315 @@
+package shore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// ruleKey is a rule version.
+type ruleKey struct {
+	id      string
+	version uint64
+}
+
+// Inbox is the shore's receive inbox in PostgreSQL. It is safe for
+// concurrent use.
+type Inbox struct {
+	reg   *Registry
+	pool  *pgxpool.Pool
+	clock relaytype.Clock
+	codec *wire.Codec
+}
+
+// NewInbox returns the inbox on pool; codec validates events (its supported
+// majors), clock stamps received_at. Events are accepted only for the rule
+// versions the node is allowed (Registry.AllowRule).
+func NewInbox(pool *pgxpool.Pool, codec *wire.Codec, clock relaytype.Clock) *Inbox {
+	return &Inbox{reg: &Registry{pool: pool, clock: clock}, pool: pool, codec: codec, clock: clock}
+}
+
+// ErrStore wraps a failure of the inbox's database: nothing of the batch was
+// stored and the sender should retry with backoff.
+var ErrStore = errors.New("shore: inbox store unavailable")
+
+// Receive stores the valid events of b, sent by the authenticated node
+// sender, and returns the per-event answer. Every accepted event is inserted
+// keyed (origin_node_id, event_id) — an event stored before is left as it is
+// and answered RECEIVED again — and the answer itself is stored under
+// (sender, batch_id), all in one transaction; the answer is returned only
+// after it commits. A batch id answered before gets the stored answer
+// (replayed true) and nothing is written. An error (wrapping ErrStore) means
+// nothing was stored. ctx bounds the transaction.
+func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (resp *pb.UploadResponse, replayed bool, err error) {
+	if resp, err := in.stored(ctx, sender, b.BatchID); err != nil || resp != nil {
+		return resp, resp != nil, err
+	}
+	rules, err := in.reg.Rules(ctx, in.pool, sender)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	allowed := make(map[ruleKey]bool, len(rules))
+	for _, r := range rules {
+		allowed[ruleKey{r.RuleId, r.RuleVersion}] = true
+	}
+	now := in.clock.Now()
+	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
+	var cols eventColumns
+	// event_id (lower case: PostgreSQL's uuid ignores case, so must we) →
+	// index of its first occurrence.
+	first := make(map[string]int, len(b.Events))
+	hashes := make([][]byte, len(b.Events))
+	var queued []int // indexes of the events inserted, in batch order
+	for i, ev := range b.Events {
+		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
+		resp.Statuses = append(resp.Statuses, st)
+		row, reject := in.row(ev, sender, allowed)
+		if reject != nil {
+			st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, reject.Reason, reject.Field
+			continue
+		}
+		hashes[i] = row.contentHash
+		if j, dup := first[strings.ToLower(ev.EventId)]; dup {
+			// The same event twice in one batch: answered like its first
+			// occurrence when identical, refused when the content differs.
+			if !bytes.Equal(hashes[j], hashes[i]) {
+				st.Status, st.Reason = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, pb.RejectReason_REJECT_REASON_DUPLICATE_IN_BATCH
+				st.Field = "event_id"
+			} else {
+				st.Status, st.Reason, st.Field = resp.Statuses[j].Status, resp.Statuses[j].Reason, resp.Statuses[j].Field
+			}
+			continue
+		}
+		first[strings.ToLower(ev.EventId)] = i
+		queued = append(queued, i)
+		cols.add(row)
+	}
+	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		// The events first: an event stored before (RowsAffected 0) is
+		// checked against what is stored.
+		var existing []string
+		if len(queued) > 0 {
+			rows, err := tx.Query(ctx, stmts["EventInsertMany"], cols.args(sender, b.BatchID, now)...)
+			if err != nil {
+				return err
+			}
+			inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if len(inserted) < len(queued) {
+				done := make(map[string]bool, len(inserted))
+				for _, id := range inserted {
+					done[id] = true
+				}
+				for _, i := range queued {
+					if id := strings.ToLower(b.Events[i].EventId); !done[id] {
+						existing = append(existing, id)
+					}
+				}
+			}
+		}
+		if len(existing) > 0 {
+			if err := in.checkExisting(ctx, tx, sender, existing, first, hashes, resp); err != nil {
+				return err
+			}
+		}
+		answer, err := proto.Marshal(resp)
+		if err != nil {
+			return fmt.Errorf("marshal answer: %w", err)
+		}
+		tag, err := tx.Exec(ctx, stmts["BatchInsert"], sender, b.BatchID, strconv.FormatUint(b.Sequence, 10),
+			len(b.Events), answer, now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errAnsweredMeanwhile
+		}
+		return nil
+	})
+	if errors.Is(err, errAnsweredMeanwhile) {
+		// A concurrent request with the same batch id committed first: its
+		// answer is the answer.
+		resp, err := in.stored(ctx, sender, b.BatchID)
+		return resp, true, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return resp, false, nil
+}
+
+// eventColumns holds the EventInsertMany arrays: one element per event.
+type eventColumns struct {
+	origin, eventID, rule, pkText, connector, partition, position, sequence, schema []string
+	ruleVersion                                                                     []int64
+	pkHash, contentHash, event                                                      [][]byte
+}
+
+// add appends r.
+func (c *eventColumns) add(r *inboxRow) {
+	c.origin = append(c.origin, r.origin)
+	c.eventID = append(c.eventID, r.eventID)
+	c.rule = append(c.rule, r.rule)
+	c.ruleVersion = append(c.ruleVersion, r.ruleVersion)
+	c.pkHash = append(c.pkHash, r.pkHash)
+	c.pkText = append(c.pkText, r.pkText)
+	c.connector = append(c.connector, r.connector)
+	c.partition = append(c.partition, r.partition)
+	c.position = append(c.position, r.position)
+	c.sequence = append(c.sequence, r.sequence)
+	c.schema = append(c.schema, r.schema)
+	c.contentHash = append(c.contentHash, r.contentHash)
+	c.event = append(c.event, r.event)
+}
+
+// inboxRow is one event as the inbox stores it.
+type inboxRow struct {
+	origin, eventID, rule, pkText, connector, partition string
+	// position and sequence are uint64 in decimal (numeric(20) columns).
+	position, sequence, schema string
+	ruleVersion                int64
+	pkHash, contentHash, event []byte
+}
+
+// args are EventInsertMany's parameters.
+func (c *eventColumns) args(sender, batchID string, now any) []any {
+	return []any{c.origin, c.eventID, sender, batchID, c.rule, c.ruleVersion, c.pkHash, c.pkText, c.connector,
+		c.partition, c.position, c.sequence, c.schema, c.contentHash, c.event, now}
+}
+
+// checkExisting compares the events of ids, stored before, with the ones
+// received now: the same content is RECEIVED (a resend), other content under
+// the same id is refused — events are immutable, so the node reused an id.
+// Later copies of such an event in the batch get the same status. ids are
+// lower case.
+func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, ids []string, first map[string]int,
+	hashes [][]byte, resp *pb.UploadResponse) error {
+	rows, err := tx.Query(ctx, stmts["EventHashes"], sender, ids)
+	if err != nil {
+		return err
+	}
+	stored := make(map[string][]byte, len(ids))
+	var id string
+	var h []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &h}, func() error {
+		stored[id] = bytes.Clone(h)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		i := first[id]
+		if h, ok := stored[id]; ok && !bytes.Equal(h, hashes[i]) {
+			for j, st := range resp.Statuses {
+				if strings.EqualFold(st.EventId, id) && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
+					st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED,
+						pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "event_id"
+				}
+			}
+		}
+	}
+	return nil
+}
+
+var errAnsweredMeanwhile = errors.New("batch answered meanwhile")
+
+// stored returns the stored answer of (node, batchID), or nil.
+func (in *Inbox) stored(ctx context.Context, node, batchID string) (*pb.UploadResponse, error) {
+	var raw []byte
+	err := in.pool.QueryRow(ctx, stmts["BatchAnswer"], node, batchID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read batch answer: %w", ErrStore, err)
+	}
+	var resp pb.UploadResponse
+	if err := proto.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("shore: stored answer of batch %s: %w", batchID, err)
+	}
+	return &resp, nil
+}
+
+// row validates ev and returns its inbox row, or the reason it
+// is refused for good.
+func (in *Inbox) row(ev *pb.ChangeEvent, sender string, allowed map[ruleKey]bool) (*inboxRow, *wire.FieldError) {
+	if err := in.codec.ValidateEvent(ev); err != nil {
+		var fe *wire.FieldError
+		if errors.As(err, &fe) {
+			return nil, fe
+		}
+		return nil, &wire.FieldError{Field: "event", Problem: "invalid", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	// seed 004 §17.1: a node uploads only what it produced; relaying other
+	// nodes' events needs an authorisation this shore does not have yet.
+	if ev.OriginNodeId != sender {
+		return nil, &wire.FieldError{Field: "origin_node_id", Problem: "not the authenticated node",
+			Reason: pb.RejectReason_REJECT_REASON_ORIGIN_NOT_AUTHORIZED}
+	}
+	// seed 004 §10.2, §17.1: the shore checks that the node may use the
+	// event's rule, at that version.
+	if !allowed[ruleKey{ev.RuleId, ev.RuleVersion}] {
+		return nil, &wire.FieldError{Field: "rule_id", Problem: "rule version not allowed for this node",
+			Reason: pb.RejectReason_REJECT_REASON_RULE_NOT_AUTHORIZED}
+	}
+	if ev.RuleVersion > math.MaxInt64 {
+		return nil, &wire.FieldError{Field: "rule_version", Problem: "out of range",
+			Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "event", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	key := &pb.RowImage{Columns: ev.PrimaryKey}
+	keyRaw, err := proto.MarshalOptions{Deterministic: true}.Marshal(key)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	keyHash := sha256.Sum256(keyRaw)
+	keyText, err := protojson.MarshalOptions{}.Marshal(key)
+	if err != nil {
+		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
+	}
+	sum := sha256.Sum256(raw)
+	return &inboxRow{
+		origin: ev.OriginNodeId, eventID: ev.EventId, rule: ev.RuleId, ruleVersion: int64(ev.RuleVersion),
+		pkHash: keyHash[:], pkText: string(keyText), connector: ev.SourceConnectorId, partition: ev.SourcePartition,
+		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10),
+		schema: ev.SchemaVersion, contentHash: sum[:], event: raw,
+	}, nil
+}
+
+// Heartbeat records node's heartbeat at the clock's now.
+func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat) error {
+	_, err := r.pool.Exec(ctx, stmts["NodeHeartbeat"], node, r.clock.Now(), hb.Overall.String(),
+		strconv.FormatUint(hb.ConfigVersion, 10))
+	if err != nil {
+		return fmt.Errorf("%w: heartbeat: %w", ErrStore, err)
+	}
+	return nil
+}
+
+// InboxCount returns how many events originating at node the inbox holds.
+func (in *Inbox) InboxCount(ctx context.Context, node string) (int, error) {
+	var n int
+	err := in.pool.QueryRow(ctx, stmts["NodeInboxCount"], node).Scan(&n)
+	return n, err
+}

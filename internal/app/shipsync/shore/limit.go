@@ -1,0 +1,95 @@
+package shore
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// bucket is a token bucket on an injected clock: rate tokens per second up
+// to burst. It is not safe for concurrent use by itself (limiter locks).
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take takes one token at now, or says how long until one is there.
+func (b *bucket) take(now time.Time, rate float64, burst int) (ok bool, wait time.Duration) {
+	if b.last.IsZero() {
+		b.tokens = float64(burst)
+	} else if d := now.Sub(b.last).Seconds(); d > 0 {
+		b.tokens = math.Min(float64(burst), b.tokens+d*rate)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / rate * float64(time.Second))
+}
+
+// limiter holds the global and per-node request limits: requests in flight
+// (concurrency) and requests per second (rate). It is safe for concurrent
+// use.
+type limiter struct {
+	cfg      Limits
+	mu       sync.Mutex
+	inflight int
+	global   bucket
+	nodes    map[string]*nodeLimit
+}
+
+type nodeLimit struct {
+	inflight int
+	bucket   bucket
+}
+
+func newLimiter(cfg Limits) *limiter {
+	return &limiter{cfg: cfg, nodes: make(map[string]*nodeLimit)}
+}
+
+// acquireGlobal admits a request under the global limits, or returns how
+// long the client should wait. release must be called once when admitted.
+func (l *limiter) acquireGlobal(now time.Time) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inflight >= l.cfg.GlobalConcurrency {
+		return false, time.Second
+	}
+	if ok, wait := l.global.take(now, l.cfg.GlobalRate, l.cfg.GlobalBurst); !ok {
+		return false, wait
+	}
+	l.inflight++
+	return true, 0
+}
+
+func (l *limiter) releaseGlobal() {
+	l.mu.Lock()
+	l.inflight--
+	l.mu.Unlock()
+}
+
+// acquireNode admits a request of node under its own limits.
+func (l *limiter) acquireNode(node string, now time.Time) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[node]
+	if n == nil {
+		n = &nodeLimit{}
+		l.nodes[node] = n
+	}
+	if n.inflight >= l.cfg.NodeConcurrency {
+		return false, time.Second
+	}
+	if ok, wait := n.bucket.take(now, l.cfg.NodeRate, l.cfg.NodeBurst); !ok {
+		return false, wait
+	}
+	n.inflight++
+	return true, 0
+}
+
+func (l *limiter) releaseNode(node string) {
+	l.mu.Lock()
+	l.nodes[node].inflight--
+	l.mu.Unlock()
+}

@@ -1,0 +1,76 @@
+-- name: NodeInsert
+INSERT INTO sync_node (node_id, state, created_at, updated_at) VALUES ($1, 'active', $2, $2);
+
+-- name: NodeLock
+SELECT state FROM sync_node WHERE node_id = $1 FOR UPDATE;
+
+-- name: NodeSetState
+UPDATE sync_node SET state = $2, updated_at = $3 WHERE node_id = $1;
+
+-- name: CertInsert
+INSERT INTO sync_node_cert (fingerprint, node_id, not_before, not_after, state, created_at, updated_at)
+VALUES ($1, $2, $3, $4, 'active', $5, $5);
+
+-- name: CertActiveCount
+SELECT count(*) FROM sync_node_cert WHERE node_id = $1 AND state = 'active';
+
+-- name: CertRetire
+UPDATE sync_node_cert SET state = 'retired', updated_at = $3
+WHERE node_id = $1 AND fingerprint = $2 AND state = 'active';
+
+-- name: CertLookup
+SELECT c.node_id, n.state, c.state, c.not_before, c.not_after
+FROM sync_node_cert c JOIN sync_node n ON n.node_id = c.node_id
+WHERE c.fingerprint = $1;
+
+-- name: NodeList
+SELECT n.node_id, n.state, c.fingerprint, c.state, c.not_after
+FROM sync_node n LEFT JOIN sync_node_cert c ON c.node_id = n.node_id
+ORDER BY n.node_id, c.created_at;
+
+-- name: BatchAnswer
+SELECT statuses FROM sync_upload_batch WHERE node_id = $1 AND batch_id = $2;
+
+-- name: BatchInsert
+INSERT INTO sync_upload_batch (node_id, batch_id, sequence, event_count, statuses, received_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (node_id, batch_id) DO NOTHING;
+
+-- name: EventInsertMany
+-- Every event of a batch in one statement (arrays of equal length, one
+-- element per event); returns the ids actually inserted, so the ones not
+-- returned were stored before.
+INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
+    pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
+    schema_version, content_hash, event, status, received_at)
+SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, 'received', $16
+FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+    $11::numeric[], $12::numeric[], $13::text[], $14::bytea[], $15::bytea[])
+    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev)
+ON CONFLICT (origin_node_id, event_id) DO NOTHING
+RETURNING event_id::text;
+
+-- name: NodeInboxCount
+SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
+
+-- name: NodeHeartbeat
+UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4 WHERE node_id = $1;
+
+-- name: EventHashes
+SELECT event_id::text, content_hash FROM sync_inbox_event
+WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);
+
+-- name: AuditInsert
+INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- name: AuditList
+SELECT at, actor, action, object_type, object_id, coalesce(before, ''), coalesce(after, ''), reason
+FROM sync_audit_event ORDER BY audit_id;
+
+-- name: RuleAllow
+INSERT INTO sync_node_rule (node_id, rule_id, rule_version, created_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING;
+
+-- name: RuleList
+SELECT rule_id, rule_version FROM sync_node_rule WHERE node_id = $1 ORDER BY rule_id, rule_version;

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayhttp"
+	"github.com/relayhq/relay/relaymigrate"
+)
+
+// runBenchShipsyncIngress measures the shore's ingress: several nodes upload
+// batches of new events concurrently over mutual TLS on loopback into the
+// PostgreSQL inbox (a scratch schema, dropped afterwards), and it prints the
+// events received (committed and answered) per second.
+func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "bench shipsync-ingress", "bench shipsync-ingress [--nodes 4] [--batches 200] [--events 500] [--postgres URL]")
+	nodes := fs.Int("nodes", 4, "nodes uploading at once (one connection each)")
+	batches := fs.Int("batches", 200, "batches in all")
+	perBatch := fs.Int("events", 500, "events per batch (1 … 500)")
+	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
+		"PostgreSQL server (a scratch schema is made and dropped)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *nodes < 1 || *batches < 1 || *perBatch < 1 || *perBatch > wire.MaxEventsDefault {
+		return errors.New("bench shipsync-ingress: --nodes and --batches must be ≥ 1, --events 1 … 500")
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	url, drop, err := scratchSchema(ctx, *pgURL, "relay_bench_shipsync_"+hex.EncodeToString(rnd[:]))
+	if err != nil {
+		return err
+	}
+	defer drop()
+	d, err := relaypgx.Open(ctx, url)
+	if err != nil {
+		return fmt.Errorf("--postgres %s: %w", dsn.Redact(*pgURL), dsn.Scrub(err, *pgURL))
+	}
+	defer d.Close()
+	clock := relayclock.System{}
+	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLine()); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "relay-bench-shipsync-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p := pki.Dir{Path: filepath.Join(dir, "pki"), Clock: clock}
+	if _, err := p.InitCA(); err != nil {
+		return err
+	}
+	if _, err := p.IssueServer(nil); err != nil {
+		return err
+	}
+	reg := shore.NewRegistry(d.Pool(), clock)
+	clients := make([]*http.Client, *nodes)
+	roots, err := certPool(filepath.Join(p.Path, pki.CACertFile))
+	if err != nil {
+		return err
+	}
+	for i := range *nodes {
+		id := fmt.Sprintf("bench-%d", i)
+		c, err := p.IssueNode(id, "")
+		if err != nil {
+			return err
+		}
+		if _, err := reg.Add(ctx, c, shore.Audit{Actor: "bench"}); err != nil {
+			return err
+		}
+		if err := reg.AllowRule(ctx, id, uploadRule, 1, shore.Audit{Actor: "bench"}); err != nil {
+			return err
+		}
+		cf, kf := pki.NodeFiles("node-" + id)
+		kp, err := tls.LoadX509KeyPair(filepath.Join(p.Path, cf), filepath.Join(p.Path, kf))
+		if err != nil {
+			return err
+		}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}}
+		defer tr.CloseIdleConnections()
+		clients[i] = &http.Client{Transport: tr, Timeout: 60 * time.Second}
+	}
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return err
+	}
+	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: shore.NewInbox(d.Pool(), codec, clock), Codec: codec,
+		Clock: clock, Limits: shore.Limits{NodeRate: 1e6, GlobalRate: 1e6, NodeConcurrency: 4},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	sc, err := tls.LoadX509KeyPair(filepath.Join(p.Path, pki.ServerCertFile), filepath.Join(p.Path, pki.ServerKeyFile))
+	if err != nil {
+		return err
+	}
+	srv, err := relayhttp.Listen(relayhttp.Config{Name: "bench shore", Addr: "127.0.0.1:0", Handler: h,
+		TLS: shore.ServerTLS(sc, roots, clock), MaxBodyBytes: 8 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve() }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	// Bodies are encoded before the clock starts: the shore is measured,
+	// not the ship's encoder.
+	now := clock.Now()
+	bodies := make([][]byte, *batches)
+	for n := range bodies {
+		node := fmt.Sprintf("bench-%d", n%*nodes)
+		evs := make([]*pb.ChangeEvent, *perBatch)
+		for i := range evs {
+			evs[i] = syntheticEvent(node, n**perBatch+i+1, now)
+		}
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		if bodies[n], err = codec.Encode(&wire.Batch{NodeID: node, BatchID: formatUUID(id), Sequence: uint64(n + 1),
+			CreatedAt: now, Events: evs}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d nodes, %d batches of %d events over mutual TLS on %s\n",
+		*nodes, *batches, *perBatch, srv.URL())
+	start := time.Now() // a benchmark measures wall time
+	var wg sync.WaitGroup
+	errs := make(chan error, *nodes)
+	for w := range *nodes {
+		wg.Go(func() {
+			for n := w; n < *batches; n += *nodes {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+shore.PathBatches, bytes.NewReader(bodies[n]))
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set("Content-Type", shore.ContentType)
+				resp, err := clients[w].Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("batch %d: HTTP %d", n, resp.StatusCode)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start) // a benchmark measures wall time
+	close(errs)
+	for err := range errs {
+		return fmt.Errorf("bench shipsync-ingress: %w", err)
+	}
+	total := 0
+	for i := range *nodes {
+		n, err := shore.NewInbox(d.Pool(), codec, clock).InboxCount(ctx, fmt.Sprintf("bench-%d", i))
+		if err != nil {
+			return err
+		}
+		total += n
+	}
+	if want := *batches * *perBatch; total != want {
+		return fmt.Errorf("bench shipsync-ingress: the inbox holds %d events, want %d", total, want)
+	}
+	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d events received in %s: %.0f events/s (%.1f batches/s); inbox checked: %d rows\n",
+		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), float64(*batches)/elapsed.Seconds(), total)
+	return nil
+}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// shipsyncRoles are the roles of `relay shipsync`.
+func shipsyncRoles() map[string]command {
+	return map[string]command{
+		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
+			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
+		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
+			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
+		"shore": {"the shore's data API over mutual TLS: POST /sync/v1/batches into the idempotent inbox (answered " +
+			"per event after commit), POST /sync/v1/heartbeat, GET /sync/v1/config; per-node and global limits", runShipsyncShore},
+		"upload": {"a small test client: upload one batch of synthetic INSERT events to the shore over mutual TLS " +
+			"and print the per-event answer (the same --first and --batch-id resend)", runShipsyncUpload},
+	}
+}
+
+// runShipsync dispatches `relay shipsync <role>`.
+func runShipsync(ctx context.Context, env *Env, args []string) error {
+	roles := shipsyncRoles()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		shipsyncUsage(env.Stdout, roles)
+		return nil
+	}
+	r, ok := roles[args[0]]
+	if !ok {
+		shipsyncUsage(env.Stderr, roles)
+		return fmt.Errorf("shipsync: unknown role %q", args[0])
+	}
+	return r.run(ctx, env, args[1:])
+}
+
+func shipsyncUsage(w io.Writer, roles map[string]command) {
+	fmt.Fprintln(w, "usage: relay shipsync <role> [flags]\n\nroles:")
+	listCommands(w, roles)
+	fmt.Fprintln(w, "\nrun `relay shipsync <role> -h` for a role's flags (docs/shipsync/shore.md)")
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+
+	"crypto/tls"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayhttp"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// shipsyncShoreAddrDefault is where `relay shipsync shore` listens without
+// --addr.
+const shipsyncShoreAddrDefault = "127.0.0.1:8443"
+
+// runShipsyncShore serves the shore's data API over mutual TLS until ctx
+// ends.
+func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "shipsync shore", "shipsync shore --postgres URL [--migrate] --tls-cert FILE --tls-key FILE "+
+		"--client-ca FILE [--addr 127.0.0.1:8443]")
+	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
+		"PostgreSQL of the shore (node registry and inbox)")
+	migrate := fs.Bool("migrate", false, "apply the shipsync migration line first (otherwise an old schema is refused)")
+	addr := fs.String("addr", shipsyncShoreAddrDefault, "serve the data API (/sync/v1/…) over HTTPS on this address")
+	certFile := fs.String("tls-cert", "", "the shore's PEM server certificate (relay shipsync pki server). Required")
+	keyFile := fs.String("tls-key", "", "PEM private key of --tls-cert. Required")
+	clientCA := fs.String("client-ca", "", "PEM CA the node certificates are verified against (mutual TLS). Required")
+	hosts := fs.String("hosts", "", "comma-separated host names clients may use besides IP addresses and localhost")
+	var lim shore.Limits
+	fs.IntVar(&lim.GlobalConcurrency, "global-concurrency", shore.GlobalConcurrencyDefault, "requests in flight across all nodes (429 above)")
+	fs.Float64Var(&lim.GlobalRate, "global-rate", shore.GlobalRateDefault, "requests per second across all nodes (429 above)")
+	fs.IntVar(&lim.GlobalBurst, "global-burst", 0, "burst of --global-rate (0: twice the rate)")
+	fs.IntVar(&lim.NodeConcurrency, "node-concurrency", shore.NodeConcurrencyDefault, "requests in flight per node (429 above)")
+	fs.Float64Var(&lim.NodeRate, "node-rate", shore.NodeRateDefault, "requests per second per node (429 above)")
+	fs.IntVar(&lim.NodeBurst, "node-burst", 0, "burst of --node-rate (0: twice the rate)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
+		"read-only: :PORT means 127.0.0.1:PORT")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("shipsync shore: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if *certFile == "" || *keyFile == "" || *clientCA == "" {
+		return errors.New("shipsync shore: --tls-cert, --tls-key and --client-ca are required (mutual TLS; make them with relay shipsync pki)")
+	}
+	log, err := env.Logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert: %w", err)
+	}
+	cas, err := certPool(*clientCA)
+	if err != nil {
+		return fmt.Errorf("--client-ca: %w", err)
+	}
+	d, err := relaypgx.Open(ctx, *pgURL)
+	if err != nil {
+		return fmt.Errorf("--postgres %s: %w", dsn.Redact(*pgURL), dsn.Scrub(err, *pgURL))
+	}
+	defer d.Close()
+	clock := relayclock.System{}
+	if err := migrateOrCheck(ctx, d, clock, *migrate, "shipsync shore", shore.MigrationLine()); err != nil {
+		return err
+	}
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return err
+	}
+	h, err := shore.NewHandler(shore.Config{Registry: shore.NewRegistry(d.Pool(), clock),
+		Inbox: shore.NewInbox(d.Pool(), codec, clock), Codec: codec, Clock: clock, Limits: lim, Logger: log})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(h.Collectors()...)
+	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
+		stopHTTP, err := startHTTP(log, mc)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
+	srv, err := relayhttp.Listen(relayhttp.Config{Name: "--addr", Addr: *addr, Handler: h,
+		TLS: shore.ServerTLS(cert, cas, clock), Hosts: splitList(*hosts), Logger: log,
+		// The handler bounds bodies itself (ERROR_CODE_BODY_TOO_LARGE); this
+		// is the listener's outer bound, a little above.
+		MaxBodyBytes: int64(codec.Config().MaxBytes) + 128<<10})
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	fmt.Fprintf(env.Stdout, "shipsync shore: listening on %s (mutual TLS)\n", srv.URL())
+	log.Info("shipsync shore: limits", "limits", h.Limits().String())
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-served:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+	defer cancel()
+	return errors.Join(err, srv.Shutdown(sctx))
+}
