@@ -78,9 +78,6 @@ func (c *child) kill() {
 	}
 }
 
-// killed reports whether the ended child died of SIGKILL.
-func (c *child) killed() bool { return faultpoint.KilledBySIGKILL(c.cmd.ProcessState) }
-
 // faultPoint returns the fault point that killed the ended child, or "".
 func (c *child) faultPoint() string { return faultpoint.KilledAt(c.cmd.ProcessState, c.out.String()) }
 
