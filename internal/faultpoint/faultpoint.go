@@ -153,3 +153,32 @@ func KilledAt(ps *os.ProcessState, stderr string) string {
 	}
 	return m[1]
 }
+
+// Tail keeps the last bytes written to it — a child process's standard
+// error, whose last line is the one Hit writes before it kills the process
+// (KilledAt reads it). Safe for concurrent use.
+type Tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+// NewTail returns a Tail keeping the last max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns what is kept.
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 // child is one running relay process: one life of a role.
 type child struct {
 	cmd   *exec.Cmd
-	out   *tailBuffer
+	out   *faultpoint.Tail
 	armed string // RELAY_FAULTPOINTS of this life; "" unarmed
 	// booked: the life's end is counted (role.mu guards it).
 	booked bool
@@ -28,7 +27,7 @@ type child struct {
 // the fault points faults armed (RELAY_FAULTPOINTS, "" for none) and the
 // child's draws seeded by seed.
 func startChild(bin string, args, env []string, faults string, seed uint64) (*child, error) {
-	c := &child{cmd: exec.Command(bin, args...), out: &tailBuffer{max: 64 << 10}, armed: faults, done: make(chan struct{})}
+	c := &child{cmd: exec.Command(bin, args...), out: faultpoint.NewTail(64 << 10), armed: faults, done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Env = append(c.cmd.Env, "RELAY_FAULTPOINTS="+faults, "RELAY_FAULTSEED="+strconv.FormatUint(seed, 10))
@@ -76,27 +75,3 @@ func (c *child) stop(d time.Duration) error {
 
 // faultPoint returns the fault point that killed the ended child, or "".
 func (c *child) faultPoint() string { return faultpoint.KilledAt(c.cmd.ProcessState, c.out.String()) }
-
-// tailBuffer keeps the last max bytes written to it (a fault point's line
-// is the last a killed child writes); safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}

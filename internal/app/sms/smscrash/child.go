@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // child is one running relay process.
 type child struct {
 	cmd   *exec.Cmd
-	out   *tailBuffer
+	out   *faultpoint.Tail
 	began time.Time
 	done  chan struct{}
 	err   error
@@ -28,7 +27,7 @@ type child struct {
 // and the fault points faults armed (RELAY_FAULTPOINTS, "" for none) with
 // the child's random draws seeded by seed.
 func startChild(bin string, args, env []string, faults string, seed uint64) (*child, error) {
-	c := &child{cmd: exec.Command(bin, args...), out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	c := &child{cmd: exec.Command(bin, args...), out: faultpoint.NewTail(64 << 10), done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Env = append(c.cmd.Env, "RELAY_FAULTPOINTS="+faults, "RELAY_FAULTSEED="+strconv.FormatUint(seed, 10))
@@ -139,28 +138,4 @@ func (s *supplierChild) stop() error {
 		return fmt.Errorf("smscrash: supplier did not stop cleanly: %v\n%s", s.err, s.out.String())
 	}
 	return nil
-}
-
-// tailBuffer keeps the last max bytes written to it (a fault point's line
-// is the last a killed child writes); safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
