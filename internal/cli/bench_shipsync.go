@@ -57,7 +57,7 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	defer d.Close()
 	clock := relayclock.System{}
-	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLine()); err != nil {
+	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLines(d)...); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "relay-bench-shipsync-*")
@@ -103,7 +103,11 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	if err != nil {
 		return err
 	}
-	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: shore.NewInbox(d.Pool(), codec, clock), Codec: codec,
+	inbox, err := shore.NewInbox(d, codec, clock)
+	if err != nil {
+		return err
+	}
+	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec,
 		Clock: clock, Limits: shore.Limits{NodeRate: 1e6, GlobalRate: 1e6, NodeConcurrency: 4},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -178,7 +182,7 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	total := 0
 	for i := range *nodes {
-		n, err := shore.NewInbox(d.Pool(), codec, clock).InboxCount(ctx, fmt.Sprintf("bench-%d", i))
+		n, err := inbox.InboxCount(ctx, fmt.Sprintf("bench-%d", i))
 		if err != nil {
 			return err
 		}

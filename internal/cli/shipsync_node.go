@@ -53,7 +53,7 @@ func runShipsyncNode(ctx context.Context, env *Env, args []string) error {
 	}
 	defer d.Close()
 	clock := relayclock.System{}
-	if err := migrateOrCheck(ctx, d, clock, *migrate, "shipsync node", shore.MigrationLine()); err != nil {
+	if err := migrateOrCheck(ctx, d, clock, *migrate, "shipsync node", shore.MigrationLines(d)...); err != nil {
 		return err
 	}
 	reg := shore.NewRegistry(d.Pool(), clock)

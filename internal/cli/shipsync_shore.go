@@ -73,15 +73,19 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	}
 	defer d.Close()
 	clock := relayclock.System{}
-	if err := migrateOrCheck(ctx, d, clock, *migrate, "shipsync shore", shore.MigrationLine()); err != nil {
+	if err := migrateOrCheck(ctx, d, clock, *migrate, "shipsync shore", shore.MigrationLines(d)...); err != nil {
 		return err
 	}
 	codec, err := wire.NewCodec(wire.Config{})
 	if err != nil {
 		return err
 	}
+	inbox, err := shore.NewInbox(d, codec, clock)
+	if err != nil {
+		return err
+	}
 	h, err := shore.NewHandler(shore.Config{Registry: shore.NewRegistry(d.Pool(), clock),
-		Inbox: shore.NewInbox(d.Pool(), codec, clock), Codec: codec, Clock: clock, Limits: lim, Logger: log})
+		Inbox: inbox, Codec: codec, Clock: clock, Limits: lim, Logger: log})
 	if err != nil {
 		return err
 	}

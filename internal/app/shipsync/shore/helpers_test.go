@@ -35,7 +35,7 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	d := testdb.PGDriver(t)
 	clock := relayclock.NewFake(t0)
-	_, err := relaymigrate.Up(t.Context(), d, clock, shore.MigrationLine())
+	_, err := relaymigrate.Up(t.Context(), d, clock, shore.MigrationLines(d)...)
 	require.NoError(t, err)
 	p := pki.Dir{Path: filepath.Join(t.TempDir(), "pki"), Clock: clock}
 	_, err = p.InitCA()

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,8 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/relayhq/relay"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -30,17 +33,27 @@ type ruleKey struct {
 // Inbox is the shore's receive inbox in PostgreSQL. It is safe for
 // concurrent use.
 type Inbox struct {
-	reg   *Registry
-	pool  *pgxpool.Pool
-	clock relaytype.Clock
-	codec *wire.Codec
+	reg    *Registry
+	d      *relaypgx.Driver
+	pool   *pgxpool.Pool
+	clock  relaytype.Clock
+	codec  *wire.Codec
+	engine *relay.Engine // producer of ApplyQueue
 }
 
-// NewInbox returns the inbox on pool; codec validates events (its supported
-// majors), clock stamps received_at. Events are accepted only for the rule
-// versions the node is allowed (Registry.AllowRule).
-func NewInbox(pool *pgxpool.Pool, codec *wire.Codec, clock relaytype.Clock) *Inbox {
-	return &Inbox{reg: &Registry{pool: pool, clock: clock}, pool: pool, codec: codec, clock: clock}
+// NewInbox returns the inbox on d's database; codec validates events (its
+// supported majors), clock stamps received_at. Events are accepted only for
+// the rule versions the node is allowed (Registry.AllowRule). Received events
+// are released to the engine queue ApplyQueue in their streams' order (see
+// Receive); the schema must hold MigrationLines.
+func NewInbox(d *relaypgx.Driver, codec *wire.Codec, clock relaytype.Clock) (*Inbox, error) {
+	engine, err := relay.NewEngine(d, relay.Config{Queue: ApplyQueue, Mode: relay.ModePerKey, Clock: clock})
+	if err != nil {
+		return nil, fmt.Errorf("shore: inbox: %w", err)
+	}
+	pool := d.Pool()
+	return &Inbox{reg: &Registry{pool: pool, clock: clock}, d: d, pool: pool, codec: codec, clock: clock,
+		engine: engine}, nil
 }
 
 // ErrStore wraps a failure of the inbox's database: nothing of the batch was
@@ -70,6 +83,7 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	now := in.clock.Now()
 	resp = &pb.UploadResponse{BatchId: b.BatchID, ReceivedAt: timestamppb.New(now)}
 	var cols eventColumns
+	rows := make([]*inboxRow, len(b.Events))
 	// event_id (lower case: PostgreSQL's uuid ignores case, so must we) →
 	// index of its first occurrence.
 	first := make(map[string]int, len(b.Events))
@@ -97,35 +111,11 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 		}
 		first[strings.ToLower(ev.EventId)] = i
 		queued = append(queued, i)
-		cols.add(row)
+		rows[i] = row
 	}
 	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		// The events first: an event stored before (RowsAffected 0) is
-		// checked against what is stored.
-		var existing []string
 		if len(queued) > 0 {
-			rows, err := tx.Query(ctx, stmts["EventInsertMany"], cols.args(sender, b.BatchID, now)...)
-			if err != nil {
-				return err
-			}
-			inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			if len(inserted) < len(queued) {
-				done := make(map[string]bool, len(inserted))
-				for _, id := range inserted {
-					done[id] = true
-				}
-				for _, i := range queued {
-					if id := strings.ToLower(b.Events[i].EventId); !done[id] {
-						existing = append(existing, id)
-					}
-				}
-			}
-		}
-		if len(existing) > 0 {
-			if err := in.checkExisting(ctx, tx, sender, existing, first, hashes, resp); err != nil {
+			if err := in.store(ctx, tx, sender, b, queued, rows, &cols, first, hashes, resp, now); err != nil {
 				return err
 			}
 		}
@@ -155,15 +145,72 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	return resp, false, nil
 }
 
+// store inserts the queued events of b (rows, by batch position) in tx and
+// releases the ones their streams allow (seed 004 §10.4): the sender's
+// streams are locked first, so the release order of a stream is its
+// sequence order whatever batches race. An event stored before (not
+// inserted) is checked against what is stored.
+func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Batch, queued []int, rows []*inboxRow,
+	cols *eventColumns, first map[string]int, hashes [][]byte, resp *pb.UploadResponse, now time.Time) error {
+	var keys []streamKey
+	seen := make(map[streamKey]bool)
+	for _, i := range queued {
+		k := streamKey{rows[i].connector, rows[i].partition}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	streams, err := lockStreams(ctx, tx, sender, keys, now)
+	if err != nil {
+		return err
+	}
+	pre := guessReleased(streams, queued, rows)
+	for _, i := range queued {
+		cols.add(rows[i], pre[i])
+	}
+	res, err := tx.Query(ctx, stmts["EventInsertMany"], cols.args(sender, b.BatchID, now)...)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]int64, len(queued))
+	var id int64
+	var eventID string
+	if _, err := pgx.ForEachRow(res, []any{&id, &eventID}, func() error {
+		byID[eventID] = id
+		return nil
+	}); err != nil {
+		return err
+	}
+	inserted := make(map[int]int64, len(byID))
+	var existing []string
+	for _, i := range queued {
+		eid := strings.ToLower(b.Events[i].EventId)
+		if id, ok := byID[eid]; ok {
+			inserted[i] = id
+		} else {
+			existing = append(existing, eid)
+		}
+	}
+	if len(existing) > 0 {
+		if err := in.checkExisting(ctx, tx, sender, existing, first, hashes, resp); err != nil {
+			return err
+		}
+	}
+	return in.settleStreams(ctx, tx, sender, streams, queued, rows, inserted, pre, now)
+}
+
 // eventColumns holds the EventInsertMany arrays: one element per event.
 type eventColumns struct {
 	origin, eventID, rule, pkText, connector, partition, position, sequence, schema []string
 	ruleVersion                                                                     []int64
 	pkHash, contentHash, event                                                      [][]byte
+	released                                                                        []bool
 }
 
-// add appends r.
-func (c *eventColumns) add(r *inboxRow) {
+// add appends r, inserted as released when released.
+func (c *eventColumns) add(r *inboxRow, released bool) {
+	c.released = append(c.released, released)
 	c.origin = append(c.origin, r.origin)
 	c.eventID = append(c.eventID, r.eventID)
 	c.rule = append(c.rule, r.rule)
@@ -184,6 +231,7 @@ type inboxRow struct {
 	origin, eventID, rule, pkText, connector, partition string
 	// position and sequence are uint64 in decimal (numeric(20) columns).
 	position, sequence, schema string
+	seq                        uint64
 	ruleVersion                int64
 	pkHash, contentHash, event []byte
 }
@@ -191,13 +239,14 @@ type inboxRow struct {
 // args are EventInsertMany's parameters.
 func (c *eventColumns) args(sender, batchID string, now any) []any {
 	return []any{c.origin, c.eventID, sender, batchID, c.rule, c.ruleVersion, c.pkHash, c.pkText, c.connector,
-		c.partition, c.position, c.sequence, c.schema, c.contentHash, c.event, now}
+		c.partition, c.position, c.sequence, c.schema, c.contentHash, c.event, now, c.released}
 }
 
 // checkExisting compares the events of ids, stored before, with the ones
 // received now: the same content is RECEIVED (a resend), other content under
-// the same id is refused — events are immutable, so the node reused an id.
-// Later copies of such an event in the batch get the same status. ids are
+// the same id is refused — events are immutable, so the node reused an id —
+// and an event not stored under its id at all was refused by its stream's
+// sequence number, used already by another event. Later copies of such an event in the batch get the same status. ids are
 // lower case.
 func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, ids []string, first map[string]int,
 	hashes [][]byte, resp *pb.UploadResponse) error {
@@ -217,12 +266,20 @@ func (in *Inbox) checkExisting(ctx context.Context, tx pgx.Tx, sender string, id
 	}
 	for _, id := range ids {
 		i := first[id]
-		if h, ok := stored[id]; ok && !bytes.Equal(h, hashes[i]) {
-			for j, st := range resp.Statuses {
-				if strings.EqualFold(st.EventId, id) && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
-					st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED,
-						pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "event_id"
-				}
+		h, ok := stored[id]
+		field := "event_id"
+		switch {
+		case ok && bytes.Equal(h, hashes[i]):
+			continue // a resend: RECEIVED
+		case !ok:
+			// Not stored under its id, yet not inserted: its stream already
+			// has another event with its sequence number.
+			field = "source_sequence"
+		}
+		for j, st := range resp.Statuses {
+			if strings.EqualFold(st.EventId, id) && st.Status == pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED && bytes.Equal(hashes[j], hashes[i]) {
+				st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED,
+					pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, field
 			}
 		}
 	}
@@ -292,7 +349,7 @@ func (in *Inbox) row(ev *pb.ChangeEvent, sender string, allowed map[ruleKey]bool
 	return &inboxRow{
 		origin: ev.OriginNodeId, eventID: ev.EventId, rule: ev.RuleId, ruleVersion: int64(ev.RuleVersion),
 		pkHash: keyHash[:], pkText: string(keyText), connector: ev.SourceConnectorId, partition: ev.SourcePartition,
-		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10),
+		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10), seq: ev.SourceSequence,
 		schema: ev.SchemaVersion, contentHash: sum[:], event: raw,
 	}, nil
 }

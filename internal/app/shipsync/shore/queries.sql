@@ -38,17 +38,54 @@ ON CONFLICT (node_id, batch_id) DO NOTHING;
 
 -- name: EventInsertMany
 -- Every event of a batch in one statement (arrays of equal length, one
--- element per event); returns the ids actually inserted, so the ones not
--- returned were stored before.
+-- element per event); returns the rows actually inserted, so an event not
+-- returned was stored before, or its stream already has an event with its
+-- sequence number (any unique violation is skipped, none aborts the batch).
+-- released_at is set for the events the caller found contiguous.
 INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
     pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
-    schema_version, content_hash, event, status, received_at)
-SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, 'received', $16
+    schema_version, content_hash, event, received_at, released_at)
+SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
 FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
-    $11::numeric[], $12::numeric[], $13::text[], $14::bytea[], $15::bytea[])
-    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev)
-ON CONFLICT (origin_node_id, event_id) DO NOTHING
-RETURNING event_id::text;
+    $11::numeric[], $12::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
+    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
+ON CONFLICT DO NOTHING
+RETURNING id, event_id::text;
+
+-- name: StreamLockMany
+-- Creates the streams not seen before (next sequence 1) and locks every one
+-- of them, in the order given (callers sort, so two batches lock in one
+-- order); returns each stream's state.
+INSERT INTO sync_stream (origin_node_id, source_connector_id, source_partition, next_sequence, held, updated_at)
+SELECT $1, c, p, 1, 0, $4 FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(c, p, i)
+ORDER BY i
+ON CONFLICT (origin_node_id, source_connector_id, source_partition)
+    DO UPDATE SET updated_at = sync_stream.updated_at
+RETURNING source_connector_id, source_partition, next_sequence::text, held;
+
+-- name: StreamHeld
+-- The events of the given streams held past a gap, by stream and sequence.
+SELECT e.source_connector_id, e.source_partition, e.id, e.source_sequence::text, e.rule_id, e.pk_hash
+FROM sync_inbox_event e
+JOIN unnest($2::text[], $3::text[]) AS u(c, p) ON e.source_connector_id = u.c AND e.source_partition = u.p
+WHERE e.origin_node_id = $1 AND e.released_at IS NULL
+ORDER BY 1, 2, e.source_sequence;
+
+-- name: EventRelease
+-- Sets (true) or clears (false) released_at of the given events.
+UPDATE sync_inbox_event e SET released_at = CASE WHEN u.r THEN $3::timestamptz END
+FROM unnest($1::bigint[], $2::boolean[]) AS u(id, r)
+WHERE e.id = u.id;
+
+-- name: StreamUpdateMany
+-- Stores each stream's new next sequence and held count. A gap is timed from
+-- when it is first seen: when next_sequence moves, a remaining gap is a new
+-- one.
+UPDATE sync_stream s SET next_sequence = u.n, held = u.h, updated_at = $5,
+    gap_since = CASE WHEN u.h = 0 THEN NULL WHEN u.n <> s.next_sequence THEN $5 ELSE coalesce(s.gap_since, $5) END,
+    resend_asked_at = CASE WHEN u.h = 0 OR u.n <> s.next_sequence THEN NULL ELSE s.resend_asked_at END
+FROM unnest($2::text[], $3::text[], $4::numeric[], $6::integer[]) AS u(c, p, n, h)
+WHERE s.origin_node_id = $1 AND s.source_connector_id = u.c AND s.source_partition = u.p;
 
 -- name: NodeInboxCount
 SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;

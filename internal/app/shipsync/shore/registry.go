@@ -17,6 +17,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -36,7 +37,8 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList")
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
+	"StreamLockMany", "StreamHeld", "EventRelease", "StreamUpdateMany")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.
@@ -46,6 +48,12 @@ func MigrationLine() relaymigrate.Line {
 		panic(fmt.Sprintf("shore: embedded migrations: %v", err)) // cannot happen: the path is a constant
 	}
 	return relaymigrate.Line{Name: Line, FS: sub}
+}
+
+// MigrationLines are every line the shore's database needs, in order: the
+// engine's (the apply queue lives in it) and shipsync's.
+func MigrationLines(d relaydriver.Driver) []relaymigrate.Line {
+	return []relaymigrate.Line{relaymigrate.EngineLineOf(d), MigrationLine()}
 }
 
 // Registry errors.

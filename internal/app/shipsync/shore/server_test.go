@@ -65,7 +65,9 @@ func serve(t testing.TB, b *bundle, mutate func(*shore.Config)) *shoreServer {
 	t.Helper()
 	codec, err := wire.NewCodec(wire.Config{})
 	require.NoError(t, err)
-	cfg := shore.Config{Registry: b.reg, Inbox: shore.NewInbox(b.d.Pool(), codec, b.clock), Codec: codec, Clock: b.clock}
+	inbox, err := shore.NewInbox(b.d, codec, b.clock)
+	require.NoError(t, err)
+	cfg := shore.Config{Registry: b.reg, Inbox: inbox, Codec: codec, Clock: b.clock}
 	if mutate != nil {
 		mutate(&cfg)
 	}

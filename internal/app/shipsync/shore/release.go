@@ -1,0 +1,291 @@
+package shore
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relayhq/relay"
+)
+
+// ApplyQueue is the engine queue the inbox releases events to: per key
+// (ApplyKey), in source order, processed by the shore's applier.
+const ApplyQueue = "shipsync-apply"
+
+// ApplyKey is the engine ordering key of a record: its rule and the SHA-256
+// of its primary key. seed 004 §10.4: one rule_id + primary_key is processed
+// serially on the shore, different keys in parallel.
+func ApplyKey(rule string, pkHash []byte) string {
+	return rule + "/" + hex.EncodeToString(pkHash)
+}
+
+// ApplyPayload is the engine payload of a released event: its inbox id.
+func ApplyPayload(inboxID int64) []byte { return strconv.AppendInt(nil, inboxID, 10) }
+
+// ParseApplyPayload reads an ApplyPayload.
+func ParseApplyPayload(p []byte) (int64, error) {
+	id, err := strconv.ParseInt(string(p), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("shore: apply payload is not an inbox id")
+	}
+	return id, nil
+}
+
+// streamKey names one ordered source stream of the sending node.
+type streamKey struct{ connector, partition string }
+
+// streamState is a locked stream: the next sequence it waits for and the
+// events it holds past a gap (by sequence).
+type streamState struct {
+	next uint64
+	held map[uint64]heldEvent
+}
+
+// heldEvent is an event stored earlier and not yet released.
+type heldEvent struct {
+	id     int64
+	rule   string
+	pkHash []byte
+}
+
+// chain returns the sequences released by walking from next over the
+// sequences in have (contiguous ones only), and the new next.
+func chain(next uint64, have func(uint64) bool) (released []uint64, newNext uint64) {
+	for have(next) {
+		released = append(released, next)
+		next++
+	}
+	return released, next
+}
+
+// lockStreams creates and locks the streams of the sender's events to
+// receive (sorted, so concurrent batches lock in one order) and reads the
+// events they hold past a gap.
+func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey, now time.Time) (map[streamKey]*streamState, error) {
+	slices.SortFunc(keys, func(a, b streamKey) int {
+		if c := compareStrings(a.connector, b.connector); c != 0 {
+			return c
+		}
+		return compareStrings(a.partition, b.partition)
+	})
+	cs, ps := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		cs[i], ps[i] = k.connector, k.partition
+	}
+	rows, err := tx.Query(ctx, stmts["StreamLockMany"], sender, cs, ps, now)
+	if err != nil {
+		return nil, fmt.Errorf("lock streams: %w", err)
+	}
+	out := make(map[streamKey]*streamState, len(keys))
+	var withHeld []streamKey
+	var k streamKey
+	var next string
+	var held int
+	_, err = pgx.ForEachRow(rows, []any{&k.connector, &k.partition, &next, &held}, func() error {
+		n, err := strconv.ParseUint(next, 10, 64)
+		if err != nil {
+			return fmt.Errorf("stream next_sequence %q: %w", next, err)
+		}
+		out[k] = &streamState{next: n}
+		if held > 0 {
+			withHeld = append(withHeld, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock streams: %w", err)
+	}
+	if len(withHeld) == 0 {
+		return out, nil
+	}
+	cs, ps = cs[:0], ps[:0]
+	for _, k := range withHeld {
+		cs, ps = append(cs, k.connector), append(ps, k.partition)
+	}
+	rows, err = tx.Query(ctx, stmts["StreamHeld"], sender, cs, ps)
+	if err != nil {
+		return nil, fmt.Errorf("held events: %w", err)
+	}
+	var h heldEvent
+	var seq string
+	_, err = pgx.ForEachRow(rows, []any{&k.connector, &k.partition, &h.id, &seq, &h.rule, &h.pkHash}, func() error {
+		n, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil {
+			return fmt.Errorf("held source_sequence %q: %w", seq, err)
+		}
+		st := out[k]
+		if st.held == nil {
+			st.held = map[uint64]heldEvent{}
+		}
+		st.held[n] = heldEvent{id: h.id, rule: h.rule, pkHash: slices.Clone(h.pkHash)}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("held events: %w", err)
+	}
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// releaseEvent is an event handed to processing, in its stream's order.
+type releaseEvent struct {
+	inboxID int64
+	key     string
+}
+
+// settleStreams runs after the batch's events are inserted (inserted maps a
+// queued event's position in the batch to its inbox id; seq and stream give
+// each queued event's sequence and stream). It releases every event that is
+// now contiguous — new ones and ones held before — enqueueing them to
+// ApplyQueue in stream order, corrects released_at where the insert's guess
+// (pre, the events inserted as released) was wrong, and stores each stream's
+// new state.
+func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, streams map[streamKey]*streamState,
+	queued []int, rows []*inboxRow, inserted map[int]int64, pre map[int]bool, now time.Time) error {
+	// The inserted events of each stream, by sequence.
+	bySeq := make(map[streamKey]map[uint64]int, len(streams))
+	for _, i := range queued {
+		if _, ok := inserted[i]; !ok {
+			continue
+		}
+		r := rows[i]
+		k := streamKey{r.connector, r.partition}
+		if bySeq[k] == nil {
+			bySeq[k] = map[uint64]int{}
+		}
+		bySeq[k][r.seq] = i
+	}
+	var fixIDs []int64
+	var fixRel []bool
+	var release []releaseEvent
+	var cs, ps, ns []string
+	var hs []int32
+	keys := make([]streamKey, 0, len(streams))
+	for k := range streams {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b streamKey) int {
+		if c := compareStrings(a.connector, b.connector); c != 0 {
+			return c
+		}
+		return compareStrings(a.partition, b.partition)
+	})
+	for _, k := range keys {
+		st := streams[k]
+		mine := bySeq[k]
+		seqs, next := chain(st.next, func(s uint64) bool {
+			_, ok := mine[s]
+			if !ok {
+				_, ok = st.held[s]
+			}
+			return ok
+		})
+		released := make(map[int]bool, len(seqs))
+		for _, s := range seqs {
+			if i, ok := mine[s]; ok {
+				released[i] = true
+				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash)})
+				if !pre[i] {
+					fixIDs, fixRel = append(fixIDs, inserted[i]), append(fixRel, true)
+				}
+				continue
+			}
+			h := st.held[s]
+			delete(st.held, s)
+			release = append(release, releaseEvent{inboxID: h.id, key: ApplyKey(h.rule, h.pkHash)})
+			fixIDs, fixRel = append(fixIDs, h.id), append(fixRel, true)
+		}
+		held := len(st.held)
+		for s, i := range mine {
+			switch {
+			case released[i]:
+			case s < st.next:
+				// Below the stream's next sequence yet new: its number was
+				// freed (the earlier event is gone from the inbox). Nothing
+				// can come before it any more, so it is released now.
+				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash)})
+				if !pre[i] {
+					fixIDs, fixRel = append(fixIDs, inserted[i]), append(fixRel, true)
+				}
+			default:
+				held++
+				if pre[i] {
+					// Guessed contiguous, but an event before it was not
+					// inserted after all: held.
+					fixIDs, fixRel = append(fixIDs, inserted[i]), append(fixRel, false)
+				}
+			}
+		}
+		cs, ps = append(cs, k.connector), append(ps, k.partition)
+		ns, hs = append(ns, strconv.FormatUint(next, 10)), append(hs, int32(held))
+	}
+	if len(fixIDs) > 0 {
+		if _, err := tx.Exec(ctx, stmts["EventRelease"], fixIDs, fixRel, now); err != nil {
+			return fmt.Errorf("release held events: %w", err)
+		}
+	}
+	if len(cs) > 0 {
+		if _, err := tx.Exec(ctx, stmts["StreamUpdateMany"], sender, cs, ps, ns, now, hs); err != nil {
+			return fmt.Errorf("update streams: %w", err)
+		}
+	}
+	if len(release) == 0 {
+		return nil
+	}
+	params := make([]*relay.EnqueueParams, len(release))
+	for i, r := range release {
+		params[i] = &relay.EnqueueParams{Key: r.key, Payload: ApplyPayload(r.inboxID)}
+	}
+	if _, err := in.engine.EnqueueTx(ctx, in.d.WrapTx(tx), params...); err != nil {
+		return fmt.Errorf("enqueue released events: %w", err)
+	}
+	return nil
+}
+
+// guessReleased marks the queued events that will be released if every one
+// of them is inserted: those contiguous from their stream's next sequence
+// over the batch's and the held events. settleStreams corrects the guess.
+func guessReleased(streams map[streamKey]*streamState, queued []int, rows []*inboxRow) map[int]bool {
+	bySeq := make(map[streamKey]map[uint64]int, len(streams))
+	for _, i := range queued {
+		r := rows[i]
+		k := streamKey{r.connector, r.partition}
+		if bySeq[k] == nil {
+			bySeq[k] = map[uint64]int{}
+		}
+		if _, dup := bySeq[k][r.seq]; !dup {
+			bySeq[k][r.seq] = i
+		}
+	}
+	pre := make(map[int]bool, len(queued))
+	for k, st := range streams {
+		mine := bySeq[k]
+		seqs, _ := chain(st.next, func(s uint64) bool {
+			_, ok := mine[s]
+			if !ok {
+				_, ok = st.held[s]
+			}
+			return ok
+		})
+		for _, s := range seqs {
+			if i, ok := mine[s]; ok {
+				pre[i] = true
+			}
+		}
+	}
+	return pre
+}

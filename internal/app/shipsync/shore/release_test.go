@@ -1,0 +1,113 @@
+package shore_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+)
+
+// keyEvent is event(node, n) on record 1: every one the same key, sequence n.
+func keyEvent(node string, n int) *pb.ChangeEvent {
+	ev := event(node, n)
+	ev.PrimaryKey = []*pb.ColumnValue{{Name: "id", Value: &pb.ColumnValue_IntValue{IntValue: 1}}}
+	return ev
+}
+
+// released returns the source sequences of the events released to the
+// apply queue, in queue order.
+func released(t *testing.T, b *bundle) []int {
+	t.Helper()
+	rows, err := b.d.Pool().Query(t.Context(), `SELECT e.source_sequence::int FROM relay_message m
+		JOIN sync_inbox_event e ON e.id = convert_from(m.payload, 'UTF8')::bigint
+		WHERE m.queue = $1 ORDER BY m.id`, shore.ApplyQueue)
+	require.NoError(t, err)
+	var out []int
+	for rows.Next() {
+		var n int
+		require.NoError(t, rows.Scan(&n))
+		out = append(out, n)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+type streamRow struct {
+	Next, Held int
+	Gap        bool
+}
+
+func stream(t *testing.T, b *bundle, node string) streamRow {
+	t.Helper()
+	var r streamRow
+	require.NoError(t, b.d.Pool().QueryRow(t.Context(), `SELECT next_sequence::int, held, gap_since IS NOT NULL
+		FROM sync_stream WHERE origin_node_id = $1`, node).Scan(&r.Next, &r.Held, &r.Gap))
+	return r
+}
+
+// TestStreamReleasesInSequenceOrder: events past a gap are held; the event
+// that fills it releases them, and the apply queue gets the stream in
+// sequence order whatever order the batches came in (seed 004 §10.4).
+func TestStreamReleasesInSequenceOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.addNode(t, "ship-1")
+	codec, err := wire.NewCodec(wire.Config{})
+	require.NoError(t, err)
+	in, err := shore.NewInbox(b.d, codec, b.clock)
+	require.NoError(t, err)
+	receive := func(batch int, evs ...*pb.ChangeEvent) []string {
+		resp, _, err := in.Receive(t.Context(), "ship-1", &wire.Batch{NodeID: "ship-1", BatchID: uuidN(batch), Sequence: 1,
+			CreatedAt: t0, Events: evs})
+		require.NoError(t, err)
+		var out []string
+		for _, st := range resp.Statuses {
+			out = append(out, st.Status.String()+"/"+st.Reason.String()+"/"+st.Field)
+		}
+		return out
+	}
+	ok := "RECEIVE_STATUS_RECEIVED/REJECT_REASON_UNSPECIFIED/"
+
+	require.Equal(t, []string{ok, ok}, receive(100, keyEvent("ship-1", 4), keyEvent("ship-1", 3)))
+	require.Empty(t, released(t, b), "1 and 2 are missing: nothing may run")
+	require.Equal(t, streamRow{Next: 1, Held: 2, Gap: true}, stream(t, b, "ship-1"))
+
+	require.Equal(t, []string{ok}, receive(101, keyEvent("ship-1", 1)))
+	require.Equal(t, []int{1}, released(t, b))
+	require.Equal(t, streamRow{Next: 2, Held: 2, Gap: true}, stream(t, b, "ship-1"))
+
+	// The gap filled, with a resend of 1 in the same batch: 2, 3, 4 go, in order.
+	require.Equal(t, []string{ok, ok}, receive(102, keyEvent("ship-1", 2), keyEvent("ship-1", 1)))
+	require.Equal(t, []int{1, 2, 3, 4}, released(t, b))
+	require.Equal(t, streamRow{Next: 5, Held: 0, Gap: false}, stream(t, b, "ship-1"))
+
+	// Another event claiming sequence 3 contradicts the stream: refused,
+	// not stored; the next one in line goes.
+	other := keyEvent("ship-1", 3)
+	other.EventId = uuidN(3000)
+	require.Equal(t, []string{"RECEIVE_STATUS_PERMANENT_REJECTED/REJECT_REASON_INCONSISTENT_FIELDS/source_sequence", ok},
+		receive(103, other, keyEvent("ship-1", 5)))
+	require.Equal(t, []int{1, 2, 3, 4, 5}, released(t, b))
+	require.Equal(t, 5, countRows(t, b, "SELECT count(*) FROM sync_inbox_event WHERE released_at IS NOT NULL"))
+
+	// Two streams in one batch, one with a gap: only the other moves.
+	p2 := func(n int) *pb.ChangeEvent {
+		ev := keyEvent("ship-1", n)
+		ev.EventId, ev.SourcePartition = uuidN(5000+n), "ship.cdc.ops.voyage/1"
+		return ev
+	}
+	require.Equal(t, []string{ok, ok}, receive(104, p2(2), keyEvent("ship-1", 6)))
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, released(t, b))
+	require.Equal(t, []string{ok}, receive(105, p2(1)))
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 1, 2}, released(t, b))
+}
+
+func countRows(t *testing.T, b *bundle, q string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.d.Pool().QueryRow(t.Context(), q, args...).Scan(&n))
+	return n
+}
