@@ -74,6 +74,25 @@ const (
 	// SmsIntakeAfterCommit: a batch of facts is committed; its stream
 	// entries are not acked.
 	SmsIntakeAfterCommit = "sms.intake.after-commit"
+
+	// The shipsync shore's points: ingress, and each step of the target
+	// apply workflow (seed 004 §10.3).
+
+	// ShipsyncIngressAfterCommit: an upload batch is committed; no answer
+	// has been sent.
+	ShipsyncIngressAfterCommit = "shipsync.ingress.after-commit"
+	// ShipsyncApplyAfterLock: the batch's record heads are locked and the
+	// decisions made; nothing is written anywhere.
+	ShipsyncApplyAfterLock = "shipsync.apply.after-lock"
+	// ShipsyncApplyAfterTarget: the target database committed the writes;
+	// TARGET_COMMITTED is not recorded.
+	ShipsyncApplyAfterTarget = "shipsync.apply.after-target-commit"
+	// ShipsyncApplyAfterRecorded: TARGET_COMMITTED is recorded; nothing is
+	// finalized.
+	ShipsyncApplyAfterRecorded = "shipsync.apply.after-target-recorded"
+	// ShipsyncApplyBeforeCommit: heads, receipts, conflicts and jobs are
+	// written in the engine transaction; not committed.
+	ShipsyncApplyBeforeCommit = "shipsync.apply.before-commit"
 )
 
 var (

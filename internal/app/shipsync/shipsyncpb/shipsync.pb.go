@@ -246,6 +246,11 @@ const (
 	RejectReason_REJECT_REASON_OVERLOADED RejectReason = 9
 	// The target write cannot be made (for example a type the target refuses).
 	RejectReason_REJECT_REASON_TARGET_REFUSED RejectReason = 10
+	// The shore has no registration of the event's rule version (which
+	// target table it writes, its key and columns).
+	RejectReason_REJECT_REASON_RULE_UNKNOWN RejectReason = 11
+	// The event carries a column its rule does not let it write.
+	RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED RejectReason = 12
 )
 
 // Enum value maps for RejectReason.
@@ -262,6 +267,8 @@ var (
 		8:  "REJECT_REASON_STORE_UNAVAILABLE",
 		9:  "REJECT_REASON_OVERLOADED",
 		10: "REJECT_REASON_TARGET_REFUSED",
+		11: "REJECT_REASON_RULE_UNKNOWN",
+		12: "REJECT_REASON_COLUMN_NOT_ALLOWED",
 	}
 	RejectReason_value = map[string]int32{
 		"REJECT_REASON_UNSPECIFIED":              0,
@@ -275,6 +282,8 @@ var (
 		"REJECT_REASON_STORE_UNAVAILABLE":        8,
 		"REJECT_REASON_OVERLOADED":               9,
 		"REJECT_REASON_TARGET_REFUSED":           10,
+		"REJECT_REASON_RULE_UNKNOWN":             11,
+		"REJECT_REASON_COLUMN_NOT_ALLOWED":       12,
 	}
 )
 
@@ -3141,7 +3150,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aRECEIVE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RECEIVE_STATUS_RECEIVED\x10\x01\x12$\n" +
 	" RECEIVE_STATUS_RETRYABLE_FAILURE\x10\x02\x12%\n" +
-	"!RECEIVE_STATUS_PERMANENT_REJECTED\x10\x03*\x9d\x03\n" +
+	"!RECEIVE_STATUS_PERMANENT_REJECTED\x10\x03*\xe3\x03\n" +
 	"\fRejectReason\x12\x1d\n" +
 	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREJECT_REASON_MISSING_FIELD\x10\x01\x12\x1f\n" +
@@ -3154,7 +3163,9 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1fREJECT_REASON_STORE_UNAVAILABLE\x10\b\x12\x1c\n" +
 	"\x18REJECT_REASON_OVERLOADED\x10\t\x12 \n" +
 	"\x1cREJECT_REASON_TARGET_REFUSED\x10\n" +
-	"*\xc3\x01\n" +
+	"\x12\x1e\n" +
+	"\x1aREJECT_REASON_RULE_UNKNOWN\x10\v\x12$\n" +
+	" REJECT_REASON_COLUMN_NOT_ALLOWED\x10\f*\xc3\x01\n" +
 	"\vEventResult\x12\x1c\n" +
 	"\x18EVENT_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EVENT_RESULT_APPLIED\x10\x01\x12\"\n" +

@@ -39,7 +39,14 @@ type Inbox struct {
 	clock  relaytype.Clock
 	codec  *wire.Codec
 	engine *relay.Engine // producer of ApplyQueue
+
+	onRelease func()
 }
+
+// OnRelease sets f to be called after a batch is committed (so an applier in
+// the same process can look for released events at once). Set it before
+// serving.
+func (in *Inbox) OnRelease(f func()) { in.onRelease = f }
 
 // NewInbox returns the inbox on d's database; codec validates events (its
 // supported majors), clock stamps received_at. Events are accepted only for

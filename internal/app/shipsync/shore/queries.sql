@@ -111,3 +111,17 @@ ON CONFLICT DO NOTHING;
 
 -- name: RuleList
 SELECT rule_id, rule_version FROM sync_node_rule WHERE node_id = $1 ORDER BY rule_id, rule_version;
+
+-- name: RuleInsert
+INSERT INTO sync_rule (rule_id, rule_version, source_table, target_table, key_columns, columns,
+    insert_over_tombstone, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT DO NOTHING;
+
+-- name: RuleGetMany
+SELECT r.rule_id, r.rule_version, r.source_table, r.target_table, r.key_columns, r.columns, r.insert_over_tombstone
+FROM sync_rule r JOIN unnest($1::text[], $2::bigint[]) AS u(id, v) ON r.rule_id = u.id AND r.rule_version = u.v;
+
+-- name: RuleRegistered
+SELECT rule_id, rule_version, source_table, target_table, key_columns, columns, insert_over_tombstone
+FROM sync_rule ORDER BY rule_id, rule_version;

@@ -38,7 +38,7 @@ var queriesSQL string
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
 	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
-	"StreamLockMany", "StreamHeld", "EventRelease", "StreamUpdateMany")
+	"StreamLockMany", "StreamHeld", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.
@@ -102,6 +102,15 @@ func audit(ctx context.Context, tx pgx.Tx, at time.Time, a Audit, action, objTyp
 }
 
 func ptr(s string) *string { return &s }
+
+// RecordAudit appends an audit row in tx: at, who (a), what was done to
+// which object, and the state after (payload-free).
+func RecordAudit(ctx context.Context, tx pgx.Tx, at time.Time, a Audit, action, objType, objID, after string) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	return audit(ctx, tx, at, a, action, objType, objID, nil, &after)
+}
 
 // AuditEvent is one row of the audit log.
 type AuditEvent struct {

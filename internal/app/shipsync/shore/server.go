@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -258,6 +259,12 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 			"batch_id", b.BatchID, "error", err)
 		h.unavailable(w, rq)
 		return
+	}
+	if !replayed {
+		faultpoint.Hit(faultpoint.ShipsyncIngressAfterCommit)
+		if f := h.cfg.Inbox.onRelease; f != nil {
+			f()
+		}
 	}
 	h.cfg.Logger.DebugContext(r.Context(), "shipsync shore: batch answered", "request_id", rq.id, "node_id", rq.node,
 		"batch_id", b.BatchID, "events", len(b.Events), "replayed", replayed)

@@ -1,0 +1,538 @@
+package apply
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/relayhq/relay"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/faultpoint"
+	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaytype"
+)
+
+//go:embed queries.sql
+var queriesSQL string
+
+var stmts = sqlfile.MustParse("apply/queries.sql", queriesSQL, "EventLoad", "HeadLockMany", "JobCommittedMany",
+	"HeadUpsertMany", "ReceiptInsertMany", "JobFinalMany", "ConflictActive", "ConflictInsert", "EvidenceInsert")
+
+// Defaults of Config.
+const (
+	WorkersDefault   = 4
+	BatchSizeDefault = 512
+	TxBatchDefault   = 64
+)
+
+// applierAudit is the audit identity of what the applier records.
+var applierAudit = shore.Audit{Actor: "shore-applier", Reason: "detected while applying an uplink event"}
+
+// Config configures an Applier.
+type Config struct {
+	// Driver is the shore's PostgreSQL (inbox, heads, receipts, the engine
+	// queue shore.ApplyQueue). Required.
+	Driver *relaypgx.Driver
+	// Target is the shore business database. Required.
+	Target *Target
+	// Clock stamps every record. Required.
+	Clock relaytype.Clock
+	// InstanceID names this applier's leases (a stable id lets a restarted
+	// process take its own leases back at once). Empty: a random one.
+	InstanceID string
+	// Workers, BatchSize and TxBatch are the engine's (default 4, 512, 64):
+	// how many batches run at once, how many events one claim takes and how
+	// many share one transaction (and one target round trip).
+	Workers, BatchSize, TxBatch int
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Applier applies released events to the target. Start it with
+// Engine().Start, or drive it with Engine().Work in tests.
+type Applier struct {
+	cfg    Config
+	engine *relay.Engine
+	mu     sync.Mutex
+	rules  map[shore.RuleRef]*shore.Rule
+}
+
+// New returns an Applier on cfg.
+func New(cfg Config) (*Applier, error) {
+	switch {
+	case cfg.Driver == nil:
+		return nil, errors.New("apply: Config.Driver is nil")
+	case cfg.Target == nil:
+		return nil, errors.New("apply: Config.Target is nil")
+	case cfg.Clock == nil:
+		return nil, errors.New("apply: Config.Clock is nil")
+	}
+	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
+	cfg.TxBatch = cmp.Or(cfg.TxBatch, TxBatchDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Applier{cfg: cfg, rules: map[shore.RuleRef]*shore.Rule{}}
+	e, err := relay.NewEngine(cfg.Driver, relay.Config{Queue: shore.ApplyQueue, Mode: relay.ModePerKey, Handler: a,
+		Workers: cfg.Workers, BatchSize: cfg.BatchSize, TxBatch: cfg.TxBatch, InstanceID: cfg.InstanceID,
+		Clock: cfg.Clock, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	a.engine = e
+	return a, nil
+}
+
+// Engine is the per-key engine running the applier.
+func (a *Applier) Engine() *relay.Engine { return a.engine }
+
+// Handle applies one event: HandleBatch of one.
+func (a *Applier) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {
+	return a.HandleBatch(ctx, tx, []*relay.Delivery{d})[0]
+}
+
+// item is one event of a batch as the applier works on it.
+type item struct {
+	inboxID         int64
+	origin, eventID string
+	rule            string
+	pkHash          []byte
+	pkText          string
+	ev              *pb.ChangeEvent
+	hasReceipt      bool
+	job             string
+	plan            Plan
+	ruleDef         *shore.Rule
+	head            Head
+	outcome         outcome
+	reason          pb.RejectReason
+	detail          string
+	learnt          string
+	found           found
+	foundInTarget   bool
+}
+
+// outcome is an event's terminal result.
+type outcome int
+
+const (
+	outNone outcome = iota
+	outApplied
+	outConflict
+	outRejected
+)
+
+// HandleBatch applies ds (events of distinct keys) in tx: the steps of the
+// package comment. Every event ends Succeeded with its receipt written, or
+// the batch fails as a whole with Retry (a target or store outage) and the
+// engine runs its events again — which the job and the ledger make safe.
+func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Delivery) []relay.Result {
+	tx, err := relaypgx.PgxTx(rtx)
+	if err != nil {
+		return fail(len(ds), relay.Dead(relaytype.ClassInternal, err))
+	}
+	items, res := a.load(ctx, tx, ds)
+	if res != nil {
+		return fail(len(ds), *res)
+	}
+	now := a.cfg.Clock.Now()
+	faultpoint.Hit(faultpoint.ShipsyncApplyAfterLock)
+
+	// Steps 4–6: the writes.
+	var ws []write
+	var wi []*item
+	for _, it := range items {
+		if it.outcome == outNone && it.plan.Action == Write {
+			ws = append(ws, write{inboxID: it.inboxID, ev: it.ev, rule: it.ruleDef, op: it.plan.Op})
+			wi = append(wi, it)
+		}
+	}
+	changed, refused, err := a.cfg.Target.apply(ctx, ws, now)
+	if err != nil {
+		return fail(len(ds), relay.Retry(classOf(err), fmt.Errorf("apply: target write: %w", err)))
+	}
+	faultpoint.Hit(faultpoint.ShipsyncApplyAfterTarget)
+	var committed []int64
+	var unchanged []write
+	var ui []*item
+	for i, it := range wi {
+		switch {
+		case refused[i] != nil:
+			it.outcome, it.reason, it.detail = outRejected, pb.RejectReason_REJECT_REASON_TARGET_REFUSED, refused[i].Error()
+		case changed[i]:
+			it.outcome, it.learnt = outApplied, "write"
+			committed = append(committed, it.inboxID)
+		default:
+			unchanged = append(unchanged, ws[i])
+			ui = append(ui, it)
+		}
+	}
+	if len(committed) > 0 {
+		if _, err := a.cfg.Driver.Pool().Exec(ctx, stmts["JobCommittedMany"], committed, now); err != nil {
+			// Not fatal to correctness (the ledger answers the same
+			// question), but the batch cannot finalize on a store that
+			// failed: run it again.
+			return fail(len(ds), relay.Retry(relaytype.ClassInfra, fmt.Errorf("apply: record TARGET_COMMITTED: %w", err)))
+		}
+	}
+	faultpoint.Hit(faultpoint.ShipsyncApplyAfterRecorded)
+	fs, err := a.cfg.Target.inspect(ctx, unchanged)
+	if err != nil {
+		return fail(len(ds), relay.Retry(classOf(err), err))
+	}
+	for i, it := range ui {
+		if fs[i].applied {
+			it.outcome, it.learnt = outApplied, "ledger"
+			continue
+		}
+		it.outcome, it.found, it.foundInTarget = outConflict, fs[i], true
+	}
+	for _, it := range items {
+		if it.outcome == outNone && it.plan.Action == Conflict {
+			it.outcome = outConflict
+		}
+	}
+	// Step 7.
+	if err := a.finalize(ctx, tx, items, now); err != nil {
+		return fail(len(ds), relay.Retry(relaytype.ClassInfra, fmt.Errorf("apply: finalize: %w", err)))
+	}
+	faultpoint.Hit(faultpoint.ShipsyncApplyBeforeCommit)
+	out := make([]relay.Result, len(ds))
+	for i := range out {
+		out[i] = relay.Succeeded()
+	}
+	return out
+}
+
+func fail(n int, r relay.Result) []relay.Result {
+	out := make([]relay.Result, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
+}
+
+// classOf classifies a target failure: a schema the operator must fix is
+// UNSUPPORTED (retried, so a fix is picked up), the rest INFRA.
+func classOf(err error) relaytype.ErrorClass {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1146 || me.Number == 1054) { // no such table, no such column
+		return relaytype.ClassUnsupported
+	}
+	return relaytype.ClassInfra
+}
+
+// load reads the batch's events, their receipts and jobs, the rules, and
+// locks the record heads; it decides each event (steps 1–3). A non-nil
+// Result fails the whole batch.
+func (a *Applier) load(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery) ([]*item, *relay.Result) {
+	ids := make([]int64, len(ds))
+	for i, d := range ds {
+		id, err := shore.ParseApplyPayload(d.Message.Payload)
+		if err != nil {
+			r := relay.Dead(relaytype.ClassMalformed, err)
+			return nil, &r
+		}
+		ids[i] = id
+	}
+	rows, err := tx.Query(ctx, stmts["EventLoad"], ids)
+	if err != nil {
+		r := relay.Retry(relaytype.ClassInfra, fmt.Errorf("apply: load events: %w", err))
+		return nil, &r
+	}
+	byID := make(map[int64]*item, len(ids))
+	var it item
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&it.inboxID, &it.origin, &it.eventID, &it.rule, &it.pkHash, &it.pkText, &raw,
+		&it.hasReceipt, &it.job}, func() error {
+		c := it
+		c.pkHash = append([]byte(nil), it.pkHash...)
+		c.ev = &pb.ChangeEvent{}
+		if err := proto.Unmarshal(raw, c.ev); err != nil {
+			c.ev = nil
+		}
+		byID[c.inboxID] = &c
+		return nil
+	})
+	if err != nil {
+		r := relay.Retry(relaytype.ClassInfra, fmt.Errorf("apply: load events: %w", err))
+		return nil, &r
+	}
+	items := make([]*item, len(ids))
+	var refs []shore.RuleRef
+	for i, id := range ids {
+		items[i] = byID[id]
+		if items[i] == nil {
+			r := relay.Dead(relaytype.ClassMalformed, fmt.Errorf("apply: inbox event %d does not exist", id))
+			return nil, &r
+		}
+		if ev := items[i].ev; ev != nil {
+			refs = append(refs, shore.RuleRef{ID: ev.RuleId, Version: ev.RuleVersion})
+		}
+	}
+	rules, err := a.rulesFor(ctx, tx, refs)
+	if err != nil {
+		r := relay.Retry(relaytype.ClassInfra, err)
+		return nil, &r
+	}
+	heads, err := lockHeads(ctx, tx, items)
+	if err != nil {
+		r := relay.Retry(relaytype.ClassInfra, err)
+		return nil, &r
+	}
+	for _, it := range items {
+		switch {
+		case it.hasReceipt:
+			// Step 2: finished before (its commit raced a lease expiry).
+			it.outcome = outNone
+			it.plan = Plan{}
+			continue
+		case it.ev == nil:
+			it.outcome, it.reason, it.detail = outRejected, pb.RejectReason_REJECT_REASON_INVALID_FIELD, "stored event does not decode"
+			continue
+		case it.job == "TARGET_COMMITTED":
+			it.outcome, it.learnt = outApplied, "job"
+			it.ruleDef = rules[shore.RuleRef{ID: it.ev.RuleId, Version: it.ev.RuleVersion}]
+			continue
+		}
+		it.ruleDef = rules[shore.RuleRef{ID: it.ev.RuleId, Version: it.ev.RuleVersion}]
+		it.head = heads[headKey{it.rule, string(it.pkHash)}]
+		it.plan = Decide(it.ruleDef, it.ev, it.head)
+		if it.plan.Action == Reject {
+			it.outcome, it.reason, it.detail = outRejected, it.plan.Reason, it.plan.Detail
+		}
+	}
+	return items, nil
+}
+
+type headKey struct{ rule, pk string }
+
+// lockHeads locks and reads the heads of the items' records.
+func lockHeads(ctx context.Context, tx pgx.Tx, items []*item) (map[headKey]Head, error) {
+	rs, ks := make([]string, len(items)), make([][]byte, len(items))
+	for i, it := range items {
+		rs[i], ks[i] = it.rule, it.pkHash
+	}
+	rows, err := tx.Query(ctx, stmts["HeadLockMany"], rs, ks)
+	if err != nil {
+		return nil, fmt.Errorf("apply: lock record heads: %w", err)
+	}
+	out := map[headKey]Head{}
+	var r string
+	var k []byte
+	var h Head
+	_, err = pgx.ForEachRow(rows, []any{&r, &k, &h.Revision, &h.Origin, &h.EventID, &h.Tombstone}, func() error {
+		h.Found = true
+		out[headKey{r, string(k)}] = h
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply: lock record heads: %w", err)
+	}
+	return out, nil
+}
+
+// rulesFor returns the registered rules among refs, cached (a registered
+// version never changes; an unregistered one is asked for again).
+func (a *Applier) rulesFor(ctx context.Context, q shore.Querier, refs []shore.RuleRef) (map[shore.RuleRef]*shore.Rule, error) {
+	out := make(map[shore.RuleRef]*shore.Rule, len(refs))
+	var missing []shore.RuleRef
+	a.mu.Lock()
+	for _, r := range refs {
+		if rule, ok := a.rules[r]; ok {
+			out[r] = rule
+		} else if _, asked := out[r]; !asked {
+			missing = append(missing, r)
+		}
+	}
+	a.mu.Unlock()
+	if len(missing) == 0 {
+		return out, nil
+	}
+	got, err := shore.LoadRules(ctx, q, missing)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for r, rule := range got {
+		a.rules[r] = rule
+		out[r] = rule
+	}
+	return out, nil
+}
+
+// finalize writes step 7 in the engine transaction.
+func (a *Applier) finalize(ctx context.Context, tx pgx.Tx, items []*item, now time.Time) error {
+	var hr, ho, hrev, he []string
+	var hk [][]byte
+	var ht []bool
+	var ro, re, rr, rreason, rdetail, rapplied []string
+	var rconf []*string
+	var ji []int64
+	var js, jl []string
+	for _, it := range items {
+		if it.hasReceipt {
+			continue
+		}
+		var conflictID *string
+		switch it.outcome {
+		case outApplied:
+			hr, hk = append(hr, it.rule), append(hk, it.pkHash)
+			hrev, ho, he = append(hrev, it.ev.ResultRevision), append(ho, it.ev.OriginNodeId), append(he, it.eventID)
+			ht = append(ht, it.ev.Operation == pb.Operation_OPERATION_DELETE)
+			ji, js, jl = append(ji, it.inboxID), append(js, "FINALIZED"), append(jl, it.learnt)
+		case outConflict:
+			id, err := a.recordConflict(ctx, tx, it, now)
+			if err != nil {
+				return err
+			}
+			conflictID = &id
+			learnt := "head"
+			if it.foundInTarget {
+				learnt = "write"
+			}
+			ji, js, jl = append(ji, it.inboxID), append(js, "CONFLICT_CAPTURED"), append(jl, learnt)
+		case outRejected:
+			ji, js, jl = append(ji, it.inboxID), append(js, "REJECTED"), append(jl, "head")
+		default:
+			return fmt.Errorf("event %d has no outcome", it.inboxID)
+		}
+		ro, re = append(ro, it.origin), append(re, it.eventID)
+		rr = append(rr, map[outcome]string{outApplied: "APPLIED", outConflict: "CONFLICT_RECORDED", outRejected: "REJECTED"}[it.outcome])
+		reason := ""
+		if it.outcome == outRejected {
+			reason = it.reason.String()
+		}
+		rreason, rdetail, rconf = append(rreason, reason), append(rdetail, bounded(it.detail)), append(rconf, conflictID)
+		applied := ""
+		if it.outcome == outApplied {
+			applied = it.ev.ResultRevision
+		}
+		rapplied = append(rapplied, applied)
+	}
+	if len(hr) > 0 {
+		if _, err := tx.Exec(ctx, stmts["HeadUpsertMany"], hr, hk, hrev, ho, he, ht, now); err != nil {
+			return fmt.Errorf("record heads: %w", err)
+		}
+	}
+	if len(ro) > 0 {
+		if _, err := tx.Exec(ctx, stmts["ReceiptInsertMany"], ro, re, rr, rreason, rdetail, rconf, rapplied, now); err != nil {
+			return fmt.Errorf("receipts: %w", err)
+		}
+		if _, err := tx.Exec(ctx, stmts["JobFinalMany"], ji, js, jl, now); err != nil {
+			return fmt.Errorf("apply jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// bounded keeps receipt details short.
+func bounded(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
+
+// recordConflict creates the record's active conflict case or reuses it
+// (seed 004 §11.2: one active case per rule + record), appends the event's
+// evidence and returns the case id.
+func (a *Applier) recordConflict(ctx context.Context, tx pgx.Tx, it *item, now time.Time) (string, error) {
+	cur := it.head
+	if it.foundInTarget {
+		cur = Head{Found: it.found.exists, Revision: it.found.revision, Origin: it.found.origin, EventID: it.found.eventID,
+			Tombstone: !it.found.exists}
+	} else if !cur.Found {
+		cur.Tombstone = true
+	}
+	var id string
+	for range 2 {
+		err := tx.QueryRow(ctx, stmts["ConflictActive"], it.rule, it.pkHash).Scan(&id)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("conflict case: %w", err)
+		}
+		id = newUUID()
+		tag, err := tx.Exec(ctx, stmts["ConflictInsert"], id, it.rule, int64(it.ev.RuleVersion), it.pkHash, it.pkText,
+			ActiveConflictKey(it.rule, it.pkHash, cur.Revision, it.ev.ResultRevision), now)
+		if err != nil {
+			return "", fmt.Errorf("conflict case: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			if err := shore.RecordAudit(ctx, tx, now, applierAudit, "conflict.detected", "conflict", id,
+				fmt.Sprintf("rule %s, %s over %s", it.rule, it.ev.Operation, shortRev(cur.Revision))); err != nil {
+				return "", fmt.Errorf("conflict audit: %w", err)
+			}
+			break
+		}
+		id = "" // another transaction created it meanwhile: read it
+	}
+	if id == "" {
+		return "", errors.New("conflict case: neither found nor created")
+	}
+	var row []byte
+	foundIn := "record_head"
+	if it.foundInTarget {
+		foundIn = "target"
+		if it.found.row != nil {
+			var err error
+			if row, err = proto.Marshal(it.found.row); err != nil {
+				return "", fmt.Errorf("conflict evidence: %w", err)
+			}
+		}
+	}
+	_, err := tx.Exec(ctx, stmts["EvidenceInsert"], id, it.origin, it.eventID, it.ev.Operation.String(), it.ev.BaseRevision,
+		it.ev.ResultRevision, cur.Revision, cur.Origin, cur.EventID, cur.Tombstone, row, foundIn, now)
+	if err != nil {
+		return "", fmt.Errorf("conflict evidence: %w", err)
+	}
+	return id, nil
+}
+
+// ActiveConflictKey is seed 004 §11.2's key: rule, record, and the two
+// revisions in sorted order, so the same pair met from either side is one
+// case.
+func ActiveConflictKey(rule string, pkHash []byte, current, incoming string) string {
+	a, b := current, incoming
+	if b < a {
+		a, b = b, a
+	}
+	return rule + "/" + hex.EncodeToString(pkHash) + "/" + a + "/" + b
+}
+
+func shortRev(r string) string {
+	if len(r) > 8 {
+		return r[:8]
+	}
+	if r == "" {
+		return "(none)"
+	}
+	return r
+}
+
+// newUUID is a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,151 @@
+package apply_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+)
+
+const (
+	ins = pb.Operation_OPERATION_INSERT
+	upd = pb.Operation_OPERATION_UPDATE
+	del = pb.Operation_OPERATION_DELETE
+)
+
+var applied = receipt{Result: "APPLIED"}
+
+// TestApplyInOrder: inserts, updates and deletes are written to the target
+// in source order per record, with the _sync columns of the event; each
+// event gets one APPLIED receipt, the record head follows, the ledger holds
+// each write.
+func TestApplyInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	b.receive(t,
+		s.ev(1, ins, 1, "", rev(1), str("one")),
+		s.ev(2, upd, 1, rev(1), rev(2), str("one-b")),
+		s.ev(3, ins, 2, "", rev(3), str("two")),
+		s.ev(4, del, 1, rev(2), rev(4), nil),
+		s.ev(5, ins, 1, "", rev(5), str("one again")), // over the tombstone, which the rule allows
+		s.ev(6, upd, 2, rev(3), rev(6), nil),          // only the key: the note stays
+	)
+	b.work(t)
+	for n := 1; n <= 6; n++ {
+		require.Equal(t, applied, b.receipt(t, n), "event %d", n)
+	}
+	r, ok := b.row(t, 1)
+	require.True(t, ok)
+	require.Equal(t, row{Note: "one again", Revision: rev(5), EventID: uuidN(5)}, r)
+	r, ok = b.row(t, 2)
+	require.True(t, ok)
+	require.Equal(t, row{Note: "two", Revision: rev(6), EventID: uuidN(6)}, r)
+	require.Equal(t, 6, b.mcount(t, "SELECT count(*) FROM sync_applied_event"))
+	require.Equal(t, 6, b.count(t, "SELECT count(*) FROM sync_apply_job WHERE state = 'FINALIZED' AND learnt_by = 'write'"))
+	var head struct {
+		Rev       string
+		Tombstone bool
+	}
+	require.NoError(t, b.d.Pool().QueryRow(t.Context(), `SELECT current_revision, tombstone FROM sync_record_head
+		WHERE rule_id = 'voyage-log' ORDER BY updated_at, current_revision LIMIT 1`).Scan(&head.Rev, &head.Tombstone))
+	require.Equal(t, 2, b.count(t, "SELECT count(*) FROM sync_record_head WHERE NOT tombstone"))
+
+	// Processing again changes nothing: every event has its receipt.
+	b.work(t)
+	require.Equal(t, 6, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
+}
+
+// TestConflicts: a change over a revision the shore no longer has is a
+// conflict, never a write — found from the record head, or from the target
+// row when the shore database changed underneath — and one record has one
+// active case that collects the evidence.
+func TestConflicts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")), s.ev(2, ins, 2, "", rev(2), str("two")))
+	b.work(t)
+
+	// The head says rev(1); the ship changed rev(9).
+	b.receive(t, s.ev(3, upd, 1, rev(9), rev(10), str("stale")))
+	b.work(t)
+	r3 := b.receipt(t, 3)
+	require.Equal(t, receipt{Result: "CONFLICT_RECORDED", Conflict: true}, r3)
+	r, _ := b.row(t, 1)
+	require.Equal(t, "one", r.Note, "a conflict never writes")
+
+	// A local shore write the head does not know of: the conditional write
+	// matches no row, the row as found is the evidence.
+	_, err := b.mdb.ExecContext(t.Context(), "UPDATE voyage SET note = 'local', _sync_revision = ?, _sync_origin = 'shore', "+
+		"_sync_event_id = NULL WHERE id = 2", rev(50))
+	require.NoError(t, err)
+	b.receive(t, s.ev(4, upd, 2, rev(2), rev(11), str("ship")))
+	b.work(t)
+	require.Equal(t, receipt{Result: "CONFLICT_RECORDED", Conflict: true}, b.receipt(t, 4))
+	r, _ = b.row(t, 2)
+	require.Equal(t, row{Note: "local", Revision: rev(50)}, r)
+	var foundIn, curRev string
+	var rowImage []byte
+	require.NoError(t, b.d.Pool().QueryRow(t.Context(), `SELECT found_in, current_revision, current_row FROM sync_conflict_evidence
+		WHERE event_id = $1`, uuidN(4)).Scan(&foundIn, &curRev, &rowImage))
+	require.Equal(t, "target", foundIn)
+	require.Equal(t, rev(50), curRev)
+	require.NotEmpty(t, rowImage)
+
+	// An insert of a record the shore database has but the shore never
+	// heard of: a conflict too.
+	_, err = b.mdb.ExecContext(t.Context(), "INSERT INTO voyage VALUES (3, 'shore-made', ?, 'shore', NULL, NOW(6))", rev(60))
+	require.NoError(t, err)
+	// And a second stale change of record 1: the same case gets the evidence.
+	b.receive(t, s.ev(5, ins, 3, "", rev(12), str("ship-made")), s.ev(6, upd, 1, rev(13), rev(14), str("stale again")))
+	b.work(t)
+	require.Equal(t, receipt{Result: "CONFLICT_RECORDED", Conflict: true}, b.receipt(t, 5))
+	require.Equal(t, receipt{Result: "CONFLICT_RECORDED", Conflict: true}, b.receipt(t, 6))
+	require.Equal(t, 3, b.count(t, "SELECT count(*) FROM sync_conflict_case WHERE state = 'DETECTED'"), "records 1, 2 and 3")
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM sync_conflict_evidence v JOIN sync_conflict_case c USING (conflict_id)
+		WHERE c.conflict_id = (SELECT conflict_id FROM sync_event_receipt WHERE event_id = $1)`, uuidN(3)))
+	require.Equal(t, 3, b.count(t, "SELECT count(*) FROM sync_audit_event WHERE action = 'conflict.detected'"))
+	require.Equal(t, 4, b.count(t, "SELECT count(*) FROM sync_apply_job WHERE state = 'CONFLICT_CAPTURED'"))
+	require.Equal(t, 2, b.mcount(t, "SELECT count(*) FROM sync_applied_event"), "only the two first inserts wrote")
+}
+
+// TestRejects: an event the shore cannot apply gets a REJECTED receipt with
+// a stable reason, alone — the rest of its batch applies.
+func TestRejects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	ghost := s.ev(1, ins, 1, "", rev(1), str("x"))
+	ghost.RuleId = "ghost" // allowed to the node, not registered on the shore
+	extra := s.ev(2, ins, 2, "", rev(2), str("x"))
+	extra.After.Columns = append(extra.After.Columns, &pb.ColumnValue{Name: "secret", Value: &pb.ColumnValue_StringValue{StringValue: "s"}})
+	long := s.ev(3, ins, 3, "", rev(3), str("this note is far longer than twenty characters"))
+	fine := s.ev(4, ins, 4, "", rev(4), str("fine"))
+	b.receive(t, ghost, extra, long, fine)
+	b.work(t)
+	require.Equal(t, receipt{Result: "REJECTED", Reason: "REJECT_REASON_RULE_UNKNOWN"}, b.receipt(t, 1))
+	require.Equal(t, receipt{Result: "REJECTED", Reason: "REJECT_REASON_COLUMN_NOT_ALLOWED"}, b.receipt(t, 2))
+	require.Equal(t, receipt{Result: "REJECTED", Reason: "REJECT_REASON_TARGET_REFUSED"}, b.receipt(t, 3))
+	require.Equal(t, applied, b.receipt(t, 4))
+	_, ok := b.row(t, 3)
+	require.False(t, ok)
+	_, ok = b.row(t, 4)
+	require.True(t, ok)
+	require.Equal(t, 1, b.mcount(t, "SELECT count(*) FROM sync_applied_event"))
+}
+
+// TestTargetDownRetries: with the target unreachable nothing is finalized;
+// the events wait (FAILED, retried) and no receipt is written.
+func TestTargetDownRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")))
+	require.NoError(t, b.target.Close())
+	_, err := b.applier.Engine().Work(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM relay_message WHERE state = 'FAILED' AND error_class = 'INFRA'"))
+}

@@ -1,0 +1,65 @@
+-- name: EventLoad
+-- The batch's events with what is already known of them: a receipt (the
+-- event is finished) and the apply job's state.
+SELECT e.id, e.origin_node_id, e.event_id::text, e.rule_id, e.pk_hash, e.pk_text, e.event,
+    r.receipt_id IS NOT NULL, coalesce(j.state, '')
+FROM sync_inbox_event e
+LEFT JOIN sync_event_receipt r ON r.origin_node_id = e.origin_node_id AND r.event_id = e.event_id
+LEFT JOIN sync_apply_job j ON j.inbox_id = e.id
+WHERE e.id = ANY($1::bigint[]);
+
+-- name: HeadLockMany
+-- Locks the record heads that exist among (rule, key) pairs, in one order.
+SELECT h.rule_id, h.pk_hash, h.current_revision, h.origin_node_id, coalesce(h.event_id::text, ''), h.tombstone
+FROM sync_record_head h
+JOIN unnest($1::text[], $2::bytea[]) AS u(r, k) ON h.rule_id = u.r AND h.pk_hash = u.k
+ORDER BY h.rule_id, h.pk_hash
+FOR UPDATE OF h;
+
+-- name: JobCommittedMany
+-- §10.3 step 6: the target committed these events' writes. Written on its
+-- own, outside the engine transaction, right after the target's commit.
+INSERT INTO sync_apply_job (inbox_id, state, learnt_by, updated_at)
+SELECT unnest($1::bigint[]), 'TARGET_COMMITTED', 'write', $2
+ON CONFLICT (inbox_id) DO NOTHING;
+
+-- name: HeadUpsertMany
+INSERT INTO sync_record_head (rule_id, pk_hash, current_revision, origin_node_id, event_id, tombstone, updated_at)
+SELECT r, k, rev, o, e, t, $7
+FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[], $6::boolean[]) AS u(r, k, rev, o, e, t)
+ON CONFLICT (rule_id, pk_hash) DO UPDATE SET current_revision = EXCLUDED.current_revision,
+    origin_node_id = EXCLUDED.origin_node_id, event_id = EXCLUDED.event_id, tombstone = EXCLUDED.tombstone,
+    updated_at = EXCLUDED.updated_at;
+
+-- name: ReceiptInsertMany
+-- One receipt per event, ever: an event with a receipt is skipped before
+-- it gets here, so a conflict cannot happen and would keep the first.
+INSERT INTO sync_event_receipt (origin_node_id, event_id, result, reason, detail, conflict_id, applied_revision, decided_at)
+SELECT o, e, r, re, d, c, a, $8
+FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[]) AS u(o, e, r, re, d, c, a)
+ON CONFLICT (origin_node_id, event_id) DO NOTHING;
+
+-- name: JobFinalMany
+INSERT INTO sync_apply_job (inbox_id, state, learnt_by, updated_at)
+SELECT i, s, l, $4 FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(i, s, l)
+ON CONFLICT (inbox_id) DO UPDATE SET state = EXCLUDED.state, learnt_by = EXCLUDED.learnt_by,
+    updated_at = EXCLUDED.updated_at;
+
+-- name: ConflictActive
+SELECT conflict_id::text FROM sync_conflict_case
+WHERE rule_id = $1 AND pk_hash = $2
+  AND state IN ('DETECTED', 'AUTO_DECIDING', 'PENDING_MANUAL', 'DECIDED', 'DISPATCHED')
+FOR UPDATE;
+
+-- name: ConflictInsert
+INSERT INTO sync_conflict_case (conflict_id, rule_id, rule_version, pk_hash, pk_text, active_conflict_key, state,
+    created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'DETECTED', $7, $7)
+ON CONFLICT DO NOTHING;
+
+-- name: EvidenceInsert
+INSERT INTO sync_conflict_evidence (conflict_id, origin_node_id, event_id, operation, incoming_base_revision,
+    incoming_result_revision, current_revision, current_origin_node_id, current_event_id, current_tombstone,
+    current_row, found_in, recorded_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (conflict_id, origin_node_id, event_id) DO NOTHING;
