@@ -125,3 +125,35 @@ FROM sync_rule r JOIN unnest($1::text[], $2::bigint[]) AS u(id, v) ON r.rule_id 
 -- name: RuleRegistered
 SELECT rule_id, rule_version, source_table, target_table, key_columns, columns, insert_over_tombstone
 FROM sync_rule ORDER BY rule_id, rule_version;
+
+-- name: ReceiptPage
+-- A node's receipts after the cursor (txid, receipt_id), only from
+-- transactions older than every transaction still running: a receipt whose
+-- transaction commits later has a txid at or above the horizon, so it is
+-- served on a later page and never skipped.
+SELECT r.receipt_id, r.txid::text, r.event_id::text, r.result, r.reason, coalesce(r.conflict_id::text, ''),
+    r.applied_revision, r.decided_at
+FROM sync_event_receipt r
+WHERE r.origin_node_id = $1 AND (r.txid, r.receipt_id) > ($2::xid8, $3::bigint)
+  AND r.txid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY r.txid, r.receipt_id
+LIMIT $4;
+
+-- name: StreamGapsDue
+-- Streams whose gap is older than the grace ($2) and not asked about since
+-- $3: marks them asked now and returns where each gap starts and ends (the
+-- last missing sequence is one below the lowest held event).
+UPDATE sync_stream s SET resend_asked_at = $1
+WHERE s.gap_since IS NOT NULL AND s.gap_since <= $2 AND (s.resend_asked_at IS NULL OR s.resend_asked_at <= $3)
+RETURNING s.origin_node_id, s.source_connector_id, s.source_partition, s.next_sequence::text,
+    (SELECT (min(e.source_sequence) - 1)::text FROM sync_inbox_event e
+     WHERE e.origin_node_id = s.origin_node_id AND e.source_connector_id = s.source_connector_id
+       AND e.source_partition = s.source_partition AND e.released_at IS NULL);
+
+-- name: ResendInsert
+INSERT INTO sync_resend_request (node_id, source_connector_id, source_partition, from_sequence, to_sequence, created_at)
+VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: ResendList
+SELECT node_id, source_connector_id, source_partition, from_sequence::text, to_sequence::text, created_at
+FROM sync_resend_request WHERE node_id = $1 ORDER BY request_id;

@@ -2,6 +2,7 @@ package shore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -110,4 +111,49 @@ func countRows(t *testing.T, b *bundle, q string, args ...any) int {
 	var n int
 	require.NoError(t, b.d.Pool().QueryRow(t.Context(), q, args...).Scan(&n))
 	return n
+}
+
+// TestGapAskedForAfterGrace: a gap younger than the grace is left alone (it
+// usually fills by itself); an older one is asked for once, again only after
+// the repeat interval, and never once it is filled.
+func TestGapAskedForAfterGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.addNode(t, "ship-1")
+	codec, err := wire.NewCodec(wire.Config{})
+	require.NoError(t, err)
+	in, err := shore.NewInbox(b.d, codec, b.clock)
+	require.NoError(t, err)
+	receive := func(batch int, evs ...*pb.ChangeEvent) {
+		_, _, err := in.Receive(t.Context(), "ship-1", &wire.Batch{NodeID: "ship-1", BatchID: uuidN(batch), Sequence: 1,
+			CreatedAt: t0, Events: evs})
+		require.NoError(t, err)
+	}
+	ask := func() []shore.Resend {
+		rs, err := in.AskResends(t.Context(), time.Minute, 10*time.Minute)
+		require.NoError(t, err)
+		return rs
+	}
+	receive(100, keyEvent("ship-1", 1), keyEvent("ship-1", 4), keyEvent("ship-1", 5))
+	require.Empty(t, ask(), "a fresh gap is not asked for")
+	b.clock.Advance(2 * time.Minute)
+	want := shore.Resend{Node: "ship-1", Connector: "dbz-1", Partition: "ship.cdc.ops.voyage/0", From: 2, To: 3, At: b.clock.Now()}
+	require.Equal(t, []shore.Resend{want}, ask())
+	require.Empty(t, ask(), "asked already")
+	b.clock.Advance(11 * time.Minute)
+	require.Len(t, ask(), 1, "asked again after the repeat interval")
+	// Half filled: a new gap (3), timed afresh.
+	receive(101, keyEvent("ship-1", 2))
+	require.Empty(t, ask())
+	b.clock.Advance(2 * time.Minute)
+	got := ask()
+	require.Len(t, got, 1)
+	require.Equal(t, [2]uint64{3, 3}, [2]uint64{got[0].From, got[0].To})
+	receive(102, keyEvent("ship-1", 3))
+	b.clock.Advance(time.Hour)
+	require.Empty(t, ask(), "no gap left")
+	all, err := in.Resends(t.Context(), "ship-1")
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	require.Equal(t, []int{1, 2, 3, 4, 5}, released(t, b))
 }

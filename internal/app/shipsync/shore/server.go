@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
-	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -34,6 +34,7 @@ const (
 	PathBatches   = "/sync/v1/batches"
 	PathHeartbeat = "/sync/v1/heartbeat"
 	PathConfig    = "/sync/v1/config"
+	PathReceipts  = "/sync/v1/receipts"
 )
 
 // Defaults of Limits and Config.
@@ -133,6 +134,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h.mux.Handle("POST "+PathBatches, h.guard("batches", h.batches))
 	h.mux.Handle("POST "+PathHeartbeat, h.guard("heartbeat", h.heartbeat))
 	h.mux.Handle("GET "+PathConfig, h.guard("config", h.config))
+	h.mux.Handle("GET "+PathReceipts, h.guard("receipts", h.receipts))
 	return h, nil
 }
 
@@ -271,6 +273,34 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 	h.count(rq, 0)
 	h.countEvents(resp)
 	h.write(w, http.StatusOK, resp)
+}
+
+// receipts serves GET /sync/v1/receipts?cursor=C&limit=N: the calling
+// node's terminal event results after cursor C (empty: from the start).
+func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
+	q := r.URL.Query()
+	limit := 0
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_BAD_CURSOR, "limit is not a number", "limit")
+			return
+		}
+		limit = n
+	}
+	page, err := h.cfg.Inbox.Receipts(r.Context(), rq.node, q.Get("cursor"), limit)
+	switch {
+	case errors.Is(err, ErrBadCursor):
+		h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_BAD_CURSOR,
+			fmt.Sprintf("cursor or limit not valid (limit 1–%d)", ReceiptPageMax), "cursor")
+		return
+	case err != nil:
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: receipts", "request_id", rq.id, "node_id", rq.node, "error", err)
+		h.unavailable(w, rq)
+		return
+	}
+	h.count(rq, 0)
+	h.write(w, http.StatusOK, page)
 }
 
 // heartbeat serves POST /sync/v1/heartbeat: it records the node's health
