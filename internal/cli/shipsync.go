@@ -13,8 +13,11 @@ func shipsyncRoles() map[string]command {
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
 		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
 			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
-		"shore": {"the shore's data API over mutual TLS: POST /sync/v1/batches into the idempotent inbox (answered " +
-			"per event after commit), POST /sync/v1/heartbeat, GET /sync/v1/config; per-node and global limits", runShipsyncShore},
+		"rule": {"the shore's rule registry: which shore table a rule version writes, its key and the columns its " +
+			"events may carry (add, list)", runShipsyncRule},
+		"shore": {"the shore server: the data API over mutual TLS (POST /sync/v1/batches into the idempotent inbox, " +
+			"answered per event after commit; GET /sync/v1/receipts; heartbeat; config) and, with --target, the " +
+			"applier writing released events to the shore database in source order per record", runShipsyncShore},
 		"upload": {"a small test client: upload one batch of synthetic INSERT events to the shore over mutual TLS " +
 			"and print the per-event answer (the same --first and --batch-id resend)", runShipsyncUpload},
 	}

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"log/slog"
+	"os"
+	"time"
 
 	"crypto/tls"
 	"errors"
@@ -10,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/dsn"
@@ -22,6 +27,67 @@ import (
 // shipsyncShoreAddrDefault is where `relay shipsync shore` listens without
 // --addr.
 const shipsyncShoreAddrDefault = "127.0.0.1:8443"
+
+// startApplier opens the target and starts the applier on the apply queue;
+// stop drains it within the stop timeout.
+func startApplier(ctx context.Context, env *Env, d *relaypgx.Driver, inbox *shore.Inbox, targetDSN, instance string,
+	workers int, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+	target, err := apply.OpenTarget(targetDSN)
+	if err != nil {
+		return nil, fmt.Errorf("--target %s: %w", dsn.Redact(targetDSN), dsn.Scrub(err, targetDSN))
+	}
+	if err := target.EnsureLedger(ctx); err != nil {
+		_ = target.Close()
+		return nil, fmt.Errorf("--target %s: %w", dsn.Redact(targetDSN), dsn.Scrub(err, targetDSN))
+	}
+	if instance == "" {
+		host, _ := os.Hostname()
+		instance = cmp.Or(host, "shore") + "-" + randomHex(3)
+	}
+	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: relayclock.System{}, InstanceID: instance,
+		Workers: workers, Logger: log, Registerer: reg})
+	if err != nil {
+		_ = target.Close()
+		return nil, err
+	}
+	if err := a.Engine().Start(ctx); err != nil {
+		_ = target.Close()
+		return nil, err
+	}
+	inbox.OnRelease(a.Engine().Notify)
+	fmt.Fprintf(env.Stdout, "shipsync shore: applying to %s as %s\n", dsn.Redact(targetDSN), instance)
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+		defer cancel()
+		if err := a.Engine().Stop(sctx); err != nil {
+			log.Warn("shipsync shore: applier stop", "error", err)
+		}
+		_ = target.Close()
+	}, nil
+}
+
+// watchGaps asks nodes to resend stream gaps older than grace, once a
+// second of clock time, until ctx ends.
+func watchGaps(ctx context.Context, inbox *shore.Inbox, clock relaytype.Clock, grace, every time.Duration, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(time.Second):
+		}
+		rs, err := inbox.AskResends(ctx, grace, every)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("shipsync shore: resend requests", "error", err)
+			}
+			continue
+		}
+		for _, r := range rs {
+			log.Info("shipsync shore: gap in a node's stream; resend requested", "node_id", r.Node,
+				"connector", r.Connector, "partition", r.Partition, "from", r.From, "to", r.To)
+		}
+	}
+}
 
 // runShipsyncShore serves the shore's data API over mutual TLS until ctx
 // ends.
@@ -43,6 +109,15 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	fs.IntVar(&lim.NodeConcurrency, "node-concurrency", shore.NodeConcurrencyDefault, "requests in flight per node (429 above)")
 	fs.Float64Var(&lim.NodeRate, "node-rate", shore.NodeRateDefault, "requests per second per node (429 above)")
 	fs.IntVar(&lim.NodeBurst, "node-burst", 0, "burst of --node-rate (0: twice the rate)")
+	target := fs.String("target", envOr("SHIPSYNC_TARGET_DSN", ""), "the shore business database (MariaDB/MySQL DSN, "+
+		"user:pw@tcp(host:3306)/db; default $SHIPSYNC_TARGET_DSN): run the applier writing released events to it. "+
+		"Empty: receive only (another shore process applies)")
+	instance := fs.String("instance-id", "", "this process's name as the owner of apply leases (default: host and a random "+
+		"suffix); a restarted process with the same name takes its leases back at once")
+	applyWorkers := fs.Int("apply-workers", apply.WorkersDefault, "apply batches in flight")
+	gapGrace := fs.Duration("gap-grace", shore.GapGraceDefault, "how long a gap in a node's stream may stay open before "+
+		"the node is asked to resend it")
+	resendEvery := fs.Duration("resend-every", shore.ResendEveryDefault, "how often an unfilled gap is asked for again")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -92,6 +167,16 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(h.Collectors()...)
+	if *target != "" {
+		stop, err := startApplier(ctx, env, d, inbox, *target, *instance, *applyWorkers, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		log.Warn("shipsync shore: no --target: events are received and held for an applier, not applied here")
+	}
+	go watchGaps(ctx, inbox, clock, *gapGrace, *resendEvery, log)
 	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
 		stopHTTP, err := startHTTP(log, mc)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/relayhq/relay"
@@ -59,6 +60,8 @@ type Config struct {
 	Workers, BatchSize, TxBatch int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// Registerer, when set, receives the engine's metrics of the apply queue.
+	Registerer prometheus.Registerer
 }
 
 // Applier applies released events to the target. Start it with
@@ -89,7 +92,7 @@ func New(cfg Config) (*Applier, error) {
 	a := &Applier{cfg: cfg, rules: map[shore.RuleRef]*shore.Rule{}}
 	e, err := relay.NewEngine(cfg.Driver, relay.Config{Queue: shore.ApplyQueue, Mode: relay.ModePerKey, Handler: a,
 		Workers: cfg.Workers, BatchSize: cfg.BatchSize, TxBatch: cfg.TxBatch, InstanceID: cfg.InstanceID,
-		Clock: cfg.Clock, Logger: cfg.Logger})
+		Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/internal/supervise"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaymigrate"
@@ -176,7 +177,7 @@ type Result struct {
 	// Send is the client's side.
 	Send SendStats
 	// Roles are the roles' counters by role name.
-	Roles map[string]RoleStats
+	Roles map[string]supervise.RoleStats
 	// Drops counts the supplier drop events, DroppedConns the connections
 	// they closed; RedisRestarts the Redis restarts.
 	Drops, DroppedConns, RedisRestarts int
@@ -342,27 +343,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Streams: n.prefix, Roles: map[string]RoleStats{}}
+	res := &Result{Streams: n.prefix, Roles: map[string]supervise.RoleStats{}}
 	var outMu sync.Mutex // the roles, the plans and the progress all write lines
 	out := func(format string, a ...any) {
 		outMu.Lock()
 		defer outMu.Unlock()
 		fmt.Fprintf(o.Out, "%6.1fs "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
 	}
-	roles := map[string]*role{}
+	roles := map[string]*supervise.Role{}
 	for _, name := range Roles {
-		roles[name] = newRole(name, o.Binary, roleArgs(name, pgURL, o.RedisAddr, apiAddr, n, hooks.args), nil, rng.Uint64(), out)
+		roles[name] = supervise.NewRole(name, o.Binary, roleArgs(name, pgURL, o.RedisAddr, apiAddr, n, hooks.args), nil,
+			RolePoints[name], rng.Uint64(), out)
 	}
 	defer func() {
 		for _, r := range roles {
-			r.abort()
+			r.Abort()
 		}
 	}()
 	fmt.Fprintf(o.Out, "send chain crash harness: %d requests at %g/s to the API on %s; %d SIGKILLs over %s in turn "+
 		"(every other restart armed at its fault points, p=%g); %d supplier drops; %d Redis restarts; streams %s*\n",
 		o.Messages, o.TPS, apiAddr, o.Kills, strings.Join(Roles, ", "), o.FaultProbability, o.Drops, o.RedisRestarts, n.prefix)
 	for _, name := range Roles {
-		if err := roles[name].start(); err != nil {
+		if err := roles[name].Start(); err != nil {
 			return nil, err
 		}
 	}
@@ -424,8 +426,8 @@ sending:
 
 	// A clean life of every role until the chain is drained and quiet.
 	for _, name := range Roles {
-		if r := roles[name]; r.armed() {
-			what, err := r.kill("")
+		if r := roles[name]; r.Armed() {
+			what, err := r.Kill("")
 			if err != nil {
 				return nil, err
 			}
@@ -443,12 +445,12 @@ sending:
 	}
 	res.Drain = time.Since(drainBegan)
 	for _, name := range Roles {
-		if err := roles[name].stop(stopTimeout); err != nil {
+		if err := roles[name].Stop(stopTimeout); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 		}
 	}
 	for _, name := range Roles {
-		st := roles[name].stats()
+		st := roles[name].Stats()
 		res.Roles[name] = st
 		res.Problems = append(res.Problems, st.OwnExits...)
 	}
@@ -690,7 +692,7 @@ func sleepUntil(ctx context.Context, start time.Time, d time.Duration) bool {
 // killPlan kills the roles in turn at o.Kills random moments of window;
 // after every other kill of a role with fault points its next life is
 // armed.
-func killPlan(ctx context.Context, o Options, seed uint64, window time.Duration, roles map[string]*role,
+func killPlan(ctx context.Context, o Options, seed uint64, window time.Duration, roles map[string]*supervise.Role,
 	progress func() string, out func(string, ...any)) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	start := time.Now()
@@ -703,10 +705,10 @@ func killPlan(ctx context.Context, o Options, seed uint64, window time.Duration,
 		ro := roles[name]
 		arm := ""
 		if perRole[name]%2 == 0 {
-			arm = ro.armSpec(o.FaultProbability)
+			arm = ro.ArmSpec(o.FaultProbability)
 		}
 		perRole[name]++
-		what, err := ro.kill(arm)
+		what, err := ro.Kill(arm)
 		next := "clean"
 		if arm != "" {
 			next = "armed at " + strings.Join(RolePoints[name], ", ")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/supervise"
 )
 
 // TestAtSpreadsEvents: one moment in the middle half of each equal slot,
@@ -67,7 +69,7 @@ func TestRoleArgs(t *testing.T) {
 // TestArmSpec: a role is armed at each of its points; the API has none.
 func TestArmSpec(t *testing.T) {
 	t.Parallel()
-	r := newRole(RolePublisher, "relay", nil, nil, 1, func(string, ...any) {})
-	require.Equal(t, "dispatch.after-confirm=0.25", r.armSpec(0.25))
-	require.Empty(t, newRole(RoleAPI, "relay", nil, nil, 1, nil).armSpec(0.5))
+	r := supervise.NewRole(RolePublisher, "relay", nil, nil, RolePoints[RolePublisher], 1, func(string, ...any) {})
+	require.Equal(t, "dispatch.after-confirm=0.25", r.ArmSpec(0.25))
+	require.Empty(t, supervise.NewRole(RoleAPI, "relay", nil, nil, RolePoints[RoleAPI], 1, nil).ArmSpec(0.5))
 }

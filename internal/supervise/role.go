@@ -1,4 +1,4 @@
-package chaincrash
+package supervise
 
 import (
 	"fmt"
@@ -8,38 +8,19 @@ import (
 	"time"
 )
 
-// The harness's roles, in the order they are killed in turn.
-const (
-	RoleAPI       = "api"
-	RoleWorker    = "worker"
-	RolePublisher = "publisher"
-	RoleGateway   = "gateway"
-	RoleCallback  = "callback"
-)
-
-// Roles are the roles of a run, each one OS process at a time.
-var Roles = []string{RoleAPI, RoleWorker, RolePublisher, RoleGateway, RoleCallback}
-
-// RolePoints are the fault points each role passes (internal/faultpoint):
-// the API accepts in one statement and has none.
-var RolePoints = map[string][]string{
-	RoleWorker:    {"sms.admit.before-freeze", "sms.admit.after-freeze"},
-	RolePublisher: {"dispatch.after-confirm"},
-	RoleGateway:   {"sms.gateway.after-claim", "sms.gateway.after-submit", "sms.gateway.after-settle", "sms.gateway.after-result"},
-	RoleCallback:  {"sms.complete.after-lock", "sms.complete.before-commit", "sms.intake.after-commit"},
-}
-
 // restartDelay is how long a dead role stays down before its next life.
 const restartDelay = 150 * time.Millisecond
 
-// role keeps one role running: a life after another until stopped. Its
-// methods are safe for concurrent use.
-type role struct {
-	name string
-	bin  string
-	args []string
-	env  []string
-	out  func(format string, a ...any)
+// Role keeps one role of a crash harness running as OS processes: a life
+// after another until stopped, each life possibly armed with fault points
+// (internal/faultpoint). Its methods are safe for concurrent use.
+type Role struct {
+	name   string
+	points []string
+	bin    string
+	args   []string
+	env    []string
+	out    func(format string, a ...any)
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -68,13 +49,20 @@ type RoleStats struct {
 	OwnExits []string
 }
 
-func newRole(name, bin string, args, env []string, seed uint64, out func(string, ...any)) *role {
-	return &role{name: name, bin: bin, args: args, env: env, out: out, rng: rand.New(rand.NewPCG(seed, 0x7a1e)),
-		faults: map[string]int{}}
+// NewRole returns a role named name that runs bin with args and env added
+// to the harness's environment; points are the fault points its lives pass
+// (ArmSpec arms them), seed seeds its lives' fault draws, out reports what
+// happens (a progress line per event).
+func NewRole(name, bin string, args, env, points []string, seed uint64, out func(string, ...any)) *Role {
+	return &Role{name: name, points: points, bin: bin, args: args, env: env, out: out,
+		rng: rand.New(rand.NewPCG(seed, 0x7a1e)), faults: map[string]int{}}
 }
 
-// start begins the next life (armed as planned).
-func (r *role) start() error {
+// Points are the fault points the role's lives pass.
+func (r *Role) Points() []string { return r.points }
+
+// Start begins the next life (armed as planned).
+func (r *Role) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, err := startChild(r.bin, r.args, r.env, r.arm, r.rng.Uint64())
@@ -92,8 +80,8 @@ func (r *role) start() error {
 }
 
 // watch waits for c to end, books how, and starts the next life unless
-// the role is stopping or the harness killed c (then kill restarts it).
-func (r *role) watch(c *child) {
+// the role is stopping or the harness killed c (then Kill restarts it).
+func (r *Role) watch(c *child) {
 	<-c.done
 	r.mu.Lock()
 	if r.stopping || r.cur != c {
@@ -120,7 +108,7 @@ func (r *role) watch(c *child) {
 	stopping := r.stopping || r.cur != c
 	r.mu.Unlock()
 	if !stopping {
-		if err := r.start(); err != nil {
+		if err := r.Start(); err != nil {
 			r.mu.Lock()
 			r.ownExits = append(r.ownExits, fmt.Sprintf("%s: restart: %v", r.name, err))
 			r.mu.Unlock()
@@ -128,10 +116,10 @@ func (r *role) watch(c *child) {
 	}
 }
 
-// kill ends the current life with SIGKILL and, after restartDelay, starts
+// Kill ends the current life with SIGKILL and, after restartDelay, starts
 // the next one, armed with faults ("" unarmed). It returns a description of
 // the life it ended.
-func (r *role) kill(faults string) (string, error) {
+func (r *Role) Kill(faults string) (string, error) {
 	r.mu.Lock()
 	c := r.cur
 	r.cur = nil // watch leaves the restart to us
@@ -161,13 +149,13 @@ func (r *role) kill(faults string) (string, error) {
 	r.mu.Lock()
 	r.arm = faults
 	r.mu.Unlock()
-	return what, r.start()
+	return what, r.Start()
 }
 
-// armSpec is the RELAY_FAULTPOINTS value arming every point of the role
+// ArmSpec is the RELAY_FAULTPOINTS value arming every point of the role
 // with probability p; "" when the role has none.
-func (r *role) armSpec(p float64) string {
-	pts := RolePoints[r.name]
+func (r *Role) ArmSpec(p float64) string {
+	pts := r.points
 	parts := make([]string, len(pts))
 	for i, pt := range pts {
 		parts[i] = fmt.Sprintf("%s=%g", pt, p)
@@ -175,16 +163,16 @@ func (r *role) armSpec(p float64) string {
 	return strings.Join(parts, ",")
 }
 
-// armed reports whether the current life runs with fault points.
-func (r *role) armed() bool {
+// Armed reports whether the current life runs with fault points.
+func (r *Role) Armed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cur != nil && r.cur.armed != ""
 }
 
-// stop ends the current life with SIGTERM and requires a clean exit; no
+// Stop ends the current life with SIGTERM and requires a clean exit; no
 // life follows.
-func (r *role) stop(d time.Duration) error {
+func (r *Role) Stop(d time.Duration) error {
 	r.mu.Lock()
 	r.stopping = true
 	c := r.cur
@@ -202,8 +190,8 @@ func (r *role) stop(d time.Duration) error {
 	return nil
 }
 
-// abort kills the current life; no life follows.
-func (r *role) abort() {
+// Abort kills the current life; no life follows.
+func (r *Role) Abort() {
 	r.mu.Lock()
 	r.stopping = true
 	c := r.cur
@@ -213,8 +201,8 @@ func (r *role) abort() {
 	}
 }
 
-// stats returns the counters.
-func (r *role) stats() RoleStats {
+// Stats returns the counters.
+func (r *Role) Stats() RoleStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := make(map[string]int, len(r.faults))

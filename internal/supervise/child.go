@@ -1,4 +1,4 @@
-package chaincrash
+package supervise
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func startChild(bin string, args, env []string, faults string, seed uint64) (*ch
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Env = append(c.cmd.Env, "RELAY_FAULTPOINTS="+faults, "RELAY_FAULTSEED="+strconv.FormatUint(seed, 10))
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("chaincrash: start %s: %w", bin, err)
+		return nil, fmt.Errorf("supervise: start %s: %w", bin, err)
 	}
 	c.began = time.Now()
 	go func() { c.err = c.cmd.Wait(); close(c.done) }()
