@@ -13,6 +13,8 @@ func shipsyncRoles() map[string]command {
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
 		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
 			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
+		"chaos": {"the shore's crash harness: a shore process killed with SIGKILL at random moments and at each step of " +
+			"the apply workflow while a test ship uploads; then every event is reconciled (docs/shipsync/crash.md)", runShipsyncChaos},
 		"rule": {"the shore's rule registry: which shore table a rule version writes, its key and the columns its " +
 			"events may carry (add, list)", runShipsyncRule},
 		"shore": {"the shore server: the data API over mutual TLS (POST /sync/v1/batches into the idempotent inbox, " +

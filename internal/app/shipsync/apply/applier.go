@@ -198,8 +198,14 @@ func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Del
 		return fail(len(ds), relay.Retry(classOf(err), err))
 	}
 	for i, it := range ui {
-		if fs[i].applied {
+		switch f := fs[i]; {
+		case f.applied:
 			it.outcome, it.learnt = outApplied, "ledger"
+			continue
+		case f.exists && f.eventID == it.eventID && f.revision == it.ev.ResultRevision:
+			// §10.3: the row holds this very event's write (made by an
+			// earlier attempt): idempotent success.
+			it.outcome, it.learnt = outApplied, "target"
 			continue
 		}
 		it.outcome, it.found, it.foundInTarget = outConflict, fs[i], true

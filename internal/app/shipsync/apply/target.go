@@ -93,6 +93,9 @@ func (r *refusal) Error() string {
 	return fmt.Sprintf("target refused the write (MySQL error %d)", r.number)
 }
 
+// errDupKey is MySQL's duplicate-entry error number.
+const errDupKey = 1062
+
 // permanent reports whether err is the target refusing the data itself —
 // retrying the same write cannot help — as opposed to an outage, a lock
 // timeout or a schema the operator must fix (those are retried).
@@ -103,7 +106,7 @@ func permanent(err error) (uint16, bool) {
 	}
 	switch me.Number {
 	case 1048, // column cannot be null
-		1062,       // duplicate entry on a secondary unique key
+		errDupKey,  // duplicate entry
 		1264, 1265, // out of range, truncated
 		1292, 1366, // incorrect value
 		1406,       // data too long
@@ -118,9 +121,11 @@ func permanent(err error) (uint16, bool) {
 
 // apply runs ws in one target transaction, one round trip: each write
 // followed by its ledger row, kept only if the write changed a row. It
-// reports per write whether it changed one. When the target refuses one
-// write for good the batch is rolled back and every write runs alone
-// (applyEach), so only the refused one fails.
+// reports per write whether it changed one, and the writes the target
+// refused for good. When the target refuses a write the batch is rolled
+// back and every write runs alone, so only the refused one fails (a
+// duplicate key on an insert is no refusal: the row exists, nothing
+// changed).
 func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, []error, error) {
 	if len(ws) == 0 {
 		return nil, nil, nil
@@ -129,24 +134,25 @@ func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, 
 	if err == nil {
 		return changed, make([]error, len(ws)), nil
 	}
-	if _, ok := permanent(err); !ok || len(ws) == 1 {
-		if n, ok := permanent(err); ok {
-			return []bool{false}, []error{&refusal{number: n}}, nil
-		}
+	if _, ok := permanent(err); !ok {
 		return nil, nil, err
 	}
 	changed = make([]bool, len(ws))
 	refused := make([]error, len(ws))
 	for i := range ws {
 		c, err := t.run(ctx, ws[i:i+1], now)
-		if n, ok := permanent(err); ok {
+		n, ok := permanent(err)
+		switch {
+		case err == nil:
+			changed[i] = c[0]
+		case n == errDupKey && ws[i].op == OpInsert:
+			// Another writer inserted the key between the check and the
+			// insert: the row exists, which is what a conflict is.
+		case ok:
 			refused[i] = &refusal{number: n}
-			continue
-		}
-		if err != nil {
+		default:
 			return nil, nil, err
 		}
-		changed[i] = c[0]
 	}
 	return changed, refused, nil
 }
@@ -169,7 +175,6 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 			"SELECT ?, ?, ?, ? FROM DUAL WHERE ROW_COUNT() = 1 ON DUPLICATE KEY UPDATE inbox_id = inbox_id;\n")
 		add(w.ev.OriginNodeId, strings.ToLower(w.ev.EventId), w.inboxID, now)
 	}
-	q.WriteString("COMMIT")
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -182,37 +187,56 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 			return errors.New("apply: the MySQL driver connection cannot execute")
 		}
 		res, err := ex.ExecContext(ctx, q.String(), args)
-		if err != nil {
-			// The statements after the failing one did not run, COMMIT
-			// included: end the transaction here (a broken connection ends
-			// it on the server).
-			if _, rbErr := ex.ExecContext(context.WithoutCancel(ctx), "ROLLBACK", nil); rbErr != nil {
-				return errors.Join(err, driver.ErrBadConn)
+		if err == nil {
+			mr, ok := res.(mysql.Result)
+			if !ok {
+				err = errors.New("apply: the MySQL driver gave no per-statement results")
+			} else if affected = mr.AllRowsAffected(); !consistent(affected, len(ws)) {
+				err = fmt.Errorf("apply: statement results %v do not match %d writes and their ledger rows", affected, len(ws))
 			}
+		}
+		if err == nil {
+			// COMMIT goes alone, after every write's result was read and
+			// matched with its ledger row. Were it part of the statements
+			// above, a client that dies mid-way could leave the server to
+			// commit a write whose ledger statement saw no row count (the
+			// crash harness caught exactly that); now a dead client never
+			// commits, the open transaction dies with its connection.
+			_, err = ex.ExecContext(ctx, "COMMIT", nil)
 			return err
 		}
-		mr, ok := res.(mysql.Result)
-		if !ok {
-			return errors.New("apply: the MySQL driver gave no per-statement results")
+		// End the transaction here (a broken connection ends it on the
+		// server).
+		if _, rbErr := ex.ExecContext(context.WithoutCancel(ctx), "ROLLBACK", nil); rbErr != nil {
+			return errors.Join(err, driver.ErrBadConn)
 		}
-		affected = mr.AllRowsAffected()
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(affected) != 2+2*len(ws) {
-		return nil, fmt.Errorf("apply: %d statement results for %d writes", len(affected), len(ws))
-	}
 	out := make([]bool, len(ws))
 	for i := range ws {
-		w, l := affected[1+2*i], affected[2+2*i]
-		if w > 1 || l != min(w, 1) {
-			return nil, fmt.Errorf("apply: write %d changed %d rows and its ledger row %d", i, w, l)
-		}
-		out[i] = w == 1
+		out[i] = affected[1+2*i] == 1
 	}
 	return out, nil
+}
+
+// consistent reports whether the per-statement results of START
+// TRANSACTION and n writes each followed by its ledger statement are whole:
+// every write changed at most one row, and its ledger row exists exactly
+// when it did.
+func consistent(affected []int64, n int) bool {
+	if len(affected) != 1+2*n {
+		return false
+	}
+	for i := range n {
+		w, l := affected[1+2*i], affected[2+2*i]
+		if w < 0 || w > 1 || l != w {
+			return false
+		}
+	}
+	return true
 }
 
 // statement appends w's conditional statement to q and its arguments.
@@ -260,9 +284,23 @@ func statement(q *strings.Builder, add func(...any), w write, now time.Time) err
 		}
 		names = append(names, "`_sync_revision`", "`_sync_origin`", "`_sync_event_id`", "`_sync_updated_at`")
 		vals = append(vals, meta...)
-		fmt.Fprintf(q, "INSERT INTO %s (%s) VALUES (%s) ON DUPLICATE KEY UPDATE `_sync_event_id` = `_sync_event_id`;\n",
-			table, strings.Join(names, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "))
+		// Only when no row has the key: an existing row is not touched (an
+		// upsert's no-op update would still fire the table's triggers).
+		fmt.Fprintf(q, "INSERT INTO %s (%s) SELECT %s FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM %s WHERE ",
+			table, strings.Join(names, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "), table)
 		add(vals...)
+		for i, k := range ev.PrimaryKey {
+			v, err := value(k)
+			if err != nil {
+				return fmt.Errorf("primary_key[%d]: %w", i, err)
+			}
+			if i > 0 {
+				q.WriteString(" AND ")
+			}
+			q.WriteString(quote(k.Name) + " = ?")
+			add(v)
+		}
+		q.WriteString(");\n")
 		return nil
 	case OpUpdate:
 		fmt.Fprintf(q, "UPDATE %s SET ", table)

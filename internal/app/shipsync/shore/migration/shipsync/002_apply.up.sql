@@ -81,10 +81,12 @@ CREATE TABLE sync_record_head (
 CREATE TABLE sync_apply_job (
     inbox_id   bigint      PRIMARY KEY REFERENCES sync_inbox_event (id),
     state      text        NOT NULL CHECK (state IN ('TARGET_COMMITTED', 'FINALIZED', 'CONFLICT_CAPTURED', 'REJECTED')),
-    -- How the outcome was learnt: 'write' (rows affected), 'job' (a
-    -- TARGET_COMMITTED record), 'ledger' (the shore database's applied-event
-    -- ledger, after a crash between its commit and this table).
-    learnt_by  text        NOT NULL CHECK (learnt_by IN ('write', 'job', 'ledger', 'head')),
+    -- How the outcome was learnt: 'write' (rows affected, or the target row
+    -- as read for a conflict), 'job' (a TARGET_COMMITTED record), 'ledger'
+    -- (the shore database's applied-event ledger, after a crash between its
+    -- commit and this table), 'target' (the target row holds the event's
+    -- write), 'head' (the record head alone decided).
+    learnt_by  text        NOT NULL CHECK (learnt_by IN ('write', 'job', 'ledger', 'target', 'head')),
     updated_at timestamptz NOT NULL
 );
 

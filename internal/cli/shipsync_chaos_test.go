@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/testdb"
+)
+
+// TestShipsyncShoreCrash kills a real shore process (data API + applier)
+// with SIGKILL at random moments and at each step of the apply workflow
+// while a test ship uploads 1,800 events over mutual TLS, then reconciles
+// every event from PostgreSQL, the shore MariaDB database (rows, a
+// trigger-written log of every row write, the applied-event ledger) and the
+// receipts the ship pulled.
+func TestShipsyncShoreCrash(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "relay")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
+	require.NoError(t, err, string(out))
+	got, err := run(t, "shipsync", "chaos", "--binary", bin, "--seed", "7", "--postgres", testdb.PGURL())
+	t.Log("\n" + got)
+	require.NoError(t, err)
+	require.Contains(t, got, "events:    1800 (")
+	m := regexp.MustCompile(`kills: +(\d+) SIGKILLs, (\d+) deaths at fault points`).FindStringSubmatch(got)
+	require.NotNil(t, m, got)
+	kills, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	deaths, err := strconv.Atoi(m[2])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, kills+deaths, 12)
+	require.Contains(t, got, "reconcile: ok (9 checks)")
+	require.NotContains(t, got, "PROBLEM")
+}
+
+func TestShipsyncChaosFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--records", "0"},
+		{"--kills", "-1"},
+		{"--fault-probability", "2"},
+		{"--batch", "0"},
+		{"extra"},
+	} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
+}
