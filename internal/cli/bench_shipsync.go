@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,11 +17,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
+	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relayhttp"
@@ -32,25 +36,36 @@ import (
 // PostgreSQL inbox (a scratch schema, dropped afterwards), and it prints the
 // events received (committed and answered) per second.
 func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "bench shipsync-ingress", "bench shipsync-ingress [--nodes 4] [--batches 200] [--events 500] [--postgres URL]")
+	fs := newFlags(env, "bench shipsync-ingress", "bench shipsync-ingress [--nodes 4] [--batches 200] [--events 500] "+
+		"[--apply-workers 4] [--postgres URL] [--mariadb DSN]")
 	nodes := fs.Int("nodes", 4, "nodes uploading at once (one connection each)")
 	batches := fs.Int("batches", 200, "batches in all")
 	perBatch := fs.Int("events", 500, "events per batch (1 … 500)")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"PostgreSQL server (a scratch schema is made and dropped)")
+	mariadb := fs.String("mariadb", envOr("TEST_MARIADB_DSN", testdb.MariaDBDSNDefault),
+		"MariaDB server the applier writes (a scratch database is made and dropped); empty: measure ingress only")
+	workers := fs.Int("apply-workers", apply.WorkersDefault, "applier batches in flight")
+	txBatch := fs.Int("apply-batch", apply.TxBatchDefault, "events per apply transaction (one target round trip)")
+	keep := fs.Bool("keep", false, "keep the scratch schema (its name is printed), to look at the plans afterwards")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *nodes < 1 || *batches < 1 || *perBatch < 1 || *perBatch > wire.MaxEventsDefault {
-		return errors.New("bench shipsync-ingress: --nodes and --batches must be ≥ 1, --events 1 … 500")
+	if *nodes < 1 || *batches < 1 || *perBatch < 1 || *perBatch > wire.MaxEventsDefault || *workers < 1 || *txBatch < 1 {
+		return errors.New("bench shipsync-ingress: --nodes, --batches, --apply-workers, --apply-batch must be ≥ 1, --events 1 … 500")
 	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	url, drop, err := scratchSchema(ctx, *pgURL, "relay_bench_shipsync_"+hex.EncodeToString(rnd[:]))
+	schema := "relay_bench_shipsync_" + hex.EncodeToString(rnd[:])
+	url, drop, err := scratchSchema(ctx, *pgURL, schema)
 	if err != nil {
 		return err
 	}
-	defer drop()
+	if *keep {
+		fmt.Fprintf(env.Stdout, "bench shipsync-ingress: schema %s kept\n", schema)
+	} else {
+		defer drop()
+	}
 	d, err := relaypgx.Open(ctx, url)
 	if err != nil {
 		return fmt.Errorf("--postgres %s: %w", dsn.Redact(*pgURL), dsn.Scrub(err, *pgURL))
@@ -89,6 +104,11 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 		}
 		if err := reg.AllowRule(ctx, id, uploadRule, 1, shore.Audit{Actor: "bench"}); err != nil {
 			return err
+		}
+		if i == 0 {
+			if err := reg.RegisterRule(ctx, uploadRuleDef, shore.Audit{Actor: "bench"}); err != nil {
+				return err
+			}
 		}
 		cf, kf := pki.NodeFiles("node-" + id)
 		kp, err := tls.LoadX509KeyPair(filepath.Join(p.Path, cf), filepath.Join(p.Path, kf))
@@ -137,7 +157,12 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 		node := fmt.Sprintf("bench-%d", n%*nodes)
 		evs := make([]*pb.ChangeEvent, *perBatch)
 		for i := range evs {
-			evs[i] = syntheticEvent(node, n**perBatch+i+1, now)
+			// Each node's batches go in order, so its stream is contiguous.
+			evs[i] = syntheticEvent(node, (n / *nodes)**perBatch+i+1, now)
+			// Records of their own per node: id = node × 10⁹ + i.
+			id := int64(n%*nodes)*1_000_000_000 + evs[i].PrimaryKey[0].GetIntValue()
+			evs[i].PrimaryKey[0].Value = &pb.ColumnValue_IntValue{IntValue: id}
+			evs[i].After.Columns[0].Value = &pb.ColumnValue_IntValue{IntValue: id}
 		}
 		var id [16]byte
 		_, _ = rand.Read(id[:])
@@ -193,5 +218,90 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d events received in %s: %.0f events/s (%.1f batches/s); inbox checked: %d rows\n",
 		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), float64(*batches)/elapsed.Seconds(), total)
+	if *mariadb == "" {
+		return nil
+	}
+	return benchApply(ctx, env, d, *mariadb, total, *workers, *txBatch)
+}
+
+// uploadRuleDef is the shore side of uploadRule: item rows (id, note) into
+// the shore table item.
+var uploadRuleDef = shore.Rule{ID: uploadRule, Version: 1, SourceTable: "item", TargetTable: "item",
+	KeyColumns: []string{"id"}, Columns: []string{"id", "note"}, InsertOverTombstone: true}
+
+// benchApply applies the received backlog (total events) to a scratch
+// MariaDB database and prints the events applied per second: from the
+// applier's start until every event has its receipt.
+func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string, total, workers, txBatch int) error {
+	cfg, err := mysqldsn.Parse(server)
+	if err != nil {
+		return fmt.Errorf("--mariadb: %w", err)
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	name := "relay_bench_shipsync_" + randomHex(4)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
+		return fmt.Errorf("--mariadb %s: %w", dsn.Redact(server), dsn.Scrub(err, server))
+	}
+	defer func() { _, _ = admin.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE `"+name+"`") }()
+	cfg.DBName = name
+	target, err := apply.OpenTarget(cfg.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	if _, err := target.DB().ExecContext(ctx, "CREATE TABLE item (id BIGINT PRIMARY KEY, note VARCHAR(64), "+
+		"_sync_revision CHAR(36) NOT NULL, _sync_origin VARCHAR(64) NOT NULL, _sync_event_id CHAR(36) NULL, "+
+		"_sync_updated_at DATETIME(6) NOT NULL)"); err != nil {
+		return err
+	}
+	if err := target.EnsureLedger(ctx); err != nil {
+		return err
+	}
+	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: relayclock.System{}, InstanceID: "bench",
+		Workers: workers, TxBatch: txBatch, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	start := time.Now() // a benchmark measures wall time
+	if err := a.Engine().Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+		defer cancel()
+		_ = a.Engine().Stop(sctx)
+	}()
+	var done int
+	for done < total {
+		if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt").Scan(&done); err != nil {
+			return err
+		}
+		if done < total {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	elapsed := time.Since(start) // a benchmark measures wall time
+	var applied, rows int
+	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt WHERE result = 'APPLIED'").Scan(&applied); err != nil {
+		return err
+	}
+	if err := target.DB().QueryRowContext(ctx, "SELECT count(*) FROM item").Scan(&rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d events applied in %s: %.0f events/s (%d workers, %d per transaction); "+
+		"%d APPLIED receipts, %d target rows\n", total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(),
+		workers, txBatch, applied, rows)
+	if applied != total || rows != total {
+		return fmt.Errorf("bench shipsync-ingress: %d applied, %d target rows, want %d", applied, rows, total)
+	}
 	return nil
 }

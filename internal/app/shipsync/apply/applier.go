@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,9 +334,16 @@ type headKey struct{ rule, pk string }
 
 // lockHeads locks and reads the heads of the items' records.
 func lockHeads(ctx context.Context, tx pgx.Tx, items []*item) (map[headKey]Head, error) {
-	rs, ks := make([]string, len(items)), make([][]byte, len(items))
+	keys := make([]headKey, len(items))
 	for i, it := range items {
-		rs[i], ks[i] = it.rule, it.pkHash
+		keys[i] = headKey{it.rule, string(it.pkHash)}
+	}
+	// One lock order for every batch: no two batches wait on each other in
+	// a cycle.
+	slices.SortFunc(keys, func(a, b headKey) int { return cmp.Or(strings.Compare(a.rule, b.rule), strings.Compare(a.pk, b.pk)) })
+	rs, ks := make([]string, len(keys)), make([][]byte, len(keys))
+	for i, k := range keys {
+		rs[i], ks[i] = k.rule, []byte(k.pk)
 	}
 	rows, err := tx.Query(ctx, stmts["HeadLockMany"], rs, ks)
 	if err != nil {

@@ -1,20 +1,27 @@
 -- name: EventLoad
 -- The batch's events with what is already known of them: a receipt (the
--- event is finished) and the apply job's state.
+-- event is finished) and the apply job's state. The lookups are correlated
+-- scalar subqueries, so they run as index probes whatever the planner's
+-- statistics say (a join, and an EXISTS, were planned as a hash of every
+-- receipt, built once per batch: the apply slowed as receipts grew).
 SELECT e.id, e.origin_node_id, e.event_id::text, e.rule_id, e.pk_hash, e.pk_text, e.event,
-    r.receipt_id IS NOT NULL, coalesce(j.state, '')
+    (SELECT r.receipt_id FROM sync_event_receipt r
+     WHERE r.origin_node_id = e.origin_node_id AND r.event_id = e.event_id LIMIT 1) IS NOT NULL,
+    coalesce((SELECT j.state FROM sync_apply_job j WHERE j.inbox_id = e.id), '')
 FROM sync_inbox_event e
-LEFT JOIN sync_event_receipt r ON r.origin_node_id = e.origin_node_id AND r.event_id = e.event_id
-LEFT JOIN sync_apply_job j ON j.inbox_id = e.id
 WHERE e.id = ANY($1::bigint[]);
 
 -- name: HeadLockMany
--- Locks the record heads that exist among (rule, key) pairs, in one order.
+-- Locks the record heads that exist among the (rule, key) pairs, in the
+-- order given (callers sort): one probe of the primary key per pair, which
+-- a LATERAL subquery forces whatever the statistics say (a filter on the
+-- arrays was planned as a scan of every head).
 SELECT h.rule_id, h.pk_hash, h.current_revision, h.origin_node_id, coalesce(h.event_id::text, ''), h.tombstone
-FROM sync_record_head h
-JOIN unnest($1::text[], $2::bytea[]) AS u(r, k) ON h.rule_id = u.r AND h.pk_hash = u.k
-ORDER BY h.rule_id, h.pk_hash
-FOR UPDATE OF h;
+FROM unnest($1::text[], $2::bytea[]) WITH ORDINALITY AS u(r, k, i)
+CROSS JOIN LATERAL (
+    SELECT * FROM sync_record_head h WHERE h.rule_id = u.r AND h.pk_hash = u.k FOR UPDATE
+) h
+ORDER BY u.i;
 
 -- name: JobCommittedMany
 -- §10.3 step 6: the target committed these events' writes. Written on its

@@ -146,8 +146,8 @@ func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, 
 		case err == nil:
 			changed[i] = c[0]
 		case n == errDupKey && ws[i].op == OpInsert:
-			// Another writer inserted the key between the check and the
-			// insert: the row exists, which is what a conflict is.
+			// The key exists (a row the record head did not know of):
+			// nothing changed; inspect tells applied from conflict.
 		case ok:
 			refused[i] = &refusal{number: n}
 		default:
@@ -166,7 +166,10 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 			args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 		}
 	}
-	q.WriteString("START TRANSACTION;\n")
+	// READ COMMITTED: the conditional writes read the latest committed row
+	// under its record lock either way, and no gap locks are taken that
+	// would make concurrent batches deadlock.
+	q.WriteString("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION;\n")
 	for _, w := range ws {
 		if err := statement(&q, add, w, now); err != nil {
 			return nil, err
@@ -217,21 +220,21 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 	}
 	out := make([]bool, len(ws))
 	for i := range ws {
-		out[i] = affected[1+2*i] == 1
+		out[i] = affected[2+2*i] == 1
 	}
 	return out, nil
 }
 
-// consistent reports whether the per-statement results of START
-// TRANSACTION and n writes each followed by its ledger statement are whole:
+// consistent reports whether the per-statement results of SET
+// TRANSACTION, START TRANSACTION and n writes each followed by its ledger statement are whole:
 // every write changed at most one row, and its ledger row exists exactly
 // when it did.
 func consistent(affected []int64, n int) bool {
-	if len(affected) != 1+2*n {
+	if len(affected) != 2+2*n {
 		return false
 	}
 	for i := range n {
-		w, l := affected[1+2*i], affected[2+2*i]
+		w, l := affected[2+2*i], affected[3+2*i]
 		if w < 0 || w > 1 || l != w {
 			return false
 		}
@@ -284,23 +287,14 @@ func statement(q *strings.Builder, add func(...any), w write, now time.Time) err
 		}
 		names = append(names, "`_sync_revision`", "`_sync_origin`", "`_sync_event_id`", "`_sync_updated_at`")
 		vals = append(vals, meta...)
-		// Only when no row has the key: an existing row is not touched (an
-		// upsert's no-op update would still fire the table's triggers).
-		fmt.Fprintf(q, "INSERT INTO %s (%s) SELECT %s FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM %s WHERE ",
-			table, strings.Join(names, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "), table)
+		// A plain insert: when a row has the key already, the duplicate-key
+		// error ends the batch and the writes run alone (apply), where it
+		// means "nothing changed". No upsert (its no-op update would fire
+		// the table's update triggers) and no NOT EXISTS check (its shared
+		// gap locks deadlock concurrent batches).
+		fmt.Fprintf(q, "INSERT INTO %s (%s) VALUES (%s);\n", table, strings.Join(names, ", "),
+			strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "))
 		add(vals...)
-		for i, k := range ev.PrimaryKey {
-			v, err := value(k)
-			if err != nil {
-				return fmt.Errorf("primary_key[%d]: %w", i, err)
-			}
-			if i > 0 {
-				q.WriteString(" AND ")
-			}
-			q.WriteString(quote(k.Name) + " = ?")
-			add(v)
-		}
-		q.WriteString(");\n")
 		return nil
 	case OpUpdate:
 		fmt.Fprintf(q, "UPDATE %s SET ", table)
