@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
@@ -36,6 +37,10 @@ func BenchmarkIngress(b *testing.B) {
 		evs := make([]*pb.ChangeEvent, perBatch)
 		for i := range evs {
 			evs[i] = event(node, n*perBatch+i+1)
+			// Each node's batches go in order: its stream is contiguous, as
+			// a ship's is, so every event is released at once.
+			k := uint64((n/nodes)*perBatch + i + 1)
+			evs[i].SourceSequence, evs[i].SourcePosition = k, proto.Uint64(k)
 		}
 		bodies[n] = s.encode(b, node, uuidN(1<<40+n), evs...)
 	}
