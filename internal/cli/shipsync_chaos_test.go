@@ -1,14 +1,11 @@
 package cli_test
 
 import (
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -20,19 +17,12 @@ import (
 // receipts the ship pulled.
 func TestShipsyncShoreCrash(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	got, err := run(t, "shipsync", "chaos", "--binary", bin, "--seed", "7", "--postgres", testdb.PGURL())
 	t.Log("\n" + got)
 	require.NoError(t, err)
 	require.Contains(t, got, "events:    1800 (")
-	m := regexp.MustCompile(`kills: +(\d+) SIGKILLs, (\d+) deaths at fault points`).FindStringSubmatch(got)
-	require.NotNil(t, m, got)
-	kills, err := strconv.Atoi(m[1])
-	require.NoError(t, err)
-	deaths, err := strconv.Atoi(m[2])
-	require.NoError(t, err)
+	kills, deaths := chaosKills(t, got)
 	require.GreaterOrEqual(t, kills+deaths, 12)
 	require.Contains(t, got, "reconcile: ok (9 checks)")
 	require.NotContains(t, got, "PROBLEM")

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/sms/admit"
 	"github.com/relayhq/relay/internal/app/sms/tenancy"
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaymigrate"
@@ -35,14 +35,12 @@ import (
 func TestSmsAPICrash(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 
 	url := testdb.PGSchema(t)
 	d := testdb.PGDriverAt(t, url)
 	clock := relayclock.System{}
-	_, err = relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
+	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
 	require.NoError(t, err)
 	var cred tenancy.AppCredentials
 	_, err = tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(n string) string { return "file:/x/" + n }),

@@ -1,14 +1,13 @@
 package cli_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -23,9 +22,7 @@ import (
 // Redis is not restarted: other tests use it.
 func TestSmsChainCrash(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	got, err := run(t, "sms", "chaos", "--binary", bin, "-n", "2000", "--tps", "200", "--kills", "15", "--drops", "4",
 		"--fault-probability", "0.3", "--seed", "5", "--postgres", testdb.PGURL())
 	t.Log("\n" + got)
@@ -34,12 +31,7 @@ func TestSmsChainCrash(t *testing.T) {
 	// 15 planned kills, and one more for each role whose last chaos life
 	// was armed and is replaced by a clean one; a planned kill that finds
 	// its life dead already (at a fault point) is counted as that death.
-	m := regexp.MustCompile(`kills: +(\d+) SIGKILLs, (\d+) deaths at fault points`).FindStringSubmatch(got)
-	require.NotNil(t, m, got)
-	kills, err := strconv.Atoi(m[1])
-	require.NoError(t, err)
-	deaths, err := strconv.Atoi(m[2])
-	require.NoError(t, err)
+	kills, deaths := chaosKills(t, got)
 	require.GreaterOrEqual(t, kills+deaths, 15)
 	require.Positive(t, kills)
 	require.Contains(t, got, "suppliers: 4 drops")
@@ -62,4 +54,17 @@ func TestSmsChaosFlags(t *testing.T) {
 		_, err := run(t, append([]string{"sms", "chaos", "--binary", "relay-not-started"}, args...)...)
 		require.Error(t, err, "%v", args)
 	}
+}
+
+// chaosKills reads the "kills:" line of a chaos run: the SIGKILLs the
+// harness sent and the deaths at fault points.
+func chaosKills(t *testing.T, got string) (kills, deaths int) {
+	t.Helper()
+	m := regexp.MustCompile(`kills: +(\d+) SIGKILLs, (\d+) deaths at fault points`).FindStringSubmatch(got)
+	require.NotNil(t, m, got)
+	kills, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	deaths, err = strconv.Atoi(m[2])
+	require.NoError(t, err)
+	return kills, deaths
 }

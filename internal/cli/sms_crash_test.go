@@ -1,12 +1,11 @@
 package cli_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -16,9 +15,7 @@ import (
 // reconciliation printed.
 func TestSmsCrash(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	got, err := run(t, "sms", "crash", "--binary", bin, "--commands", "300", "--duplicates", "6", "--kills", "2",
 		"--fault-lives", "0", "--seed", "3", "--postgres", testdb.PGURL())
 	require.NoError(t, err, got)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/crash"
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -20,9 +19,7 @@ import (
 // PostgreSQL schema: its URL for the children, a driver on it for the harness.
 func setup(t *testing.T) (bin, storeURL string, store *relaypgx.Driver) {
 	t.Helper()
-	bin = filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin = testbin.Relay(t)
 	storeURL = testdb.PGSchema(t)
 	return bin, storeURL, testdb.PGDriverAt(t, storeURL)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/msgx/msgxcrash"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver"
 )
@@ -24,9 +23,7 @@ import (
 // a last child drains, and the flight state, both Kafka topics and every
 // mailbox mark must equal the simulator's model.
 func TestMsgxCrashHarness(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	storeURL := testdb.PGSchema(t)
 	store := testdb.PGDriverAt(t, storeURL)
 	mailbox, dsn := testdb.MariaDBWithDSN(t)

@@ -1,11 +1,13 @@
 package shore
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,16 +65,51 @@ func chain(next uint64, have func(uint64) bool) (released []uint64, newNext uint
 	return released, next
 }
 
+// releasable walks st from its next sequence over mine (this batch's
+// inserted events by sequence) and its held events: the sequences now
+// contiguous, and the new next.
+func (st *streamState) releasable(mine map[uint64]int) (released []uint64, next uint64) {
+	return chain(st.next, func(s uint64) bool {
+		_, ok := mine[s]
+		if !ok {
+			_, ok = st.held[s]
+		}
+		return ok
+	})
+}
+
+// bySequence maps the queued events that keep accepts to their batch
+// positions, per stream and sequence (the first of equal sequences).
+func bySequence(queued []int, rows []*inboxRow, keep func(i int) bool) map[streamKey]map[uint64]int {
+	out := map[streamKey]map[uint64]int{}
+	for _, i := range queued {
+		if !keep(i) {
+			continue
+		}
+		r := rows[i]
+		k := streamKey{r.connector, r.partition}
+		if out[k] == nil {
+			out[k] = map[uint64]int{}
+		}
+		if _, dup := out[k][r.seq]; !dup {
+			out[k][r.seq] = i
+		}
+	}
+	return out
+}
+
+// sortStreams sorts keys by connector, then partition: the one lock order.
+func sortStreams(keys []streamKey) {
+	slices.SortFunc(keys, func(a, b streamKey) int {
+		return cmp.Or(strings.Compare(a.connector, b.connector), strings.Compare(a.partition, b.partition))
+	})
+}
+
 // lockStreams creates and locks the streams of the sender's events to
 // receive (sorted, so concurrent batches lock in one order) and reads the
 // events they hold past a gap.
 func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey, now time.Time) (map[streamKey]*streamState, error) {
-	slices.SortFunc(keys, func(a, b streamKey) int {
-		if c := compareStrings(a.connector, b.connector); c != 0 {
-			return c
-		}
-		return compareStrings(a.partition, b.partition)
-	})
+	sortStreams(keys)
 	cs, ps := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
 		cs[i], ps[i] = k.connector, k.partition
@@ -131,16 +168,6 @@ func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey
 	return out, nil
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // releaseEvent is an event handed to processing, in its stream's order.
 type releaseEvent struct {
 	inboxID int64
@@ -157,18 +184,7 @@ type releaseEvent struct {
 func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, streams map[streamKey]*streamState,
 	queued []int, rows []*inboxRow, inserted map[int]int64, pre map[int]bool, now time.Time) error {
 	// The inserted events of each stream, by sequence.
-	bySeq := make(map[streamKey]map[uint64]int, len(streams))
-	for _, i := range queued {
-		if _, ok := inserted[i]; !ok {
-			continue
-		}
-		r := rows[i]
-		k := streamKey{r.connector, r.partition}
-		if bySeq[k] == nil {
-			bySeq[k] = map[uint64]int{}
-		}
-		bySeq[k][r.seq] = i
-	}
+	bySeq := bySequence(queued, rows, func(i int) bool { _, ok := inserted[i]; return ok })
 	var fixIDs []int64
 	var fixRel []bool
 	var release []releaseEvent
@@ -178,22 +194,11 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 	for k := range streams {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b streamKey) int {
-		if c := compareStrings(a.connector, b.connector); c != 0 {
-			return c
-		}
-		return compareStrings(a.partition, b.partition)
-	})
+	sortStreams(keys)
 	for _, k := range keys {
 		st := streams[k]
 		mine := bySeq[k]
-		seqs, next := chain(st.next, func(s uint64) bool {
-			_, ok := mine[s]
-			if !ok {
-				_, ok = st.held[s]
-			}
-			return ok
-		})
+		seqs, next := st.releasable(mine)
 		released := make(map[int]bool, len(seqs))
 		for _, s := range seqs {
 			if i, ok := mine[s]; ok {
@@ -260,27 +265,11 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 // of them is inserted: those contiguous from their stream's next sequence
 // over the batch's and the held events. settleStreams corrects the guess.
 func guessReleased(streams map[streamKey]*streamState, queued []int, rows []*inboxRow) map[int]bool {
-	bySeq := make(map[streamKey]map[uint64]int, len(streams))
-	for _, i := range queued {
-		r := rows[i]
-		k := streamKey{r.connector, r.partition}
-		if bySeq[k] == nil {
-			bySeq[k] = map[uint64]int{}
-		}
-		if _, dup := bySeq[k][r.seq]; !dup {
-			bySeq[k][r.seq] = i
-		}
-	}
+	bySeq := bySequence(queued, rows, func(int) bool { return true })
 	pre := make(map[int]bool, len(queued))
 	for k, st := range streams {
 		mine := bySeq[k]
-		seqs, _ := chain(st.next, func(s uint64) bool {
-			_, ok := mine[s]
-			if !ok {
-				_, ok = st.held[s]
-			}
-			return ok
-		})
+		seqs, _ := st.releasable(mine)
 		for _, s := range seqs {
 			if i, ok := mine[s]; ok {
 				pre[i] = true

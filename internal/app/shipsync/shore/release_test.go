@@ -36,6 +36,31 @@ func released(t *testing.T, b *bundle) []int {
 	return out
 }
 
+// inboxOf registers node and returns an inbox on b's schema.
+func inboxOf(t *testing.T, b *bundle, node string) *shore.Inbox {
+	t.Helper()
+	b.addNode(t, node)
+	codec, err := wire.NewCodec(wire.Config{})
+	require.NoError(t, err)
+	in, err := shore.NewInbox(b.d, codec, b.clock)
+	require.NoError(t, err)
+	return in
+}
+
+// receiveAt stores evs as batch uuidN(batch) of node and returns each
+// event's status/reason/field.
+func receiveAt(t *testing.T, in *shore.Inbox, node string, batch int, evs ...*pb.ChangeEvent) []string {
+	t.Helper()
+	resp, _, err := in.Receive(t.Context(), node, &wire.Batch{NodeID: node, BatchID: uuidN(batch), Sequence: 1,
+		CreatedAt: t0, Events: evs})
+	require.NoError(t, err)
+	var out []string
+	for _, st := range resp.Statuses {
+		out = append(out, st.Status.String()+"/"+st.Reason.String()+"/"+st.Field)
+	}
+	return out
+}
+
 type streamRow struct {
 	Next, Held int
 	Gap        bool
@@ -55,21 +80,8 @@ func stream(t *testing.T, b *bundle, node string) streamRow {
 func TestStreamReleasesInSequenceOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.addNode(t, "ship-1")
-	codec, err := wire.NewCodec(wire.Config{})
-	require.NoError(t, err)
-	in, err := shore.NewInbox(b.d, codec, b.clock)
-	require.NoError(t, err)
-	receive := func(batch int, evs ...*pb.ChangeEvent) []string {
-		resp, _, err := in.Receive(t.Context(), "ship-1", &wire.Batch{NodeID: "ship-1", BatchID: uuidN(batch), Sequence: 1,
-			CreatedAt: t0, Events: evs})
-		require.NoError(t, err)
-		var out []string
-		for _, st := range resp.Statuses {
-			out = append(out, st.Status.String()+"/"+st.Reason.String()+"/"+st.Field)
-		}
-		return out
-	}
+	in := inboxOf(t, b, "ship-1")
+	receive := func(batch int, evs ...*pb.ChangeEvent) []string { return receiveAt(t, in, "ship-1", batch, evs...) }
 	ok := "RECEIVE_STATUS_RECEIVED/REJECT_REASON_UNSPECIFIED/"
 
 	require.Equal(t, []string{ok, ok}, receive(100, keyEvent("ship-1", 4), keyEvent("ship-1", 3)))
@@ -119,16 +131,8 @@ func countRows(t *testing.T, b *bundle, q string, args ...any) int {
 func TestGapAskedForAfterGrace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.addNode(t, "ship-1")
-	codec, err := wire.NewCodec(wire.Config{})
-	require.NoError(t, err)
-	in, err := shore.NewInbox(b.d, codec, b.clock)
-	require.NoError(t, err)
-	receive := func(batch int, evs ...*pb.ChangeEvent) {
-		_, _, err := in.Receive(t.Context(), "ship-1", &wire.Batch{NodeID: "ship-1", BatchID: uuidN(batch), Sequence: 1,
-			CreatedAt: t0, Events: evs})
-		require.NoError(t, err)
-	}
+	in := inboxOf(t, b, "ship-1")
+	receive := func(batch int, evs ...*pb.ChangeEvent) { receiveAt(t, in, "ship-1", batch, evs...) }
 	ask := func() []shore.Resend {
 		rs, err := in.AskResends(t.Context(), time.Minute, 10*time.Minute)
 		require.NoError(t, err)

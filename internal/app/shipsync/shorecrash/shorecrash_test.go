@@ -5,14 +5,13 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -50,9 +49,7 @@ func TestWorkloadModel(t *testing.T) {
 // run with a row changed on the target and a receipt deleted does not.
 func TestReconcileFindsDamage(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	run := func(tamper func(context.Context, *relaypgx.Driver, *sql.DB) error) *Result {
 		o := Options{Binary: bin, PostgresURL: testdb.PGSchema(t), MariaDB: mariaServer(t), Dir: t.TempDir(),
 			Records: 20, Steps: 4, Seed: 3, noKills: true, tamper: tamper}

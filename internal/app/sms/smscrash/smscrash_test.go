@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/sms/gateway"
 	"github.com/relayhq/relay/internal/app/sms/smscrash"
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaymigrate"
@@ -25,9 +25,7 @@ import (
 // buildRelay builds the relay binary the children run.
 func buildRelay(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "relay")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/relayhq/relay/cmd/relay").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := testbin.Relay(t)
 	return bin
 }
 
