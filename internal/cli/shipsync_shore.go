@@ -118,6 +118,8 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	gapGrace := fs.Duration("gap-grace", shore.GapGraceDefault, "how long a gap in a node's stream may stay open before "+
 		"the node is asked to resend it")
 	resendEvery := fs.Duration("resend-every", shore.ResendEveryDefault, "how often an unfilled gap is asked for again")
+	maxHeld := fs.Int("max-held", shore.MaxHeldDefault, "events one stream may hold past a gap; further ones are "+
+		"answered RETRYABLE_FAILURE until the gap is filled")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -159,6 +161,10 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *maxHeld < 1 {
+		return errors.New("shipsync shore: --max-held must be ≥ 1")
+	}
+	inbox.LimitHeld(*maxHeld)
 	h, err := shore.NewHandler(shore.Config{Registry: shore.NewRegistry(d.Pool(), clock),
 		Inbox: inbox, Codec: codec, Clock: clock, Limits: lim, Logger: log})
 	if err != nil {

@@ -41,7 +41,21 @@ type Inbox struct {
 	engine *relay.Engine // producer of ApplyQueue
 
 	onRelease func()
+	maxHeld   int
 }
+
+// MaxHeldDefault is how many events a stream may hold past a gap before
+// more events past it are refused for now (Inbox.LimitHeld).
+const MaxHeldDefault = 100_000
+
+// LimitHeld sets how many events one stream may hold past a gap (default
+// MaxHeldDefault). Once a stream holds that many, a new event that would be
+// held too is answered RETRYABLE_FAILURE (OVERLOADED, on source_sequence)
+// and not stored — the node must send the missing range first — while
+// events that fill the gap, and resends, are received as ever. A batch may
+// take a stream over the limit by its own events once. Set it before
+// serving.
+func (in *Inbox) LimitHeld(n int) { in.maxHeld = n }
 
 // OnRelease sets f to be called after a batch is committed (so an applier in
 // the same process can look for released events at once). Set it before
@@ -60,7 +74,7 @@ func NewInbox(d *relaypgx.Driver, codec *wire.Codec, clock relaytype.Clock) (*In
 	}
 	pool := d.Pool()
 	return &Inbox{reg: &Registry{pool: pool, clock: clock}, d: d, pool: pool, codec: codec, clock: clock,
-		engine: engine}, nil
+		engine: engine, maxHeld: MaxHeldDefault}, nil
 }
 
 // ErrStore wraps a failure of the inbox's database: nothing of the batch was
@@ -173,6 +187,10 @@ func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Ba
 		return err
 	}
 	pre := guessReleased(streams, queued, rows)
+	queued = in.refuseOverHeld(streams, queued, rows, pre, b, hashes, resp)
+	if len(queued) == 0 {
+		return nil
+	}
 	for _, i := range queued {
 		cols.add(rows[i], pre[i])
 	}
@@ -205,6 +223,31 @@ func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Ba
 		}
 	}
 	return in.settleStreams(ctx, tx, sender, streams, queued, rows, inserted, pre, now)
+}
+
+// refuseOverHeld answers RETRYABLE_FAILURE for the queued events that a
+// stream at its held limit would have to hold (new, past its gap, not
+// released by this batch), with every later copy of them in the batch, and
+// returns the queued events left to store.
+func (in *Inbox) refuseOverHeld(streams map[streamKey]*streamState, queued []int, rows []*inboxRow, pre map[int]bool,
+	b *wire.Batch, hashes [][]byte, resp *pb.UploadResponse) []int {
+	kept := queued[:0:0]
+	for _, i := range queued {
+		r := rows[i]
+		st := streams[streamKey{r.connector, r.partition}]
+		_, resent := st.held[r.seq]
+		if pre[i] || resent || r.seq < st.next || st.heldCount < in.maxHeld {
+			kept = append(kept, i)
+			continue
+		}
+		for j, s := range resp.Statuses {
+			if j >= i && strings.EqualFold(b.Events[j].GetEventId(), b.Events[i].EventId) && bytes.Equal(hashes[j], hashes[i]) {
+				s.Status, s.Reason, s.Field = pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE,
+					pb.RejectReason_REJECT_REASON_OVERLOADED, "source_sequence"
+			}
+		}
+	}
+	return kept
 }
 
 // eventColumns holds the EventInsertMany arrays: one element per event.

@@ -46,6 +46,8 @@ type streamKey struct{ connector, partition string }
 type streamState struct {
 	next uint64
 	held map[uint64]heldEvent
+	// heldCount is the stream's held count as stored (len(held) once read).
+	heldCount int
 }
 
 // heldEvent is an event stored earlier and not yet released.
@@ -128,7 +130,7 @@ func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey
 		if err != nil {
 			return fmt.Errorf("stream next_sequence %q: %w", next, err)
 		}
-		out[k] = &streamState{next: n}
+		out[k] = &streamState{next: n, heldCount: held}
 		if held > 0 {
 			withHeld = append(withHeld, k)
 		}

@@ -161,3 +161,24 @@ func TestGapAskedForAfterGrace(t *testing.T) {
 	require.Len(t, all, 3)
 	require.Equal(t, []int{1, 2, 3, 4, 5}, released(t, b))
 }
+
+// TestHeldLimitRefusesForNow: a stream holding its limit of events past a
+// gap answers further would-be-held events RETRYABLE_FAILURE (not stored),
+// while the event that fills the gap and resends are received; after the
+// gap is filled the refused events are taken.
+func TestHeldLimitRefusesForNow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := inboxOf(t, b, "ship-1")
+	in.LimitHeld(2)
+	ok := "RECEIVE_STATUS_RECEIVED/REJECT_REASON_UNSPECIFIED/"
+	later := "RECEIVE_STATUS_RETRYABLE_FAILURE/REJECT_REASON_OVERLOADED/source_sequence"
+	require.Equal(t, []string{ok, ok}, receiveAt(t, in, "ship-1", 100, keyEvent("ship-1", 3), keyEvent("ship-1", 4)))
+	require.Equal(t, []string{later, ok, later}, receiveAt(t, in, "ship-1", 101, keyEvent("ship-1", 5), keyEvent("ship-1", 3),
+		keyEvent("ship-1", 5)), "at the limit: 5 waits, 3 is a resend")
+	require.Equal(t, 2, countRows(t, b, "SELECT count(*) FROM sync_inbox_event"))
+	require.Equal(t, []string{ok, ok}, receiveAt(t, in, "ship-1", 102, keyEvent("ship-1", 1), keyEvent("ship-1", 2)))
+	require.Equal(t, []int{1, 2, 3, 4}, released(t, b))
+	require.Equal(t, []string{ok}, receiveAt(t, in, "ship-1", 103, keyEvent("ship-1", 5)))
+	require.Equal(t, []int{1, 2, 3, 4, 5}, released(t, b))
+}
