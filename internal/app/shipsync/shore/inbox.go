@@ -173,16 +173,12 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 // inserted) is checked against what is stored.
 func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Batch, queued []int, rows []*inboxRow,
 	cols *eventColumns, first map[string]int, hashes [][]byte, resp *pb.UploadResponse, now time.Time) error {
-	var keys []streamKey
-	seen := make(map[streamKey]bool)
+	seqs := make(map[streamKey][]uint64)
 	for _, i := range queued {
 		k := streamKey{rows[i].connector, rows[i].partition}
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
+		seqs[k] = append(seqs[k], rows[i].seq)
 	}
-	streams, err := lockStreams(ctx, tx, sender, keys, now)
+	streams, err := lockStreams(ctx, tx, sender, seqs, now)
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,14 @@ JOIN unnest($2::text[], $3::text[]) AS u(c, p) ON e.source_connector_id = u.c AN
 WHERE e.origin_node_id = $1 AND e.released_at IS NULL
 ORDER BY 1, 2, e.source_sequence;
 
+-- name: StreamHeldAt
+-- The events one stream holds at the given sequences (a batch's, to tell
+-- resends of held events): probes of the stream's unique sequence index.
+SELECT source_connector_id, source_partition, id, source_sequence::text, rule_id, pk_hash
+FROM sync_inbox_event
+WHERE origin_node_id = $1 AND source_connector_id = $2 AND source_partition = $3
+  AND source_sequence = ANY($4::numeric[]) AND released_at IS NULL;
+
 -- name: EventRelease
 -- Sets (true) or clears (false) released_at of the given events.
 UPDATE sync_inbox_event e SET released_at = CASE WHEN u.r THEN $3::timestamptz END

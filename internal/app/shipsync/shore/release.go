@@ -109,8 +109,15 @@ func sortStreams(keys []streamKey) {
 
 // lockStreams creates and locks the streams of the sender's events to
 // receive (sorted, so concurrent batches lock in one order) and reads the
-// events they hold past a gap.
-func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey, now time.Time) (map[streamKey]*streamState, error) {
+// held events it needs: all of a stream's when the batch brings the
+// sequence the stream waits for (the gap may close and release them), else
+// only those at the batch's own sequences (resends) — a stalled stream's
+// held events are not read again for every batch past its gap.
+func lockStreams(ctx context.Context, tx pgx.Tx, sender string, seqs map[streamKey][]uint64, now time.Time) (map[streamKey]*streamState, error) {
+	keys := make([]streamKey, 0, len(seqs))
+	for k := range seqs {
+		keys = append(keys, k)
+	}
 	sortStreams(keys)
 	cs, ps := make([]string, len(keys)), make([]string, len(keys))
 	for i, k := range keys {
@@ -121,7 +128,6 @@ func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey
 		return nil, fmt.Errorf("lock streams: %w", err)
 	}
 	out := make(map[streamKey]*streamState, len(keys))
-	var withHeld []streamKey
 	var k streamKey
 	var next string
 	var held int
@@ -131,28 +137,53 @@ func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey
 			return fmt.Errorf("stream next_sequence %q: %w", next, err)
 		}
 		out[k] = &streamState{next: n, heldCount: held}
-		if held > 0 {
-			withHeld = append(withHeld, k)
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lock streams: %w", err)
 	}
-	if len(withHeld) == 0 {
+	var whole []streamKey
+	for _, k := range keys {
+		st := out[k]
+		switch {
+		case st.heldCount == 0:
+		case slices.Contains(seqs[k], st.next):
+			whole = append(whole, k)
+		default:
+			at := make([]string, len(seqs[k]))
+			for i, s := range seqs[k] {
+				at[i] = strconv.FormatUint(s, 10)
+			}
+			rows, err := tx.Query(ctx, stmts["StreamHeldAt"], sender, k.connector, k.partition, at)
+			if err != nil {
+				return nil, fmt.Errorf("held events: %w", err)
+			}
+			if err := readHeld(rows, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(whole) == 0 {
 		return out, nil
 	}
 	cs, ps = cs[:0], ps[:0]
-	for _, k := range withHeld {
+	for _, k := range whole {
 		cs, ps = append(cs, k.connector), append(ps, k.partition)
 	}
 	rows, err = tx.Query(ctx, stmts["StreamHeld"], sender, cs, ps)
 	if err != nil {
 		return nil, fmt.Errorf("held events: %w", err)
 	}
+	return out, readHeld(rows, out)
+}
+
+// readHeld adds the held events of rows (StreamHeld's columns) to their
+// streams.
+func readHeld(rows pgx.Rows, out map[streamKey]*streamState) error {
+	var k streamKey
 	var h heldEvent
 	var seq string
-	_, err = pgx.ForEachRow(rows, []any{&k.connector, &k.partition, &h.id, &seq, &h.rule, &h.pkHash}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&k.connector, &k.partition, &h.id, &seq, &h.rule, &h.pkHash}, func() error {
 		n, err := strconv.ParseUint(seq, 10, 64)
 		if err != nil {
 			return fmt.Errorf("held source_sequence %q: %w", seq, err)
@@ -165,9 +196,9 @@ func lockStreams(ctx context.Context, tx pgx.Tx, sender string, keys []streamKey
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("held events: %w", err)
+		return fmt.Errorf("held events: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // releaseEvent is an event handed to processing, in its stream's order.
@@ -213,10 +244,13 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 			}
 			h := st.held[s]
 			delete(st.held, s)
+			st.heldCount--
 			release = append(release, releaseEvent{inboxID: h.id, key: ApplyKey(h.rule, h.pkHash)})
 			fixIDs, fixRel = append(fixIDs, h.id), append(fixRel, true)
 		}
-		held := len(st.held)
+		// st.held may be only part of what the stream holds (lockStreams);
+		// heldCount is the whole.
+		held := st.heldCount
 		for s, i := range mine {
 			switch {
 			case released[i]:

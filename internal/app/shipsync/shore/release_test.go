@@ -182,3 +182,26 @@ func TestHeldLimitRefusesForNow(t *testing.T) {
 	require.Equal(t, []string{ok}, receiveAt(t, in, "ship-1", 103, keyEvent("ship-1", 5)))
 	require.Equal(t, []int{1, 2, 3, 4, 5}, released(t, b))
 }
+
+// TestStalledStreamCountsHeld: batches past a gap that stays open keep the
+// stream's held count exact (it is not read back from the held events for
+// every batch), and filling the gap releases them all.
+func TestStalledStreamCountsHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := inboxOf(t, b, "ship-1")
+	for batch := range 5 {
+		n := 2 + batch*3
+		receiveAt(t, in, "ship-1", 200+batch, keyEvent("ship-1", n), keyEvent("ship-1", n+1), keyEvent("ship-1", n+2))
+		require.Equal(t, streamRow{Next: 1, Held: 3 * (batch + 1), Gap: true}, stream(t, b, "ship-1"))
+	}
+	receiveAt(t, in, "ship-1", 300, keyEvent("ship-1", 8)) // a resend of a held event
+	require.Equal(t, streamRow{Next: 1, Held: 15, Gap: true}, stream(t, b, "ship-1"))
+	receiveAt(t, in, "ship-1", 301, keyEvent("ship-1", 1))
+	require.Equal(t, streamRow{Next: 17, Held: 0, Gap: false}, stream(t, b, "ship-1"))
+	want := make([]int, 16)
+	for i := range want {
+		want[i] = i + 1
+	}
+	require.Equal(t, want, released(t, b))
+}
