@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -148,4 +149,29 @@ func TestTargetDownRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM relay_message WHERE state = 'FAILED' AND error_class = 'INFRA'"))
+}
+
+// TestSchemaMismatchWaits: a shore table that lacks a column the rule
+// writes is an operator's fix, not the event's fault: the event is retried
+// (UNSUPPORTED), gets no receipt, and applies once the column exists.
+func TestSchemaMismatchWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.mdb.ExecContext(t.Context(), "ALTER TABLE voyage DROP COLUMN note")
+	require.NoError(t, err)
+	var s stream
+	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")))
+	_, err = b.applier.Engine().Work(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM relay_message WHERE state = 'FAILED' AND error_class = 'UNSUPPORTED'"))
+
+	_, err = b.mdb.ExecContext(t.Context(), "ALTER TABLE voyage ADD COLUMN note VARCHAR(20)")
+	require.NoError(t, err)
+	b.clock.Advance(time.Hour) // past the retry's backoff
+	b.work(t)
+	require.Equal(t, applied, b.receipt(t, 1))
+	r, ok := b.row(t, 1)
+	require.True(t, ok)
+	require.Equal(t, "one", r.Note)
 }
