@@ -443,20 +443,28 @@ func (a *Applier) finalize(ctx context.Context, tx pgx.Tx, items []*item, now ti
 		}
 		rapplied = append(rapplied, applied)
 	}
+	// The three set-based writes go in one round trip.
+	var batch pgx.Batch
+	var what []string
 	if len(hr) > 0 {
-		if _, err := tx.Exec(ctx, stmts["HeadUpsertMany"], hr, hk, hrev, ho, he, ht, now); err != nil {
-			return fmt.Errorf("record heads: %w", err)
-		}
+		batch.Queue(stmts["HeadUpsertMany"], hr, hk, hrev, ho, he, ht, now)
+		what = append(what, "record heads")
 	}
 	if len(ro) > 0 {
-		if _, err := tx.Exec(ctx, stmts["ReceiptInsertMany"], ro, re, rr, rreason, rdetail, rconf, rapplied, now); err != nil {
-			return fmt.Errorf("receipts: %w", err)
-		}
-		if _, err := tx.Exec(ctx, stmts["JobFinalMany"], ji, js, jl, now); err != nil {
-			return fmt.Errorf("apply jobs: %w", err)
+		batch.Queue(stmts["ReceiptInsertMany"], ro, re, rr, rreason, rdetail, rconf, rapplied, now)
+		batch.Queue(stmts["JobFinalMany"], ji, js, jl, now)
+		what = append(what, "receipts", "apply jobs")
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, &batch)
+	for _, w := range what {
+		if _, err := br.Exec(); err != nil {
+			return errors.Join(fmt.Errorf("%s: %w", w, err), br.Close())
 		}
 	}
-	return nil
+	return br.Close()
 }
 
 // bounded keeps receipt details short.
