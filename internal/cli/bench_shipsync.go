@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -233,30 +232,18 @@ var uploadRuleDef = shore.Rule{ID: uploadRule, Version: 1, SourceTable: "item", 
 // MariaDB database and prints the events applied per second: from the
 // applier's start until every event has its receipt.
 func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string, total, workers, txBatch int) error {
-	cfg, err := mysqldsn.Parse(server)
+	scratch, drop, err := mysqldsn.CreateScratch(ctx, server, "relay_bench_shipsync_"+randomHex(4))
 	if err != nil {
 		return fmt.Errorf("--mariadb: %w", err)
 	}
-	cfg.DBName = ""
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	name := "relay_bench_shipsync_" + randomHex(4)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return fmt.Errorf("--mariadb %s: %w", dsn.Redact(server), dsn.Scrub(err, server))
-	}
-	defer func() { _, _ = admin.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE `"+name+"`") }()
-	cfg.DBName = name
-	target, err := apply.OpenTarget(cfg.FormatDSN())
+	defer drop()
+	target, err := apply.OpenTarget(scratch)
 	if err != nil {
 		return err
 	}
 	defer target.Close()
 	if _, err := target.DB().ExecContext(ctx, "CREATE TABLE item (id BIGINT PRIMARY KEY, note VARCHAR(64), "+
-		"_sync_revision CHAR(36) NOT NULL, _sync_origin VARCHAR(64) NOT NULL, _sync_event_id CHAR(36) NULL, "+
-		"_sync_updated_at DATETIME(6) NOT NULL)"); err != nil {
+		apply.SyncColumns+")"); err != nil {
 		return err
 	}
 	if err := target.EnsureLedger(ctx); err != nil {

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"io"
 )
 
 // shipsyncRoles are the roles of `relay shipsync`.
@@ -27,21 +25,5 @@ func shipsyncRoles() map[string]command {
 
 // runShipsync dispatches `relay shipsync <role>`.
 func runShipsync(ctx context.Context, env *Env, args []string) error {
-	roles := shipsyncRoles()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		shipsyncUsage(env.Stdout, roles)
-		return nil
-	}
-	r, ok := roles[args[0]]
-	if !ok {
-		shipsyncUsage(env.Stderr, roles)
-		return fmt.Errorf("shipsync: unknown role %q", args[0])
-	}
-	return r.run(ctx, env, args[1:])
-}
-
-func shipsyncUsage(w io.Writer, roles map[string]command) {
-	fmt.Fprintln(w, "usage: relay shipsync <role> [flags]\n\nroles:")
-	listCommands(w, roles)
-	fmt.Fprintln(w, "\nrun `relay shipsync <role> -h` for a role's flags (docs/shipsync/shore.md)")
+	return dispatchRoles(ctx, env, "shipsync", "docs/shipsync/shore.md", shipsyncRoles(), args)
 }

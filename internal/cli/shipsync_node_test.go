@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
-	"github.com/relayhq/relay/internal/cli"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -19,11 +17,7 @@ func TestShipsyncNodeCommand(t *testing.T) {
 	t.Parallel()
 	url := testdb.PGSchema(t)
 	dir := filepath.Join(t.TempDir(), "pki")
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := cli.Run(t.Context(), append([]string{"shipsync"}, args...), &out, &out)
-		return out.String(), err
-	}
+	run := shipsyncRun(t)
 	for _, a := range [][]string{{"init"}, {"node", "--node", "ship-1"}, {"node", "--node", "ship-1", "--name", "ship-1-b"}} {
 		_, err := run(append(append([]string{"pki"}, a...), "--dir", dir)...)
 		require.NoError(t, err)
@@ -47,4 +41,9 @@ func TestShipsyncNodeCommand(t *testing.T) {
 	out, err = run("node", "audit", "--postgres", url)
 	require.NoError(t, err)
 	require.Regexp(t, `node\.revoke\s+node ship-1\s+active\s+revoked`, out)
+}
+
+// shipsyncRun returns run for `relay shipsync …` commands.
+func shipsyncRun(t *testing.T) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) { return run(t, append([]string{"shipsync"}, args...)...) }
 }

@@ -38,23 +38,28 @@ func smsRoles() map[string]command {
 
 // runSms dispatches `relay sms <role>`.
 func runSms(ctx context.Context, env *Env, args []string) error {
-	roles := smsRoles()
+	return dispatchRoles(ctx, env, "sms", "docs/sms/cmpp.md", smsRoles(), args)
+}
+
+// dispatchRoles runs `relay <app> <role>`: the usage (roles listed, a
+// pointer to docs) on stdout for no role or -h, on stderr with an error for
+// an unknown one.
+func dispatchRoles(ctx context.Context, env *Env, app, docs string, roles map[string]command, args []string) error {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: relay %s <role> [flags]\n\nroles:\n", app)
+		listCommands(w, roles)
+		fmt.Fprintf(w, "\nrun `relay %s <role> -h` for a role's flags (%s)\n", app, docs)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		smsUsage(env.Stdout, roles)
+		usage(env.Stdout)
 		return nil
 	}
 	r, ok := roles[args[0]]
 	if !ok {
-		smsUsage(env.Stderr, roles)
-		return fmt.Errorf("sms: unknown role %q", args[0])
+		usage(env.Stderr)
+		return fmt.Errorf("%s: unknown role %q", app, args[0])
 	}
 	return r.run(ctx, env, args[1:])
-}
-
-func smsUsage(w io.Writer, roles map[string]command) {
-	fmt.Fprintln(w, "usage: relay sms <role> [flags]\n\nroles:")
-	listCommands(w, roles)
-	fmt.Fprintln(w, "\nrun `relay sms <role> -h` for a role's flags (docs/sms/cmpp.md)")
 }
 
 // accountFlags collects --account SP_ID:SECRET values (repeatable, each a

@@ -5,7 +5,11 @@
 package mysqldsn
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
+	"regexp"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -29,4 +33,42 @@ func Parse(s string) (*mysql.Config, error) {
 		return nil, fmt.Errorf("%s: not %s: %w", dsn.Redact(s), Form, dsn.Scrub(err, s))
 	}
 	return cfg, nil
+}
+
+// scratchName is what CreateScratch accepts as a database name (it is
+// quoted into SQL).
+var scratchName = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+
+// CreateScratch creates the database name (utf8mb4; [a-z0-9_] only) on the
+// server of the DSN server and returns the DSN naming it and a drop that
+// removes it (best effort, bounded by its own timeout). For harnesses and
+// benchmarks that need a throwaway database.
+func CreateScratch(ctx context.Context, server, name string) (dbDSN string, drop func(), err error) {
+	if !scratchName.MatchString(name) {
+		return "", nil, fmt.Errorf("scratch database name %q: want [a-z0-9_], at most 64", name)
+	}
+	cfg, err := Parse(server)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
+		return "", nil, fmt.Errorf("%s: create database %s: %w", dsn.Redact(server), name, dsn.Scrub(err, server))
+	}
+	adminDSN := cfg.FormatDSN()
+	drop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if a, err := sql.Open("mysql", adminDSN); err == nil {
+			_, _ = a.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+			_ = a.Close()
+		}
+	}
+	cfg.DBName = name
+	return cfg.FormatDSN(), drop, nil
 }

@@ -28,9 +28,7 @@ var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 var op = shore.Audit{Actor: "tester", Reason: "test"}
 
 // voyageDDL is the shore's business table the test rule writes.
-const voyageDDL = "CREATE TABLE voyage (id BIGINT PRIMARY KEY, note VARCHAR(20), " +
-	"_sync_revision CHAR(36) NOT NULL, _sync_origin VARCHAR(64) NOT NULL, _sync_event_id CHAR(36) NULL, " +
-	"_sync_updated_at DATETIME(6) NOT NULL)"
+const voyageDDL = "CREATE TABLE voyage (id BIGINT PRIMARY KEY, note VARCHAR(20), " + apply.SyncColumns + ")"
 
 // bundle is a migrated shore with node ship-1 allowed rules voyage-log@1
 // (registered: ops.voyage → voyage) and ghost@1 (not registered), an inbox,

@@ -25,6 +25,13 @@ type Target struct {
 	db *sql.DB
 }
 
+// SyncColumns are the platform's columns every synced table of the shore
+// database must have, as CREATE TABLE column definitions: the revision the
+// row is at, the node whose change produced it, the event that wrote it
+// (NULL for the shore's own writes) and when the platform wrote it.
+const SyncColumns = "_sync_revision CHAR(36) NOT NULL, _sync_origin VARCHAR(64) NOT NULL, " +
+	"_sync_event_id CHAR(36) NULL, _sync_updated_at DATETIME(6) NOT NULL"
+
 // OpenTarget opens the target database named by dsn (go-sql-driver form,
 // e.g. "user:pw@tcp(host:3306)/shore"). It forces what the applier relies
 // on: several statements per round trip with client-side parameter

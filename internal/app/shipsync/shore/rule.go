@@ -1,6 +1,7 @@
 package shore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,10 +152,7 @@ func (r *Registry) RegisteredRules(ctx context.Context) ([]*Rule, error) {
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b *Rule) int {
-		if c := strings.Compare(a.ID, b.ID); c != 0 {
-			return c
-		}
-		return int(a.Version) - int(b.Version)
+		return cmp.Or(strings.Compare(a.ID, b.ID), cmp.Compare(a.Version, b.Version))
 	})
 	return out, nil
 }

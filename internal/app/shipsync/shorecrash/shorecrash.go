@@ -25,6 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
@@ -336,38 +337,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // columns, and write_log filled by triggers with every row write (the
 // independent record of what happened on the target).
 func targetDB(ctx context.Context, server, tag string) (target string, db *sql.DB, drop func(), err error) {
-	cfg, err := mysqldsn.Parse(server)
+	target, drop, err = mysqldsn.CreateScratch(ctx, server, "relay_shorecrash_"+tag)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("shorecrash: mariadb: %w", err)
 	}
-	cfg.DBName = ""
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return "", nil, nil, err
-	}
-	defer admin.Close()
-	name := "relay_shorecrash_" + tag
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		return "", nil, nil, fmt.Errorf("shorecrash: mariadb %s: %w", cfg.Addr, err)
-	}
-	drop = func() {
-		a, err := sql.Open("mysql", cfg.FormatDSN())
-		if err == nil {
-			_, _ = a.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
-			_ = a.Close()
-		}
-	}
-	cfg.DBName = name
-	target = cfg.FormatDSN()
 	db, err = sql.Open("mysql", target)
 	if err != nil {
 		drop()
 		return "", nil, nil, err
 	}
 	for _, q := range []string{
-		"CREATE TABLE item (id BIGINT PRIMARY KEY, note VARCHAR(" + fmt.Sprint(noteMaxLen) + "), " +
-			"_sync_revision CHAR(36) NOT NULL, _sync_origin VARCHAR(64) NOT NULL, _sync_event_id CHAR(36) NULL, " +
-			"_sync_updated_at DATETIME(6) NOT NULL)",
+		"CREATE TABLE item (id BIGINT PRIMARY KEY, note VARCHAR(" + fmt.Sprint(noteMaxLen) + "), " + apply.SyncColumns + ")",
 		"CREATE TABLE write_log (seq BIGINT AUTO_INCREMENT PRIMARY KEY, op CHAR(1) NOT NULL, " +
 			"event_id CHAR(36) NULL, revision CHAR(36) NOT NULL)",
 		"CREATE TRIGGER item_ai AFTER INSERT ON item FOR EACH ROW " +
