@@ -1,0 +1,332 @@
+package capture
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relayhq/relay"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver"
+	"github.com/relayhq/relay/relayintake"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relayservice"
+	"github.com/relayhq/relay/relaysink"
+	"github.com/relayhq/relay/relaysource"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Defaults of Config.
+const (
+	// TopicPrefixDefault is Config.TopicPrefix when empty: topics are
+	// "sync.cdc.<logical>.<db>.<table>".
+	TopicPrefixDefault = "sync.cdc"
+	// QueueDefault is Config.Queue when empty.
+	QueueDefault = "shipsync-capture"
+	// TargetDefault is Config.Target when empty.
+	TargetDefault = "shipsync-capture"
+	// PollIntervalDefault is Config.PollInterval when zero: the changelog
+	// polling latency.
+	PollIntervalDefault = 500 * time.Millisecond
+	// MaxCommitDelayDefault is Config.MaxCommitDelay when zero: how long a
+	// changelog id may stay invisible (its business transaction still open)
+	// before the intake gives it up as a permanent hole. It must exceed the
+	// longest business transaction that writes a captured table.
+	MaxCommitDelayDefault = 5 * time.Minute
+	// PruneEveryDefault is Config.PruneEvery when zero.
+	PruneEveryDefault = time.Minute
+	// PruneBatchDefault is Config.PruneBatch when zero.
+	PruneBatchDefault = 1000
+)
+
+// logicalRE is what Config.Logical may be (it is a topic part and
+// source.name).
+var logicalRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Config configures a Capture. DB, Store, Sink and Logical are required.
+type Config struct {
+	// DB is the business database (MariaDB/MySQL), its default database
+	// the one Install prepared. The capture only reads it, except Prune.
+	DB *sql.DB
+	// Store is the capture's own state (the engine's queue, watermark and
+	// outbox): the embedded SQLite store on a ship. Migrate it first.
+	Store relaydriver.Driver
+	// Sink delivers the records (relaykafka).
+	Sink relaysink.Sink
+	// Logical is Debezium's topic.prefix: source.name and the topic part
+	// after TopicPrefix. Required; [A-Za-z0-9_-].
+	Logical string
+	// TopicPrefix is prepended to "<logical>.<db>.<table>". Default
+	// TopicPrefixDefault.
+	TopicPrefix string
+	// Queue and Target name the engine queue and outbox target. Defaults
+	// QueueDefault and TargetDefault.
+	Queue, Target string
+	// MaxCommitDelay: see MaxCommitDelayDefault.
+	MaxCommitDelay time.Duration
+	// PollInterval is how often the changelog, the queue and the outbox are
+	// polled when idle. Default PollIntervalDefault.
+	PollInterval time.Duration
+	// BatchSize is the most changelog rows one intake round reads. Default
+	// relayintake.BatchSizeDefault.
+	BatchSize int
+	// PruneEvery is how often Run deletes changelog rows already in the
+	// local store; negative turns pruning off. Default PruneEveryDefault.
+	PruneEvery time.Duration
+	// PruneBatch is the most rows one prune statement deletes. Default
+	// PruneBatchDefault.
+	PruneBatch int
+	// Owner names this instance in the pipeline lock. Default "capture".
+	Owner string
+	// Clock is the only source of time. Default relayclock.System{}.
+	Clock relaytype.Clock
+	// Logger receives structured logs (never row values). Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the engine's metrics. Default nil: none.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("capture: Config.DB is required")
+	case c.Store == nil:
+		return errors.New("capture: Config.Store is required")
+	case c.Sink == nil:
+		return errors.New("capture: Config.Sink is required")
+	case !logicalRE.MatchString(c.Logical):
+		return errors.New("capture: Config.Logical must be 1-64 of [A-Za-z0-9_-]")
+	case c.MaxCommitDelay < 0 || c.PollInterval < 0 || c.BatchSize < 0 || c.PruneBatch < 0:
+		return errors.New("capture: Config.MaxCommitDelay, PollInterval, BatchSize and PruneBatch must not be negative")
+	}
+	return nil
+}
+
+// Capture runs the pipeline changelog → watermark intake → FIFO engine
+// (the producer handler) → outbox → sink. Create it with New, run it with
+// Run (or drive it with Step). Safe for concurrent use as documented per
+// method.
+type Capture struct {
+	cfg        Config
+	table      *relaysource.SQLTable
+	intake     *relayintake.Intake
+	engine     *relay.Engine
+	dispatcher *relay.Dispatcher
+	svc        *relayservice.Service
+
+	seedOnce sync.Mutex
+	seeded   bool
+}
+
+// Migrate brings the capture's store to the current engine schema.
+func Migrate(ctx context.Context, d relaydriver.Driver, clock relaytype.Clock) error {
+	_, err := relaymigrate.Up(ctx, d, clock, relaymigrate.EngineLineOf(d))
+	return err
+}
+
+// New builds a Capture; it does no I/O.
+func New(cfg Config) (*Capture, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.TopicPrefix = cmp.Or(cfg.TopicPrefix, TopicPrefixDefault)
+	cfg.Queue = cmp.Or(cfg.Queue, QueueDefault)
+	cfg.Target = cmp.Or(cfg.Target, TargetDefault)
+	cfg.MaxCommitDelay = cmp.Or(cfg.MaxCommitDelay, MaxCommitDelayDefault)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.PruneEvery = cmp.Or(cfg.PruneEvery, PruneEveryDefault)
+	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, PruneBatchDefault)
+	cfg.Owner = cmp.Or(cfg.Owner, "capture")
+	if cfg.Clock == nil {
+		cfg.Clock = relayclock.System{}
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	c := &Capture{cfg: cfg}
+	var err error
+	if c.table, err = relaysource.NewSQLTable(cfg.DB, relaysource.SQLTableConfig{Dialect: relaysource.DialectMySQL,
+		Table: "_sync_changelog", IDColumn: "id", PayloadColumn: "payload", Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if c.intake, err = relayintake.New(cfg.Store, c.table, relayintake.Config{Queue: cfg.Queue, BatchSize: cfg.BatchSize,
+		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
+		Registerer: cfg.Registerer}); err != nil {
+		return nil, err
+	}
+	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,
+		clock: cfg.Clock, codecs: map[string]*codec{}}
+	if c.engine, err = relay.NewEngine(cfg.Store, relay.Config{Queue: cfg.Queue, Mode: relay.ModeFIFO, Handler: p,
+		Watermarked: true, FIFOBatch: 64, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
+		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
+		return nil, err
+	}
+	if c.dispatcher, err = relay.NewDispatcher(cfg.Store, cfg.Sink, relay.DispatcherConfig{Target: cfg.Target,
+		Kind: relay.DispatchEvents, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
+		Registerer: cfg.Registerer}); err != nil {
+		return nil, err
+	}
+	retention, err := relay.NewRetention(cfg.Store, relay.RetentionConfig{Targets: []string{cfg.Target},
+		Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer})
+	if err != nil {
+		return nil, err
+	}
+	var jobs []func(context.Context) error
+	if cfg.PruneEvery > 0 {
+		jobs = append(jobs, c.pruneJob)
+	}
+	if c.svc, err = relayservice.New(relayservice.Config{Name: "capture:" + cfg.Queue, Owner: cfg.Owner,
+		Driver: cfg.Store, Intake: c.intake, Engine: c.engine, Dispatchers: []*relay.Dispatcher{c.dispatcher},
+		Retention: retention, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Engine returns the FIFO engine (stats, dead letters, replay).
+func (c *Capture) Engine() *relay.Engine { return c.engine }
+
+// Intake returns the changelog intake (watermark, holes).
+func (c *Capture) Intake() *relayintake.Intake { return c.intake }
+
+// Run takes the pipeline lock, seeds the watermark on first start and runs
+// intake, engine, dispatcher, outbox retention and the prune job until ctx
+// ends (relayservice.Service.Run). It may be called once.
+func (c *Capture) Run(ctx context.Context) error { return c.svc.Run(ctx) }
+
+// seed stores the first watermark: everything in the changelog now (its
+// rows were all written after install), or, when it is empty, the id
+// before its next AUTO_INCREMENT value, so a changelog emptied by prune
+// does not wait out a hole from id 1. A restart keeps its watermark.
+func (c *Capture) seed(ctx context.Context) error {
+	c.seedOnce.Lock()
+	defer c.seedOnce.Unlock()
+	if c.seeded {
+		return nil
+	}
+	mode := relayintake.SeedMin
+	var n, maxID int64
+	if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogBounds"]).Scan(&n, &maxID); err != nil {
+		return fmt.Errorf("capture: seed: read changelog: %w", err)
+	}
+	if n == 0 {
+		var next int64
+		if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogNextID"]).Scan(&next); err != nil {
+			return fmt.Errorf("capture: seed: read changelog AUTO_INCREMENT: %w", err)
+		}
+		mode = strconv.FormatInt(max(next-1, 0), 10)
+	}
+	w, err := c.intake.Seed(ctx, mode)
+	switch {
+	case errors.Is(err, relaytype.ErrSeedRefused): // seeded before: carry on
+	case err != nil:
+		return fmt.Errorf("capture: seed: %w", err)
+	default:
+		c.cfg.Logger.InfoContext(ctx, "capture: watermark seeded", "watermark", w)
+	}
+	c.seeded = true
+	return nil
+}
+
+// Step runs one round of every stage in turn — seed if needed, an intake
+// round, the engine, the dispatcher — and returns how much it moved (rows
+// enqueued + messages processed + events sent). Tests and demos drive the
+// pipeline with it on their own clock instead of Run; do not use both at
+// once. ctx governs every call.
+func (c *Capture) Step(ctx context.Context) (int, error) {
+	if err := c.seed(ctx); err != nil {
+		return 0, err
+	}
+	res, err := c.intake.RunOnce(ctx)
+	if err != nil {
+		return 0, err
+	}
+	processed, err := c.engine.Work(ctx)
+	if err != nil {
+		return 0, err
+	}
+	sent, err := c.dispatcher.Work(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return res.Enqueued + processed + sent, nil
+}
+
+// Prune deletes changelog rows at or below the intake's watermark — their
+// content is in the local store — except rows at permanent-hole ids not
+// ingested yet (a late row the intake's late check must still find), at
+// most PruneBatch rows a statement until none is left. It returns how many
+// it deleted. ctx governs every call.
+func (c *Capture) Prune(ctx context.Context) (int64, error) {
+	st, err := c.intake.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if st.Cursor == nil {
+		return 0, nil
+	}
+	w := st.Cursor.Watermark
+	holes, err := c.cfg.Store.GetExecutor().HoleList(ctx, c.cfg.Queue)
+	if err != nil {
+		return 0, fmt.Errorf("capture: prune: holes: %w", err)
+	}
+	var keep []string
+	for _, h := range holes {
+		if h.IngestedAt.IsZero() && h.ID <= w {
+			keep = append(keep, strconv.FormatInt(h.ID, 10))
+		}
+	}
+	const maxKeep = 500
+	if len(keep) > maxKeep { // prune below the oldest instead of a huge list
+		first, _ := strconv.ParseInt(keep[0], 10, 64)
+		w, keep = first-1, nil
+	}
+	keepSQL := ""
+	if len(keep) > 0 {
+		keepSQL = "AND id NOT IN (" + strings.Join(slices.Compact(keep), ",") + ")"
+	}
+	q, err := render("ChangelogPrune", map[string]string{"Keep": keepSQL, "Limit": strconv.Itoa(c.cfg.PruneBatch)})
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		r, err := c.cfg.DB.ExecContext(ctx, q, w)
+		if err != nil {
+			return total, fmt.Errorf("capture: prune: %w", err)
+		}
+		n, _ := r.RowsAffected()
+		total += n
+		if n < int64(c.cfg.PruneBatch) {
+			return total, nil
+		}
+	}
+}
+
+// pruneJob runs Prune every PruneEvery until ctx ends; a failed pass is
+// logged and retried at the next.
+func (c *Capture) pruneJob(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Clock.After(c.cfg.PruneEvery):
+		}
+		n, err := c.Prune(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.cfg.Logger.WarnContext(ctx, "capture: prune failed", "error", err)
+		} else if n > 0 {
+			c.cfg.Logger.DebugContext(ctx, "capture: changelog pruned", "rows", n)
+		}
+	}
+}

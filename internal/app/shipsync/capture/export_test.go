@@ -1,0 +1,4 @@
+package capture
+
+// DebeziumValue exposes debeziumValue to the tests.
+var DebeziumValue = debeziumValue
