@@ -9,6 +9,12 @@ func shipsyncRoles() map[string]command {
 	return map[string]command{
 		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
+		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +
+			"node's rules, keep the state in SQLite, upload batches to the shore over mutual TLS, pull receipts and " +
+			"commit the consumer group only up to the contiguous terminal checkpoint (docs/shipsync/client.md)", runShipsyncClient},
+		"demo": {"the whole uplink on this machine: a ship database with the trigger capture → CDC topics (Kafka " +
+			"API, in process) → ship client → shore over mutual TLS → shore database, with progress, then the two " +
+			"databases compared row by row and every event reconciled", runShipsyncDemo},
 		"node": {"the shore's node registry in PostgreSQL: add a node from its certificate, rotate (a second " +
 			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
 		"chaos": {"the shore's crash harness: a shore process killed with SIGKILL at random moments and at each step of " +

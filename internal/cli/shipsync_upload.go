@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
@@ -47,21 +45,9 @@ func runShipsyncUpload(ctx context.Context, env *Env, args []string) error {
 	if *caFile == "" || *certFile == "" || *keyFile == "" {
 		return errors.New("shipsync upload: --ca, --cert and --key are required")
 	}
-	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-	if err != nil {
-		return fmt.Errorf("--cert: %w", err)
-	}
-	leaf, err := pki.ReadCert(*certFile)
+	tc, node, err := nodeTLS(*caFile, *certFile, *keyFile)
 	if err != nil {
 		return err
-	}
-	node, err := pki.NodeID(leaf)
-	if err != nil {
-		return fmt.Errorf("--cert: %w", err)
-	}
-	roots, err := certPool(*caFile)
-	if err != nil {
-		return fmt.Errorf("--ca: %w", err)
 	}
 	if *batchID == "" {
 		var b [16]byte
@@ -86,7 +72,7 @@ func runShipsyncUpload(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", shore.ContentType)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	tr := &http.Transport{TLSClientConfig: tc}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 60 * time.Second}).Do(req)
 	if err != nil {

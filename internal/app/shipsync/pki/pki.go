@@ -304,3 +304,37 @@ func ReadCert(path string) (*x509.Certificate, error) {
 		}
 	}
 }
+
+// CAPool reads the directory's CA certificate as a pool.
+func (d Dir) CAPool() (*x509.CertPool, error) {
+	data, err := os.ReadFile(filepath.Join(d.Path, CACertFile))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("pki: " + CACertFile + ": no PEM certificate")
+	}
+	return pool, nil
+}
+
+// ClientTLS returns the TLS client config of the node certificate named
+// name (NodeFiles): its certificate and the directory's CA as the roots
+// the shore's certificate is checked against.
+func (d Dir) ClientTLS(name string) (*tls.Config, error) {
+	cf, kf := NodeFiles(name)
+	kp, err := tls.LoadX509KeyPair(filepath.Join(d.Path, cf), filepath.Join(d.Path, kf))
+	if err != nil {
+		return nil, err
+	}
+	roots, err := d.CAPool()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ServerCert reads the shore's certificate and key (IssueServer).
+func (d Dir) ServerCert() (tls.Certificate, error) {
+	return tls.LoadX509KeyPair(filepath.Join(d.Path, ServerCertFile), filepath.Join(d.Path, ServerKeyFile))
+}

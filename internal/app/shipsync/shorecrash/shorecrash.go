@@ -9,14 +9,12 @@ package shorecrash
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -393,20 +391,7 @@ func setupPKI(ctx context.Context, d *relaypgx.Driver, dir string) (*tls.Config,
 		KeyColumns: []string{"id"}, Columns: []string{"id", "note"}, InsertOverTombstone: true}, who); err != nil {
 		return nil, err
 	}
-	cf, kf := pki.NodeFiles("node-" + node)
-	kp, err := tls.LoadX509KeyPair(filepath.Join(dir, cf), filepath.Join(dir, kf))
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(filepath.Join(dir, pki.CACertFile))
-	if err != nil {
-		return nil, err
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("shorecrash: CA certificate unreadable")
-	}
-	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12}, nil
+	return p.ClientTLS("node-" + node)
 }
 
 func freeAddr() (string, error) {

@@ -1,0 +1,733 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/relayhq/relay/internal/app/shipsync/cdc"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// Normalizer turns a decoded change into an event or a disposition
+// (normalize.Normalizer).
+type Normalizer interface {
+	Normalize(ctx context.Context, src normalize.Source, ev *cdc.Event, trustedNow time.Time) (normalize.Outcome, error)
+}
+
+// Config configures a Client.
+type Config struct {
+	NodeID string
+	// Brokers and TopicPrefix say what to consume: every topic whose name
+	// starts with TopicPrefix ("sync.cdc.<logical>.").
+	Brokers     []string
+	TopicPrefix string
+	// Group is the consumer group (default "shipsync-client-<node>").
+	Group string
+	// KafkaOpts are extra franz-go options (SASL, TLS, …).
+	KafkaOpts []kgo.Opt
+
+	Store      *Store
+	Decoder    *cdc.Decoder
+	Normalizer Normalizer
+	Codec      *wire.Codec
+	Transport  *Transport
+	Clock      relaytype.Clock
+	Logger     *slog.Logger
+
+	// MaxBatchEvents and MaxBatchBytes bound one upload (default and
+	// maximum: the codec's limits, 500 events / 4 MiB before compression).
+	MaxBatchEvents int
+	MaxBatchBytes  int
+	// Window is how many events of one partition may be read and not yet
+	// terminal; reading that partition pauses at it (default 20,000).
+	Window int
+	// ReceiptEvery is how often receipts are pulled while events wait for
+	// them (default 1 s).
+	ReceiptEvery time.Duration
+	// Backoff is the retry schedule of failed requests.
+	Backoff Backoff
+}
+
+// WindowDefault is Config.Window's default.
+const WindowDefault = 20000
+
+// Stats are the client's counters since start.
+type Stats struct {
+	Read, Produced, Skipped, Blocked      int64
+	Batches, Resends, Uploaded, Received  int64
+	Terminal, WireBytes, RawBytes         int64
+	UploadFailures, ReceiptPulls, Commits int64
+}
+
+// Client runs the ship side of the uplink: it consumes the CDC topics,
+// normalises each change, keeps the state in SQLite, uploads batches and
+// pulls receipts, and commits the consumer group only up to the contiguous
+// terminal checkpoint.
+type Client struct {
+	cfg      Config
+	log      *slog.Logger
+	kc       *kgo.Client
+	mu       sync.Mutex
+	tr       *tracker
+	saved    map[TP]Watermark
+	wake     chan struct{} // something may be uploaded
+	pull     chan struct{} // receipts may be due
+	batchSeq uint64
+
+	read, produced, skipped, blocked  atomic.Int64
+	batches, resends, uploaded, recvd atomic.Int64
+	terminal, wireBytes, rawBytes     atomic.Int64
+	uploadFailures, pulls, commits    atomic.Int64
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) (*Client, error) {
+	switch {
+	case cfg.NodeID == "":
+		return nil, errors.New("client: NodeID is required")
+	case cfg.Store == nil || cfg.Decoder == nil || cfg.Normalizer == nil || cfg.Codec == nil || cfg.Transport == nil ||
+		cfg.Clock == nil:
+		return nil, errors.New("client: Store, Decoder, Normalizer, Codec, Transport and Clock are required")
+	case cfg.TopicPrefix == "" || len(cfg.Brokers) == 0:
+		return nil, errors.New("client: Brokers and TopicPrefix are required")
+	}
+	lim := cfg.Codec.Config()
+	if cfg.MaxBatchEvents <= 0 || cfg.MaxBatchEvents > lim.MaxEvents {
+		cfg.MaxBatchEvents = lim.MaxEvents
+	}
+	if cfg.MaxBatchBytes <= 0 || cfg.MaxBatchBytes > lim.MaxBytes {
+		// Room for the EventList framing around the events.
+		cfg.MaxBatchBytes = lim.MaxBytes - 64<<10
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = WindowDefault
+	}
+	if cfg.ReceiptEvery <= 0 {
+		cfg.ReceiptEvery = time.Second
+	}
+	if cfg.Group == "" {
+		cfg.Group = "shipsync-client-" + cfg.NodeID
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1)}, nil
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	return Stats{Read: c.read.Load(), Produced: c.produced.Load(), Skipped: c.skipped.Load(), Blocked: c.blocked.Load(),
+		Batches: c.batches.Load(), Resends: c.resends.Load(), Uploaded: c.uploaded.Load(), Received: c.recvd.Load(),
+		Terminal: c.terminal.Load(), WireBytes: c.wireBytes.Load(), RawBytes: c.rawBytes.Load(),
+		UploadFailures: c.uploadFailures.Load(), ReceiptPulls: c.pulls.Load(), Commits: c.commits.Load()}
+}
+
+// Waiting returns how many events the client tracks that are not yet
+// terminal (read, sent or received, or blocked).
+func (c *Client) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.tr.byID)
+}
+
+// Run consumes, uploads and pulls receipts until ctx ends or the state
+// store fails (the process must then stop: its memory is ahead of what is
+// saved, and a restart rebuilds from the saved state).
+func (c *Client) Run(ctx context.Context) error {
+	saved, err := c.cfg.Store.Watermarks(ctx)
+	if err != nil {
+		return err
+	}
+	c.saved = saved
+	if v, err := c.cfg.Store.meta(ctx, metaBatchSequence); err != nil {
+		return err
+	} else if v != "" {
+		c.batchSeq, _ = strconv.ParseUint(v, 10, 64)
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeRegex(),
+		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(8 << 20),
+		kgo.MetadataMinAge(time.Second),
+		kgo.MetadataMaxAge(10 * time.Second),
+	}, c.cfg.KafkaOpts...)
+	kc, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("client: kafka: %w", err)
+	}
+	c.kc = kc
+	defer kc.Close()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context) error{c.consume, c.upload, c.receipts} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := loop(ctx); err != nil && ctx.Err() == nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// consume reads the topics and turns each record into a tracked event.
+func (c *Client) consume(ctx context.Context) error {
+	for {
+		fs := c.kc.PollRecords(ctx, 5000)
+		if ctx.Err() != nil {
+			return nil
+		}
+		for _, e := range fs.Errors() {
+			c.log.Warn("shipsync client: topic read failed; retrying", "topic", e.Topic, "partition", e.Partition,
+				"err", e.Err)
+		}
+		var recs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+		if len(recs) == 0 {
+			continue
+		}
+		if err := c.ingest(ctx, recs); err != nil {
+			return err
+		}
+		signal(c.wake)
+	}
+}
+
+// ingested is one record's result before it is saved.
+type ingested struct {
+	tp  TP
+	off int64
+	s   *slot    // nil: nothing to track
+	ne  newEvent // when s is new
+	new bool
+}
+
+// ingest normalises a poll's records, stores the new events and the read
+// positions in one transaction, then tracks them.
+func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
+	now := c.cfg.Clock.Now()
+	out := make([]ingested, 0, len(recs))
+	ids := make([]string, 0, len(recs))
+	c.mu.Lock()
+	starts := map[TP]int64{}
+	for _, r := range recs {
+		tp := TP{r.Topic, r.Partition}
+		if _, ok := starts[tp]; !ok {
+			starts[tp] = r.Offset
+		}
+	}
+	parts := map[TP]*partition{}
+	for tp, start := range starts {
+		parts[tp] = c.tr.part(tp, c.saved, start)
+	}
+	c.mu.Unlock()
+
+	for _, r := range recs {
+		tp := TP{r.Topic, r.Partition}
+		p := parts[tp]
+		c.read.Add(1)
+		if r.Offset < p.wm.ReadNext {
+			continue // terminal already, or read twice
+		}
+		in := ingested{tp: tp, off: r.Offset}
+		s, err := c.prepare(ctx, r, now)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			s.tp, s.off = tp, r.Offset
+			in.s = s
+			ids = append(ids, s.id)
+		}
+		out = append(out, in)
+	}
+	states, err := c.cfg.Store.eventStates(ctx, ids)
+	if err != nil {
+		return err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var evs []newEvent
+	for i := range out {
+		in := &out[i]
+		p := parts[in.tp]
+		if in.s == nil {
+			continue
+		}
+		s := in.s
+		if k, ok := states[s.id]; ok {
+			// Produced before a restart: reuse its number and state.
+			s.seq = k.Seq
+			switch k.State {
+			case StateTerminal, StateExpiredApproved:
+				in.s = nil
+				continue
+			case StateReceived:
+				s.state, s.ev = StateReceived, nil
+			case StateBlocked:
+				s.state, s.ev = StateBlocked, nil
+			default:
+				s.state = StateReady
+			}
+			if s.ev != nil {
+				s.ev.SourceSequence = s.seq
+			}
+			continue
+		}
+		if s.state == StateReady {
+			s.seq = p.wm.NextSeq
+			s.ev.SourceSequence = s.seq
+			if err := c.cfg.Codec.ValidateEvent(s.ev); err != nil {
+				// Never number an event the shore would refuse: a refused
+				// number would leave a gap in the stream for ever.
+				s.seq, s.state, s.reason, s.ev = 0, StateBlocked, "invalid: "+bound(err.Error(), 160), nil
+			} else {
+				p.wm.NextSeq++
+			}
+		}
+		in.new = true
+		evs = append(evs, s.newEvent())
+	}
+	// Save before tracking: what is tracked in memory is always saved.
+	marks := make([]Watermark, 0, len(parts))
+	for tp, p := range parts {
+		wm := p.wm
+		for i := range out {
+			if out[i].tp == tp && out[i].off+1 > wm.ReadNext {
+				wm.ReadNext = out[i].off + 1
+			}
+		}
+		marks = append(marks, wm)
+	}
+	if err := c.cfg.Store.recordRead(ctx, evs, marks); err != nil {
+		return err
+	}
+	for _, in := range out {
+		p := parts[in.tp]
+		if in.s == nil {
+			p.read(in.off)
+			c.skipped.Add(1)
+			continue
+		}
+		c.tr.add(p, in.s)
+		if in.new {
+			if in.s.state == StateBlocked {
+				c.blocked.Add(1)
+				c.log.Warn("shipsync client: event blocked", "partition", in.tp.String(), "offset", in.off,
+					"reason", in.s.reason)
+			} else {
+				c.produced.Add(1)
+			}
+		}
+		if p.open >= c.cfg.Window && !p.paused {
+			p.paused = true
+			c.kc.PauseFetchPartitions(map[string][]int32{in.tp.Topic: {in.tp.Partition}})
+		}
+	}
+	return nil
+}
+
+// prepare decodes and normalises one record. It returns nil for a record
+// that needs no event (skipped), a READY slot with its event, or a BLOCKED
+// slot. An error is an infrastructure failure.
+func (c *Client) prepare(ctx context.Context, r *kgo.Record, now time.Time) (*slot, error) {
+	m := cdc.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, cdc.Header{Key: h.Key, Value: h.Value})
+	}
+	src := normalize.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	ev, err := c.cfg.Decoder.Decode(m)
+	if err != nil {
+		// Not decodable: blocked under an id naming its position, so the
+		// checkpoint stops here and the failure is queryable.
+		return &slot{id: rawID(src), state: StateBlocked, reason: "undecodable: " + bound(err.Error(), 160),
+			priority: int(normalize.PriorityNormal), raw: len(r.Value)}, nil
+	}
+	o, err := c.cfg.Normalizer.Normalize(ctx, src, ev, now)
+	if err != nil {
+		return nil, err
+	}
+	switch o.Disposition {
+	case normalize.Skip:
+		return nil, nil
+	case normalize.Block:
+		id := rawID(src)
+		if o.Event != nil && o.Event.EventId != "" {
+			id = o.Event.EventId
+		}
+		s := &slot{id: id, state: StateBlocked, reason: o.Reason, priority: int(o.Priority), raw: len(r.Value)}
+		if o.Rule != nil {
+			s.ruleID, s.ruleVersion = o.Rule.ID, o.Rule.Version
+		}
+		return s, nil
+	}
+	s := &slot{id: o.Event.EventId, state: StateReady, ev: o.Event, priority: int(o.Priority), raw: o.RawBytes,
+		ruleID: o.Event.RuleId, ruleVersion: o.Event.RuleVersion}
+	return s, nil
+}
+
+// rawID names an event that could not be normalised, by its position.
+func rawID(src normalize.Source) string {
+	return "raw:" + src.Topic + "/" + strconv.Itoa(int(src.Partition)) + "@" + strconv.FormatInt(src.Offset, 10)
+}
+
+func (s *slot) newEvent() newEvent {
+	ne := newEvent{ID: s.id, TP: s.tp, Offset: s.off, Seq: s.seq, RuleID: s.ruleID, RuleVersion: s.ruleVersion,
+		Priority: s.priority, State: s.state, Reason: s.reason, RawBytes: s.raw}
+	if s.ev != nil {
+		ne.CapturedAt = s.ev.CapturedAt.AsTime()
+		if s.ev.BusinessOccurredAt != nil {
+			ne.BusinessAt = s.ev.BusinessOccurredAt.AsTime()
+		}
+	}
+	return ne
+}
+
+// upload sends batches while there is something to send.
+func (c *Client) upload(ctx context.Context) error {
+	failures := 0
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		batch, wakeAt := c.tr.nextBatch(c.cfg.Clock.Now(), c.cfg.MaxBatchEvents, c.cfg.MaxBatchBytes)
+		c.mu.Unlock()
+		if batch == nil {
+			var timer <-chan time.Time
+			if !wakeAt.IsZero() {
+				timer = c.cfg.Clock.After(wakeAt.Sub(c.cfg.Clock.Now()))
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.wake:
+			case <-timer:
+			}
+			continue
+		}
+		err := c.send(ctx, batch)
+		if err == nil {
+			failures = 0
+			signal(c.pull)
+			continue
+		}
+		var se *storeError
+		if errors.As(err, &se) {
+			return se.err
+		}
+		c.mu.Lock()
+		unsent(batch)
+		c.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.uploadFailures.Add(1)
+		d := c.cfg.Backoff.Delay(failures, err)
+		failures++
+		var re *RequestError
+		if errors.As(err, &re) && !re.Retryable {
+			// Authentication, protocol or a refused batch: not to be retried
+			// quickly; wait the longest backoff and report.
+			d = c.cfg.Backoff.capOr()
+			c.log.Error("shipsync client: upload refused; waiting before trying again", "err", err, "wait", d)
+		} else {
+			c.log.Warn("shipsync client: upload failed; retrying", "err", err, "wait", d)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Clock.After(d):
+		}
+	}
+	return nil
+}
+
+// storeError wraps a state-store failure, which stops the client.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+
+// send uploads one batch and records the answer.
+func (c *Client) send(ctx context.Context, batch []*slot) error {
+	evs := make([]*pb.ChangeEvent, len(batch))
+	raw := 0
+	for i, s := range batch {
+		evs[i] = s.ev
+		raw += s.raw
+	}
+	c.batchSeq++
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
+	body, err := c.cfg.Codec.Encode(&wire.Batch{NodeID: c.cfg.NodeID, BatchID: uuidText(id), Sequence: c.batchSeq,
+		CreatedAt: c.cfg.Clock.Now(), Events: evs})
+	if err != nil {
+		return &storeError{fmt.Errorf("client: encode batch: %w", err)}
+	}
+	c.batches.Add(1)
+	for _, s := range batch {
+		if s.attempts > 0 {
+			c.resends.Add(int64(1))
+		}
+	}
+	c.wireBytes.Add(int64(len(body)))
+	ur, err := c.cfg.Transport.Upload(ctx, body)
+	if err != nil {
+		return err
+	}
+	if len(ur.Statuses) != len(batch) {
+		return &RequestError{Status: 200, Detail: fmt.Sprintf("answer has %d statuses for %d events", len(ur.Statuses), len(batch))}
+	}
+	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	for i, st := range ur.Statuses {
+		s := batch[i]
+		if st.EventId != s.id {
+			unsent(batch)
+			c.mu.Unlock()
+			return &RequestError{Status: 200, Detail: "answer statuses out of order"}
+		}
+		switch st.Status {
+		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
+			res.Received = append(res.Received, s.id)
+			c.tr.received(s)
+		case pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE:
+			why := st.Reason.String()
+			res.Retry[s.id] = why
+			s.retry(why, now.Add(c.cfg.Backoff.Delay(s.attempts, nil)))
+		default:
+			why := st.Reason.String()
+			if st.Field != "" {
+				why += " on " + st.Field
+			}
+			res.Blocked[s.id] = why
+			c.tr.blocked(s, why)
+			c.blocked.Add(1)
+			c.log.Error("shipsync client: event refused by the shore; blocked", "event", s.id, "reason", why)
+		}
+	}
+	marks := c.tr.dirtyMarks()
+	seq := c.batchSeq
+	c.mu.Unlock()
+	c.uploaded.Add(int64(len(batch)))
+	c.recvd.Add(int64(len(res.Received)))
+	c.rawBytes.Add(int64(raw))
+	if err := c.cfg.Store.recordSent(ctx, res, marks); err != nil {
+		return &storeError{err}
+	}
+	if err := c.cfg.Store.setMeta(ctx, metaBatchSequence, strconv.FormatUint(seq, 10)); err != nil {
+		return &storeError{err}
+	}
+	return nil
+}
+
+func uuidText(b [16]byte) string {
+	const hex = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, x := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hex[x>>4], hex[x&0xf])
+	}
+	return string(out)
+}
+
+// receipts pulls terminal results, stores them with the cursor, advances
+// the terminal checkpoints and commits the consumer group to them.
+func (c *Client) receipts(ctx context.Context) error {
+	cursor, err := c.cfg.Store.meta(ctx, metaReceiptCursor)
+	if err != nil {
+		return err
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.pull:
+		case <-c.cfg.Clock.After(c.cfg.ReceiptEvery):
+		}
+		for ctx.Err() == nil {
+			page, err := c.cfg.Transport.Receipts(ctx, cursor, 1000)
+			c.pulls.Add(1)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				d := c.cfg.Backoff.Delay(failures, err)
+				failures++
+				c.log.Warn("shipsync client: receipts pull failed", "err", err, "wait", d)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-c.cfg.Clock.After(d):
+				}
+				continue
+			}
+			failures = 0
+			if err := c.applyReceipts(ctx, page); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				cursor = page.NextCursor
+			}
+			if !page.More || len(page.Receipts) == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error {
+	ts := make([]terminal, 0, len(page.Receipts))
+	for _, r := range page.Receipts {
+		if r.OriginNodeId != c.cfg.NodeID {
+			continue
+		}
+		reason := ""
+		if r.Reason != pb.RejectReason_REJECT_REASON_UNSPECIFIED {
+			reason = r.Reason.String()
+		}
+		ts = append(ts, terminal{ID: r.EventId, Result: resultName(r.Result), Reason: reason, ConflictID: r.ConflictId})
+	}
+	c.mu.Lock()
+	for _, t := range ts {
+		c.tr.terminal(t.ID)
+	}
+	var resume map[string][]int32
+	for _, tp := range c.tr.order {
+		p := c.tr.parts[tp]
+		if p.paused && p.open < c.cfg.Window/2 {
+			p.paused = false
+			if resume == nil {
+				resume = map[string][]int32{}
+			}
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+	}
+	marks := c.tr.dirtyMarks()
+	c.mu.Unlock()
+	n, err := c.cfg.Store.recordTerminal(ctx, ts, page.NextCursor, marks)
+	if err != nil {
+		return err
+	}
+	c.terminal.Add(int64(n))
+	if resume != nil {
+		c.kc.ResumeFetchPartitions(resume)
+	}
+	if len(marks) > 0 {
+		offs := map[string]map[int32]kgo.EpochOffset{}
+		for _, w := range marks {
+			if offs[w.Topic] == nil {
+				offs[w.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			offs[w.Topic][w.Partition] = kgo.EpochOffset{Epoch: -1, Offset: w.TerminalNext}
+		}
+		// The group's offset is a hint for where reading resumes; the saved
+		// checkpoint is the truth, so a failed commit only costs re-reading.
+		c.kc.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+			if err != nil && ctx.Err() == nil {
+				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
+				return
+			}
+			c.commits.Add(1)
+		})
+	}
+	return nil
+}
+
+func resultName(r pb.EventResult) string {
+	switch r {
+	case pb.EventResult_EVENT_RESULT_APPLIED:
+		return "APPLIED"
+	case pb.EventResult_EVENT_RESULT_CONFLICT_RECORDED:
+		return "CONFLICT_RECORDED"
+	case pb.EventResult_EVENT_RESULT_REJECTED:
+		return "REJECTED"
+	case pb.EventResult_EVENT_RESULT_EXPIRED_APPROVED:
+		return "EXPIRED_APPROVED"
+	case pb.EventResult_EVENT_RESULT_FORWARDED:
+		return "FORWARDED"
+	default:
+		return r.String()
+	}
+}
+
+// Parts are what Build assembles a Client from.
+type Parts struct {
+	NodeID      string
+	ConnectorID string
+	ReplayEpoch uint32
+	Rules       *normalize.RuleSet
+	Store       *Store
+	Transport   *Transport
+	Clock       relaytype.Clock
+	Logger      *slog.Logger
+	// Types types the columns of schema-less envelopes (see cdc.Config).
+	Types cdc.TypeMap
+}
+
+// Build assembles a Client from parts and cfg: the decoder, the
+// normaliser (with the store as its applied-command lookup) and the
+// codec with their defaults.
+func Build(parts Parts, cfg Config) (*Client, error) {
+	dec, err := cdc.New(cdc.Config{Types: parts.Types})
+	if err != nil {
+		return nil, err
+	}
+	n, err := normalize.New(normalize.Config{NodeID: parts.NodeID, ConnectorID: parts.ConnectorID,
+		ReplayEpoch: parts.ReplayEpoch}, parts.Rules, parts.Store)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return nil, err
+	}
+	cfg.NodeID, cfg.Store, cfg.Transport, cfg.Clock, cfg.Logger = parts.NodeID, parts.Store, parts.Transport, parts.Clock, parts.Logger
+	cfg.Decoder, cfg.Normalizer, cfg.Codec = dec, n, codec
+	return New(cfg)
+}
+
+// Progress is a one-line summary of the counters.
+func (c *Client) Progress() string {
+	s := c.Stats()
+	return fmt.Sprintf("read %d, produced %d, skipped %d, blocked %d; uploaded %d in %d batches (%d resent, %d failures), "+
+		"received %d, terminal %d; %d B on the wire for %d B of events; waiting %d",
+		s.Read, s.Produced, s.Skipped, s.Blocked, s.Uploaded, s.Batches, s.Resends, s.UploadFailures, s.Received,
+		s.Terminal, s.WireBytes, s.RawBytes, c.Waiting())
+}

@@ -1,0 +1,54 @@
+-- The ship client's queries (SQLite). Lists of ids travel as one JSON
+-- array parameter read with json_each.
+
+-- name: WatermarkList
+SELECT topic, part, read_next, received_next, terminal_next, next_seq
+FROM partition_watermark WHERE direction = ? AND grp = ?;
+
+-- name: WatermarkSave
+INSERT INTO partition_watermark (direction, grp, topic, part, read_next, received_next, terminal_next, next_seq, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (direction, grp, topic, part) DO UPDATE SET
+    read_next = excluded.read_next, received_next = excluded.received_next,
+    terminal_next = excluded.terminal_next, next_seq = excluded.next_seq, updated_at = excluded.updated_at;
+
+-- name: EventStates
+SELECT event_id, seq, state FROM event_state WHERE event_id IN (SELECT value FROM json_each(?));
+
+-- name: EventInsert
+INSERT INTO event_state (event_id, direction, topic, part, off, seq, rule_id, rule_version, priority, state, reason,
+    raw_bytes, business_at, captured_at, created_at, updated_at)
+VALUES (?, 'up', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (event_id) DO NOTHING;
+
+-- name: EventReceived
+UPDATE event_state SET state = 'RECEIVED', reason = NULL, updated_at = ?
+WHERE event_id IN (SELECT value FROM json_each(?)) AND state IN ('READY', 'RETRY_WAIT');
+
+-- name: EventRetry
+UPDATE event_state SET state = 'RETRY_WAIT', attempts = attempts + 1, reason = ?, updated_at = ?
+WHERE event_id = ? AND state IN ('READY', 'RETRY_WAIT');
+
+-- name: EventBlock
+UPDATE event_state SET state = 'BLOCKED', reason = ?, updated_at = ?
+WHERE event_id = ? AND state IN ('READY', 'RETRY_WAIT');
+
+-- name: EventTerminal
+UPDATE event_state SET state = 'TERMINAL', result = ?, reason = ?, conflict_id = ?, updated_at = ?
+WHERE event_id = ? AND state <> 'TERMINAL';
+
+-- name: EventCounts
+SELECT state, count(*), coalesce(sum(raw_bytes), 0) FROM event_state GROUP BY state;
+
+-- name: ResultCounts
+SELECT result, count(*) FROM event_state WHERE state = 'TERMINAL' GROUP BY result;
+
+-- name: MetaGet
+SELECT value FROM client_meta WHERE name = ?;
+
+-- name: MetaSet
+INSERT INTO client_meta (name, value) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: AppliedGet
+SELECT operation, result_revision FROM applied_command WHERE command_id = ?;

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"testing"
+	"time"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+)
+
+func readySlot(tp TP, off int64, id string, prio int) *slot {
+	return &slot{tp: tp, off: off, id: id, state: StateReady, ev: &pb.ChangeEvent{EventId: id}, priority: prio, raw: 100}
+}
+
+func TestCheckpointsAdvanceOnlyOverContiguousTerminal(t *testing.T) {
+	tr := newTracker()
+	tp := TP{"sync.cdc.x.db.t", 0}
+	p := tr.part(tp, nil, 10)
+	// Offsets 10 (skipped), 11, 12, 13 (skipped), 14.
+	p.read(10)
+	for _, off := range []int64{11, 12} {
+		tr.add(p, readySlot(tp, off, string(rune('a'+off)), 2))
+	}
+	p.read(13)
+	tr.add(p, readySlot(tp, 14, "o", 2))
+	if got := p.wm; got.ReadNext != 15 || got.TerminalNext != 11 || got.ReceivedNext != 11 {
+		t.Fatalf("after read: %+v, want read 15 terminal 11 received 11", got)
+	}
+	tr.received(tr.byID["m"])
+	if p.wm.ReceivedNext != 11 {
+		t.Fatalf("received 12 before 11 moved the received checkpoint to %d", p.wm.ReceivedNext)
+	}
+	tr.received(tr.byID["l"])
+	if p.wm.ReceivedNext != 14 {
+		t.Fatalf("received checkpoint %d, want 14 (13 needed nothing)", p.wm.ReceivedNext)
+	}
+	tr.terminal("m")
+	if p.wm.TerminalNext != 11 {
+		t.Fatalf("terminal 12 before 11 moved the terminal checkpoint to %d", p.wm.TerminalNext)
+	}
+	tr.terminal("l")
+	if p.wm.TerminalNext != 14 {
+		t.Fatalf("terminal checkpoint %d, want 14", p.wm.TerminalNext)
+	}
+	tr.received(tr.byID["o"])
+	tr.terminal("o")
+	if p.wm.TerminalNext != 15 || p.open != 0 || len(tr.byID) != 0 {
+		t.Fatalf("all terminal: %+v open %d tracked %d", p.wm, p.open, len(tr.byID))
+	}
+}
+
+func TestBlockedEventHoldsTheTerminalCheckpoint(t *testing.T) {
+	tr := newTracker()
+	tp := TP{"t", 0}
+	p := tr.part(tp, nil, 0)
+	tr.add(p, &slot{tp: tp, off: 0, id: "bad", state: StateBlocked, reason: "undecodable"})
+	tr.add(p, readySlot(tp, 1, "good", 2))
+	tr.received(tr.byID["good"])
+	tr.terminal("good")
+	if p.wm.TerminalNext != 0 || p.wm.ReceivedNext != 0 {
+		t.Fatalf("a blocked event at 0 must hold both checkpoints: %+v", p.wm)
+	}
+	if p.wm.ReadNext != 2 {
+		t.Fatalf("reading must go on past a blocked event: read %d", p.wm.ReadNext)
+	}
+}
+
+func TestRestartResumesAtSavedCheckpoint(t *testing.T) {
+	tr := newTracker()
+	tp := TP{"t", 3}
+	saved := map[TP]Watermark{tp: {TP: tp, ReadNext: 50, ReceivedNext: 45, TerminalNext: 40, NextSeq: 31}}
+	// The group committed 35 (a commit after the checkpoint was lost).
+	p := tr.part(tp, saved, 35)
+	if p.wm.ReadNext != 40 || p.wm.TerminalNext != 40 || p.wm.NextSeq != 31 {
+		t.Fatalf("resume: %+v, want reading from the terminal checkpoint 40 and sequence 31", p.wm)
+	}
+	// The group committed past the checkpoint (saved state older than the
+	// commit cannot happen, but must not move reading backwards).
+	tr2 := newTracker()
+	p2 := tr2.part(tp, saved, 42)
+	if p2.wm.ReadNext != 42 || p2.wm.TerminalNext != 42 {
+		t.Fatalf("resume past checkpoint: %+v", p2.wm)
+	}
+}
+
+func TestBatchesTakeHighestPriorityThenSequenceOrder(t *testing.T) {
+	tr := newTracker()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	bulk, crit := TP{"bulk", 0}, TP{"crit", 0}
+	pb1 := tr.part(bulk, nil, 0)
+	for i := range 5 {
+		tr.add(pb1, readySlot(bulk, int64(i), "b"+string(rune('0'+i)), 1))
+	}
+	pc := tr.part(crit, nil, 0)
+	tr.add(pc, readySlot(crit, 0, "c0", 4))
+	batch, _ := tr.nextBatch(now, 10, 1<<20)
+	if len(batch) != 1 || batch[0].id != "c0" {
+		t.Fatalf("first batch %v, want the critical event alone", ids(batch))
+	}
+	batch, _ = tr.nextBatch(now, 3, 1<<20)
+	if got := ids(batch); len(got) != 3 || got[0] != "b0" || got[2] != "b2" {
+		t.Fatalf("second batch %v, want b0 b1 b2", got)
+	}
+	// In flight: the partition gives nothing more until answered.
+	if more, _ := tr.nextBatch(now, 3, 1<<20); more != nil {
+		t.Fatalf("a partition with a batch in flight gave another: %v", ids(more))
+	}
+	// b1 must wait; b0 received: b1 holds the head, b2 may not overtake it.
+	tr.received(batch[0])
+	batch[1].retry("OVERLOADED", now.Add(time.Minute))
+	batch[2].state = StateReady
+	if more, wake := tr.nextBatch(now, 3, 1<<20); more != nil || !wake.Equal(now.Add(time.Minute)) {
+		t.Fatalf("retry-wait head: batch %v wake %v", ids(more), wake)
+	}
+	more, _ := tr.nextBatch(now.Add(time.Minute), 10, 1<<20)
+	if got := ids(more); len(got) != 4 || got[0] != "b1" {
+		t.Fatalf("after the wait: %v, want b1 b2 b3 b4", got)
+	}
+}
+
+func TestBatchBytesBound(t *testing.T) {
+	tr := newTracker()
+	tp := TP{"t", 0}
+	p := tr.part(tp, nil, 0)
+	for i := range 4 {
+		tr.add(p, readySlot(tp, int64(i), string(rune('a'+i)), 2))
+	}
+	batch, _ := tr.nextBatch(time.Time{}, 10, 250)
+	if len(batch) != 2 {
+		t.Fatalf("batch of %d events of 100 bytes under 250 bytes", len(batch))
+	}
+	unsent(batch)
+	batch, _ = tr.nextBatch(time.Time{}, 10, 50)
+	if len(batch) != 1 {
+		t.Fatalf("an event larger than the bound must still go alone: got %d", len(batch))
+	}
+}
+
+func ids(ss []*slot) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.id
+	}
+	return out
+}

@@ -1,0 +1,541 @@
+package shipdemo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	relay "github.com/relayhq/relay"
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/capture"
+	"github.com/relayhq/relay/internal/app/shipsync/client"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaydriver/relaysqlite"
+	"github.com/relayhq/relay/relayhttp"
+	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaysink/relaykafka"
+)
+
+// Node is the demo ship's node id; Logical its capture's logical name.
+const (
+	Node    = "ship-demo"
+	Logical = "demo"
+)
+
+// Options configure Run.
+type Options struct {
+	// PostgresURL is the shore's PostgreSQL (a scratch schema: Run migrates
+	// it). Required.
+	PostgresURL string
+	// MariaDB is the server Run creates the ship's and the shore's scratch
+	// databases on (a go-sql-driver DSN; its database part is ignored).
+	// Required.
+	MariaDB string
+	// Dir holds the PKI and the SQLite files. Required.
+	Dir string
+	// Rows is how many rows the workload inserts per table (default 500);
+	// it then updates Updates rows (default Rows) and deletes Deletes
+	// (default Rows/10), at random, from Writers goroutines (default 2).
+	Rows, Updates, Deletes, Writers int
+	// Seed makes the workload repeatable.
+	Seed uint64
+	// Progress receives a progress line every ProgressEvery (default 1 s)
+	// and the reconciliation; nil: none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Timeout bounds the wait for the chain to go quiet after the workload
+	// (default 2 min).
+	Timeout time.Duration
+	// Logger receives the parts' logs (default: discarded).
+	Logger *slog.Logger
+	// Keep leaves the scratch MariaDB databases in place (their names are
+	// in Result).
+	Keep bool
+}
+
+func (o *Options) defaults() error {
+	if o.PostgresURL == "" || o.MariaDB == "" || o.Dir == "" {
+		return errors.New("shipdemo: PostgresURL, MariaDB and Dir are required")
+	}
+	if o.Rows <= 0 {
+		o.Rows = 500
+	}
+	if o.Updates < 0 || o.Deletes < 0 {
+		return errors.New("shipdemo: Updates and Deletes must not be negative")
+	}
+	if o.Updates == 0 {
+		o.Updates = o.Rows
+	}
+	if o.Deletes == 0 {
+		o.Deletes = o.Rows / 10
+	}
+	o.Deletes = min(o.Deletes, o.Rows)
+	if o.Writers <= 0 {
+		o.Writers = 2
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Check is one reconciliation check.
+type Check struct {
+	Name    string
+	OK      bool
+	Details []string
+}
+
+// Result is what Run measured and checked.
+type Result struct {
+	Writes   int // row changes the workload made
+	Events   int // events the client produced
+	Stats    client.Stats
+	Counts   client.Counts
+	Checks   []Check
+	Elapsed  time.Duration
+	ShipDB   string
+	ShoreDB  string
+	ShipRows int
+}
+
+// OK reports whether every check passed.
+func (r *Result) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+// Write prints the checks.
+func (r *Result) Write(w io.Writer) {
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %s\n", mark, c.Name)
+		for _, d := range c.Details {
+			fmt.Fprintf(w, "       %s\n", d)
+		}
+	}
+}
+
+// table is one synced table of the demo.
+type table struct {
+	name     string
+	ddl      string // columns before the platform's
+	columns  []string
+	priority normalize.Priority
+	timeCol  string
+	row      func(r *rand.Rand, id int64) []any // values of columns[1:]
+}
+
+var tables = []table{
+	{name: "crew", ddl: "id BIGINT PRIMARY KEY, name VARCHAR(80) NOT NULL, rank_code VARCHAR(16) NOT NULL, " +
+		"wage DECIMAL(12,2) NOT NULL, updated_at DATETIME(6) NOT NULL",
+		columns: []string{"id", "name", "rank_code", "wage", "updated_at"}, priority: normalize.PriorityHigh,
+		timeCol: "updated_at",
+		row: func(r *rand.Rand, id int64) []any {
+			ranks := []string{"master", "chief-off", "2nd-off", "bosun", "AB", "cook"}
+			return []any{fmt.Sprintf("sailor %d-%d", id, r.IntN(1000)), ranks[r.IntN(len(ranks))],
+				fmt.Sprintf("%d.%02d", 1500+r.IntN(9000), r.IntN(100)), nil}
+		}},
+	{name: "fuel_log", ddl: "id BIGINT PRIMARY KEY, tank VARCHAR(8) NOT NULL, litres DECIMAL(12,3) NOT NULL, " +
+		"note TEXT NULL, logged_at DATETIME(6) NOT NULL",
+		columns: []string{"id", "tank", "litres", "note", "logged_at"}, priority: normalize.PriorityNormal,
+		timeCol: "logged_at",
+		row: func(r *rand.Rand, id int64) []any {
+			var note any
+			if r.IntN(3) == 0 {
+				note = fmt.Sprintf("sounding %d, trim %d", r.IntN(400), r.IntN(9)-4)
+			}
+			return []any{fmt.Sprintf("T%d", 1+r.IntN(8)), fmt.Sprintf("-%d.%03d", r.IntN(90000), r.IntN(1000))[1:], note, nil}
+		}},
+}
+
+// run is one demo's parts.
+type run struct {
+	o        Options
+	log      *slog.Logger
+	clock    relayclock.System
+	ship     *sql.DB
+	shoreDB  *sql.DB
+	pg       *relaypgx.Driver
+	st       *client.Store
+	cl       *client.Client
+	capt     *capture.Capture
+	shipName string
+	shoreNm  string
+	brokers  []string
+}
+
+// Run runs the demo and returns its result; an error means the demo could
+// not run (a server unreachable), not that a check failed.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	r := &run{o: o, log: o.Logger}
+	var cleanup []func()
+	defer func() {
+		for _, f := range slices.Backward(cleanup) {
+			f()
+		}
+	}()
+	tag := fmt.Sprintf("%x", rand.Uint32())
+	shipDSN, dropShip, err := mysqldsn.CreateScratch(ctx, o.MariaDB, "relay_shipdemo_ship_"+tag)
+	if err != nil {
+		return nil, fmt.Errorf("shipdemo: ship database: %w", err)
+	}
+	shoreDSN, dropShore, err := mysqldsn.CreateScratch(ctx, o.MariaDB, "relay_shipdemo_shore_"+tag)
+	if err != nil {
+		dropShip()
+		return nil, fmt.Errorf("shipdemo: shore database: %w", err)
+	}
+	r.shipName, r.shoreNm = "relay_shipdemo_ship_"+tag, "relay_shipdemo_shore_"+tag
+	if !o.Keep {
+		cleanup = append(cleanup, dropShip, dropShore)
+	}
+	if r.ship, err = sql.Open("mysql", shipDSN); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = r.ship.Close() })
+	if r.shoreDB, err = sql.Open("mysql", shoreDSN); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = r.shoreDB.Close() })
+	for _, t := range tables {
+		q := "CREATE TABLE " + t.name + " (" + t.ddl + ", " + apply.SyncColumns + ")"
+		for _, db := range []*sql.DB{r.ship, r.shoreDB} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return nil, fmt.Errorf("shipdemo: create %s: %w", t.name, err)
+			}
+		}
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.name
+	}
+	if _, err := capture.Install(ctx, r.ship, capture.InstallConfig{NodeID: Node, Tables: names}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Progress, "ship database %s and shore database %s: tables %s, capture triggers installed\n",
+		r.shipName, r.shoreNm, strings.Join(names, ", "))
+
+	// The CDC queue: an in-process Kafka-API cluster with one topic per
+	// table, 4 partitions each.
+	topics := make([]string, len(tables))
+	for i, t := range tables {
+		topics[i] = capture.TopicPrefixDefault + "." + Logical + "." + r.shipName + "." + t.name
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...))
+	if err != nil {
+		return nil, fmt.Errorf("shipdemo: kafka: %w", err)
+	}
+	cleanup = append(cleanup, cluster.Close)
+	r.brokers = cluster.ListenAddrs()
+
+	stopShore, url, err := r.startShore(ctx, shoreDSN)
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, stopShore)
+	fmt.Fprintf(o.Progress, "shore listening on %s (mutual TLS), applying to %s\n", url, r.shoreNm)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	fail := make(chan error, 2)
+	stopAll := func() { cancel(); wg.Wait() }
+	if err := r.startCapture(runCtx, &wg, fail); err != nil {
+		stopAll()
+		return nil, err
+	}
+	if err := r.startClient(runCtx, &wg, fail, url); err != nil {
+		stopAll()
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = r.st.Close() }, stopAll)
+
+	res := &Result{ShipDB: r.shipName, ShoreDB: r.shoreNm}
+	wl := newWorkload(o, r.ship)
+	progress := func(final bool) {
+		s := r.cl.Stats()
+		line := fmt.Sprintf("writes %d | client read %d, produced %d, uploaded %d in %d batches, terminal %d | %d B on the wire",
+			wl.writes(), s.Read, s.Produced, s.Uploaded, s.Batches, s.Terminal, s.WireBytes)
+		if final {
+			line += " (quiet)"
+		}
+		fmt.Fprintln(o.Progress, line)
+	}
+	werr := make(chan error, 1)
+	go func() { werr <- wl.run(runCtx) }()
+	tick := time.NewTicker(o.ProgressEvery)
+	defer tick.Stop()
+	var writeErr error
+	written := false
+	deadline := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case err := <-fail:
+			return nil, err
+		case writeErr = <-werr:
+			if writeErr != nil {
+				return nil, fmt.Errorf("shipdemo: workload: %w", writeErr)
+			}
+			written = true
+			deadline = time.Now().Add(o.Timeout)
+			continue
+		case <-tick.C:
+		}
+		progress(false)
+		if !written {
+			continue
+		}
+		s := r.cl.Stats()
+		if s.Produced >= int64(wl.writes()) && r.cl.Waiting() == 0 {
+			progress(true)
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(o.Progress, "not quiet after %s: %s\n", o.Timeout, r.cl.Progress())
+			break
+		}
+	}
+	res.Writes = wl.writes()
+	res.Stats = r.cl.Stats()
+	res.Events = int(res.Stats.Produced)
+	if res.Counts, err = r.st.Counts(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.reconcile(ctx, res); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(began)
+	return res, nil
+}
+
+// startShore migrates the shore's PostgreSQL, makes the PKI, registers the
+// node and the rules, and serves the data API with an applier.
+func (r *run) startShore(ctx context.Context, shoreDSN string) (stop func(), url string, err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range slices.Backward(stops) {
+			f()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	d, err := relaypgx.Open(ctx, r.o.PostgresURL)
+	if err != nil {
+		return stop, "", fmt.Errorf("shipdemo: postgres: %w", err)
+	}
+	stops = append(stops, func() { _ = d.Close() })
+	r.pg = d
+	if _, err := relaymigrate.Up(ctx, d, r.clock, shore.MigrationLines(d)...); err != nil {
+		return stop, "", err
+	}
+	p := pki.Dir{Path: filepath.Join(r.o.Dir, "pki"), Clock: r.clock}
+	if _, err := p.InitCA(); err != nil {
+		return stop, "", err
+	}
+	if _, err := p.IssueServer([]string{"127.0.0.1", "localhost"}); err != nil {
+		return stop, "", err
+	}
+	cert, err := p.IssueNode(Node, "")
+	if err != nil {
+		return stop, "", err
+	}
+	reg := shore.NewRegistry(d.Pool(), r.clock)
+	who := shore.Audit{Actor: "shipsync demo", Reason: "demo set-up"}
+	if _, err := reg.Add(ctx, cert, who); err != nil {
+		return stop, "", err
+	}
+	for _, t := range tables {
+		if err := reg.AllowRule(ctx, Node, t.name, 1, who); err != nil {
+			return stop, "", err
+		}
+		if err := reg.RegisterRule(ctx, shore.Rule{ID: t.name, Version: 1, SourceTable: t.name, TargetTable: t.name,
+			KeyColumns: []string{"id"}, Columns: t.columns, InsertOverTombstone: true}, who); err != nil {
+			return stop, "", err
+		}
+	}
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return stop, "", err
+	}
+	inbox, err := shore.NewInbox(d, codec, r.clock)
+	if err != nil {
+		return stop, "", err
+	}
+	target, err := apply.OpenTarget(shoreDSN)
+	if err != nil {
+		return stop, "", err
+	}
+	stops = append(stops, func() { _ = target.Close() })
+	if err := target.EnsureLedger(ctx); err != nil {
+		return stop, "", err
+	}
+	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: r.clock, InstanceID: "shipdemo-shore",
+		Logger: r.log})
+	if err != nil {
+		return stop, "", err
+	}
+	if err := a.Engine().Start(ctx); err != nil {
+		return stop, "", err
+	}
+	stops = append(stops, func() { stopEngine(a.Engine(), r.log) })
+	inbox.OnRelease(a.Engine().Notify)
+	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: r.clock, Logger: r.log})
+	if err != nil {
+		return stop, "", err
+	}
+	sc, err := p.ServerCert()
+	if err != nil {
+		return stop, "", err
+	}
+	cas, err := p.CAPool()
+	if err != nil {
+		return stop, "", err
+	}
+	srv, err := relayhttp.Listen(relayhttp.Config{Name: "shore", Addr: "127.0.0.1:0", Handler: h,
+		TLS: shore.ServerTLS(sc, cas, r.clock), Logger: r.log, MaxBodyBytes: int64(codec.Config().MaxBytes) + 128<<10})
+	if err != nil {
+		return stop, "", err
+	}
+	go func() { _ = srv.Serve() }()
+	stops = append(stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	return stop, srv.URL(), nil
+}
+
+func stopEngine(e *relay.Engine, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Stop(sctx); err != nil {
+		log.Warn("shipdemo: applier stop", "error", err)
+	}
+}
+
+// maxCommitDelay is how long the demo's capture waits for a missing
+// changelog id. A transaction that rolls back (the workload's deadlock
+// losers) burns the ids its triggers took, and the capture cannot tell
+// such a hole from a transaction still open until this delay has passed.
+// The demo's transactions last milliseconds; a production capture keeps
+// the default of several minutes, longer than its longest transaction.
+const maxCommitDelay = 2 * time.Second
+
+// startCapture runs the trigger capture into the topics.
+func (r *run) startCapture(ctx context.Context, wg *sync.WaitGroup, fail chan<- error) error {
+	store, err := relaysqlite.Open(ctx, filepath.Join(r.o.Dir, "capture.db"))
+	if err != nil {
+		return err
+	}
+	if err := capture.Migrate(ctx, store, r.clock); err != nil {
+		_ = store.Close()
+		return err
+	}
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: r.brokers})
+	if err != nil {
+		_ = store.Close()
+		return err
+	}
+	c, err := capture.New(capture.Config{DB: r.ship, Store: store, Sink: sink, Logical: Logical,
+		PollInterval: 100 * time.Millisecond, MaxCommitDelay: maxCommitDelay, Clock: r.clock, Logger: r.log})
+	if err != nil {
+		_ = store.Close()
+		return err
+	}
+	r.capt = c
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer store.Close()
+		defer func() { _ = sink.Close(context.Background()) }()
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			fail <- fmt.Errorf("shipdemo: capture: %w", err)
+		}
+	}()
+	return nil
+}
+
+// startClient runs the ship client.
+func (r *run) startClient(ctx context.Context, wg *sync.WaitGroup, fail chan<- error, url string) error {
+	rules := make([]normalize.Rule, len(tables))
+	for i, t := range tables {
+		rules[i] = normalize.Rule{ID: t.name, Version: 1, Direction: normalize.DirectionUplink, Database: r.shipName,
+			Table: t.name, KeyColumns: []string{"id"}, Revisioned: true, BusinessTimeColumn: t.timeCol,
+			Priority: t.priority}
+	}
+	rs, err := normalize.NewRuleSet(rules...)
+	if err != nil {
+		return err
+	}
+	st, err := client.OpenStore(ctx, filepath.Join(r.o.Dir, "client.db"), "shipsync-client-"+Node, r.clock)
+	if err != nil {
+		return err
+	}
+	r.st = st
+	tc, err := pki.Dir{Path: filepath.Join(r.o.Dir, "pki")}.ClientTLS("node-" + Node)
+	if err != nil {
+		return err
+	}
+	tr, err := client.NewTransport(url, tc, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	c, err := client.Build(client.Parts{NodeID: Node, ConnectorID: "capture-" + Logical, Rules: rs, Store: st,
+		Transport: tr, Clock: r.clock, Logger: r.log},
+		client.Config{Brokers: r.brokers, TopicPrefix: capture.TopicPrefixDefault + "." + Logical + ".",
+			ReceiptEvery: 200 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	r.cl = c
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer tr.Close()
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			fail <- fmt.Errorf("shipdemo: client: %w", err)
+		}
+	}()
+	return nil
+}

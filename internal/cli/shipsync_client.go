@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/relayhq/relay/internal/app/shipsync/client"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaytype"
+)
+
+// runShipsyncClient runs the ship client: topic → normalise → SQLite state
+// → upload → receipts.
+func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "shipsync client", "shipsync client --brokers HOST:PORT --logical NAME --rules FILE --url URL "+
+		"--ca FILE --cert FILE --key FILE [--state FILE]")
+	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka-API brokers of the ship's CDC queue, comma-separated")
+	logical := fs.String("logical", "", "the capture's logical name: topics sync.cdc.<logical>.<db>.<table> are consumed. Required")
+	rulesFile := fs.String("rules", "", "the node's rules file (JSON, docs/shipsync/normalize.md). Required")
+	state := fs.String("state", "shipsync-client.db", "the client's SQLite state file (created if absent)")
+	url := fs.String("url", "https://"+shipsyncShoreAddrDefault, "base URL of the shore")
+	caFile := fs.String("ca", "", "PEM CA the shore's certificate is verified against. Required")
+	certFile := fs.String("cert", "", "the node's PEM certificate (its identity is the node id). Required")
+	keyFile := fs.String("key", "", "PEM private key of --cert. Required")
+	connector := fs.String("connector-id", "", "source_connector_id of the events (default capture-<logical>)")
+	epoch := fs.Uint("replay-epoch", 0, "replay generation, part of every event id: raise it only for a controlled replay "+
+		"(a rebuilt topic or a reset connector)")
+	group := fs.String("group", "", "consumer group (default shipsync-client-<node>)")
+	window := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it pauses")
+	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("shipsync client: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if *logical == "" || *rulesFile == "" || *caFile == "" || *certFile == "" || *keyFile == "" {
+		return errors.New("shipsync client: --logical, --rules, --ca, --cert and --key are required")
+	}
+	log, err := env.Logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	tc, node, err := nodeTLS(*caFile, *certFile, *keyFile)
+	if err != nil {
+		return err
+	}
+	rf, err := os.Open(*rulesFile)
+	if err != nil {
+		return fmt.Errorf("--rules: %w", err)
+	}
+	rules, err := normalize.LoadRules(rf)
+	_ = rf.Close()
+	if err != nil {
+		return fmt.Errorf("--rules %s: %w", *rulesFile, err)
+	}
+	clock := relayclock.System{}
+	st, err := client.OpenStore(ctx, *state, cmp.Or(*group, "shipsync-client-"+node), clock)
+	if err != nil {
+		return fmt.Errorf("--state: %w", err)
+	}
+	defer st.Close()
+	tr, err := client.NewTransport(*url, tc, 0)
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	defer tr.Close()
+	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
+		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log},
+		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *window})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "shipsync client: node %s consuming sync.cdc.%s.* from %s, uploading to %s\n",
+		node, *logical, *brokers, *url)
+	if *every > 0 {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-clock.After(*every):
+					fmt.Fprintln(env.Stdout, "shipsync client: "+c.Progress())
+				}
+			}
+		}()
+	}
+	return c.Run(ctx)
+}
+
+// nodeTLS reads the node's certificate, key and the shore's CA: the TLS
+// client config and the node id the certificate names.
+func nodeTLS(caFile, certFile, keyFile string) (*tls.Config, string, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--cert: %w", err)
+	}
+	leaf, err := pki.ReadCert(certFile)
+	if err != nil {
+		return nil, "", err
+	}
+	node, err := pki.NodeID(leaf)
+	if err != nil {
+		return nil, "", fmt.Errorf("--cert: %w", err)
+	}
+	roots, err := certPool(caFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--ca: %w", err)
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, node, nil
+}
