@@ -68,8 +68,8 @@ type SchedulerConfig[T any] struct {
 	// until that is no longer so. 0 takes MaxWaitDefault; negative never ages.
 	MaxWait [NumClasses]time.Duration
 	// AgedWeight is the weight of an aged class; 0 takes the largest of the
-	// effective Weights, so an aged class gets an equal share with CRITICAL
-	// but never overtakes it.
+	// effective Weights. It is capped at CRITICAL's weight, so an aged class
+	// gets at most an equal share with CRITICAL and never overtakes it.
 	AgedWeight int
 	// BatchItems is the most items of one batch (default BatchItemsDefault).
 	BatchItems int
@@ -196,6 +196,7 @@ func NewScheduler[T any](cfg SchedulerConfig[T]) (*Scheduler[T], error) {
 	if cfg.AgedWeight > 0 {
 		s.aged = cfg.AgedWeight
 	}
+	s.aged = min(s.aged, s.weights[Critical])
 	if s.cfg.BatchItems == 0 {
 		s.cfg.BatchItems = BatchItemsDefault
 	}

@@ -251,4 +251,19 @@ func TestSchedulerConfigAndClasses(t *testing.T) {
 
 	s := newScheduler(t, flow.SchedulerConfig[item]{})
 	require.Panics(t, func() { s.Push("x", flow.Class(4), item{}, t0) })
+
+	// An AgedWeight above CRITICAL's is capped: an aged BULK class never
+	// gets more than CRITICAL.
+	s = newScheduler(t, flow.SchedulerConfig[item]{AgedWeight: 100, BatchItems: 1})
+	for range 100 {
+		s.Push("bulk/0", flow.Bulk, item{}, t0)
+		s.Push("alarm/0", flow.Critical, item{}, t0)
+	}
+	var served [flow.NumClasses]int
+	for range 100 {
+		b, _ := s.Next(t0.Add(24 * time.Hour))
+		require.True(t, b.Class == flow.Critical || b.Aged)
+		served[b.Class]++
+	}
+	require.Equal(t, 50, served[flow.Critical])
 }

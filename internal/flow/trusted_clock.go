@@ -65,9 +65,11 @@ func NewTrustedClock(cfg TrustedClockConfig) (*TrustedClock, error) {
 // Observe takes a wall reading and the elapsed reading taken with it, checks
 // them against the last trusted time, and returns the trusted time: the
 // corrected wall time while trusted, or the last trusted time plus the
-// elapsed time since, while jumped. A reading within the threshold while
-// trusted becomes the new anchor, so slow drift is followed, not accumulated.
-func (c *TrustedClock) Observe(wall time.Time, elapsed time.Duration) time.Time {
+// elapsed time since, while jumped. jumped is true only for the reading that
+// found the jump, so the caller alerts once (seed 004 §13.3); Trusted and
+// Skew give the state after. A reading within the threshold while trusted
+// becomes the new anchor, so slow drift is followed, not accumulated.
+func (c *TrustedClock) Observe(wall time.Time, elapsed time.Duration) (now time.Time, jumped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	wall = wall.Add(c.offset)
@@ -77,25 +79,25 @@ func (c *TrustedClock) Observe(wall time.Time, elapsed time.Duration) time.Time 
 		if !c.last.IsZero() && c.last.Sub(wall) > c.threshold {
 			c.jumped, c.skew = true, wall.Sub(c.last)
 			c.anchor = c.last
-		} else {
-			c.last = maxTime(c.last, wall)
+			return c.anchor, true
 		}
-		return c.anchor
+		c.last = maxTime(c.last, wall)
+		return c.anchor, false
 	}
 	expected := c.anchor.Add(elapsed - c.anchorEl)
 	if !c.jumped {
 		if skew := wall.Sub(expected); skew > c.threshold || -skew > c.threshold {
-			c.jumped, c.skew = true, skew
+			c.jumped, c.skew, jumped = true, skew, true
 		}
 	}
 	if c.jumped {
 		// The elapsed time is still trustworthy: the estimate moves on.
 		c.last = maxTime(c.last, expected)
-		return expected
+		return expected, jumped
 	}
 	c.anchor, c.anchorEl = wall, elapsed
 	c.last = maxTime(c.last, wall)
-	return wall
+	return wall, false
 }
 
 // Anchor re-anchors the clock to serverTime, read together with wall and
