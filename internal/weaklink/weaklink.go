@@ -120,12 +120,17 @@ func New(cfg Config) (*Proxy, error) {
 		p.clock = relayclock.System{}
 	}
 	if cfg.Rate > 0 {
-		// Chunks of 1/50 s of rate keep the pace even; the burst is one
-		// chunk, so the link never runs ahead of its rate by more.
+		// Chunks of 1/50 s of rate keep the pace even. The burst, 1/10 s of
+		// rate, is what a reader woken late (a busy machine) may catch up
+		// without the link losing throughput; the buckets start empty, so a
+		// first transfer gets no head start.
 		p.chunk = min(max(cfg.Rate/50, 512), 32<<10)
+		burst := max(int64(p.chunk), int64(cfg.Rate/10))
 		now := p.clock.Now()
-		p.up = flow.NewTokenBucket(now, int64(cfg.Rate), int64(p.chunk))
-		p.down = flow.NewTokenBucket(now, int64(cfg.Rate), int64(p.chunk))
+		p.up = flow.NewTokenBucket(now, int64(cfg.Rate), burst)
+		p.down = flow.NewTokenBucket(now, int64(cfg.Rate), burst)
+		p.up.Reserve(now, burst)
+		p.down.Reserve(now, burst)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
