@@ -12,6 +12,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/flow"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -33,7 +34,12 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	epoch := fs.Uint("replay-epoch", 0, "replay generation, part of every event id: raise it only for a controlled replay "+
 		"(a rebuilt topic or a reset connector)")
 	group := fs.String("group", "", "consumer group (default shipsync-client-<node>)")
-	window := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it pauses")
+	inWindow := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it pauses")
+	rate := fs.Int64("upload-rate", 0, "upload limit in bytes per second on the wire (after compression); 0: unmetered")
+	burst := fs.Int64("upload-burst", 0, "upload burst in bytes (0: one second of --upload-rate)")
+	bulkWindow := fs.String("bulk-window", "", "when BULK rules may transfer, e.g. \"Mon-Fri 22:00-06:00; Sat,Sun 00:00-24:00\" "+
+		"(empty: always); other classes are not limited")
+	zone := fs.String("time-zone", "UTC", "IANA time zone of --bulk-window")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	if err := fs.Parse(args); err != nil {
@@ -62,7 +68,18 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--rules %s: %w", *rulesFile, err)
 	}
+	var window *flow.Window
+	if *bulkWindow != "" {
+		loc, err := time.LoadLocation(*zone)
+		if err != nil {
+			return fmt.Errorf("--time-zone: %w", err)
+		}
+		if window, err = flow.ParseWindow(*bulkWindow, loc); err != nil {
+			return fmt.Errorf("--bulk-window: %w", err)
+		}
+	}
 	clock := relayclock.System{}
+	started := time.Now()
 	st, err := client.OpenStore(ctx, *state, cmp.Or(*group, "shipsync-client-"+node), clock)
 	if err != nil {
 		return fmt.Errorf("--state: %w", err)
@@ -75,7 +92,9 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	defer tr.Close()
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log},
-		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *window})
+		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
+			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window,
+			Monotonic: func() time.Duration { return time.Since(started) }})
 	if err != nil {
 		return err
 	}

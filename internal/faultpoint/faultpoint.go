@@ -93,6 +93,18 @@ const (
 	// ShipsyncApplyBeforeCommit: heads, receipts, conflicts and jobs are
 	// written in the engine transaction; not committed.
 	ShipsyncApplyBeforeCommit = "shipsync.apply.before-commit"
+	// ShipsyncClientAfterRead: the ship client stored the events of a poll
+	// and the read positions; nothing is uploaded yet.
+	ShipsyncClientAfterRead = "shipsync.client.after-read"
+	// ShipsyncClientAfterUpload: the shore answered a batch; the answer is
+	// not stored yet (mid-upload, from the client's side).
+	ShipsyncClientAfterUpload = "shipsync.client.after-upload"
+	// ShipsyncClientAfterReceipts: a page of receipts is pulled; neither
+	// the results nor the cursor are stored yet (mid-receipt).
+	ShipsyncClientAfterReceipts = "shipsync.client.after-receipts"
+	// ShipsyncClientBeforeOffsetCommit: the terminal checkpoint is stored;
+	// the consumer group is not committed yet (mid-commit).
+	ShipsyncClientBeforeOffsetCommit = "shipsync.client.before-offset-commit"
 )
 
 var (

@@ -230,6 +230,43 @@ func (s *Scheduler[T]) Push(laneName string, class Class, item T, enqueuedAt tim
 	s.items++
 }
 
+// Requeue puts items back at the head of lane in class, in their order,
+// ahead of everything pushed since: a batch that could not be sent, or the
+// part of it to send again, keeps its place in the lane's FIFO order.
+// enqueuedAt is the time ageing counts from (the items' original one, so a
+// requeued item does not look younger than it is).
+func (s *Scheduler[T]) Requeue(laneName string, class Class, items []T, enqueuedAt time.Time) {
+	if int(class) >= NumClasses {
+		panic(fmt.Sprintf("flow: scheduler: requeue to invalid class %d", class))
+	}
+	if len(items) == 0 {
+		return
+	}
+	qs := make([]queued[T], len(items))
+	var bytes int64
+	for i, it := range items {
+		qs[i] = queued[T]{item: it, at: enqueuedAt}
+		if s.cfg.SizeFunc != nil {
+			qs[i].size = s.cfg.SizeFunc(it)
+		}
+		bytes += qs[i].size
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cq := &s.classes[class]
+	l := cq.byName[laneName]
+	if l == nil {
+		l = &lane[T]{name: laneName}
+		cq.byName[laneName] = l
+		cq.ring = append(cq.ring, l)
+	}
+	l.queue = append(qs, l.queue[l.head:]...)
+	l.head = 0
+	cq.items += len(items)
+	cq.bytes += bytes
+	s.items += len(items)
+}
+
 // Next returns the next batch to send at now and true, or false when no
 // eligible lane has an item. See Scheduler for the order.
 func (s *Scheduler[T]) Next(now time.Time) (Batch[T], bool) {

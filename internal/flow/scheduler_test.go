@@ -267,3 +267,35 @@ func TestSchedulerConfigAndClasses(t *testing.T) {
 	}
 	require.Equal(t, 50, served[flow.Critical])
 }
+
+func TestSchedulerRequeueKeepsLaneOrder(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, flow.SchedulerConfig[item]{BatchItems: 3, SizeFunc: func(i item) int64 { return i.size }})
+	for i := range 5 {
+		s.Push("crew/0", flow.High, item{lane: "crew/0", seq: i, size: 10}, t0)
+	}
+	b, ok := s.Next(t0)
+	require.True(t, ok)
+	require.Len(t, b.Items, 3)
+	s.Push("crew/0", flow.High, item{lane: "crew/0", seq: 5, size: 10}, t0)
+	// The upload failed for the last two of the batch: they go back first.
+	s.Requeue("crew/0", flow.High, b.Items[1:], t0)
+	require.Equal(t, 5, s.Len())
+	require.Equal(t, int64(50), s.Stats()[flow.High].Bytes)
+	var seqs []int
+	for {
+		b, ok := s.Next(t0)
+		if !ok {
+			break
+		}
+		for _, it := range b.Items {
+			seqs = append(seqs, it.seq)
+		}
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, seqs)
+	// A lane emptied by Next comes back with Requeue.
+	s.Requeue("crew/0", flow.High, []item{{seq: 9}}, t0)
+	b, ok = s.Next(t0)
+	require.True(t, ok)
+	require.Equal(t, 9, b.Items[0].seq)
+}

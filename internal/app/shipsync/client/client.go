@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -14,11 +15,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/faultpoint"
+	"github.com/relayhq/relay/internal/flow"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -60,6 +64,24 @@ type Config struct {
 	ReceiptEvery time.Duration
 	// Backoff is the retry schedule of failed requests.
 	Backoff Backoff
+	// UploadRate and UploadBurst meter uploads in bytes on the wire (after
+	// compression) per second; 0: unmetered. Burst 0 is one second of rate.
+	UploadRate, UploadBurst int64
+	// BulkWindow, when set, is when BULK rules may transfer (in the node's
+	// time zone); other classes always may.
+	BulkWindow *flow.Window
+	// Monotonic, when set, returns a monotonic elapsed time (since any
+	// fixed start): with it the client detects jumps of the system clock
+	// (flow.TrustedClock) and pauses window-only BULK rules after one.
+	Monotonic func() time.Duration
+	// JumpThreshold is the clock jump that counts (default
+	// flow.JumpThresholdDefault).
+	JumpThreshold time.Duration
+	// HeartbeatEvery is the heartbeat interval until the shore states its
+	// own (default 60 s).
+	HeartbeatEvery time.Duration
+	// Version is the client software version reported in heartbeats.
+	Version string
 }
 
 // WindowDefault is Config.Window's default.
@@ -87,6 +109,10 @@ type Client struct {
 	wake     chan struct{} // something may be uploaded
 	pull     chan struct{} // receipts may be due
 	batchSeq uint64
+	sched    *flow.Scheduler[*slot]
+	lanes    map[string]*partition // scheduler lane → partition
+	bucket   *flow.TokenBucket
+	guard    *flow.TrustedClock
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -125,7 +151,27 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1)}, nil
+	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1),
+		lanes: map[string]*partition{}}
+	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
+		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
+		EligibleFunc: c.eligible})
+	if err != nil {
+		return nil, err
+	}
+	c.sched = sched
+	if cfg.UploadRate < 0 || cfg.UploadBurst < 0 {
+		return nil, errors.New("client: UploadRate and UploadBurst must not be negative")
+	}
+	if cfg.UploadRate > 0 {
+		c.bucket = flow.NewTokenBucket(cfg.Clock.Now(), cfg.UploadRate, cmp.Or(cfg.UploadBurst, cfg.UploadRate))
+	}
+	if cfg.Monotonic != nil {
+		if c.guard, err = flow.NewTrustedClock(flow.TrustedClockConfig{Threshold: cfg.JumpThreshold}); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Stats returns the counters.
@@ -179,7 +225,7 @@ func (c *Client) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context) error{c.consume, c.upload, c.receipts} {
+	for _, loop := range []func(context.Context) error{c.consume, c.upload, c.receipts, c.heartbeats} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -335,6 +381,7 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 	if err := c.cfg.Store.recordRead(ctx, evs, marks); err != nil {
 		return err
 	}
+	faultpoint.Hit(faultpoint.ShipsyncClientAfterRead)
 	for _, in := range out {
 		p := parts[in.tp]
 		if in.s == nil {
@@ -343,6 +390,11 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 			continue
 		}
 		c.tr.add(p, in.s)
+		if in.s.state == StateReady {
+			lane := in.tp.String()
+			c.lanes[lane] = p
+			c.sched.Push(lane, classOf(in.s.priority), in.s, now)
+		}
 		if in.new {
 			if in.s.state == StateBlocked {
 				c.blocked.Add(1)
@@ -416,17 +468,88 @@ func (s *slot) newEvent() newEvent {
 	return ne
 }
 
+// classOf maps a rule priority onto the scheduler's class.
+func classOf(priority int) flow.Class {
+	switch normalize.Priority(priority) {
+	case normalize.PriorityCritical:
+		return flow.Critical
+	case normalize.PriorityHigh:
+		return flow.High
+	case normalize.PriorityBulk:
+		return flow.Bulk
+	default:
+		return flow.Normal
+	}
+}
+
+// eligible says whether lane may be served at now: no batch of it in
+// flight, its head not waiting for a retry, and — for BULK — inside the
+// transfer window with a trusted clock. The caller holds c.mu (the
+// scheduler calls it from Next).
+func (c *Client) eligible(lane string, class flow.Class, now time.Time) bool {
+	p := c.lanes[lane]
+	if p == nil || p.inFlight || now.Before(p.notBefore) {
+		return false
+	}
+	if class == flow.Bulk && c.cfg.BulkWindow != nil && (!c.cfg.BulkWindow.Open(now) || !c.trusted()) {
+		return false
+	}
+	return true
+}
+
+// trusted reports whether the node's clock is trusted (no jump seen since
+// the last anchor). The caller holds c.mu.
+func (c *Client) trusted() bool { return c.guard == nil || c.guard.Trusted() }
+
+// observeClock feeds the clock-jump guard; it reports a jump once.
+func (c *Client) observeClock() {
+	if c.guard == nil {
+		return
+	}
+	c.mu.Lock()
+	_, jumped := c.guard.Observe(c.cfg.Clock.Now(), c.cfg.Monotonic())
+	skew := c.guard.Skew()
+	c.mu.Unlock()
+	if jumped {
+		c.log.Error("shipsync client: the system clock jumped; window-only BULK rules pause until the shore's time "+
+			"re-anchors it (next heartbeat)", "skew", skew)
+	}
+}
+
 // upload sends batches while there is something to send.
 func (c *Client) upload(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
+		c.observeClock()
+		now := c.cfg.Clock.Now()
 		c.mu.Lock()
-		batch, wakeAt := c.tr.nextBatch(c.cfg.Clock.Now(), c.cfg.MaxBatchEvents, c.cfg.MaxBatchBytes)
+		b, ok := c.sched.Next(now)
+		var batch []*slot
+		var p *partition
+		if ok {
+			p = c.lanes[b.Lane]
+			for _, s := range b.Items {
+				// A slot may have been answered meanwhile (a receipt for an
+				// event re-read after a restart).
+				if s.state == StateReady || s.state == StateRetryWait {
+					s.state = stateInFlight
+					batch = append(batch, s)
+				}
+			}
+			if len(batch) > 0 {
+				p.inFlight = true
+			}
+		}
+		waiting := c.sched.Len()
 		c.mu.Unlock()
-		if batch == nil {
+		if len(batch) == 0 {
+			if ok {
+				continue
+			}
 			var timer <-chan time.Time
-			if !wakeAt.IsZero() {
-				timer = c.cfg.Clock.After(wakeAt.Sub(c.cfg.Clock.Now()))
+			if waiting > 0 {
+				// Something waits for a retry, a window or a batch in flight.
+				timer = c.cfg.Clock.After(time.Second)
 			}
 			select {
 			case <-ctx.Done():
@@ -436,7 +559,17 @@ func (c *Client) upload(ctx context.Context) error {
 			}
 			continue
 		}
-		err := c.send(ctx, batch)
+		again, err := c.send(ctx, batch)
+		c.mu.Lock()
+		p.inFlight = false
+		if err != nil {
+			unsent(batch)
+			again = batch
+		}
+		if len(again) > 0 {
+			c.sched.Requeue(b.Lane, b.Class, again, now)
+		}
+		c.mu.Unlock()
 		if err == nil {
 			failures = 0
 			signal(c.pull)
@@ -446,9 +579,6 @@ func (c *Client) upload(ctx context.Context) error {
 		if errors.As(err, &se) {
 			return se.err
 		}
-		c.mu.Lock()
-		unsent(batch)
-		c.mu.Unlock()
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -478,8 +608,11 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 
-// send uploads one batch and records the answer.
-func (c *Client) send(ctx context.Context, batch []*slot) error {
+// send uploads one batch and records the answer. It returns the slots the
+// shore asked to send again (RETRYABLE_FAILURE), in order; an error means
+// the whole batch is to be sent again (or, a *storeError, that the client
+// must stop).
+func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	evs := make([]*pb.ChangeEvent, len(batch))
 	raw := 0
 	for i, s := range batch {
@@ -493,32 +626,44 @@ func (c *Client) send(ctx context.Context, batch []*slot) error {
 	body, err := c.cfg.Codec.Encode(&wire.Batch{NodeID: c.cfg.NodeID, BatchID: uuidText(id), Sequence: c.batchSeq,
 		CreatedAt: c.cfg.Clock.Now(), Events: evs})
 	if err != nil {
-		return &storeError{fmt.Errorf("client: encode batch: %w", err)}
+		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
+	}
+	if c.bucket != nil {
+		if d := c.bucket.Reserve(c.cfg.Clock.Now(), int64(len(body))); d > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-c.cfg.Clock.After(d):
+			}
+		}
 	}
 	c.batches.Add(1)
 	for _, s := range batch {
 		if s.attempts > 0 {
-			c.resends.Add(int64(1))
+			c.resends.Add(1)
 		}
+		s.attempts++
 	}
 	c.wireBytes.Add(int64(len(body)))
 	ur, err := c.cfg.Transport.Upload(ctx, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	faultpoint.Hit(faultpoint.ShipsyncClientAfterUpload)
 	if len(ur.Statuses) != len(batch) {
-		return &RequestError{Status: 200, Detail: fmt.Sprintf("answer has %d statuses for %d events", len(ur.Statuses), len(batch))}
+		return nil, &RequestError{Status: 200, Detail: fmt.Sprintf("answer has %d statuses for %d events", len(ur.Statuses), len(batch))}
+	}
+	for i, st := range ur.Statuses {
+		if st.EventId != batch[i].id {
+			return nil, &RequestError{Status: 200, Detail: "answer statuses out of order"}
+		}
 	}
 	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
+	var again []*slot
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	for i, st := range ur.Statuses {
 		s := batch[i]
-		if st.EventId != s.id {
-			unsent(batch)
-			c.mu.Unlock()
-			return &RequestError{Status: 200, Detail: "answer statuses out of order"}
-		}
 		switch st.Status {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
 			res.Received = append(res.Received, s.id)
@@ -526,7 +671,8 @@ func (c *Client) send(ctx context.Context, batch []*slot) error {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE:
 			why := st.Reason.String()
 			res.Retry[s.id] = why
-			s.retry(why, now.Add(c.cfg.Backoff.Delay(s.attempts, nil)))
+			s.state, s.reason = StateRetryWait, why
+			again = append(again, s)
 		default:
 			why := st.Reason.String()
 			if st.Field != "" {
@@ -538,6 +684,11 @@ func (c *Client) send(ctx context.Context, batch []*slot) error {
 			c.log.Error("shipsync client: event refused by the shore; blocked", "event", s.id, "reason", why)
 		}
 	}
+	if len(again) > 0 {
+		// The shore is holding too much of this stream past a gap: the head
+		// waits before it goes again.
+		c.lanes[batch[0].tp.String()].notBefore = now.Add(c.cfg.Backoff.Delay(again[0].attempts-1, nil))
+	}
 	marks := c.tr.dirtyMarks()
 	seq := c.batchSeq
 	c.mu.Unlock()
@@ -545,12 +696,12 @@ func (c *Client) send(ctx context.Context, batch []*slot) error {
 	c.recvd.Add(int64(len(res.Received)))
 	c.rawBytes.Add(int64(raw))
 	if err := c.cfg.Store.recordSent(ctx, res, marks); err != nil {
-		return &storeError{err}
+		return nil, &storeError{err}
 	}
 	if err := c.cfg.Store.setMeta(ctx, metaBatchSequence, strconv.FormatUint(seq, 10)); err != nil {
-		return &storeError{err}
+		return nil, &storeError{err}
 	}
-	return nil
+	return again, nil
 }
 
 func uuidText(b [16]byte) string {
@@ -613,6 +764,9 @@ func (c *Client) receipts(ctx context.Context) error {
 }
 
 func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error {
+	if len(page.Receipts) > 0 {
+		faultpoint.Hit(faultpoint.ShipsyncClientAfterReceipts)
+	}
 	ts := make([]terminal, 0, len(page.Receipts))
 	for _, r := range page.Receipts {
 		if r.OriginNodeId != c.cfg.NodeID {
@@ -650,6 +804,7 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 		c.kc.ResumeFetchPartitions(resume)
 	}
 	if len(marks) > 0 {
+		faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
 		offs := map[string]map[int32]kgo.EpochOffset{}
 		for _, w := range marks {
 			if offs[w.Topic] == nil {
@@ -730,4 +885,49 @@ func (c *Client) Progress() string {
 		"received %d, terminal %d; %d B on the wire for %d B of events; waiting %d",
 		s.Read, s.Produced, s.Skipped, s.Blocked, s.Uploaded, s.Batches, s.Resends, s.UploadFailures, s.Received,
 		s.Terminal, s.WireBytes, s.RawBytes, c.Waiting())
+}
+
+// heartbeats reports the node's health and backlog to the shore, and
+// re-anchors the clock-jump guard on the shore's time.
+func (c *Client) heartbeats(ctx context.Context) error {
+	every := cmp.Or(c.cfg.HeartbeatEvery, 60*time.Second)
+	for {
+		backlog, err := c.cfg.Store.backlog(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s := c.Stats()
+		overall := pb.HealthState_HEALTH_STATE_HEALTHY
+		if s.Blocked > 0 {
+			overall = pb.HealthState_HEALTH_STATE_BLOCKED
+		} else if s.UploadFailures > 0 && s.Received == 0 {
+			overall = pb.HealthState_HEALTH_STATE_DEGRADED
+		}
+		hb := &pb.Heartbeat{ProtocolVersion: wire.CurrentVersion.String(), NodeId: c.cfg.NodeID,
+			ClientVersion: c.cfg.Version, SentAt: timestamppb.New(c.cfg.Clock.Now()), Overall: overall, Backlog: backlog}
+		resp, err := c.cfg.Transport.Heartbeat(ctx, hb)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			c.log.Warn("shipsync client: heartbeat failed", "err", err)
+		default:
+			if c.guard != nil && resp.ServerTime != nil {
+				c.mu.Lock()
+				c.guard.Anchor(resp.ServerTime.AsTime(), c.cfg.Clock.Now(), c.cfg.Monotonic())
+				c.mu.Unlock()
+			}
+			if resp.HeartbeatIntervalSeconds > 0 {
+				every = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cfg.Clock.After(every):
+		}
+	}
 }

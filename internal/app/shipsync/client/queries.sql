@@ -52,3 +52,7 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 
 -- name: AppliedGet
 SELECT operation, result_revision FROM applied_command WHERE command_id = ?;
+
+-- name: BacklogByRule
+SELECT rule_id, count(*), coalesce(sum(raw_bytes), 0), min(captured_at)
+FROM event_state WHERE state NOT IN ('TERMINAL', 'EXPIRED_APPROVED') GROUP BY rule_id ORDER BY rule_id;

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/sqlfile"
@@ -30,7 +32,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet")
+	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule")
 
 // MigrationLine returns the client's migration line (SQLite).
 func MigrationLine() relaymigrate.Line {
@@ -375,4 +377,26 @@ func (s *Store) Applied(ctx context.Context, eventID string) (normalize.AppliedC
 		return normalize.AppliedCommand{}, false, fmt.Errorf("client: applied command has operation %q", bound(op, 40))
 	}
 	return normalize.AppliedCommand{Operation: pb.Operation(v), ResultRevision: rev}, true, nil
+}
+
+// backlog returns, per rule, the events not yet terminal.
+func (s *Store) backlog(ctx context.Context) ([]*pb.BacklogSummary, error) {
+	rows, err := s.db.QueryContext(ctx, stmts["BacklogByRule"])
+	if err != nil {
+		return nil, fmt.Errorf("client: read backlog: %w", err)
+	}
+	defer rows.Close()
+	var out []*pb.BacklogSummary
+	for rows.Next() {
+		var b pb.BacklogSummary
+		var oldest sql.NullInt64
+		if err := rows.Scan(&b.RuleId, &b.Events, &b.RawBytes, &oldest); err != nil {
+			return nil, fmt.Errorf("client: read backlog: %w", err)
+		}
+		if oldest.Valid {
+			b.OldestCapturedAt = timestamppb.New(time.UnixMicro(oldest.Int64))
+		}
+		out = append(out, &b)
+	}
+	return out, rows.Err()
 }

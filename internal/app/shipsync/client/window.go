@@ -36,15 +36,20 @@ func (s *slot) waiting() bool {
 
 // partition is one topic partition's window: the slots in
 // [TerminalNext, ReadNext) that are not terminal, in offset order (an
-// offset in that range without a slot needed nothing or is terminal), and
-// the queue of slots waiting to be uploaded, in sequence order.
+// offset in that range without a slot needed nothing or is terminal). The
+// slots waiting to be uploaded are in the client's scheduler, one lane per
+// partition, in sequence order.
 type partition struct {
 	wm      Watermark
 	pending []*slot
 	open    int // pending slots not terminal
-	queue   []*slot
 	paused  bool
 	dirty   bool // wm changed since last saved
+	// inFlight: a batch of the partition is being uploaded (one at a time,
+	// so a stream's batches reach the shore in order); notBefore: the head
+	// of its queue waits for a retry.
+	inFlight  bool
+	notBefore time.Time
 }
 
 // tracker holds every partition's window. It is not safe for concurrent
@@ -99,9 +104,6 @@ func (t *tracker) add(p *partition, s *slot) {
 	p.pending = append(p.pending, s)
 	p.open++
 	t.byID[s.id] = s
-	if s.waiting() {
-		p.queue = append(p.queue, s)
-	}
 	p.read(s.off)
 }
 
@@ -144,7 +146,6 @@ func (t *tracker) terminal(id string) bool {
 		p.open--
 	}
 	s.state, s.ev = StateTerminal, nil
-	p.queue = slices.DeleteFunc(p.queue, func(q *slot) bool { return q == s })
 	p.settle()
 	return true
 }
@@ -156,7 +157,6 @@ func (t *tracker) received(s *slot) {
 	}
 	p := t.parts[s.tp]
 	s.state, s.ev, s.reason = StateReceived, nil, ""
-	p.queue = slices.DeleteFunc(p.queue, func(q *slot) bool { return q == s })
 	p.settle()
 }
 
@@ -165,71 +165,16 @@ func (t *tracker) received(s *slot) {
 func (t *tracker) blocked(s *slot, reason string) {
 	p := t.parts[s.tp]
 	s.state, s.ev, s.reason = StateBlocked, nil, reason
-	p.queue = slices.DeleteFunc(p.queue, func(q *slot) bool { return q == s })
 	p.settle()
 }
 
-// retry puts s back in its queue, not before due.
-func (s *slot) retry(reason string, due time.Time) {
-	s.state, s.reason, s.due = StateRetryWait, reason, due
-	s.attempts++
-}
-
-// unsent returns the slots of a failed upload to their queue unchanged.
+// unsent returns the slots of a failed upload to READY.
 func unsent(batch []*slot) {
 	for _, s := range batch {
 		if s.state == stateInFlight {
 			s.state = StateReady
 		}
 	}
-}
-
-// nextBatch picks the partition to upload from — the most urgent class
-// (the highest priority number) first, round robin among partitions of that class — and takes from
-// the head of its queue the slots that may go now, in sequence order, up
-// to maxEvents events and maxBytes raw bytes (at least one). It returns
-// nil when nothing may go now, and then the earliest time something may.
-func (t *tracker) nextBatch(now time.Time, maxEvents, maxBytes int) (batch []*slot, wake time.Time) {
-	best, bestPrio := -1, 0
-	n := len(t.order)
-	for k := 0; k < n; k++ {
-		i := (t.rr + k) % n
-		p := t.parts[t.order[i]]
-		if len(p.queue) == 0 {
-			continue
-		}
-		h := p.queue[0]
-		if h.state == stateInFlight {
-			continue
-		}
-		if h.state == StateRetryWait && h.due.After(now) {
-			if wake.IsZero() || h.due.Before(wake) {
-				wake = h.due
-			}
-			continue
-		}
-		if best < 0 || h.priority > bestPrio {
-			best, bestPrio = i, h.priority
-		}
-	}
-	if best < 0 {
-		return nil, wake
-	}
-	t.rr = (best + 1) % n
-	p := t.parts[t.order[best]]
-	bytes := 0
-	for _, s := range p.queue {
-		if s.state == stateInFlight || (s.state == StateRetryWait && s.due.After(now)) {
-			break
-		}
-		if len(batch) > 0 && (len(batch) >= maxEvents || bytes+s.raw > maxBytes) {
-			break
-		}
-		s.state = stateInFlight
-		batch = append(batch, s)
-		bytes += s.raw
-	}
-	return batch, time.Time{}
 }
 
 // dirtyMarks returns the watermarks changed since the last call.

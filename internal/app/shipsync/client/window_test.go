@@ -2,7 +2,6 @@ package client
 
 import (
 	"testing"
-	"time"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
@@ -79,59 +78,6 @@ func TestRestartResumesAtSavedCheckpoint(t *testing.T) {
 	p2 := tr2.part(tp, saved, 42)
 	if p2.wm.ReadNext != 42 || p2.wm.TerminalNext != 42 {
 		t.Fatalf("resume past checkpoint: %+v", p2.wm)
-	}
-}
-
-func TestBatchesTakeHighestPriorityThenSequenceOrder(t *testing.T) {
-	tr := newTracker()
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	bulk, crit := TP{"bulk", 0}, TP{"crit", 0}
-	pb1 := tr.part(bulk, nil, 0)
-	for i := range 5 {
-		tr.add(pb1, readySlot(bulk, int64(i), "b"+string(rune('0'+i)), 1))
-	}
-	pc := tr.part(crit, nil, 0)
-	tr.add(pc, readySlot(crit, 0, "c0", 4))
-	batch, _ := tr.nextBatch(now, 10, 1<<20)
-	if len(batch) != 1 || batch[0].id != "c0" {
-		t.Fatalf("first batch %v, want the critical event alone", ids(batch))
-	}
-	batch, _ = tr.nextBatch(now, 3, 1<<20)
-	if got := ids(batch); len(got) != 3 || got[0] != "b0" || got[2] != "b2" {
-		t.Fatalf("second batch %v, want b0 b1 b2", got)
-	}
-	// In flight: the partition gives nothing more until answered.
-	if more, _ := tr.nextBatch(now, 3, 1<<20); more != nil {
-		t.Fatalf("a partition with a batch in flight gave another: %v", ids(more))
-	}
-	// b1 must wait; b0 received: b1 holds the head, b2 may not overtake it.
-	tr.received(batch[0])
-	batch[1].retry("OVERLOADED", now.Add(time.Minute))
-	batch[2].state = StateReady
-	if more, wake := tr.nextBatch(now, 3, 1<<20); more != nil || !wake.Equal(now.Add(time.Minute)) {
-		t.Fatalf("retry-wait head: batch %v wake %v", ids(more), wake)
-	}
-	more, _ := tr.nextBatch(now.Add(time.Minute), 10, 1<<20)
-	if got := ids(more); len(got) != 4 || got[0] != "b1" {
-		t.Fatalf("after the wait: %v, want b1 b2 b3 b4", got)
-	}
-}
-
-func TestBatchBytesBound(t *testing.T) {
-	tr := newTracker()
-	tp := TP{"t", 0}
-	p := tr.part(tp, nil, 0)
-	for i := range 4 {
-		tr.add(p, readySlot(tp, int64(i), string(rune('a'+i)), 2))
-	}
-	batch, _ := tr.nextBatch(time.Time{}, 10, 250)
-	if len(batch) != 2 {
-		t.Fatalf("batch of %d events of 100 bytes under 250 bytes", len(batch))
-	}
-	unsent(batch)
-	batch, _ = tr.nextBatch(time.Time{}, 10, 50)
-	if len(batch) != 1 {
-		t.Fatalf("an event larger than the bound must still go alone: got %d", len(batch))
 	}
 }
 

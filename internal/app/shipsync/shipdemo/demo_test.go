@@ -30,7 +30,7 @@ func TestDemo(t *testing.T) {
 	var checks bytes.Buffer
 	res.Write(&checks)
 	require.True(t, res.OK(), "reconciliation:\n%s\nprogress:\n%s", checks.String(), out.String())
-	require.Len(t, res.Checks, 5)
+	require.Len(t, res.Checks, 6)
 	// 300 inserts, then up to 200 updates and 30 deletes (a change of a
 	// row already deleted changes nothing).
 	require.GreaterOrEqual(t, res.Events, 300+150)

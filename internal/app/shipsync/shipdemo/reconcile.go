@@ -87,7 +87,17 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 		receipts, shoreApplied, ledger), receipts == int64(res.Events) && shoreApplied == applied &&
 		ledger == ledgerDistinct && ledger == applied))
 
-	// 5. The checkpoints: every partition's terminal checkpoint is at the
+	// 5. The shore knows the node is alive and healthy (its heartbeat).
+	var health sql.NullString
+	var beat sql.NullTime
+	if err := r.pg.Pool().QueryRow(ctx, "SELECT last_heartbeat_at, last_health FROM sync_node WHERE node_id = $1",
+		Node).Scan(&beat, &health); err != nil {
+		return fmt.Errorf("shipdemo: read node: %w", err)
+	}
+	res.Checks = append(res.Checks, check(fmt.Sprintf("the shore received the node's heartbeat (health %s)",
+		health.String), beat.Valid && health.Valid))
+
+	// 6. The checkpoints: every partition's terminal checkpoint is at the
 	// end of its topic partition.
 	marks, err := r.st.Watermarks(ctx)
 	if err != nil {
