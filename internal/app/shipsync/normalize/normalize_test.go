@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
@@ -258,4 +259,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "applied lookup")
 	_, err = normalize.New(normalize.Config{NodeID: node, ConnectorID: "c"}, rules(t, `{"revisioned": false, "direction": "UPLINK"}`), nil)
 	require.NoError(t, err)
+}
+
+func mustUUID(t testing.TB, s string) uuid.UUID {
+	t.Helper()
+	u, err := uuid.Parse(s)
+	require.NoError(t, err)
+	return u
 }
