@@ -2,6 +2,7 @@ package normalize_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,9 @@ func TestDispositions(t *testing.T) {
 		{"event id of a command never applied", rec{op: "c", after: remoteRow(1017, rev1, cmdMiss)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"delete stamped with an unknown command", rec{op: "d", before: upd.with("_sync_event_id", cmdMiss)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"event id not a UUID", rec{op: "c", after: ins.with("_sync_event_id", "cmd-17")}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
+		{"event id cleared to empty text", rec{op: "u", before: remoteRow(1017, rev1, cmdIns), after: upd.with("_sync_event_id", "")}, normalize.Emit, "", pb.Operation_OPERATION_UPDATE},
+		{"revision case differs from the applied command's", rec{op: "u", before: ins, after: remoteRow(1017, strings.ToUpper(rev2), cmdUpd)}, normalize.Skip, normalize.ReasonLoopSuppressed, 0},
+		{"update that kept its revision in another case", rec{op: "u", before: ins, after: ins.with("_sync_revision", strings.ToUpper(rev1))}, normalize.Block, normalize.ReasonRevisionUnchanged, 0},
 		{"foreign origin without event id", rec{op: "c", after: ins.with("_sync_origin", otherNode)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"NULL origin", rec{op: "u", before: ins, after: upd.with("_sync_origin", nil)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"no _sync_event_id column", rec{op: "c", after: ins.with("_sync_event_id", drop)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
@@ -266,4 +270,31 @@ func mustUUID(t testing.TB, s string) uuid.UUID {
 	u, err := uuid.Parse(s)
 	require.NoError(t, err)
 	return u
+}
+
+// TestBinaryRevision: a BINARY(16) _sync_revision (or _sync_event_id) reads
+// as the canonical UUID text.
+func TestBinaryRevision(t *testing.T) {
+	t.Parallel()
+	n := newNormalizer(t, rules(t, ""), appliedTable())
+	ev := rec{op: "c", after: localRow(1017, rev1)}.decode(t)
+	u := mustUUID(t, rev1)
+	for _, c := range ev.After.Columns {
+		if c.Name == "_sync_revision" {
+			c.Value = &pb.ColumnValue_BytesValue{BytesValue: u[:]}
+		}
+	}
+	o, err := n.Normalize(context.Background(), src, ev, now)
+	require.NoError(t, err)
+	requireValid(t, o)
+	require.Equal(t, rev1, o.Event.ResultRevision)
+
+	for _, c := range ev.After.Columns {
+		if c.Name == "_sync_revision" {
+			c.Value = &pb.ColumnValue_BytesValue{BytesValue: u[:15]}
+		}
+	}
+	o, err = n.Normalize(context.Background(), src, ev, now)
+	require.NoError(t, err)
+	require.Equal(t, normalize.ReasonMissingRevision, o.Reason)
 }
