@@ -130,6 +130,7 @@ func TestTombstoneRevision(t *testing.T) {
 
 	id := normalize.EventID(baseInput())
 	require.Len(t, normalize.TraceID(id), 32)
+	require.Equal(t, []string{"lower@1", "round@1", "trim@1", "truncate@1", "upper@1"}, normalize.TransformNames())
 	require.NotEqual(t, normalize.OverwriteRevision(id), id.String())
 }
 
