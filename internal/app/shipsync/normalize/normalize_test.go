@@ -40,6 +40,7 @@ func TestDispositions(t *testing.T) {
 	t.Parallel()
 	ins := localRow(1017, rev1)
 	upd := localRow(1017, rev2).with("status", "DOCKED")
+	shared := newNormalizer(t, rules(t, ""), appliedTable())
 	for _, tc := range []struct {
 		name   string
 		rec    rec
@@ -86,8 +87,8 @@ func TestDispositions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			n := newNormalizer(t, rules(t, ""), appliedTable())
-			o := run(t, n, tc.rec)
+			o := run(t, shared, tc.rec) // one Normalizer for every parallel case: safe for concurrent use
+
 			require.Equal(t, tc.want, o.Disposition, "%s: %s", o.Reason, o.Detail)
 			require.Equal(t, tc.reason, o.Reason, o.Detail)
 			if tc.rec.op != "x" {
