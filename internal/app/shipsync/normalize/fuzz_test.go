@@ -1,7 +1,9 @@
 package normalize_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"testing"
 	"unicode/utf8"
@@ -87,4 +89,29 @@ func FuzzNormalize(f *testing.F) {
 
 func messageOf(key, value []byte) cdc.Message {
 	return cdc.Message{Topic: topic, Key: key, Value: value}
+}
+
+// FuzzLoadRules: any rules file either loads or is refused, never panics;
+// a loaded set writes back (Rule.MarshalJSON) to a file that loads to the
+// same rules.
+func FuzzLoadRules(f *testing.F) {
+	example, err := os.ReadFile("testdata/rules.json")
+	require.NoError(f, err)
+	f.Add(example)
+	f.Add([]byte(`{"rules": [` + baseRule + `]}`))
+	f.Add([]byte(`{"rules": [{"id": "a", "version": 1, "direction": "UPLINK", "database": "d", "table": "t", "key_columns": ["k"],
+		"revisioned": false, "row_filter": [{"column": "c", "op": "is_null"}], "dataset_window": "2h", "business_time_column": "b"}]}`))
+	f.Fuzz(func(t *testing.T, file []byte) {
+		rs, err := normalize.LoadRules(bytes.NewReader(file))
+		if err != nil {
+			return
+		}
+		out, err := json.Marshal(map[string]any{"rules": rs.Rules()})
+		require.NoError(t, err)
+		again, err := normalize.LoadRules(bytes.NewReader(out))
+		require.NoError(t, err, "%s", out)
+		out2, err := json.Marshal(map[string]any{"rules": again.Rules()})
+		require.NoError(t, err)
+		require.JSONEq(t, string(out), string(out2))
+	})
 }
