@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -261,3 +262,15 @@ func get(img *pb.RowImage, name string) *pb.ColumnValue {
 var errLookup = errors.New("applied_command: database is locked")
 
 func ptr[T any](v T) *T { return &v }
+
+// exampleRules loads testdata/rules.json, the rules file
+// docs/shipsync/normalize.md shows.
+func exampleRules(t testing.TB) *normalize.RuleSet {
+	t.Helper()
+	f, err := os.Open("testdata/rules.json")
+	require.NoError(t, err)
+	defer f.Close()
+	rs, err := normalize.LoadRules(f)
+	require.NoError(t, err)
+	return rs
+}

@@ -287,7 +287,7 @@ func (r *run) do(ctx context.Context) (Outcome, error) {
 		}
 		// After the origin check: the remote applier's stamp before a
 		// delete is an UPDATE that keeps the revision, and is suppressed.
-		if r.op == pb.Operation_OPERATION_UPDATE && r.base == r.res {
+		if r.op == pb.Operation_OPERATION_UPDATE && strings.EqualFold(r.base, r.res) {
 			return r.out(Block, ReasonRevisionUnchanged, "UPDATE whose after._sync_revision equals before's: the write made no new revision"), nil
 		}
 	} else if r.op == pb.Operation_OPERATION_DELETE {
@@ -392,7 +392,8 @@ func syncColumn(img *pb.RowImage, name string) *pb.ColumnValue {
 // node applied that command and the row is still at the revision it wrote,
 // the change is the applier's own — suppressed; otherwise it cannot be
 // explained and blocks. A local write clears _sync_event_id and must carry
-// this node as _sync_origin. A DELETE is the applier's own when the row was
+// this node as _sync_origin (an empty _sync_event_id counts as cleared, like
+// NULL). A DELETE is the applier's own when the row was
 // stamped with an applied DELETE command's id just before it was deleted; a
 // delete of a row last written remotely by another command is a local
 // delete.
@@ -406,7 +407,7 @@ func (r *run) origin(ctx context.Context) (Outcome, bool, error) {
 	if ec == nil {
 		return r.out(Block, ReasonUnknownOrigin, side+" has no _sync_event_id column"), false, nil
 	}
-	if _, null := ec.Value.(*pb.ColumnValue_Null); !null {
+	if !cleared(ec) {
 		id, ok := uuidText(ec)
 		if !ok {
 			return r.out(Block, ReasonUnknownOrigin, side+"._sync_event_id is not a UUID"), false, nil
@@ -426,7 +427,7 @@ func (r *run) origin(ctx context.Context) (Outcome, bool, error) {
 		case r.op == pb.Operation_OPERATION_UPDATE && del:
 			// The applier's stamp of the command's id just before its delete.
 			return r.out(Skip, ReasonLoopSuppressed, "the remote applier's stamp before an applied downlink DELETE"), false, nil
-		case cmd.ResultRevision == r.res:
+		case strings.EqualFold(cmd.ResultRevision, r.res): // UUIDs: case does not matter
 			return r.out(Skip, ReasonLoopSuppressed, "the row is as an applied downlink command wrote it"), false, nil
 		default:
 			return r.out(Block, ReasonUnknownOrigin, "after._sync_revision differs from the applied command's result but _sync_event_id was kept (alert: a local write must clear it)"), false, nil
@@ -443,6 +444,20 @@ func (r *run) origin(ctx context.Context) (Outcome, bool, error) {
 		return r.out(Block, ReasonUnknownOrigin, "after._sync_origin is not this node and _sync_event_id is NULL (alert)"), false, nil
 	}
 	return Outcome{}, true, nil
+}
+
+// cleared reports whether a _sync_event_id holds no event: NULL, or the
+// empty string some applications write when they clear it.
+func cleared(c *pb.ColumnValue) bool {
+	switch x := c.Value.(type) {
+	case *pb.ColumnValue_Null:
+		return true
+	case *pb.ColumnValue_StringValue:
+		return x.StringValue == ""
+	case *pb.ColumnValue_BytesValue:
+		return len(x.BytesValue) == 0
+	}
+	return false
 }
 
 // filter evaluates the rule's row filter on the rule's image.

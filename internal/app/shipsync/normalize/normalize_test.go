@@ -2,9 +2,11 @@ package normalize_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
@@ -25,6 +27,12 @@ func run(t testing.TB, n *normalize.Normalizer, r rec) normalize.Outcome {
 		require.Nil(t, o.Event)
 		require.NotEmpty(t, o.Reason)
 	}
+	// Details never carry a row value (the test rows' values, revisions,
+	// event ids and origins).
+	require.LessOrEqual(t, len(o.Detail), 200)
+	for _, v := range []string{"Northern", "s3cr3t", "ACTIVE", "DOCKED", "1017", rev1[:8], cmdIns[:8], otherNode} {
+		require.NotContains(t, o.Detail, v)
+	}
 	return o
 }
 
@@ -32,6 +40,7 @@ func TestDispositions(t *testing.T) {
 	t.Parallel()
 	ins := localRow(1017, rev1)
 	upd := localRow(1017, rev2).with("status", "DOCKED")
+	shared := newNormalizer(t, rules(t, ""), appliedTable())
 	for _, tc := range []struct {
 		name   string
 		rec    rec
@@ -57,6 +66,9 @@ func TestDispositions(t *testing.T) {
 		{"event id of a command never applied", rec{op: "c", after: remoteRow(1017, rev1, cmdMiss)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"delete stamped with an unknown command", rec{op: "d", before: upd.with("_sync_event_id", cmdMiss)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"event id not a UUID", rec{op: "c", after: ins.with("_sync_event_id", "cmd-17")}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
+		{"event id cleared to empty text", rec{op: "u", before: remoteRow(1017, rev1, cmdIns), after: upd.with("_sync_event_id", "")}, normalize.Emit, "", pb.Operation_OPERATION_UPDATE},
+		{"revision case differs from the applied command's", rec{op: "u", before: ins, after: remoteRow(1017, strings.ToUpper(rev2), cmdUpd)}, normalize.Skip, normalize.ReasonLoopSuppressed, 0},
+		{"update that kept its revision in another case", rec{op: "u", before: ins, after: ins.with("_sync_revision", strings.ToUpper(rev1))}, normalize.Block, normalize.ReasonRevisionUnchanged, 0},
 		{"foreign origin without event id", rec{op: "c", after: ins.with("_sync_origin", otherNode)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"NULL origin", rec{op: "u", before: ins, after: upd.with("_sync_origin", nil)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
 		{"no _sync_event_id column", rec{op: "c", after: ins.with("_sync_event_id", drop)}, normalize.Block, normalize.ReasonUnknownOrigin, 0},
@@ -75,8 +87,8 @@ func TestDispositions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			n := newNormalizer(t, rules(t, ""), appliedTable())
-			o := run(t, n, tc.rec)
+			o := run(t, shared, tc.rec) // one Normalizer for every parallel case: safe for concurrent use
+
 			require.Equal(t, tc.want, o.Disposition, "%s: %s", o.Reason, o.Detail)
 			require.Equal(t, tc.reason, o.Reason, o.Detail)
 			if tc.rec.op != "x" {
@@ -258,4 +270,53 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "applied lookup")
 	_, err = normalize.New(normalize.Config{NodeID: node, ConnectorID: "c"}, rules(t, `{"revisioned": false, "direction": "UPLINK"}`), nil)
 	require.NoError(t, err)
+}
+
+func mustUUID(t testing.TB, s string) uuid.UUID {
+	t.Helper()
+	u, err := uuid.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
+// TestBinaryRevision: a BINARY(16) _sync_revision (or _sync_event_id) reads
+// as the canonical UUID text.
+func TestBinaryRevision(t *testing.T) {
+	t.Parallel()
+	n := newNormalizer(t, rules(t, ""), appliedTable())
+	ev := rec{op: "c", after: localRow(1017, rev1)}.decode(t)
+	u := mustUUID(t, rev1)
+	for _, c := range ev.After.Columns {
+		if c.Name == "_sync_revision" {
+			c.Value = &pb.ColumnValue_BytesValue{BytesValue: u[:]}
+		}
+	}
+	o, err := n.Normalize(context.Background(), src, ev, now)
+	require.NoError(t, err)
+	requireValid(t, o)
+	require.Equal(t, rev1, o.Event.ResultRevision)
+
+	for _, c := range ev.After.Columns {
+		if c.Name == "_sync_revision" {
+			c.Value = &pb.ColumnValue_BytesValue{BytesValue: u[:15]}
+		}
+	}
+	o, err = n.Normalize(context.Background(), src, ev, now)
+	require.NoError(t, err)
+	require.Equal(t, normalize.ReasonMissingRevision, o.Reason)
+}
+
+// BenchmarkNormalize: one UPDATE with both images through the example rule
+// (filter, window, three transforms, mappings), decoded once.
+func BenchmarkNormalize(b *testing.B) {
+	n := newNormalizer(b, exampleRules(b), appliedTable())
+	ev := rec{op: "u", before: localRow(1017, rev1), after: localRow(1017, rev2).with("status", "DOCKED")}.decode(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		o, err := n.Normalize(ctx, src, ev, now)
+		if err != nil || o.Disposition != normalize.Emit {
+			b.Fatal(err, o.Reason)
+		}
+	}
 }

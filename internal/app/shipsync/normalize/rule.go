@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -375,13 +376,7 @@ func (r *Rule) compile() error {
 
 func (r *Rule) compileMappings(bad func(string, string) error) error {
 	targets := map[string]string{}
-	srcs := slices.Sorted(func(yield func(string) bool) {
-		for k := range r.FieldMappings {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	srcs := slices.Sorted(maps.Keys(r.FieldMappings))
 	for _, src := range srcs {
 		to := r.FieldMappings[src]
 		field := "field_mappings[" + strconv.Quote(bound(src, 64)) + "]"

@@ -2,6 +2,8 @@ package normalize
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -41,13 +43,10 @@ var transforms = map[string]transformDef{
 	"round@1": {Args: 1, CheckArgs: argRange(0, 65), Apply: round},
 }
 
-// TransformNames returns the registered transform names.
+// TransformNames returns the registered transform names ("name@version"),
+// sorted.
 func TransformNames() []string {
-	out := make([]string, 0, len(transforms))
-	for k := range transforms {
-		out = append(out, k)
-	}
-	return out
+	return slices.Sorted(maps.Keys(transforms))
 }
 
 // boundTransform is a transform with the rule's arguments.
