@@ -16,20 +16,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	relay "github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
-	"github.com/relayhq/relay/internal/app/shipsync/shore"
-	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
-	"github.com/relayhq/relay/relayhttp"
-	"github.com/relayhq/relay/relaymigrate"
 	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
@@ -265,11 +260,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cleanup = append(cleanup, cluster.Close)
 	r.brokers = cluster.ListenAddrs()
 
-	stopShore, url, err := r.startShore(ctx, shoreDSN)
+	rules := make([]ShoreRule, len(tables))
+	for i, t := range tables {
+		rules[i] = ShoreRule{ID: t.name, Table: t.name, Columns: t.columns}
+	}
+	sh, err := StartShore(ctx, ShoreOptions{PostgresURL: o.PostgresURL, TargetDSN: shoreDSN,
+		PKIDir: filepath.Join(o.Dir, "pki"), Node: Node, Rules: rules, Logger: r.log})
 	if err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, stopShore)
+	cleanup = append(cleanup, sh.Close)
+	r.pg = sh.PG
+	url := sh.URL
 	fmt.Fprintf(o.Progress, "shore listening on %s (mutual TLS), applying to %s\n", url, r.shoreNm)
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -344,114 +346,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Elapsed = time.Since(began)
 	return res, nil
-}
-
-// startShore migrates the shore's PostgreSQL, makes the PKI, registers the
-// node and the rules, and serves the data API with an applier.
-func (r *run) startShore(ctx context.Context, shoreDSN string) (stop func(), url string, err error) {
-	var stops []func()
-	stop = func() {
-		for _, f := range slices.Backward(stops) {
-			f()
-		}
-	}
-	defer func() {
-		if err != nil {
-			stop()
-		}
-	}()
-	d, err := relaypgx.Open(ctx, r.o.PostgresURL)
-	if err != nil {
-		return stop, "", fmt.Errorf("shipdemo: postgres: %w", err)
-	}
-	stops = append(stops, func() { _ = d.Close() })
-	r.pg = d
-	if _, err := relaymigrate.Up(ctx, d, r.clock, shore.MigrationLines(d)...); err != nil {
-		return stop, "", err
-	}
-	p := pki.Dir{Path: filepath.Join(r.o.Dir, "pki"), Clock: r.clock}
-	if _, err := p.InitCA(); err != nil {
-		return stop, "", err
-	}
-	if _, err := p.IssueServer([]string{"127.0.0.1", "localhost"}); err != nil {
-		return stop, "", err
-	}
-	cert, err := p.IssueNode(Node, "")
-	if err != nil {
-		return stop, "", err
-	}
-	reg := shore.NewRegistry(d.Pool(), r.clock)
-	who := shore.Audit{Actor: "shipsync demo", Reason: "demo set-up"}
-	if _, err := reg.Add(ctx, cert, who); err != nil {
-		return stop, "", err
-	}
-	for _, t := range tables {
-		if err := reg.AllowRule(ctx, Node, t.name, 1, who); err != nil {
-			return stop, "", err
-		}
-		if err := reg.RegisterRule(ctx, shore.Rule{ID: t.name, Version: 1, SourceTable: t.name, TargetTable: t.name,
-			KeyColumns: []string{"id"}, Columns: t.columns, InsertOverTombstone: true}, who); err != nil {
-			return stop, "", err
-		}
-	}
-	codec, err := wire.NewCodec(wire.Config{})
-	if err != nil {
-		return stop, "", err
-	}
-	inbox, err := shore.NewInbox(d, codec, r.clock)
-	if err != nil {
-		return stop, "", err
-	}
-	target, err := apply.OpenTarget(shoreDSN)
-	if err != nil {
-		return stop, "", err
-	}
-	stops = append(stops, func() { _ = target.Close() })
-	if err := target.EnsureLedger(ctx); err != nil {
-		return stop, "", err
-	}
-	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: r.clock, InstanceID: "shipdemo-shore",
-		Logger: r.log})
-	if err != nil {
-		return stop, "", err
-	}
-	if err := a.Engine().Start(ctx); err != nil {
-		return stop, "", err
-	}
-	stops = append(stops, func() { stopEngine(a.Engine(), r.log) })
-	inbox.OnRelease(a.Engine().Notify)
-	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: r.clock, Logger: r.log})
-	if err != nil {
-		return stop, "", err
-	}
-	sc, err := p.ServerCert()
-	if err != nil {
-		return stop, "", err
-	}
-	cas, err := p.CAPool()
-	if err != nil {
-		return stop, "", err
-	}
-	srv, err := relayhttp.Listen(relayhttp.Config{Name: "shore", Addr: "127.0.0.1:0", Handler: h,
-		TLS: shore.ServerTLS(sc, cas, r.clock), Logger: r.log, MaxBodyBytes: int64(codec.Config().MaxBytes) + 128<<10})
-	if err != nil {
-		return stop, "", err
-	}
-	go func() { _ = srv.Serve() }()
-	stops = append(stops, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	return stop, srv.URL(), nil
-}
-
-func stopEngine(e *relay.Engine, log *slog.Logger) {
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.Stop(sctx); err != nil {
-		log.Warn("shipdemo: applier stop", "error", err)
-	}
 }
 
 // maxCommitDelay is how long the demo's capture waits for a missing

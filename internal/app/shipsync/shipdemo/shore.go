@@ -1,0 +1,169 @@
+package shipdemo
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relayhttp"
+	"github.com/relayhq/relay/relaymigrate"
+)
+
+// ShoreRule is one table the shore accepts from the node: rule ID version
+// 1 writes Table (the same name on both sides) with Columns, keyed by "id".
+type ShoreRule struct {
+	ID, Table string
+	Columns   []string
+}
+
+// ShoreOptions configure StartShore.
+type ShoreOptions struct {
+	// PostgresURL is the shore's PostgreSQL (migrated by StartShore).
+	PostgresURL string
+	// TargetDSN is the shore's business database.
+	TargetDSN string
+	// PKIDir is where the development PKI is made: the CA, the shore's
+	// certificate and the node's (pki.NodeFiles("node-" + Node)).
+	PKIDir string
+	// Node is the node registered and allowed Rules.
+	Node  string
+	Rules []ShoreRule
+	// Addr is the data API's address (default 127.0.0.1:0).
+	Addr   string
+	Logger *slog.Logger
+}
+
+// Shore is an in-process shore: the data API over mutual TLS and an
+// applier writing to the target.
+type Shore struct {
+	// URL is the data API's base URL.
+	URL string
+	// PG is the shore's PostgreSQL.
+	PG *relaypgx.Driver
+	// PKI is the PKI directory.
+	PKI   pki.Dir
+	stops []func()
+}
+
+// Close stops the server and the applier and closes the databases.
+func (s *Shore) Close() {
+	for _, f := range slices.Backward(s.stops) {
+		f()
+	}
+	s.stops = nil
+}
+
+// StartShore migrates the shore's PostgreSQL, makes the PKI, registers the
+// node and the rules, and serves the data API with an applier.
+func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clock := relayclock.System{}
+	s = &Shore{PKI: pki.Dir{Path: o.PKIDir, Clock: clock}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	d, err := relaypgx.Open(ctx, o.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("shipdemo: postgres: %w", err)
+	}
+	s.stops = append(s.stops, func() { _ = d.Close() })
+	s.PG = d
+	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLines(d)...); err != nil {
+		return nil, err
+	}
+	p := s.PKI
+	if _, err := p.InitCA(); err != nil {
+		return nil, err
+	}
+	if _, err := p.IssueServer([]string{"127.0.0.1", "localhost"}); err != nil {
+		return nil, err
+	}
+	cert, err := p.IssueNode(o.Node, "")
+	if err != nil {
+		return nil, err
+	}
+	reg := shore.NewRegistry(d.Pool(), clock)
+	who := shore.Audit{Actor: "shipsync demo", Reason: "demo set-up"}
+	if _, err := reg.Add(ctx, cert, who); err != nil {
+		return nil, err
+	}
+	for _, r := range o.Rules {
+		if err := reg.AllowRule(ctx, o.Node, r.ID, 1, who); err != nil {
+			return nil, err
+		}
+		if err := reg.RegisterRule(ctx, shore.Rule{ID: r.ID, Version: 1, SourceTable: r.Table, TargetTable: r.Table,
+			KeyColumns: []string{"id"}, Columns: r.Columns, InsertOverTombstone: true}, who); err != nil {
+			return nil, err
+		}
+	}
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return nil, err
+	}
+	inbox, err := shore.NewInbox(d, codec, clock)
+	if err != nil {
+		return nil, err
+	}
+	target, err := apply.OpenTarget(o.TargetDSN)
+	if err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, func() { _ = target.Close() })
+	if err := target.EnsureLedger(ctx); err != nil {
+		return nil, err
+	}
+	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: clock, InstanceID: "shipdemo-shore", Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Engine().Start(ctx); err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Engine().Stop(sctx); err != nil {
+			log.Warn("shipdemo: applier stop", "error", err)
+		}
+	})
+	inbox.OnRelease(a.Engine().Notify)
+	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: clock, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	sc, err := p.ServerCert()
+	if err != nil {
+		return nil, err
+	}
+	cas, err := p.CAPool()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := relayhttp.Listen(relayhttp.Config{Name: "shore", Addr: cmp.Or(o.Addr, "127.0.0.1:0"), Handler: h,
+		TLS: shore.ServerTLS(sc, cas, clock), Logger: log, MaxBodyBytes: int64(codec.Config().MaxBytes) + 128<<10})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = srv.Serve() }()
+	s.stops = append(s.stops, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	s.URL = srv.URL()
+	return s, nil
+}
