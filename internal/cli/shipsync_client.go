@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
@@ -40,6 +42,12 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	bulkWindow := fs.String("bulk-window", "", "when BULK rules may transfer, e.g. \"Mon-Fri 22:00-06:00; Sat,Sun 00:00-24:00\" "+
 		"(empty: always); other classes are not limited")
 	zone := fs.String("time-zone", "UTC", "IANA time zone of --bulk-window")
+	typesFile := fs.String("types", "", "JSON file typing the columns of envelopes without a schema: "+
+		"{\"db.table\": {\"column\": {\"Type\": \"int64\", \"Name\": \"\", \"Scale\": 0, \"Required\": true}}} (docs/shipsync/cdc.md)")
+	backoffCap := fs.Duration("backoff-cap", client.BackoffCapDefault, "longest wait between retries of a failed request "+
+		"(full jitter from 1 s, doubling)")
+	uploads := fs.Int("uploads", 2, "batches in flight at once, each of another partition: more keep a link with a long "+
+		"round trip busy")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +76,16 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--rules %s: %w", *rulesFile, err)
 	}
+	var types cdc.TypeMap
+	if *typesFile != "" {
+		data, err := os.ReadFile(*typesFile)
+		if err != nil {
+			return fmt.Errorf("--types: %w", err)
+		}
+		if err := json.Unmarshal(data, &types); err != nil {
+			return fmt.Errorf("--types %s: %w", *typesFile, err)
+		}
+	}
 	var window *flow.Window
 	if *bulkWindow != "" {
 		loc, err := time.LoadLocation(*zone)
@@ -91,9 +109,9 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	}
 	defer tr.Close()
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
-		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log},
+		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
 		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
-			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window,
+			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap}, Uploads: *uploads,
 			Monotonic: func() time.Duration { return time.Since(started) }})
 	if err != nil {
 		return err

@@ -82,6 +82,10 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Version is the client software version reported in heartbeats.
 	Version string
+	// Uploads is how many batches may be in flight at once, each of a
+	// different partition (default 2). On a link whose round trip is long
+	// against a batch's transfer time, more keep the link busy.
+	Uploads int
 }
 
 // WindowDefault is Config.Window's default.
@@ -141,6 +145,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = WindowDefault
+	}
+	if cfg.Uploads <= 0 {
+		cfg.Uploads = 2
 	}
 	if cfg.ReceiptEvery <= 0 {
 		cfg.ReceiptEvery = time.Second
@@ -225,7 +232,11 @@ func (c *Client) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context) error{c.consume, c.upload, c.receipts, c.heartbeats} {
+	loops := []func(context.Context) error{c.consume, c.receipts, c.heartbeats}
+	for range c.cfg.Uploads {
+		loops = append(loops, c.upload)
+	}
+	for _, loop := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -619,11 +630,14 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		evs[i] = s.ev
 		raw += s.raw
 	}
+	c.mu.Lock()
 	c.batchSeq++
+	seq := c.batchSeq
+	c.mu.Unlock()
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
-	body, err := c.cfg.Codec.Encode(&wire.Batch{NodeID: c.cfg.NodeID, BatchID: uuidText(id), Sequence: c.batchSeq,
+	body, err := c.cfg.Codec.Encode(&wire.Batch{NodeID: c.cfg.NodeID, BatchID: uuidText(id), Sequence: seq,
 		CreatedAt: c.cfg.Clock.Now(), Events: evs})
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
@@ -690,15 +704,11 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		c.lanes[batch[0].tp.String()].notBefore = now.Add(c.cfg.Backoff.Delay(again[0].attempts-1, nil))
 	}
 	marks := c.tr.dirtyMarks()
-	seq := c.batchSeq
 	c.mu.Unlock()
 	c.uploaded.Add(int64(len(batch)))
 	c.recvd.Add(int64(len(res.Received)))
 	c.rawBytes.Add(int64(raw))
-	if err := c.cfg.Store.recordSent(ctx, res, marks); err != nil {
-		return nil, &storeError{err}
-	}
-	if err := c.cfg.Store.setMeta(ctx, metaBatchSequence, strconv.FormatUint(seq, 10)); err != nil {
+	if err := c.cfg.Store.recordSent(ctx, res, seq, marks); err != nil {
 		return nil, &storeError{err}
 	}
 	return again, nil

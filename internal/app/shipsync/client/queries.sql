@@ -56,3 +56,8 @@ SELECT operation, result_revision FROM applied_command WHERE command_id = ?;
 -- name: BacklogByRule
 SELECT rule_id, count(*), coalesce(sum(raw_bytes), 0), min(captured_at)
 FROM event_state WHERE state NOT IN ('TERMINAL', 'EXPIRED_APPROVED') GROUP BY rule_id ORDER BY rule_id;
+
+-- name: MetaSetMax
+INSERT INTO client_meta (name, value) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+WHERE CAST(excluded.value AS INTEGER) > CAST(client_meta.value AS INTEGER);

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -32,7 +33,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule")
+	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax")
 
 // MigrationLine returns the client's migration line (SQLite).
 func MigrationLine() relaymigrate.Line {
@@ -226,8 +227,11 @@ type sendResult struct {
 
 // recordSent stores an upload's per-event answer and the partitions' new
 // received positions.
-func (s *Store) recordSent(ctx context.Context, r sendResult, marks []Watermark) error {
+func (s *Store) recordSent(ctx context.Context, r sendResult, batchSeq uint64, marks []Watermark) error {
 	return s.tx(ctx, "record upload answer", marks, func(tx *sql.Tx, now int64) error {
+		if _, err := tx.ExecContext(ctx, stmts["MetaSetMax"], metaBatchSequence, strconv.FormatUint(batchSeq, 10)); err != nil {
+			return err
+		}
 		if len(r.Received) > 0 {
 			arr, _ := json.Marshal(r.Received)
 			if _, err := tx.ExecContext(ctx, stmts["EventReceived"], now, string(arr)); err != nil {
@@ -311,14 +315,6 @@ func (s *Store) meta(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("client: read %s: %w", name, err)
 	}
 	return v, nil
-}
-
-// setMeta stores a client_meta value.
-func (s *Store) setMeta(ctx context.Context, name, value string) error {
-	if _, err := s.db.ExecContext(ctx, stmts["MetaSet"], name, value); err != nil {
-		return fmt.Errorf("client: save %s: %w", name, err)
-	}
-	return nil
 }
 
 // Counts is the event_state census.
