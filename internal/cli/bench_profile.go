@@ -24,3 +24,16 @@ func startCPUProfile(path string) (stop func(), err error) {
 		_ = f.Close()
 	}, nil
 }
+
+// writeHeapProfile writes the heap profile of this process to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

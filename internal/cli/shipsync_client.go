@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
@@ -48,6 +51,10 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"(full jitter from 1 s, doubling)")
 	uploads := fs.Int("uploads", 2, "batches in flight at once, each of another partition: more keep a link with a long "+
 		"round trip busy")
+	memProfile := fs.String("memprofile", "", "write a heap profile to this file whenever the heap in use reaches a new "+
+		"peak (checked every 2 s)")
+	memLimit := fs.Int64("memory-limit", 80<<20, "soft limit of the Go heap in bytes (the runtime collects harder near "+
+		"it; GOMEMLIMIT, when set, wins); 0: none")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	if err := fs.Parse(args); err != nil {
@@ -130,7 +137,36 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 			}
 		}()
 	}
+	if *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(*memLimit)
+	}
+	if *memProfile != "" {
+		go profilePeaks(ctx, clock, *memProfile, log)
+	}
 	return c.Run(ctx)
+}
+
+// profilePeaks writes a heap profile to path each time the heap in use
+// reaches a new peak, checking every 2 s until ctx ends.
+func profilePeaks(ctx context.Context, clock relaytype.Clock, path string, log *slog.Logger) {
+	var peak uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(2 * time.Second):
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse <= peak {
+			continue
+		}
+		peak = ms.HeapInuse
+		if err := writeHeapProfile(path); err != nil {
+			log.Warn("shipsync client: heap profile", "err", err)
+			return
+		}
+	}
 }
 
 // nodeTLS reads the node's certificate, key and the shore's CA: the TLS

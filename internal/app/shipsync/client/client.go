@@ -82,14 +82,22 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Version is the client software version reported in heartbeats.
 	Version string
+	// MaxHeldBytes bounds the events read and not yet received by the
+	// shore, by their encoded size: reading pauses at it and resumes below
+	// half (default 4 MiB: ≈ 12,000 narrow events, a minute of a 128 KiB/s
+	// link; in memory they take about eight times that).
+	MaxHeldBytes int64
 	// Uploads is how many batches may be in flight at once, each of a
 	// different partition (default 2). On a link whose round trip is long
 	// against a batch's transfer time, more keep the link busy.
 	Uploads int
 }
 
-// WindowDefault is Config.Window's default.
-const WindowDefault = 20000
+// Defaults of Config.
+const (
+	WindowDefault             = 20000
+	MaxHeldBytesDefault int64 = 4 << 20
+)
 
 // Stats are the client's counters since start.
 type Stats struct {
@@ -111,7 +119,6 @@ type Client struct {
 	tr       *tracker
 	saved    map[TP]Watermark
 	wake     chan struct{} // something may be uploaded
-	pull     chan struct{} // receipts may be due
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
@@ -149,6 +156,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Uploads <= 0 {
 		cfg.Uploads = 2
 	}
+	if cfg.MaxHeldBytes <= 0 {
+		cfg.MaxHeldBytes = MaxHeldBytesDefault
+	}
 	if cfg.ReceiptEvery <= 0 {
 		cfg.ReceiptEvery = time.Second
 	}
@@ -158,7 +168,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1),
+	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1),
 		lanes: map[string]*partition{}}
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
@@ -218,7 +228,13 @@ func (c *Client) Run(ctx context.Context) error {
 		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(8 << 20),
+		// Fetched records wait in the client's buffers until polled: a
+		// small fetch size and one fetch at a time keep that bounded
+		// (a link of the kind the client serves drains far less than
+		// 1 MiB of envelopes a second).
+		kgo.FetchMaxBytes(1 << 20),
+		kgo.FetchMaxPartitionBytes(512 << 10),
+		kgo.MaxConcurrentFetches(1),
 		kgo.MetadataMinAge(time.Second),
 		kgo.MetadataMaxAge(10 * time.Second),
 	}, c.cfg.KafkaOpts...)
@@ -262,7 +278,7 @@ func signal(ch chan struct{}) {
 // consume reads the topics and turns each record into a tracked event.
 func (c *Client) consume(ctx context.Context) error {
 	for {
-		fs := c.kc.PollRecords(ctx, 5000)
+		fs := c.kc.PollRecords(ctx, 2000)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -420,7 +436,41 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 			c.kc.PauseFetchPartitions(map[string][]int32{in.tp.Topic: {in.tp.Partition}})
 		}
 	}
+	if c.tr.held >= c.cfg.MaxHeldBytes {
+		// Too much read and not yet sent: stop reading the partitions that
+		// hold it. One that holds nothing (a CRITICAL rule's, say) reads on.
+		pause := map[string][]int32{}
+		for _, tp := range c.tr.order {
+			if p := c.tr.parts[tp]; p.held > 0 && !p.heldPaused {
+				p.heldPaused = true
+				pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+			}
+		}
+		if len(pause) > 0 {
+			c.kc.PauseFetchPartitions(pause)
+		}
+	}
 	return nil
+}
+
+// resumeHeld resumes reading once the held payloads fell below half the
+// bound. The caller holds c.mu.
+func (c *Client) resumeHeld() {
+	if c.tr.held >= c.cfg.MaxHeldBytes/2 {
+		return
+	}
+	resume := map[string][]int32{}
+	for _, tp := range c.tr.order {
+		if p := c.tr.parts[tp]; p.heldPaused {
+			p.heldPaused = false
+			if !p.paused { // still paused by its own window otherwise
+				resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+			}
+		}
+	}
+	if len(resume) > 0 {
+		c.kc.ResumeFetchPartitions(resume)
+	}
 }
 
 // prepare decodes and normalises one record. It returns nil for a record
@@ -583,7 +633,6 @@ func (c *Client) upload(ctx context.Context) error {
 		c.mu.Unlock()
 		if err == nil {
 			failures = 0
-			signal(c.pull)
 			continue
 		}
 		var se *storeError
@@ -703,6 +752,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		// waits before it goes again.
 		c.lanes[batch[0].tp.String()].notBefore = now.Add(c.cfg.Backoff.Delay(again[0].attempts-1, nil))
 	}
+	c.resumeHeld()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
 	c.uploaded.Add(int64(len(batch)))
@@ -735,10 +785,11 @@ func (c *Client) receipts(ctx context.Context) error {
 	}
 	failures := 0
 	for ctx.Err() == nil {
+		// Paced, never per upload: the shore counts every request of the
+		// node against its limits, and a page carries up to 1,000 receipts.
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.pull:
 		case <-c.cfg.Clock.After(c.cfg.ReceiptEvery):
 		}
 		for ctx.Err() == nil {
@@ -797,12 +848,16 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 		p := c.tr.parts[tp]
 		if p.paused && p.open < c.cfg.Window/2 {
 			p.paused = false
+			if p.heldPaused {
+				continue // resumed by resumeHeld
+			}
 			if resume == nil {
 				resume = map[string][]int32{}
 			}
 			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 		}
 	}
+	c.resumeHeld()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
 	n, err := c.cfg.Store.recordTerminal(ctx, ts, page.NextCursor, marks)

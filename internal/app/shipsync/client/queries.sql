@@ -61,3 +61,6 @@ FROM event_state WHERE state NOT IN ('TERMINAL', 'EXPIRED_APPROVED') GROUP BY ru
 INSERT INTO client_meta (name, value) VALUES (?, ?)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value
 WHERE CAST(excluded.value AS INTEGER) > CAST(client_meta.value AS INTEGER);
+
+-- name: EventList
+SELECT event_id, rule_id, topic, part, off, state, coalesce(result, ''), raw_bytes FROM event_state ORDER BY topic, part, off;

@@ -33,7 +33,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax")
+	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList")
 
 // MigrationLine returns the client's migration line (SQLite).
 func MigrationLine() relaymigrate.Line {
@@ -393,6 +393,35 @@ func (s *Store) backlog(ctx context.Context) ([]*pb.BacklogSummary, error) {
 			b.OldestCapturedAt = timestamppb.New(time.UnixMicro(oldest.Int64))
 		}
 		out = append(out, &b)
+	}
+	return out, rows.Err()
+}
+
+// EventRow is one event_state row, as Events lists it.
+type EventRow struct {
+	ID, RuleID    string
+	TP            TP
+	Offset        int64
+	State, Result string
+	RawBytes      int
+}
+
+// Events lists every event_state row in position order (for
+// reconciliation and benchmarks: the whole table in memory).
+func (s *Store) Events(ctx context.Context) ([]EventRow, error) {
+	rows, err := s.db.QueryContext(ctx, stmts["EventList"])
+	if err != nil {
+		return nil, fmt.Errorf("client: list events: %w", err)
+	}
+	defer rows.Close()
+	var out []EventRow
+	for rows.Next() {
+		var e EventRow
+		if err := rows.Scan(&e.ID, &e.RuleID, &e.TP.Topic, &e.TP.Partition, &e.Offset, &e.State, &e.Result,
+			&e.RawBytes); err != nil {
+			return nil, fmt.Errorf("client: list events: %w", err)
+		}
+		out = append(out, e)
 	}
 	return out, rows.Err()
 }

@@ -17,13 +17,15 @@ import (
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 )
 
 // Transport is the client's side of the data API: uploads, receipts,
 // heartbeats, over HTTPS with the node's certificate.
 type Transport struct {
-	base string
-	c    *http.Client
+	base  string
+	c     *http.Client
+	codec *wire.Codec // decompresses zstd answers
 }
 
 // TransportTimeoutDefault bounds one request. A batch of 4 MiB before
@@ -44,7 +46,11 @@ func NewTransport(base string, tc *tls.Config, timeout time.Duration) (*Transpor
 	}
 	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 30 * time.Second, ResponseHeaderTimeout: timeout}
-	return &Transport{base: u.Scheme + "://" + u.Host, c: &http.Client{Transport: tr, Timeout: timeout}}, nil
+	codec, err := wire.NewCodec(wire.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return &Transport{base: u.Scheme + "://" + u.Host, c: &http.Client{Transport: tr, Timeout: timeout}, codec: codec}, nil
 }
 
 // Close drops idle connections.
@@ -126,6 +132,9 @@ func (t *Transport) do(ctx context.Context, method, path string, body []byte, ou
 		req.Header.Set("Content-Type", shore.ContentType)
 	}
 	req.Header.Set("Accept", shore.ContentType)
+	// The shore compresses answers (upload statuses, receipt pages) on
+	// request: on a weak link they are as large as the uploads otherwise.
+	req.Header.Set("Accept-Encoding", wire.EncodingZstd)
 	resp, err := t.c.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -140,6 +149,11 @@ func (t *Transport) do(ctx context.Context, method, path string, body []byte, ou
 			return ctx.Err()
 		}
 		return &RequestError{Retryable: true, Err: err}
+	}
+	if resp.Header.Get("Content-Encoding") == wire.EncodingZstd {
+		if rb, err = t.codec.DecompressAnswer(rb, maxAnswer); err != nil {
+			return &RequestError{Status: resp.StatusCode, Detail: "answer not decompressible", Err: err}
+		}
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &RequestError{Status: resp.StatusCode, Retryable: resp.StatusCode == http.StatusRequestTimeout ||

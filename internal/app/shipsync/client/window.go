@@ -50,6 +50,10 @@ type partition struct {
 	// of its queue waits for a retry.
 	inFlight  bool
 	notBefore time.Time
+	// held is the raw size of this partition's payloads in memory;
+	// heldPaused: reading it is paused because the client holds too much.
+	held       int64
+	heldPaused bool
 }
 
 // tracker holds every partition's window. It is not safe for concurrent
@@ -57,6 +61,9 @@ type partition struct {
 type tracker struct {
 	parts map[TP]*partition
 	byID  map[string]*slot
+	// held is the raw size of the payloads kept in memory (slots not yet
+	// received by the shore).
+	held  int64
 	order []TP // partitions in first-seen order, for round robin
 	rr    int
 }
@@ -104,6 +111,10 @@ func (t *tracker) add(p *partition, s *slot) {
 	p.pending = append(p.pending, s)
 	p.open++
 	t.byID[s.id] = s
+	if s.ev != nil {
+		t.held += int64(s.raw)
+		p.held += int64(s.raw)
+	}
 	p.read(s.off)
 }
 
@@ -145,7 +156,8 @@ func (t *tracker) terminal(id string) bool {
 	if s.state != StateTerminal {
 		p.open--
 	}
-	s.state, s.ev = StateTerminal, nil
+	t.drop(s)
+	s.state = StateTerminal
 	p.settle()
 	return true
 }
@@ -156,7 +168,8 @@ func (t *tracker) received(s *slot) {
 		return
 	}
 	p := t.parts[s.tp]
-	s.state, s.ev, s.reason = StateReceived, nil, ""
+	t.drop(s)
+	s.state, s.reason = StateReceived, ""
 	p.settle()
 }
 
@@ -164,8 +177,18 @@ func (t *tracker) received(s *slot) {
 // checkpoint until an operator resolves it).
 func (t *tracker) blocked(s *slot, reason string) {
 	p := t.parts[s.tp]
-	s.state, s.ev, s.reason = StateBlocked, nil, reason
+	t.drop(s)
+	s.state, s.reason = StateBlocked, reason
 	p.settle()
+}
+
+// drop lets go of s's payload.
+func (t *tracker) drop(s *slot) {
+	if s.ev != nil {
+		t.held -= int64(s.raw)
+		t.parts[s.tp].held -= int64(s.raw)
+		s.ev = nil
+	}
 }
 
 // unsent returns the slots of a failed upload to READY.

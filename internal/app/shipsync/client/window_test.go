@@ -88,3 +88,25 @@ func ids(ss []*slot) []string {
 	}
 	return out
 }
+
+func TestHeldBytesCountPayloadsUntilReceived(t *testing.T) {
+	tr := newTracker()
+	a, b := TP{"a", 0}, TP{"b", 0}
+	pa, pb := tr.part(a, nil, 0), tr.part(b, nil, 0)
+	tr.add(pa, readySlot(a, 0, "a0", 1))
+	tr.add(pa, readySlot(a, 1, "a1", 1))
+	tr.add(pb, readySlot(b, 0, "b0", 4))
+	if tr.held != 300 || pa.held != 200 || pb.held != 100 {
+		t.Fatalf("held %d (a %d, b %d), want 300 (200, 100)", tr.held, pa.held, pb.held)
+	}
+	tr.received(tr.byID["a0"])
+	tr.blocked(tr.byID["a1"], "x")
+	tr.terminal("b0")
+	if tr.held != 0 || pa.held != 0 || pb.held != 0 {
+		t.Fatalf("held %d (a %d, b %d) after every payload was let go", tr.held, pa.held, pb.held)
+	}
+	tr.terminal("a0") // received earlier: nothing held any more
+	if tr.held != 0 {
+		t.Fatalf("held %d went negative or stayed", tr.held)
+	}
+}

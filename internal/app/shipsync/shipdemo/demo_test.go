@@ -2,6 +2,7 @@ package shipdemo_test
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -22,10 +23,11 @@ func TestDemo(t *testing.T) {
 	if server == "" {
 		server = testdb.MariaDBDSNDefault
 	}
-	var out bytes.Buffer
+	var out, logs bytes.Buffer
 	res, err := shipdemo.Run(t.Context(), shipdemo.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
 		Dir: t.TempDir(), Rows: 150, Updates: 200, Deletes: 30, Writers: 3, Seed: 3, Progress: &out,
-		ProgressEvery: 200 * time.Millisecond, Timeout: time.Minute})
+		ProgressEvery: 200 * time.Millisecond, Timeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	var checks bytes.Buffer
 	res.Write(&checks)
@@ -35,5 +37,6 @@ func TestDemo(t *testing.T) {
 	// row already deleted changes nothing).
 	require.GreaterOrEqual(t, res.Events, 300+150)
 	require.LessOrEqual(t, res.Events, 300+200+30)
-	require.Equal(t, int64(res.Events), res.Stats.Uploaded-res.Stats.Resends)
+	require.Equal(t, int64(res.Events), res.Stats.Received, "%+v", res.Stats)
+	require.Zero(t, res.Stats.UploadFailures, "%+v\nlogs:\n%s", res.Stats, logs.String())
 }

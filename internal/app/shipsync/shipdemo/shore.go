@@ -38,7 +38,9 @@ type ShoreOptions struct {
 	Node  string
 	Rules []ShoreRule
 	// Addr is the data API's address (default 127.0.0.1:0).
-	Addr   string
+	Addr string
+	// Limits of the data API (zero fields: the shore's defaults).
+	Limits shore.Limits
 	Logger *slog.Logger
 }
 
@@ -141,7 +143,8 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 		}
 	})
 	inbox.OnRelease(a.Engine().Notify)
-	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: clock, Logger: log})
+	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: clock, Logger: log,
+		Limits: o.Limits})
 	if err != nil {
 		return nil, err
 	}

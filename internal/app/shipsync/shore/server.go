@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -41,7 +42,7 @@ const (
 const (
 	GlobalConcurrencyDefault = 64
 	GlobalRateDefault        = 500.0
-	NodeConcurrencyDefault   = 2
+	NodeConcurrencyDefault   = 4
 	NodeRateDefault          = 20.0
 	// HeartbeatIntervalDefault is the heartbeat interval the shore asks for.
 	HeartbeatIntervalDefault = 60 * time.Second
@@ -161,13 +162,16 @@ func ServerTLS(cert tls.Certificate, clientCAs *x509.CertPool, clock relaytype.C
 // and id.
 type request struct {
 	endpoint, node, id string
+	// zstd: the client accepts a zstd-compressed answer.
+	zstd bool
 }
 
 // guard admits a request: the global limits, the node's identity from its
 // verified certificate and the registry, then the node's limits.
 func (h *Handler) guard(endpoint string, next func(http.ResponseWriter, *http.Request, request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rq := request{endpoint: endpoint, id: requestID(r.Header.Get("X-Request-Id"))}
+		rq := request{endpoint: endpoint, id: requestID(r.Header.Get("X-Request-Id")),
+			zstd: acceptsZstd(r.Header.Values("Accept-Encoding"))}
 		if ok, wait := h.lim.acquireGlobal(h.cfg.Clock.Now()); !ok {
 			h.limited(w, rq, wait, "the shore is at its request limit")
 			return
@@ -247,7 +251,7 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 		}
 		eb.RequestId = rq.id
 		h.count(rq, eb.Code)
-		h.write(w, status, eb)
+		h.write(w, rq, status, eb)
 		return
 	}
 	if b.NodeID != rq.node {
@@ -272,7 +276,7 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 		"batch_id", b.BatchID, "events", len(b.Events), "replayed", replayed)
 	h.count(rq, 0)
 	h.countEvents(resp)
-	h.write(w, http.StatusOK, resp)
+	h.write(w, rq, http.StatusOK, resp)
 }
 
 // receipts serves GET /sync/v1/receipts?cursor=C&limit=N: the calling
@@ -300,7 +304,7 @@ func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
 		return
 	}
 	h.count(rq, 0)
-	h.write(w, http.StatusOK, page)
+	h.write(w, rq, http.StatusOK, page)
 }
 
 // heartbeat serves POST /sync/v1/heartbeat: it records the node's health
@@ -319,7 +323,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		eb := wire.ErrorBody(err)
 		eb.RequestId, eb.Field = rq.id, "protocol_version"
 		h.count(rq, eb.Code)
-		h.write(w, http.StatusBadRequest, eb)
+		h.write(w, rq, http.StatusBadRequest, eb)
 		return
 	}
 	if hb.NodeId != rq.node {
@@ -333,7 +337,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		return
 	}
 	h.count(rq, 0)
-	h.write(w, http.StatusOK, &pb.HeartbeatResponse{
+	h.write(w, rq, http.StatusOK, &pb.HeartbeatResponse{
 		ServerTime:               timestamppb.New(h.cfg.Clock.Now()),
 		ConfigVersion:            ConfigVersionDefault,
 		HeartbeatIntervalSeconds: uint32(h.cfg.HeartbeatInterval / time.Second),
@@ -353,7 +357,7 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
 	}
 	cc := h.cfg.Codec.Config()
 	h.count(rq, 0)
-	h.write(w, http.StatusOK, &pb.NodeConfig{
+	h.write(w, rq, http.StatusOK, &pb.NodeConfig{
 		NodeId:                    rq.node,
 		ConfigVersion:             ConfigVersionDefault,
 		Rules:                     rules,
@@ -369,24 +373,24 @@ func (h *Handler) limited(w http.ResponseWriter, rq request, wait time.Duration,
 	secs := uint32(max(1, math.Ceil(wait.Seconds())))
 	h.count(rq, pb.ErrorCode_ERROR_CODE_RATE_LIMITED)
 	w.Header().Set("Retry-After", strconv.FormatUint(uint64(secs), 10))
-	h.write(w, http.StatusTooManyRequests, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_RATE_LIMITED, Message: msg,
+	h.write(w, rq, http.StatusTooManyRequests, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_RATE_LIMITED, Message: msg,
 		Retryable: true, RetryAfterSeconds: secs, RequestId: rq.id})
 }
 
 func (h *Handler) unavailable(w http.ResponseWriter, rq request) {
 	h.count(rq, pb.ErrorCode_ERROR_CODE_UNAVAILABLE)
 	w.Header().Set("Retry-After", "5")
-	h.write(w, http.StatusServiceUnavailable, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+	h.write(w, rq, http.StatusServiceUnavailable, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_UNAVAILABLE,
 		Message: "the shore cannot store this now; nothing was stored, retry with backoff", Retryable: true,
 		RetryAfterSeconds: 5, RequestId: rq.id})
 }
 
 func (h *Handler) refuse(w http.ResponseWriter, rq request, status int, code pb.ErrorCode, msg, field string) {
 	h.count(rq, code)
-	h.write(w, status, &pb.ErrorBody{Code: code, Message: msg, Field: field, RequestId: rq.id})
+	h.write(w, rq, status, &pb.ErrorBody{Code: code, Message: msg, Field: field, RequestId: rq.id})
 }
 
-func (h *Handler) write(w http.ResponseWriter, status int, m proto.Message) {
+func (h *Handler) write(w http.ResponseWriter, rq request, status int, m proto.Message) {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -395,8 +399,27 @@ func (h *Handler) write(w http.ResponseWriter, status int, m proto.Message) {
 	}
 	w.Header().Set("Content-Type", ContentType)
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Add("Vary", "Accept-Encoding")
+	if rq.zstd && len(b) >= wire.AnswerCompressMin {
+		b = h.cfg.Codec.CompressAnswer(b)
+		w.Header().Set("Content-Encoding", wire.EncodingZstd)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// acceptsZstd reports whether Accept-Encoding lists zstd (without q=0).
+func acceptsZstd(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(name), wire.EncodingZstd) {
+				q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+				return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+			}
+		}
+	}
+	return false
 }
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

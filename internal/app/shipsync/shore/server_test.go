@@ -586,3 +586,41 @@ func TestRuleNotAuthorized(t *testing.T) {
 	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[2].Status)
 	require.Equal(t, 1, s.inboxCount(t, "ship-1"))
 }
+
+func TestAnswersCompressedOnRequest(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), nil)
+	s.addNode(t, "ship-1")
+	c := s.client(t, "node-ship-1")
+	evs := make([]*pb.ChangeEvent, 40)
+	for i := range evs {
+		evs[i] = event("ship-1", i+1)
+	}
+	body := s.encode(t, "ship-1", uuidN(300), evs...)
+	codec, err := wire.NewCodec(wire.Config{})
+	require.NoError(t, err)
+	for _, accept := range []string{"", "zstd", "gzip, zstd", "zstd;q=0"} {
+		req, err := http.NewRequest(http.MethodPost, s.url+shore.PathBatches, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", shore.ContentType)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		rb, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		want := accept == "zstd" || accept == "gzip, zstd"
+		require.Equal(t, want, resp.Header.Get("Content-Encoding") == "zstd", "Accept-Encoding %q", accept)
+		if want {
+			plain, err := codec.DecompressAnswer(rb, 1<<20)
+			require.NoError(t, err)
+			require.Less(t, len(rb), len(plain), "compressed answer not smaller")
+			rb = plain
+		}
+		ur := uploadResponse(t, rb)
+		require.Len(t, ur.Statuses, 40, "Accept-Encoding %q", accept)
+	}
+}

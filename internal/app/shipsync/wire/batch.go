@@ -84,10 +84,13 @@ func NewCodec(cfg Config) (*Codec, error) {
 	// EncodeAll and DecodeAll start no goroutines; the concurrency options
 	// only size their pools of block coders (GOMAXPROCS by default), so that
 	// concurrent batches do not queue behind one coder.
-	// The best compression level: batches are built by ship nodes whose
-	// link, not CPU, is the bottleneck (a 500-event batch of narrow updates
-	// is ≈ 8 % smaller than at the default level and takes a few ms).
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	// One encoder block and a 1 MiB window at the default level keep the
+	// encoder's memory at a few MiB (a ship client runs in 128 MiB): at the
+	// best level it takes ≈ 100 MiB per block and 20× the CPU for ≈ 9 %
+	// fewer bytes (BenchmarkNarrowUpdates). Batches are encoded one at a
+	// time through it, a few ms each.
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true),
+		zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("wire: zstd encoder: %w", err)
 	}
@@ -272,4 +275,28 @@ func (c *Codec) checkHeader(nodeID, batchID string, sequence uint64, events int)
 		return fmt.Errorf("%w: %d > %d", ErrTooManyEvents, events, c.cfg.MaxEvents)
 	}
 	return nil
+}
+
+// Answer bodies (upload answers, receipt pages) travel zstd-compressed when
+// the client asks for it with Accept-Encoding: zstd and the body is at least
+// AnswerCompressMin bytes.
+const (
+	EncodingZstd      = "zstd"
+	AnswerCompressMin = 1 << 10
+)
+
+// CompressAnswer returns b zstd-compressed.
+func (c *Codec) CompressAnswer(b []byte) []byte { return c.enc.EncodeAll(b, nil) }
+
+// DecompressAnswer decompresses an answer body of at most limit bytes
+// once decompressed.
+func (c *Codec) DecompressAnswer(b []byte, limit int) ([]byte, error) {
+	out, err := c.dec.DecodeAll(b, nil)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("wire: answer: %w: zstd: %w", ErrBadCompression, err)
+	case len(out) > limit:
+		return nil, fmt.Errorf("wire: answer: %w: over %d bytes", ErrDecompressedTooLarge, limit)
+	}
+	return out, nil
 }

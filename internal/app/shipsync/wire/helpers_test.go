@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -127,4 +129,32 @@ func hasClass(err error) bool {
 		}
 	}
 	return false
+}
+
+// narrowUpdates returns n UPDATE events of a narrow row, as a ship
+// produces them: deterministic v5 event ids, time-based (v1-shaped)
+// revisions, the trace id the event id's hex.
+func narrowUpdates(n int) []*pb.ChangeEvent {
+	base := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	ns := uuid.MustParse("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+	rev := func(i int) string { // v1 layout: time_low varies, the rest is the node's
+		return fmt.Sprintf("%08x-cf2e-11f1-9a41-0242ac110002", uint32(i)*2654435761)
+	}
+	evs := make([]*pb.ChangeEvent, n)
+	for i := range evs {
+		id := uuid.NewSHA1(ns, fmt.Appendf(nil, "ship-1/tank/%d", i))
+		key := []*pb.ColumnValue{{Name: "id", Value: &pb.ColumnValue_IntValue{IntValue: int64(i * 37 % 50000)}}}
+		row := &pb.RowImage{Columns: []*pb.ColumnValue{key[0],
+			{Name: "level", Value: &pb.ColumnValue_IntValue{IntValue: int64(40000 + i*13%9000)}},
+			{Name: "note", Value: &pb.ColumnValue_StringValue{StringValue: "sounded"}}}}
+		pos := uint64(1000 + i*311)
+		evs[i] = &pb.ChangeEvent{SchemaVersion: "1.0", EventId: id.String(), OriginNodeId: "ship-1",
+			SourceConnectorId: "capture-demo", SourcePartition: "sync.cdc.demo.ship.tank/2", SourcePosition: &pos,
+			SourceSequence: uint64(900 + i), RuleId: "tank", RuleVersion: 1, Database: "ship", Table: "tank",
+			PrimaryKey: key, Operation: pb.Operation_OPERATION_UPDATE, Before: row, After: row,
+			BaseRevision: rev(2 * i), ResultRevision: rev(2*i + 1),
+			CapturedAt: timestamppb.New(base.Add(time.Duration(i) * 1700 * time.Millisecond)),
+			TraceId:    hex.EncodeToString(id[:])}
+	}
+	return evs
 }

@@ -1,0 +1,606 @@
+package shipbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/cdc"
+	"github.com/relayhq/relay/internal/app/shipsync/client"
+	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/dsn/mysqldsn"
+	"github.com/relayhq/relay/internal/weaklink"
+	"github.com/relayhq/relay/relayclock"
+)
+
+// Names of the benchmark's node, capture and tables.
+const (
+	node    = "ship-bench"
+	logical = "bench"
+	shipDB  = "ship"
+)
+
+// Options configure Run.
+type Options struct {
+	// PostgresURL (a scratch schema), MariaDB (a server DSN: Run creates
+	// the shore's scratch database) and Dir (PKI, state files, the
+	// client's log) are required; Relay is the relay binary the client
+	// runs as.
+	PostgresURL, MariaDB, Dir, Relay string
+	// Events is the BULK backlog: one insert of each of Rows narrow rows,
+	// then updates of random ones. Defaults 1,000,000 and 50,000.
+	Events, Rows int
+	// Critical CRITICAL events are written once a fifth of the backlog is
+	// terminal (default 20).
+	Critical int
+	// The link: Rate bytes/s each way (default 128 KiB/s), Latency one way
+	// (default 300 ms: a 600 ms round trip), CutProbability of a
+	// connection being cut mid-request (default 0.02), Outage the length
+	// of one outage once 40 % of the backlog is terminal (default 15 s; 0
+	// below zero: none).
+	Rate           int
+	Latency        time.Duration
+	CutProbability float64
+	Outage         time.Duration
+	// Partitions of the BULK topic (default 4); Uploads in flight (default
+	// 4).
+	Partitions, Uploads int
+	// Timeout bounds the drain (default 1 h).
+	Timeout time.Duration
+	// Seed makes the backlog and the cuts repeatable.
+	Seed uint64
+	// Progress receives progress lines (default: none).
+	Progress io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.PostgresURL == "" || o.MariaDB == "" || o.Dir == "" || o.Relay == "" {
+		return errors.New("shipbench: PostgresURL, MariaDB, Dir and Relay are required")
+	}
+	o.Events = cmpPos(o.Events, 1_000_000)
+	o.Rows = min(cmpPos(o.Rows, 50_000), o.Events)
+	if o.Critical < 0 {
+		o.Critical = 0
+	} else if o.Critical == 0 {
+		o.Critical = 20
+	}
+	o.Rate = cmpPos(o.Rate, 128<<10)
+	if o.Latency <= 0 {
+		o.Latency = 300 * time.Millisecond
+	}
+	if o.CutProbability == 0 {
+		o.CutProbability = 0.02
+	}
+	if o.Outage == 0 {
+		o.Outage = 15 * time.Second
+	}
+	o.Partitions = cmpPos(o.Partitions, 4)
+	o.Uploads = cmpPos(o.Uploads, 4)
+	if o.Timeout <= 0 {
+		o.Timeout = time.Hour
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+func cmpPos(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Result is what one run measured.
+type Result struct {
+	Events, Critical int
+	// Build is how long writing the backlog into the topic took; Drain
+	// from the client's start to the last receipt.
+	Build, Drain time.Duration
+	// Upload is the span during which the link carried uploads (first to
+	// last byte up), Outage the time the link was down within it.
+	Upload, Outage time.Duration
+	// BytesUp and BytesDown crossed the proxy (TLS, HTTP, retries and
+	// all); RawBytes is the events' Protobuf size before compression.
+	BytesUp, BytesDown, RawBytes int64
+	// Connections and Cuts of the proxy.
+	Connections, Cuts int64
+	// RSSPeak is the client process's peak resident memory (VmHWM).
+	RSSPeak int64
+	// CriticalLatency are the CRITICAL events' times from being written to
+	// the topic to their receipt on the shore, sorted; BulkBehind is how
+	// many BULK events were still without a receipt when the last CRITICAL
+	// one had its receipt.
+	CriticalLatency []time.Duration
+	BulkBehind      int64
+	// Applied is the number of APPLIED receipts; Rows the shore table's
+	// rows at the end.
+	Applied int64
+	Rows    int64
+	Rate    int
+}
+
+// Utilisation is the share of the link's capacity the uploads used while
+// the link was up.
+func (r *Result) Utilisation() float64 {
+	up := r.Upload - r.Outage
+	if up <= 0 {
+		return 0
+	}
+	return float64(r.BytesUp) / (float64(r.Rate) * up.Seconds())
+}
+
+// BytesPerEvent is everything sent up the link per event.
+func (r *Result) BytesPerEvent() float64 {
+	return float64(r.BytesUp) / float64(max(r.Events+r.Critical, 1))
+}
+
+// Write prints the figures.
+func (r *Result) Write(w io.Writer) {
+	fmt.Fprintf(w, "backlog:      %d BULK changes of narrow rows (+ %d CRITICAL), written to the topic in %s\n",
+		r.Events, r.Critical, r.Build.Round(time.Millisecond))
+	fmt.Fprintf(w, "drain:        %s (uploads for %s, of which the link was down %s)\n", r.Drain.Round(time.Second),
+		r.Upload.Round(time.Second), r.Outage.Round(time.Second))
+	fmt.Fprintf(w, "link used:    %.1f %% of %d B/s while up (%d B up, %d B down; %d connections, %d cut)\n",
+		100*r.Utilisation(), r.Rate, r.BytesUp, r.BytesDown, r.Connections, r.Cuts)
+	fmt.Fprintf(w, "on the wire:  %.1f B per event up (events %.1f B each before compression)\n", r.BytesPerEvent(),
+		float64(r.RawBytes)/float64(max(r.Events+r.Critical, 1)))
+	fmt.Fprintf(w, "client RSS:   peak %.1f MiB\n", float64(r.RSSPeak)/(1<<20))
+	if n := len(r.CriticalLatency); n > 0 {
+		fmt.Fprintf(w, "CRITICAL:     written → receipt p50 %s, max %s; %d BULK events still waiting when the last one "+
+			"was applied\n", r.CriticalLatency[n/2].Round(time.Millisecond), r.CriticalLatency[n-1].Round(time.Millisecond),
+			r.BulkBehind)
+	}
+	fmt.Fprintf(w, "result:       %d receipts APPLIED, shore table %d rows\n", r.Applied, r.Rows)
+}
+
+// Run builds the backlog, drains it and measures.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	res := &Result{Events: o.Events, Critical: o.Critical, Rate: o.Rate}
+	tag := fmt.Sprintf("%x", rand.Uint32())
+	shoreDSN, drop, err := mysqldsn.CreateScratch(ctx, o.MariaDB, "relay_shipbench_"+tag)
+	if err != nil {
+		return nil, fmt.Errorf("shipbench: shore database: %w", err)
+	}
+	defer drop()
+	target, err := apply.OpenTarget(shoreDSN)
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	for _, q := range []string{
+		"CREATE TABLE tank (id BIGINT PRIMARY KEY, level INT NOT NULL, note VARCHAR(16) NULL, " + apply.SyncColumns + ")",
+		"CREATE TABLE alarm (id BIGINT PRIMARY KEY, code VARCHAR(16) NOT NULL, " + apply.SyncColumns + ")",
+	} {
+		if _, err := target.DB().ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("shipbench: shore table: %w", err)
+		}
+	}
+	sh, err := shipdemo.StartShore(ctx, shipdemo.ShoreOptions{PostgresURL: o.PostgresURL, TargetDSN: shoreDSN,
+		PKIDir: filepath.Join(o.Dir, "pki"), Node: node,
+		// Room for every upload in flight plus the receipt pulls and the
+		// heartbeats.
+		Limits: shore.Limits{NodeConcurrency: o.Uploads + 2},
+		Rules: []shipdemo.ShoreRule{
+			{ID: "tank", Table: "tank", Columns: []string{"id", "level", "note"}},
+			{ID: "alarm", Table: "alarm", Columns: []string{"id", "code"}}}})
+	if err != nil {
+		return nil, err
+	}
+	defer sh.Close()
+
+	bulkTopic := "sync.cdc." + logical + "." + shipDB + ".tank"
+	critTopic := "sync.cdc." + logical + "." + shipDB + ".alarm"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), bulkTopic),
+		kfake.SeedTopics(1, critTopic))
+	if err != nil {
+		return nil, err
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+
+	// The backlog, built while the ship is offline.
+	began := time.Now()
+	gen := newGenerator(o.Seed)
+	if err := gen.produce(ctx, brokers, bulkTopic, o.Rows, o.Events, o.Progress); err != nil {
+		return nil, err
+	}
+	res.Build = time.Since(began)
+	fmt.Fprintf(o.Progress, "backlog of %d events in %s written in %s\n", o.Events, bulkTopic, res.Build.Round(time.Millisecond))
+
+	// The link.
+	u, err := url.Parse(sh.URL)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := weaklink.New(weaklink.Config{Target: u.Host, Rate: o.Rate, Latency: o.Latency,
+		CutProbability: o.CutProbability, Seed: int64(o.Seed)})
+	if err != nil {
+		return nil, err
+	}
+	addr, err := proxy.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = proxy.Stop(context.Background()) }()
+	_, port, _ := net.SplitHostPort(addr)
+
+	// The client, as its own process.
+	files, err := writeClientFiles(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cf, kf := "node-"+node+".crt", "node-"+node+".key"
+	logf, err := os.Create(filepath.Join(o.Dir, "client.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cctx, stopClient := context.WithCancel(ctx)
+	defer stopClient()
+	cmd := exec.CommandContext(cctx, o.Relay, "shipsync", "client", "--brokers", strings.Join(brokers, ","),
+		"--logical", logical, "--rules", files.rules, "--types", files.types, "--state", filepath.Join(o.Dir, "client.db"),
+		"--url", "https://127.0.0.1:"+port, "--ca", filepath.Join(o.Dir, "pki", "ca.crt"),
+		"--cert", filepath.Join(o.Dir, "pki", cf), "--key", filepath.Join(o.Dir, "pki", kf),
+		"--uploads", strconv.Itoa(o.Uploads), "--backoff-cap", "5s", "--progress-every", "10s", "--log-level", "warn",
+		"--memprofile", filepath.Join(o.Dir, "client.heap"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	began = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("shipbench: start the client: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		mu          sync.Mutex
+		critWritten = map[int64]time.Time{} // alarm offset → written
+		firstUp     time.Time
+		lastUp      time.Time
+		lastBytes   int64
+		outageDone  bool
+		critDone    bool
+	)
+	total := int64(o.Events + o.Critical)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	deadline := time.Now().Add(o.Timeout)
+	var receipts int64
+	for receipts < total {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case err := <-exited:
+			return nil, fmt.Errorf("shipbench: the client exited early (%v); see %s", err, logf.Name())
+		case <-tick.C:
+		}
+		now := time.Now()
+		if rss := peakRSS(cmd.Process.Pid); rss > res.RSSPeak {
+			res.RSSPeak = rss
+		}
+		st := proxy.Stats()
+		if st.BytesUp > lastBytes {
+			if firstUp.IsZero() {
+				firstUp = now
+			}
+			lastUp, lastBytes = now, st.BytesUp
+		}
+		if err := sh.PG.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt WHERE origin_node_id = $1",
+			node).Scan(&receipts); err != nil {
+			return nil, fmt.Errorf("shipbench: count receipts: %w", err)
+		}
+		if !critDone && receipts >= total/5 {
+			critDone = true
+			mu.Lock()
+			if err := gen.critical(ctx, brokers, critTopic, o.Critical, critWritten); err != nil {
+				mu.Unlock()
+				return nil, err
+			}
+			mu.Unlock()
+			fmt.Fprintf(o.Progress, "%d CRITICAL events written with %d of %d receipts in\n", o.Critical, receipts, total)
+		}
+		if !outageDone && o.Outage > 0 && receipts >= total*2/5 {
+			outageDone = true
+			proxy.SetDown(true)
+			fmt.Fprintf(o.Progress, "link down for %s\n", o.Outage)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(o.Outage):
+			}
+			proxy.SetDown(false)
+			res.Outage = o.Outage
+		}
+		fmt.Fprintf(o.Progress, "%s: %d/%d receipts; link %d B up, %d B down, %d connections, %d cut; client RSS peak %.1f MiB\n",
+			time.Since(began).Round(time.Second), receipts, total, st.BytesUp, st.BytesDown, st.Connections, st.Cuts,
+			float64(res.RSSPeak)/(1<<20))
+		if now.After(deadline) {
+			return nil, fmt.Errorf("shipbench: not drained after %s (%d of %d receipts)", o.Timeout, receipts, total)
+		}
+	}
+	res.Drain = time.Since(began)
+	res.Upload = lastUp.Sub(firstUp)
+	st := proxy.Stats()
+	res.BytesUp, res.BytesDown, res.Connections, res.Cuts = st.BytesUp, st.BytesDown, st.Connections, st.Cuts
+	stopClient()
+	<-exited
+	if rss := peakRSS(cmd.Process.Pid); rss > res.RSSPeak {
+		res.RSSPeak = rss
+	}
+	return res, measure(ctx, o, res, sh, target, critWritten)
+}
+
+// measure reads the results: receipts, rows, CRITICAL latencies, raw sizes.
+func measure(ctx context.Context, o Options, res *Result, sh *shipdemo.Shore, target *apply.Target,
+	critWritten map[int64]time.Time) error {
+	pool := sh.PG.Pool()
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt WHERE origin_node_id = $1 AND result = 'APPLIED'",
+		node).Scan(&res.Applied); err != nil {
+		return err
+	}
+	if err := target.DB().QueryRowContext(ctx, "SELECT count(*) FROM tank").Scan(&res.Rows); err != nil {
+		return err
+	}
+	st, err := client.OpenStore(ctx, filepath.Join(o.Dir, "client.db"), "", relayclock.System{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	evs, err := st.Events(ctx)
+	if err != nil {
+		return err
+	}
+	var lastCrit time.Time
+	for _, e := range evs {
+		res.RawBytes += int64(e.RawBytes)
+		if e.RuleID != "alarm" {
+			continue
+		}
+		var decided time.Time
+		if err := pool.QueryRow(ctx, "SELECT decided_at FROM sync_event_receipt WHERE origin_node_id = $1 AND event_id = $2",
+			node, e.ID).Scan(&decided); err != nil {
+			return fmt.Errorf("shipbench: receipt of a CRITICAL event: %w", err)
+		}
+		if w, ok := critWritten[e.Offset]; ok {
+			res.CriticalLatency = append(res.CriticalLatency, decided.Sub(w))
+		}
+		if decided.After(lastCrit) {
+			lastCrit = decided
+		}
+	}
+	slices.Sort(res.CriticalLatency)
+	if !lastCrit.IsZero() {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt r JOIN sync_inbox_event e "+
+			"ON e.origin_node_id = r.origin_node_id AND e.event_id = r.event_id "+
+			"WHERE r.origin_node_id = $1 AND r.decided_at > $2 AND e.rule_id = 'tank'", node, lastCrit).
+			Scan(&res.BulkBehind); err != nil {
+			return fmt.Errorf("shipbench: count BULK after CRITICAL: %w", err)
+		}
+	}
+	return nil
+}
+
+// peakRSS reads a process's peak resident set (VmHWM) in bytes; 0 when
+// it cannot.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+type clientFiles struct{ rules, types string }
+
+// writeClientFiles writes the client's rules (tank BULK, alarm CRITICAL)
+// and the column types of the schema-less envelopes.
+func writeClientFiles(dir string) (clientFiles, error) {
+	rules := map[string]any{"rules": []map[string]any{
+		{"id": "tank", "version": 1, "direction": "UPLINK", "database": shipDB, "table": "tank",
+			"key_columns": []string{"id"}, "priority": "BULK"},
+		{"id": "alarm", "version": 1, "direction": "UPLINK", "database": shipDB, "table": "alarm",
+			"key_columns": []string{"id"}, "priority": "CRITICAL"},
+	}}
+	sync := map[string]cdc.ColumnType{
+		"_sync_revision":   {Type: "string", Required: true},
+		"_sync_origin":     {Type: "string", Required: true},
+		"_sync_event_id":   {Type: "string"},
+		"_sync_updated_at": {Type: "int64", Name: cdc.SemanticMicroTimestamp, Required: true},
+	}
+	tank := map[string]cdc.ColumnType{"id": {Type: "int64", Required: true}, "level": {Type: "int32", Required: true},
+		"note": {Type: "string"}}
+	alarm := map[string]cdc.ColumnType{"id": {Type: "int64", Required: true}, "code": {Type: "string", Required: true}}
+	for k, v := range sync {
+		tank[k], alarm[k] = v, v
+	}
+	types := cdc.TypeMap{shipDB + ".tank": tank, shipDB + ".alarm": alarm}
+	f := clientFiles{rules: filepath.Join(dir, "rules.json"), types: filepath.Join(dir, "types.json")}
+	for path, v := range map[string]any{f.rules: rules, f.types: types} {
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return f, err
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// generator writes Debezium MySQL-connector envelopes (schemas disabled)
+// of the ship's tables, with the revisions the ship's triggers would
+// have written (time-based UUIDs, as MariaDB's UUID()).
+type generator struct {
+	r   *rand.Rand
+	rev map[int64]string
+	pos int64
+	ts  time.Time
+}
+
+func newGenerator(seed uint64) *generator {
+	return &generator{r: rand.New(rand.NewPCG(seed, 17)), rev: map[int64]string{},
+		ts: time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (g *generator) next() time.Time {
+	g.ts = g.ts.Add(time.Duration(1+g.r.IntN(20)) * time.Second)
+	g.pos += 300 + int64(g.r.IntN(200))
+	return g.ts
+}
+
+func newRevision() string {
+	u, err := uuid.NewUUID()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return u.String()
+}
+
+type tankRow struct {
+	ID        int64   `json:"id"`
+	Level     int32   `json:"level"`
+	Note      *string `json:"note"`
+	Revision  string  `json:"_sync_revision"`
+	Origin    string  `json:"_sync_origin"`
+	EventID   *string `json:"_sync_event_id"`
+	UpdatedAt int64   `json:"_sync_updated_at"`
+}
+
+type envelope struct {
+	Before      any            `json:"before"`
+	After       any            `json:"after"`
+	Source      map[string]any `json:"source"`
+	Op          string         `json:"op"`
+	TsMs        int64          `json:"ts_ms"`
+	Transaction any            `json:"transaction"`
+}
+
+func (g *generator) source(table string, at time.Time) map[string]any {
+	return map[string]any{"version": "2.7.3.Final", "connector": "mysql", "name": logical, "ts_ms": at.UnixMilli(),
+		"snapshot": "false", "db": shipDB, "table": table, "server_id": 1, "gtid": nil, "file": "mysql-bin.000042",
+		"pos": g.pos, "row": 0, "thread": 12, "query": nil}
+}
+
+// produce writes rows inserts, then updates of random rows up to events
+// records in all.
+func (g *generator) produce(ctx context.Context, brokers []string, topic string, rows, events int, progress io.Writer) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(50_000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var firstErr error
+	var emu sync.Mutex
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			emu.Lock()
+			firstErr = cmpErr(firstErr, err)
+			emu.Unlock()
+		}
+	}
+	last := map[int64]tankRow{}
+	notes := []string{"ok", "sounded", "transfer", "settling", "low"}
+	for i := range events {
+		var ev envelope
+		var id int64
+		at := g.next()
+		if i < rows {
+			id = int64(i + 1)
+			row := tankRow{ID: id, Level: int32(g.r.IntN(90_000)), Revision: newRevision(), Origin: node,
+				UpdatedAt: at.UnixMicro()}
+			ev = envelope{After: row, Op: "c"}
+			last[id] = row
+		} else {
+			id = 1 + g.r.Int64N(int64(rows))
+			before := last[id]
+			after := before
+			after.Level = int32(g.r.IntN(90_000))
+			if g.r.IntN(4) == 0 {
+				n := notes[g.r.IntN(len(notes))]
+				after.Note = &n
+			}
+			after.Revision, after.UpdatedAt = newRevision(), at.UnixMicro()
+			ev = envelope{Before: before, After: after, Op: "u"}
+			last[id] = after
+		}
+		ev.Source, ev.TsMs = g.source("tank", at), at.Add(80*time.Millisecond).UnixMilli()
+		value, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		key := []byte(`{"id":` + strconv.FormatInt(id, 10) + `}`)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, done)
+		if (i+1)%200_000 == 0 {
+			fmt.Fprintf(progress, "backlog: %d records written\n", i+1)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return firstErr
+}
+
+// critical writes n CRITICAL inserts into topic (one partition) and
+// records when each offset was written.
+func (g *generator) critical(ctx context.Context, brokers []string, topic string, n int, written map[int64]time.Time) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for i := range n {
+		at := g.next()
+		row := map[string]any{"id": i + 1, "code": fmt.Sprintf("BILGE-%02d", i%7), "_sync_revision": newRevision(),
+			"_sync_origin": node, "_sync_event_id": nil, "_sync_updated_at": at.UnixMicro()}
+		value, err := json.Marshal(envelope{After: row, Op: "c", Source: g.source("alarm", at), TsMs: at.UnixMilli()})
+		if err != nil {
+			return err
+		}
+		r := &kgo.Record{Topic: topic, Key: []byte(`{"id":` + strconv.Itoa(i+1) + `}`), Value: value}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			return err
+		}
+		written[r.Offset] = time.Now()
+	}
+	return nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
