@@ -145,7 +145,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			<-done
 		}
 	}()
-	lastPrint := start
+	// The first round prints at once: a day small enough to drain within a
+	// second still shows one progress line.
+	var lastPrint time.Time
 	for res.PumpElapsed == 0 || res.TotalElapsed == 0 {
 		select {
 		case err := <-done:
