@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,21 +261,39 @@ func (c *Capture) Step(ctx context.Context) (int, error) {
 	return res.Enqueued + processed + sent, nil
 }
 
-// Prune deletes changelog rows at or below the intake's watermark — their
-// content is in the local store — except rows at permanent-hole ids not
-// ingested yet (a late row the intake's late check must still find), at
-// most PruneBatch rows a statement until none is left. It returns how many
-// it deleted. ctx governs every call.
+// Prune is PruneChangelog on this capture's database, store and queue.
 func (c *Capture) Prune(ctx context.Context) (int64, error) {
-	st, err := c.intake.Stats(ctx)
+	return PruneChangelog(ctx, c.cfg.DB, c.cfg.Store, PruneOpts{Queue: c.cfg.Queue, Batch: c.cfg.PruneBatch})
+}
+
+// PruneOpts are PruneChangelog's options.
+type PruneOpts struct {
+	// Queue is the capture's queue. Default QueueDefault.
+	Queue string
+	// Batch is the most rows one statement deletes. Default
+	// PruneBatchDefault.
+	Batch int
+}
+
+// PruneChangelog deletes changelog rows at or below the capture's watermark
+// in store — their content is in the local store already, the engine's
+// inbox — except rows at permanent-hole ids not ingested yet (a late row
+// the intake's late check must still find), at most Batch rows a statement
+// until none is left. It returns how many it deleted. It is safe while the
+// capture runs. ctx governs every call.
+func PruneChangelog(ctx context.Context, db *sql.DB, store relaydriver.Driver, o PruneOpts) (int64, error) {
+	o.Queue = cmp.Or(o.Queue, QueueDefault)
+	o.Batch = cmp.Or(o.Batch, PruneBatchDefault)
+	ex := store.GetExecutor()
+	cur, err := ex.CursorGet(ctx, o.Queue)
+	if errors.Is(err, relaytype.ErrNotFound) {
+		return 0, nil // not seeded: nothing read yet
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("capture: prune: watermark: %w", err)
 	}
-	if st.Cursor == nil {
-		return 0, nil
-	}
-	w := st.Cursor.Watermark
-	holes, err := c.cfg.Store.GetExecutor().HoleList(ctx, c.cfg.Queue)
+	w := cur.Watermark
+	holes, err := ex.HoleList(ctx, o.Queue)
 	if err != nil {
 		return 0, fmt.Errorf("capture: prune: holes: %w", err)
 	}
@@ -293,21 +310,21 @@ func (c *Capture) Prune(ctx context.Context) (int64, error) {
 	}
 	keepSQL := ""
 	if len(keep) > 0 {
-		keepSQL = "AND id NOT IN (" + strings.Join(slices.Compact(keep), ",") + ")"
+		keepSQL = "AND id NOT IN (" + strings.Join(keep, ",") + ")"
 	}
-	q, err := render("ChangelogPrune", map[string]string{"Keep": keepSQL, "Limit": strconv.Itoa(c.cfg.PruneBatch)})
+	q, err := render("ChangelogPrune", map[string]string{"Keep": keepSQL, "Limit": strconv.Itoa(o.Batch)})
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for {
-		r, err := c.cfg.DB.ExecContext(ctx, q, w)
+		r, err := db.ExecContext(ctx, q, w)
 		if err != nil {
 			return total, fmt.Errorf("capture: prune: %w", err)
 		}
 		n, _ := r.RowsAffected()
 		total += n
-		if n < int64(c.cfg.PruneBatch) {
+		if n < int64(o.Batch) {
 			return total, nil
 		}
 	}
