@@ -180,13 +180,18 @@ func New(cfg Config) (*Capture, error) {
 	if err != nil {
 		return nil, err
 	}
+	archiver, err := relay.NewArchiver(cfg.Store, relay.ArchiverConfig{Queue: cfg.Queue, Clock: cfg.Clock,
+		Logger: cfg.Logger, Registerer: cfg.Registerer})
+	if err != nil {
+		return nil, err
+	}
 	var jobs []func(context.Context) error
 	if cfg.PruneEvery > 0 {
 		jobs = append(jobs, c.pruneJob)
 	}
 	if c.svc, err = relayservice.New(relayservice.Config{Name: "capture:" + cfg.Queue, Owner: cfg.Owner,
 		Driver: cfg.Store, Intake: c.intake, Engine: c.engine, Dispatchers: []*relay.Dispatcher{c.dispatcher},
-		Retention: retention, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
+		Retention: retention, Archiver: archiver, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -199,7 +204,8 @@ func (c *Capture) Engine() *relay.Engine { return c.engine }
 func (c *Capture) Intake() *relayintake.Intake { return c.intake }
 
 // Run takes the pipeline lock, seeds the watermark on first start and runs
-// intake, engine, dispatcher, outbox retention and the prune job until ctx
+// intake, engine, dispatcher, outbox retention, message archival and the
+// prune job until ctx
 // ends (relayservice.Service.Run). It may be called once.
 func (c *Capture) Run(ctx context.Context) error { return c.svc.Run(ctx) }
 
