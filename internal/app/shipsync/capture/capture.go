@@ -209,35 +209,24 @@ func (c *Capture) Intake() *relayintake.Intake { return c.intake }
 // ends (relayservice.Service.Run). It may be called once.
 func (c *Capture) Run(ctx context.Context) error { return c.svc.Run(ctx) }
 
-// seed stores the first watermark: everything in the changelog now (its
-// rows were all written after install), or, when it is empty, the id
-// before its next AUTO_INCREMENT value, so a changelog emptied by prune
-// does not wait out a hole from id 1. A restart keeps its watermark.
+// seed stores the first watermark on first start: zero. Every changelog
+// row was written after install, so the capture reads them all; "min"
+// would be wrong, since a transaction still open may hold an id below the
+// smallest visible one. If the changelog's ids do not start at 1 (pruned
+// before this state file existed, or a re-created changelog), the missing
+// range is one hole, released after MaxCommitDelay. A restart keeps its
+// watermark.
 func (c *Capture) seed(ctx context.Context) error {
 	c.seedOnce.Lock()
 	defer c.seedOnce.Unlock()
 	if c.seeded {
 		return nil
 	}
-	mode := relayintake.SeedMin
-	var n, maxID int64
-	if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogBounds"]).Scan(&n, &maxID); err != nil {
-		return fmt.Errorf("capture: seed: read changelog: %w", err)
-	}
-	if n == 0 {
-		var next int64
-		if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogNextID"]).Scan(&next); err != nil {
-			return fmt.Errorf("capture: seed: read changelog AUTO_INCREMENT: %w", err)
-		}
-		mode = strconv.FormatInt(max(next-1, 0), 10)
-	}
-	w, err := c.intake.Seed(ctx, mode)
+	_, err := c.intake.Seed(ctx, relayintake.SeedZero)
 	switch {
 	case errors.Is(err, relaytype.ErrSeedRefused): // seeded before: carry on
 	case err != nil:
 		return fmt.Errorf("capture: seed: %w", err)
-	default:
-		c.cfg.Logger.InfoContext(ctx, "capture: watermark seeded", "watermark", w)
 	}
 	c.seeded = true
 	return nil

@@ -77,13 +77,6 @@ DROP TRIGGER IF EXISTS {{.Name}};
 -- name: ChangelogDrop
 DROP TABLE IF EXISTS _sync_changelog, _sync_capture_table;
 
--- name: ChangelogBounds
-SELECT COUNT(*), COALESCE(MAX(id), 0) FROM _sync_changelog;
-
--- name: ChangelogNextID
-SELECT COALESCE(AUTO_INCREMENT, 1) FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_sync_changelog';
-
 -- name: ChangelogPrune
 -- Rows at or below the watermark are in the local store already; hole ids
 -- still watched for a late row are kept (the NOT IN list, possibly empty).

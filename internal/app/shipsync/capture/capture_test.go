@@ -140,8 +140,13 @@ func TestCaptureEndToEnd(t *testing.T) {
 	require.Equal(t, cdc.SnapshotFalse, src.Snapshot)
 	require.Positive(t, src.Pos)
 	require.Less(t, src.Pos, r1[1].ev.Source.Pos)
-	require.False(t, src.Timestamp.IsZero())
-	require.Equal(t, b.clock.Now().Truncate(time.Millisecond).Year(), r1[0].ev.ProcessedAt.Year())
+	var changedAt string
+	require.NoError(t, b.db.QueryRowContext(b.ctx, "SELECT DATE_FORMAT(changed_at, '%Y-%m-%d %H:%i:%s.%f') "+
+		"FROM _sync_changelog WHERE id = ?", src.Pos).Scan(&changedAt))
+	want, err := time.Parse("2006-01-02 15:04:05.000000", changedAt)
+	require.NoError(t, err)
+	require.Equal(t, want, src.Timestamp, "the change time, to the microsecond (source.ts_ns)")
+	require.Equal(t, t0, r1[0].ev.ProcessedAt, "processed on the capture's clock, before any advance")
 
 	// Row (2,1): all NULLs, then its key changed to (3,1): delete with the
 	// new key, tombstone, create with the old key — then (3,1) deleted.
@@ -243,4 +248,42 @@ func TestReinstallIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	err = b.db.QueryRowContext(b.ctx, "SELECT COUNT(*) FROM _sync_changelog").Scan(&n)
 	require.Error(t, err)
+}
+
+// TestLateCommitKeepsOrder: a business transaction that took a smaller
+// changelog id commits after later ones; the intake's watermark waits for
+// it (within the max commit delay), so records come out in changelog-id
+// order and nothing past the hole is produced early.
+func TestLateCommitKeepsOrder(t *testing.T) {
+	b := setup(t)
+	conn, err := b.db.Conn(b.ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	held, err := conn.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = held.Rollback() }()
+	_, err = held.ExecContext(b.ctx, "INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'first')")
+	require.NoError(t, err)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'second')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'third')")
+
+	for range 3 {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+	}
+	require.Zero(t, b.messageStates()[relaytype.StateSucceeded], "nothing past the open transaction's id")
+	b.clock.Advance(30 * time.Second) // within the one-minute max commit delay
+	require.NoError(t, held.Commit())
+	b.drain()
+
+	byKey := b.read()
+	var pos []int64
+	for _, k := range []string{"id=1/leg=1", "id=2/leg=1", "id=3/leg=1"} {
+		require.Len(t, byKey[k], 1, k)
+		pos = append(pos, byKey[k][0].ev.Source.Pos)
+	}
+	require.Equal(t, []int64{1, 2, 3}, pos)
+	st, err := b.cap.Intake().Stats(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.PermanentHoles)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -137,4 +138,14 @@ func TestDebeziumValue(t *testing.T) {
 		require.Error(t, err, tc.what)
 		require.NotContains(t, err.Error(), tc.raw, "%s: no value in the error", tc.what)
 	}
+}
+
+// ExampleSchemaFor shows the schema field of a DECIMAL(12,4) column.
+func ExampleSchemaFor() {
+	f, _ := capture.SchemaFor(capture.Column{Name: "fuel", DataType: "decimal", ColumnType: "decimal(12,4)",
+		Nullable: true, Precision: 12, Scale: 4})
+	b, _ := json.Marshal(f)
+	fmt.Println(string(b))
+	// Output:
+	// {"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"connect.decimal.precision":"12","scale":"4"},"field":"fuel"}
 }

@@ -27,8 +27,7 @@ var captureSQL string
 
 var stmts = sqlfile.MustParse("capture/capture.sql", captureSQL, "ChangelogCreate", "TableMetaCreate",
 	"TableMetaUpsert", "TableMetaGet", "TableMetaList", "TableMetaDelete", "CurrentDatabase", "Columns",
-	"PrimaryKey", "JSONChecks", "TriggerDrop", "ChangelogDrop", "ChangelogBounds", "ChangelogNextID",
-	"ChangelogPrune", "TriggerBeforeInsert", "TriggerBeforeUpdate", "TriggerAfterInsert",
+	"PrimaryKey", "JSONChecks", "TriggerDrop", "ChangelogDrop", "ChangelogPrune", "TriggerBeforeInsert", "TriggerBeforeUpdate", "TriggerAfterInsert",
 	"TriggerAfterUpdate", "TriggerAfterDelete")
 
 // templates are the statements of capture.sql that install.go fills in.

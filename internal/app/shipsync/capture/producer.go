@@ -82,13 +82,14 @@ func newCodec(logical string, t *Table) (*codec, error) {
 		str("version", false), str("connector", false), str("name", false), i64("ts_ms", false),
 		{Type: "string", Optional: true, Name: cdc.SemanticEnum, Version: 1,
 			Parameters: map[string]string{"allowed": "true,last,false,incremental"}, Default: "false", Field: "snapshot"},
-		str("db", false), str("sequence", true), str("table", true), i64("server_id", false), str("gtid", true),
+		str("db", false), str("sequence", true), i64("ts_us", true), i64("ts_ns", true), str("table", true), i64("server_id", false), str("gtid", true),
 		str("file", false), i64("pos", false), {Type: "int32", Field: "row"}, i64("thread", true), str("query", true),
 	}}
 	txn := Field{Type: "struct", Optional: true, Name: "event.block", Version: 1, Field: "transaction", Fields: []Field{
 		str("id", false), i64("total_order", false), i64("data_collection_order", false)}}
 	c.valueSchema = Field{Type: "struct", Name: prefix + ".Envelope", Version: 1, Fields: []Field{
-		row("before"), row("after"), source, str("op", false), i64("ts_ms", true), txn}}
+		row("before"), row("after"), source, str("op", false), i64("ts_ms", true), i64("ts_us", true),
+		i64("ts_ns", true), txn}}
 	return c, nil
 }
 
@@ -126,6 +127,8 @@ type sourcePayload struct {
 	Snapshot  string  `json:"snapshot"`
 	DB        string  `json:"db"`
 	Sequence  *string `json:"sequence"`
+	TsUs      int64   `json:"ts_us"`
+	TsNs      int64   `json:"ts_ns"`
 	Table     string  `json:"table"`
 	ServerID  int64   `json:"server_id"`
 	GTID      *string `json:"gtid"`
@@ -142,6 +145,8 @@ type valuePayload struct {
 	Source      sourcePayload `json:"source"`
 	Op          string        `json:"op"`
 	TsMs        int64         `json:"ts_ms"`
+	TsUs        int64         `json:"ts_us"`
+	TsNs        int64         `json:"ts_ns"`
 	Transaction *struct{}     `json:"transaction"`
 }
 
@@ -317,14 +322,14 @@ func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([
 	}
 	topic := p.topic + "." + ch.DB + "." + ch.Table
 	src := sourcePayload{Version: ConnectorVersion, Connector: "mysql", Name: p.logical, TsMs: changed.UnixMilli(),
-		Snapshot: "false", DB: ch.DB, Table: ch.Table, File: SourceFile, Pos: id}
-	now := p.clock.Now().UnixMilli()
+		Snapshot: "false", DB: ch.DB, TsUs: changed.UnixMicro(), TsNs: changed.UnixMicro() * 1000, Table: ch.Table, File: SourceFile, Pos: id}
+	now := p.clock.Now()
 	n := 0
 	event := func(op string, b, a *orderedRow, key []byte, headers map[string]string) (*relay.OutboxEvent, error) {
 		v, err := json.Marshal(envelope{Schema: c.valueSchema, Payload: valuePayload{Before: b, After: a, Source: src,
-			Op: op, TsMs: now}})
+			Op: op, TsMs: now.UnixMilli(), TsUs: now.UnixMicro(), TsNs: now.UnixNano()}})
 		if err != nil {
-			return nil, permanent("changelog %d: encode: %v", id, err)
+			return nil, permanent("changelog %d: encode failed", id)
 		}
 		n++
 		return &relay.OutboxEvent{ID: p.eventID(id, n), Target: p.target, Topic: topic, Key: string(key),
@@ -338,12 +343,12 @@ func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([
 	var oldKey, newKey []byte
 	if before != nil {
 		if oldKey, err = c.key(before); err != nil {
-			return nil, permanent("changelog %d: key: %v", id, err)
+			return nil, permanent("changelog %d: key encode failed", id)
 		}
 	}
 	if after != nil {
 		if newKey, err = c.key(after); err != nil {
-			return nil, permanent("changelog %d: key: %v", id, err)
+			return nil, permanent("changelog %d: key encode failed", id)
 		}
 	}
 	var out []*relay.OutboxEvent
