@@ -70,7 +70,7 @@ func scratchDB(tb testing.TB, server string) (*sql.DB, string) {
 // bundle is one test's pipeline: a scratch business database, the SQLite
 // state, an in-process Kafka and the capture, on a fake clock.
 type bundle struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	db      *sql.DB
 	dbName  string
@@ -90,7 +90,7 @@ const voyageDDL = `CREATE TABLE voyage (
 	` + apply.SyncColumns + `,
 	PRIMARY KEY (id, leg)) ENGINE=InnoDB`
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	b := &bundle{t: t, ctx: context.Background(), clock: relayclock.NewFake(t0)}
 	b.db, b.dbName = scratchDB(t, mariaServer())

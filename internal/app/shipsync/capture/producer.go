@@ -46,9 +46,9 @@ type change struct {
 
 // codec is the envelope maker of one table: its metadata and schemas.
 type codec struct {
-	t           *Table
-	keySchema   Field
-	valueSchema Field
+	t *Table
+	// keySchema and valueSchema are the schemas, marshalled once.
+	keySchema, valueSchema json.RawMessage
 }
 
 func newCodec(logical string, t *Table) (*codec, error) {
@@ -72,7 +72,7 @@ func newCodec(logical string, t *Table) (*codec, error) {
 		f.Optional = false
 		keys = append(keys, f)
 	}
-	c.keySchema = Field{Type: "struct", Name: prefix + ".Key", Fields: keys}
+	keySchema := Field{Type: "struct", Name: prefix + ".Key", Fields: keys}
 	row := func(field string) Field {
 		return Field{Type: "struct", Optional: true, Name: prefix + ".Value", Fields: cols, Field: field}
 	}
@@ -87,9 +87,16 @@ func newCodec(logical string, t *Table) (*codec, error) {
 	}}
 	txn := Field{Type: "struct", Optional: true, Name: "event.block", Version: 1, Field: "transaction", Fields: []Field{
 		str("id", false), i64("total_order", false), i64("data_collection_order", false)}}
-	c.valueSchema = Field{Type: "struct", Name: prefix + ".Envelope", Version: 1, Fields: []Field{
+	valueSchema := Field{Type: "struct", Name: prefix + ".Envelope", Version: 1, Fields: []Field{
 		row("before"), row("after"), source, str("op", false), i64("ts_ms", true), i64("ts_us", true),
 		i64("ts_ns", true), txn}}
+	var err error
+	if c.keySchema, err = json.Marshal(keySchema); err != nil {
+		return nil, permanent("table %s.%s: key schema does not encode", bound(t.DB), bound(t.Name))
+	}
+	if c.valueSchema, err = json.Marshal(valueSchema); err != nil {
+		return nil, permanent("table %s.%s: value schema does not encode", bound(t.DB), bound(t.Name))
+	}
 	return c, nil
 }
 
@@ -151,8 +158,8 @@ type valuePayload struct {
 }
 
 type envelope struct {
-	Schema  Field `json:"schema"`
-	Payload any   `json:"payload"`
+	Schema  json.RawMessage `json:"schema"`
+	Payload any             `json:"payload"`
 }
 
 // image converts a trigger row image (JSON text, or a JSON object) into the
