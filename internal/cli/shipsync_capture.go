@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
+	"github.com/relayhq/relay/relayadmin"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaysqlite"
 	"github.com/relayhq/relay/relaymigrate"
@@ -124,6 +126,7 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	devKafka := fs.Int("dev-kafka", 0, "DEVELOPMENT ONLY: instead of --brokers, run an in-process Kafka-API broker "+
 		"(franz-go's kfake) on 127.0.0.1:PORT that creates topics on first use; in memory only, lost on exit")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
+	metricsAddr, adminFlags := addServiceFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -161,11 +164,19 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	if err := capture.Migrate(ctx, store, clock); err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
 	c, err := capture.New(capture.Config{DB: conn, Store: store, Sink: sink, Logical: *logical,
-		MaxCommitDelay: *maxCommitDelay, Owner: defaultOwner(), Clock: clock, Logger: log})
+		MaxCommitDelay: *maxCommitDelay, Owner: defaultOwner(), Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
+	stopHTTP, err := startListeners(log, *metricsAddr, reg, adminFlags, relayadmin.Deps{Driver: store,
+		Queue: capture.QueueDefault, Engine: c.Engine(), Intake: c.Intake(), OutboxTargets: []string{capture.TargetDefault},
+		Active: c.Active, Clock: clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	log.Info("capture: starting", "logical", *logical, "state", *state)
 	return c.Run(ctx)
 }

@@ -200,6 +200,10 @@ func New(cfg Config) (*Capture, error) {
 // Engine returns the FIFO engine (stats, dead letters, replay).
 func (c *Capture) Engine() *relay.Engine { return c.engine }
 
+// Active reports whether this instance holds the pipeline lock and runs
+// the capture: admin mutations (replay) are allowed only then.
+func (c *Capture) Active() bool { return c.svc.Active() }
+
 // Intake returns the changelog intake (watermark, holes).
 func (c *Capture) Intake() *relayintake.Intake { return c.intake }
 

@@ -287,3 +287,52 @@ func TestLateCommitKeepsOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.PermanentHoles)
 }
+
+// TestRestartAndPruneKeepsLateRow: a capture restarted on its state file
+// carries on from its watermark (every change once); prune never deletes
+// a row at a permanent-hole id, so a late row stays for the late check.
+func TestRestartAndPruneKeepsLateRow(t *testing.T) {
+	b := setup(t)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'a')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'b')")
+	_, err := b.cap.Step(b.ctx) // enqueued, processed, sent
+	require.NoError(t, err)
+
+	// A transaction holds id 3 past the max commit delay.
+	conn, err := b.db.Conn(b.ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	held, err := conn.BeginTx(b.ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = held.Rollback() }()
+	_, err = held.ExecContext(b.ctx, "INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'late')")
+	require.NoError(t, err)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (4, 1, 'd')")
+	_, err = b.cap.Intake().RunOnce(b.ctx) // sees the hole at 3
+	require.NoError(t, err)
+
+	b.cap = b.newCapture() // restart on the same state
+	b.clock.Advance(2 * time.Minute)
+	b.drain() // releases 3 as a permanent hole, delivers 4
+	require.NoError(t, held.Commit())
+
+	byKey := b.read()
+	for _, k := range []string{"id=1/leg=1", "id=2/leg=1", "id=4/leg=1"} {
+		require.Equal(t, []string{"c"}, ops(byKey[k]), k)
+	}
+	require.Empty(t, byKey["id=3/leg=1"], "the late row waits for an operator (relay admin late-ingest)")
+
+	n, err := b.cap.Prune(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	var left []int64
+	rows, err := b.db.QueryContext(b.ctx, "SELECT id FROM _sync_changelog")
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		left = append(left, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{3}, left, "the late row at the hole id is kept")
+}

@@ -106,14 +106,21 @@ func setup(t testing.TB) *bundle {
 	b.cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, b.topic()))
 	require.NoError(t, err)
 	t.Cleanup(b.cluster.Close)
-	sink, err := relaykafka.New(relaykafka.Config{Brokers: b.cluster.ListenAddrs(), ProduceTimeout: 10 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
-
-	b.cap, err = capture.New(capture.Config{DB: b.db, Store: b.store, Sink: sink, Logical: logical,
-		MaxCommitDelay: time.Minute, Clock: b.clock})
-	require.NoError(t, err)
+	b.cap = b.newCapture()
 	return b
+}
+
+// newCapture builds a capture on the bundle's database, state and Kafka,
+// with a sink of its own: calling it again is a restart.
+func (b *bundle) newCapture() *capture.Capture {
+	b.t.Helper()
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: b.cluster.ListenAddrs(), ProduceTimeout: 10 * time.Second})
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	c, err := capture.New(capture.Config{DB: b.db, Store: b.store, Sink: sink, Logical: logical,
+		MaxCommitDelay: time.Minute, Clock: b.clock})
+	require.NoError(b.t, err)
+	return c
 }
 
 func (b *bundle) topic() string { return "sync.cdc." + logical + "." + b.dbName + ".voyage" }
