@@ -96,7 +96,7 @@ func runCaptureUninstall(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "shipsync capture uninstall", "shipsync capture uninstall --db DSN [--tables T1,T2] [--drop-changelog]")
 	db := fs.String("db", envOr("CAPTURE_DB", ""), "the business database; env CAPTURE_DB")
 	tables := fs.String("tables", "", "comma-separated tables (default: every installed table)")
-	drop := fs.Bool("drop-changelog", false, "also drop _sync_changelog and _sync_capture_table (changes not captured yet are lost)")
+	drop := fs.Bool("drop-changelog", false, "also drop _sync_changelog and the capture metadata tables (changes not captured yet are lost)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func New(cfg Config) (*Capture, error) {
 		return nil, err
 	}
 	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,
-		clock: cfg.Clock, codecs: map[string]*codec{}}
+		clock: cfg.Clock, codecs: map[int64]*codec{}}
 	if c.engine, err = relay.NewEngine(cfg.Store, relay.Config{Queue: cfg.Queue, Mode: relay.ModeFIFO, Handler: p,
 		Watermarked: true, FIFOBatch: 64, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
 		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {

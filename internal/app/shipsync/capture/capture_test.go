@@ -204,10 +204,11 @@ func TestUnconvertibleRowIsDead(t *testing.T) {
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'a')")
 	// A row of a table that was never installed, and one whose image lacks
 	// columns (a table altered without re-running install).
-	b.exec("INSERT INTO _sync_changelog (db_name, table_name, op, key_json, after_json, changed_at) " +
-		"VALUES (DATABASE(), 'other', 'c', '{}', '{\"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
-	b.exec("INSERT INTO _sync_changelog (db_name, table_name, op, key_json, after_json, changed_at) " +
-		"VALUES (DATABASE(), 'voyage', 'c', '{}', '{\"id\": 7, \"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
+	b.exec("INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, after_json, changed_at) " +
+		"VALUES (DATABASE(), 'other', 999, 'c', '{}', '{\"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
+	b.exec("INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, after_json, changed_at) " +
+		"SELECT DATABASE(), 'voyage', schema_id, 'c', '{}', '{\"id\": 7, \"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6) " +
+		"FROM _sync_capture_table WHERE table_name = 'voyage'")
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'b')")
 	b.drain()
 
@@ -222,6 +223,35 @@ func TestUnconvertibleRowIsDead(t *testing.T) {
 		require.NotContains(t, m.LastError, "s3cr3t")
 		require.Contains(t, m.LastError, "capture:")
 	}
+}
+
+// TestAlterAndReinstall: rows written before an ALTER TABLE are typed by
+// the schema their trigger was made for, rows after the re-install by the
+// new one — even when both are still queued when the capture reads them.
+func TestAlterAndReinstall(t *testing.T) {
+	b := setup(t)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'before')")
+	b.exec("ALTER TABLE voyage ADD COLUMN draft DECIMAL(5,2) NULL AFTER vessel")
+	b.exec("INSERT INTO voyage (id, leg, vessel, draft) VALUES (2, 1, 'between', 9.5)") // old triggers
+	_, err := capture.Install(b.ctx, b.db, capture.InstallConfig{NodeID: node, Tables: []string{"voyage"}})
+	require.NoError(t, err)
+	b.exec("INSERT INTO voyage (id, leg, vessel, draft) VALUES (3, 1, 'after', 10.25)")
+	again, err := capture.Install(b.ctx, b.db, capture.InstallConfig{NodeID: node, Tables: []string{"voyage"}})
+	require.NoError(t, err)
+	b.drain()
+
+	byKey := b.read()
+	_, has := cols(byKey["id=1/leg=1"][0].ev.After)["draft"]
+	require.False(t, has, "written by the first triggers")
+	_, has = cols(byKey["id=2/leg=1"][0].ev.After)["draft"]
+	require.False(t, has, "the old triggers do not know the new column until install runs again")
+	require.Equal(t, "10.25", cols(byKey["id=3/leg=1"][0].ev.After)["draft"].GetDecimalValue())
+	require.Zero(t, b.messageStates()[relaytype.StateDead])
+
+	var schemas int
+	require.NoError(t, b.db.QueryRowContext(b.ctx, "SELECT COUNT(*) FROM _sync_capture_schema").Scan(&schemas))
+	require.Equal(t, 2, schemas, "an unchanged re-install reuses its schema")
+	require.Equal(t, int64(2), again[0].SchemaID)
 }
 
 // TestReinstallIsIdempotent: install twice, then uninstall: triggers gone,

@@ -38,6 +38,7 @@ func permanent(format string, args ...any) error {
 type change struct {
 	DB        string          `json:"db"`
 	Table     string          `json:"table"`
+	SchemaID  int64           `json:"schema_id"`
 	Op        string          `json:"op"`
 	Before    json.RawMessage `json:"before"`
 	After     json.RawMessage `json:"after"`
@@ -176,14 +177,16 @@ func (c *codec) image(raw json.RawMessage, which string) (*orderedRow, error) {
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, permanent("%s image: not a JSON object", which)
 	}
+	drift := permanent("table %s.%s %s image: columns differ from schema %d", bound(c.t.DB), bound(c.t.Name),
+		which, c.t.SchemaID)
 	if len(m) != len(c.t.Columns) {
-		return nil, errSchemaDrift
+		return nil, drift
 	}
 	r := &orderedRow{}
 	for _, col := range c.t.Columns {
 		v, ok := m[col.Name]
 		if !ok {
-			return nil, errSchemaDrift
+			return nil, drift
 		}
 		dv, err := debeziumValue(col, v)
 		if err != nil {
@@ -194,10 +197,6 @@ func (c *codec) image(raw json.RawMessage, which string) (*orderedRow, error) {
 	}
 	return r, nil
 }
-
-// errSchemaDrift: a row's columns are not the installed ones (the table was
-// altered, or reinstalled, since the row was written).
-var errSchemaDrift = errors.New("changelog row columns differ from the installed table")
 
 // key is the key envelope (JSON) of a row.
 func (c *codec) key(r *orderedRow) ([]byte, error) {
@@ -223,29 +222,30 @@ type producer struct {
 	clock   relaytype.Clock
 
 	mu     sync.Mutex
-	codecs map[string]*codec
+	codecs map[int64]*codec
 }
 
-func (p *producer) codec(ctx context.Context, db, table string, reload bool) (*codec, error) {
-	k := db + "." + table
+// codec returns the envelope maker of schema id, read once from the
+// schema history (a schema never changes).
+func (p *producer) codec(ctx context.Context, id int64, db, table string) (*codec, error) {
 	p.mu.Lock()
-	c := p.codecs[k]
+	c := p.codecs[id]
 	p.mu.Unlock()
-	if c != nil && !reload {
+	if c != nil {
 		return c, nil
 	}
-	t, err := loadTable(ctx, p.db, db, table)
+	t, err := loadSchema(ctx, p.db, id)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, permanent("table %s.%s is not installed", bound(db), bound(table))
+		return nil, permanent("schema %d of %s.%s is not in the schema history", id, bound(db), bound(table))
 	case err != nil:
-		return nil, fmt.Errorf("capture: load metadata of %s.%s: %w", bound(db), bound(table), err)
+		return nil, fmt.Errorf("capture: load schema %d: %w", id, err)
 	}
 	if c, err = newCodec(p.logical, t); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.codecs[k] = c
+	p.codecs[id] = c
 	p.mu.Unlock()
 	return c, nil
 }
@@ -279,22 +279,14 @@ func (p *producer) events(ctx context.Context, id int64, payload []byte) ([]*rel
 	if err != nil {
 		return nil, permanent("changelog %d: bad changed_at", id)
 	}
-	c, err := p.codec(ctx, ch.DB, ch.Table, false)
+	c, err := p.codec(ctx, ch.SchemaID, ch.DB, ch.Table)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := p.convert(c, id, &ch, changed)
-	if errors.Is(err, errSchemaDrift) {
-		// The metadata may be newer than the cache: read it once more.
-		if c, err = p.codec(ctx, ch.DB, ch.Table, true); err != nil {
-			return nil, err
-		}
-		if evs, err = p.convert(c, id, &ch, changed); errors.Is(err, errSchemaDrift) {
-			return nil, permanent("changelog %d of %s.%s: %v (re-run install after ALTER TABLE)", id,
-				bound(ch.DB), bound(ch.Table), err)
-		}
+	if c.t.DB != ch.DB || c.t.Name != ch.Table {
+		return nil, permanent("changelog %d: schema %d is of another table", id, ch.SchemaID)
 	}
-	return evs, err
+	return p.convert(c, id, &ch, changed)
 }
 
 func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([]*relay.OutboxEvent, error) {
