@@ -47,7 +47,18 @@ const (
 	PruneEveryDefault = time.Minute
 	// PruneBatchDefault is Config.PruneBatch when zero.
 	PruneBatchDefault = 1000
+	// RetryAttempts is the attempt limit of the engine (a changelog row
+	// failing for a transient reason, such as MariaDB unreachable while its
+	// schema is read) and of the dispatcher (Kafka unreachable): in effect
+	// unlimited, at RetryBackoff's last level. A change must never be given
+	// up (DEAD) for an outage — its key's later changes would then overtake
+	// it; only a permanent failure goes DEAD, at once.
+	RetryAttempts = 1_000_000
 )
+
+// RetryBackoff is the retry schedule of the engine and the dispatcher: its
+// last level repeats.
+var RetryBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute}
 
 // logicalRE is what Config.Logical may be (it is a topic part and
 // source.name).
@@ -166,12 +177,12 @@ func New(cfg Config) (*Capture, error) {
 	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,
 		clock: cfg.Clock, codecs: map[int64]*codec{}}
 	if c.engine, err = relay.NewEngine(cfg.Store, relay.Config{Queue: cfg.Queue, Mode: relay.ModeFIFO, Handler: p,
-		Watermarked: true, FIFOBatch: 64, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
+		Watermarked: true, FIFOBatch: 64, MaxAttempts: RetryAttempts, Backoff: RetryBackoff, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
 		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	if c.dispatcher, err = relay.NewDispatcher(cfg.Store, cfg.Sink, relay.DispatcherConfig{Target: cfg.Target,
-		Kind: relay.DispatchEvents, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
+		Kind: relay.DispatchEvents, MaxAttempts: RetryAttempts, Backoff: RetryBackoff, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
 		Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,14 @@
 package capture_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
@@ -365,4 +369,31 @@ func TestRestartAndPruneKeepsLateRow(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int64{3}, left, "the late row at the hole id is kept")
+}
+
+// TestKafkaOutageIsRetried: Kafka refusing records for longer than the
+// engine's default attempt limit does not give a change up: every record
+// arrives, in order, once Kafka takes them again.
+func TestKafkaOutageIsRetried(t *testing.T) {
+	b := setup(t)
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 15})
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'v0')")
+	for i := 1; i <= 3; i++ {
+		b.exec("UPDATE voyage SET vessel = ? WHERE id = 1", "v"+strconv.Itoa(i))
+	}
+	b.drain()
+	var recs []record
+	for range 100 {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+		if b.recordCount() == 4 {
+			recs = b.read()["id=1/leg=1"]
+			break
+		}
+		b.clock.Advance(time.Minute) // the dispatcher's backoff
+	}
+	require.Equal(t, []string{"c", "u", "u", "u"}, ops(recs))
+	for i, r := range recs {
+		require.Equal(t, "v"+strconv.Itoa(i), cols(r.ev.After)["vessel"].GetStringValue())
+	}
 }

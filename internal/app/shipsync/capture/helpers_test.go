@@ -156,6 +156,16 @@ func (b *bundle) drain() {
 	b.t.Fatal("capture did not catch up")
 }
 
+// recordCount counts the records on the topic now.
+func (b *bundle) recordCount() int {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	recs, err := kafkaread.All(ctx, b.cluster.ListenAddrs(), b.topic())
+	require.NoError(b.t, err)
+	return len(recs)
+}
+
 // record is one Kafka record decoded.
 type record struct {
 	ev      *cdc.Event
