@@ -28,6 +28,8 @@ func captureActions() map[string]command {
 			"unless --drop-changelog", runCaptureUninstall},
 		"run": {"capture: changelog → watermark intake → SQLite state (--state) → Debezium envelopes → Kafka, " +
 			"a topic per table (sync.cdc.<logical>.<db>.<table>)", runCaptureRun},
+		"topics": {"print the topics of the installed tables (the Kafka sink does not ask the broker to create " +
+			"topics: create them first)", runCaptureTopics},
 		"prune": {"delete the changelog rows already in the capture's local store (run also does it every " +
 			"minute)", runCapturePrune},
 	}
@@ -124,7 +126,7 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 		"how long a changelog id may stay invisible (its transaction open) before it is given up as a hole")
 	brokers := fs.String("brokers", envOr("CAPTURE_BROKERS", ""), "comma-separated Kafka-API brokers; env CAPTURE_BROKERS")
 	devKafka := fs.Int("dev-kafka", 0, "DEVELOPMENT ONLY: instead of --brokers, run an in-process Kafka-API broker "+
-		"(franz-go's kfake) on 127.0.0.1:PORT that creates topics on first use; in memory only, lost on exit")
+		"(franz-go's kfake) on 127.0.0.1:PORT with the topics of the tables installed now; in memory only, lost on exit")
 	logLevel := fs.String("log-level", "info", "log level (debug, info, warn, error)")
 	metricsAddr, adminFlags := addServiceFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -134,8 +136,11 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	case *devKafka != 0 && *brokers != "":
 		return errors.New("--dev-kafka and --brokers exclude each other")
 	case *devKafka != 0:
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(*devKafka), kfake.AllowAutoTopicCreation(),
-			kfake.DefaultNumPartitions(1))
+		topics, err := captureTopics(ctx, *db, *logical)
+		if err != nil {
+			return err
+		}
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(*devKafka), kfake.SeedTopics(1, topics...))
 		if err != nil {
 			return fmt.Errorf("--dev-kafka %d: %w", *devKafka, err)
 		}
@@ -179,6 +184,33 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	defer stopHTTP()
 	log.Info("capture: starting", "logical", *logical, "state", *state)
 	return c.Run(ctx)
+}
+
+// captureTopics lists the topics of the installed tables of --db.
+func captureTopics(ctx context.Context, dsn, logical string) ([]string, error) {
+	conn, err := openCaptureDB(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return capture.Topics(ctx, conn, "", logical)
+}
+
+func runCaptureTopics(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "shipsync capture topics", "shipsync capture topics --db DSN --logical NAME")
+	db := fs.String("db", envOr("CAPTURE_DB", ""), "the business database; env CAPTURE_DB")
+	logical := fs.String("logical", "", "Debezium's topic.prefix, as given to run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	topics, err := captureTopics(ctx, *db, *logical)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		fmt.Fprintln(env.Stdout, t)
+	}
+	return nil
 }
 
 func runCapturePrune(ctx context.Context, env *Env, args []string) error {

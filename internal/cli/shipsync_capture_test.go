@@ -45,6 +45,9 @@ func TestShipsyncCaptureCommand(t *testing.T) {
 	require.NoError(t, err)
 
 	topic := "sync.cdc.ship1." + dbName + ".crew"
+	out, err = run(ctx, "topics", "--db", dsn, "--logical", "ship1")
+	require.NoError(t, err, out)
+	require.Equal(t, topic+"\n", out)
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)

@@ -211,6 +211,27 @@ func New(cfg Config) (*Capture, error) {
 // Engine returns the FIFO engine (stats, dead letters, replay).
 func (c *Capture) Engine() *relay.Engine { return c.engine }
 
+// Topics returns the topics of the tables installed in db's default
+// database: "<prefix>.<logical>.<db>.<table>" (prefix "" means
+// TopicPrefixDefault), for creating them before the capture runs — the
+// Kafka sink does not ask the broker to create topics. ctx governs the
+// reads.
+func Topics(ctx context.Context, db *sql.DB, prefix, logical string) ([]string, error) {
+	schema, err := currentDatabase(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := strColumn(ctx, db, stmts["TableMetaList"], schema)
+	if err != nil {
+		return nil, fmt.Errorf("capture: installed tables: %w", err)
+	}
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = cmp.Or(prefix, TopicPrefixDefault) + "." + logical + "." + schema + "." + t
+	}
+	return out, nil
+}
+
 // Active reports whether this instance holds the pipeline lock and runs
 // the capture: admin mutations (replay) are allowed only then.
 func (c *Capture) Active() bool { return c.svc.Active() }
