@@ -290,14 +290,7 @@ func TestReinstallIsIdempotent(t *testing.T) {
 // order and nothing past the hole is produced early.
 func TestLateCommitKeepsOrder(t *testing.T) {
 	b := setup(t)
-	conn, err := b.db.Conn(b.ctx)
-	require.NoError(t, err)
-	defer conn.Close()
-	held, err := conn.BeginTx(b.ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = held.Rollback() }()
-	_, err = held.ExecContext(b.ctx, "INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'first')")
-	require.NoError(t, err)
+	held := b.hold("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'first')")
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'second')")
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'third')")
 
@@ -333,14 +326,7 @@ func TestRestartAndPruneKeepsLateRow(t *testing.T) {
 	require.NoError(t, err)
 
 	// A transaction holds id 3 past the max commit delay.
-	conn, err := b.db.Conn(b.ctx)
-	require.NoError(t, err)
-	defer conn.Close()
-	held, err := conn.BeginTx(b.ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = held.Rollback() }()
-	_, err = held.ExecContext(b.ctx, "INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'late')")
-	require.NoError(t, err)
+	held := b.hold("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'late')")
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (4, 1, 'd')")
 	_, err = b.cap.Intake().RunOnce(b.ctx) // sees the hole at 3
 	require.NoError(t, err)

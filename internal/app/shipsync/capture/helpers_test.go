@@ -156,6 +156,21 @@ func (b *bundle) drain() {
 	b.t.Fatal("capture did not catch up")
 }
 
+// hold runs q in a transaction on its own connection and leaves it open:
+// the changelog id its trigger took stays invisible until the caller
+// commits (the visibility hole). Cleanup rolls it back if still open.
+func (b *bundle) hold(q string) *sql.Tx {
+	b.t.Helper()
+	conn, err := b.db.Conn(b.ctx)
+	require.NoError(b.t, err)
+	held, err := conn.BeginTx(b.ctx, nil)
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = held.Rollback(); _ = conn.Close() })
+	_, err = held.ExecContext(b.ctx, q)
+	require.NoError(b.t, err)
+	return held
+}
+
 // recordCount counts the records on the topic now.
 func (b *bundle) recordCount() int {
 	b.t.Helper()
