@@ -177,13 +177,14 @@ func New(cfg Config) (*Capture, error) {
 	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,
 		clock: cfg.Clock, codecs: map[int64]*codec{}}
 	if c.engine, err = relay.NewEngine(cfg.Store, relay.Config{Queue: cfg.Queue, Mode: relay.ModeFIFO, Handler: p,
-		Watermarked: true, FIFOBatch: 64, MaxAttempts: RetryAttempts, Backoff: RetryBackoff, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
-		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
+		Watermarked: true, FIFOBatch: 64, MaxAttempts: RetryAttempts, Backoff: RetryBackoff,
+		PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock, Logger: cfg.Logger,
+		Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	if c.dispatcher, err = relay.NewDispatcher(cfg.Store, cfg.Sink, relay.DispatcherConfig{Target: cfg.Target,
-		Kind: relay.DispatchEvents, MaxAttempts: RetryAttempts, Backoff: RetryBackoff, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
-		Registerer: cfg.Registerer}); err != nil {
+		Kind: relay.DispatchEvents, MaxAttempts: RetryAttempts, Backoff: RetryBackoff,
+		PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	retention, err := relay.NewRetention(cfg.Store, relay.RetentionConfig{Targets: []string{cfg.Target},
@@ -202,7 +203,8 @@ func New(cfg Config) (*Capture, error) {
 	}
 	if c.svc, err = relayservice.New(relayservice.Config{Name: "capture:" + cfg.Queue, Owner: cfg.Owner,
 		Driver: cfg.Store, Intake: c.intake, Engine: c.engine, Dispatchers: []*relay.Dispatcher{c.dispatcher},
-		Retention: retention, Archiver: archiver, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
+		Retention: retention, Archiver: archiver, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock,
+		Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	return c, nil
