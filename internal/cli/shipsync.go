@@ -7,6 +7,8 @@ import (
 // shipsyncRoles are the roles of `relay shipsync`.
 func shipsyncRoles() map[string]command {
 	return map[string]command{
+		"capture": {"Debezium-format change capture without Debezium: triggers + changelog on the ship's MariaDB, " +
+			"envelopes to a Kafka-API topic per table (install, uninstall, run, prune; docs/shipsync/capture.md)", runShipsyncCapture},
 		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
 		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +47,18 @@ const (
 	PruneEveryDefault = time.Minute
 	// PruneBatchDefault is Config.PruneBatch when zero.
 	PruneBatchDefault = 1000
+	// RetryAttempts is the attempt limit of the engine (a changelog row
+	// failing for a transient reason, such as MariaDB unreachable while its
+	// schema is read) and of the dispatcher (Kafka unreachable): in effect
+	// unlimited, at RetryBackoff's last level. A change must never be given
+	// up (DEAD) for an outage — its key's later changes would then overtake
+	// it; only a permanent failure goes DEAD, at once.
+	RetryAttempts = 1_000_000
 )
+
+// RetryBackoff is the retry schedule of the engine and the dispatcher: its
+// last level repeats.
+var RetryBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, time.Minute}
 
 // logicalRE is what Config.Logical may be (it is a topic part and
 // source.name).
@@ -165,19 +175,25 @@ func New(cfg Config) (*Capture, error) {
 		return nil, err
 	}
 	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,
-		clock: cfg.Clock, codecs: map[string]*codec{}}
+		clock: cfg.Clock, codecs: map[int64]*codec{}}
 	if c.engine, err = relay.NewEngine(cfg.Store, relay.Config{Queue: cfg.Queue, Mode: relay.ModeFIFO, Handler: p,
-		Watermarked: true, FIFOBatch: 64, PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock,
-		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
+		Watermarked: true, FIFOBatch: 64, MaxAttempts: RetryAttempts, Backoff: RetryBackoff,
+		PollInterval: cfg.PollInterval, InstanceID: cfg.Owner, Clock: cfg.Clock, Logger: cfg.Logger,
+		Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	if c.dispatcher, err = relay.NewDispatcher(cfg.Store, cfg.Sink, relay.DispatcherConfig{Target: cfg.Target,
-		Kind: relay.DispatchEvents, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
-		Registerer: cfg.Registerer}); err != nil {
+		Kind: relay.DispatchEvents, MaxAttempts: RetryAttempts, Backoff: RetryBackoff,
+		PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	retention, err := relay.NewRetention(cfg.Store, relay.RetentionConfig{Targets: []string{cfg.Target},
 		Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer})
+	if err != nil {
+		return nil, err
+	}
+	archiver, err := relay.NewArchiver(cfg.Store, relay.ArchiverConfig{Queue: cfg.Queue, Clock: cfg.Clock,
+		Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +203,8 @@ func New(cfg Config) (*Capture, error) {
 	}
 	if c.svc, err = relayservice.New(relayservice.Config{Name: "capture:" + cfg.Queue, Owner: cfg.Owner,
 		Driver: cfg.Store, Intake: c.intake, Engine: c.engine, Dispatchers: []*relay.Dispatcher{c.dispatcher},
-		Retention: retention, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock, Logger: cfg.Logger}); err != nil {
+		Retention: retention, Archiver: archiver, Jobs: jobs, Prepare: c.seed, Clock: cfg.Clock,
+		Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -196,43 +213,58 @@ func New(cfg Config) (*Capture, error) {
 // Engine returns the FIFO engine (stats, dead letters, replay).
 func (c *Capture) Engine() *relay.Engine { return c.engine }
 
+// Topics returns the topics of the tables installed in db's default
+// database: "<prefix>.<logical>.<db>.<table>" (prefix "" means
+// TopicPrefixDefault), for creating them before the capture runs — the
+// Kafka sink does not ask the broker to create topics. ctx governs the
+// reads.
+func Topics(ctx context.Context, db *sql.DB, prefix, logical string) ([]string, error) {
+	schema, err := currentDatabase(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	tables, err := strColumn(ctx, db, stmts["TableMetaList"], schema)
+	if err != nil {
+		return nil, fmt.Errorf("capture: installed tables: %w", err)
+	}
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = cmp.Or(prefix, TopicPrefixDefault) + "." + logical + "." + schema + "." + t
+	}
+	return out, nil
+}
+
+// Active reports whether this instance holds the pipeline lock and runs
+// the capture: admin mutations (replay) are allowed only then.
+func (c *Capture) Active() bool { return c.svc.Active() }
+
 // Intake returns the changelog intake (watermark, holes).
 func (c *Capture) Intake() *relayintake.Intake { return c.intake }
 
 // Run takes the pipeline lock, seeds the watermark on first start and runs
-// intake, engine, dispatcher, outbox retention and the prune job until ctx
+// intake, engine, dispatcher, outbox retention, message archival and the
+// prune job until ctx
 // ends (relayservice.Service.Run). It may be called once.
 func (c *Capture) Run(ctx context.Context) error { return c.svc.Run(ctx) }
 
-// seed stores the first watermark: everything in the changelog now (its
-// rows were all written after install), or, when it is empty, the id
-// before its next AUTO_INCREMENT value, so a changelog emptied by prune
-// does not wait out a hole from id 1. A restart keeps its watermark.
+// seed stores the first watermark on first start: zero. Every changelog
+// row was written after install, so the capture reads them all; "min"
+// would be wrong, since a transaction still open may hold an id below the
+// smallest visible one. If the changelog's ids do not start at 1 (pruned
+// before this state file existed, or a re-created changelog), the missing
+// range is one hole, released after MaxCommitDelay. A restart keeps its
+// watermark.
 func (c *Capture) seed(ctx context.Context) error {
 	c.seedOnce.Lock()
 	defer c.seedOnce.Unlock()
 	if c.seeded {
 		return nil
 	}
-	mode := relayintake.SeedMin
-	var n, maxID int64
-	if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogBounds"]).Scan(&n, &maxID); err != nil {
-		return fmt.Errorf("capture: seed: read changelog: %w", err)
-	}
-	if n == 0 {
-		var next int64
-		if err := c.cfg.DB.QueryRowContext(ctx, stmts["ChangelogNextID"]).Scan(&next); err != nil {
-			return fmt.Errorf("capture: seed: read changelog AUTO_INCREMENT: %w", err)
-		}
-		mode = strconv.FormatInt(max(next-1, 0), 10)
-	}
-	w, err := c.intake.Seed(ctx, mode)
+	_, err := c.intake.Seed(ctx, relayintake.SeedZero)
 	switch {
 	case errors.Is(err, relaytype.ErrSeedRefused): // seeded before: carry on
 	case err != nil:
 		return fmt.Errorf("capture: seed: %w", err)
-	default:
-		c.cfg.Logger.InfoContext(ctx, "capture: watermark seeded", "watermark", w)
 	}
 	c.seeded = true
 	return nil
@@ -262,21 +294,39 @@ func (c *Capture) Step(ctx context.Context) (int, error) {
 	return res.Enqueued + processed + sent, nil
 }
 
-// Prune deletes changelog rows at or below the intake's watermark — their
-// content is in the local store — except rows at permanent-hole ids not
-// ingested yet (a late row the intake's late check must still find), at
-// most PruneBatch rows a statement until none is left. It returns how many
-// it deleted. ctx governs every call.
+// Prune is PruneChangelog on this capture's database, store and queue.
 func (c *Capture) Prune(ctx context.Context) (int64, error) {
-	st, err := c.intake.Stats(ctx)
+	return PruneChangelog(ctx, c.cfg.DB, c.cfg.Store, PruneOpts{Queue: c.cfg.Queue, Batch: c.cfg.PruneBatch})
+}
+
+// PruneOpts are PruneChangelog's options.
+type PruneOpts struct {
+	// Queue is the capture's queue. Default QueueDefault.
+	Queue string
+	// Batch is the most rows one statement deletes. Default
+	// PruneBatchDefault.
+	Batch int
+}
+
+// PruneChangelog deletes changelog rows at or below the capture's watermark
+// in store — their content is in the local store already, the engine's
+// inbox — except rows at permanent-hole ids not ingested yet (a late row
+// the intake's late check must still find), at most Batch rows a statement
+// until none is left. It returns how many it deleted. It is safe while the
+// capture runs. ctx governs every call.
+func PruneChangelog(ctx context.Context, db *sql.DB, store relaydriver.Driver, o PruneOpts) (int64, error) {
+	o.Queue = cmp.Or(o.Queue, QueueDefault)
+	o.Batch = cmp.Or(o.Batch, PruneBatchDefault)
+	ex := store.GetExecutor()
+	cur, err := ex.CursorGet(ctx, o.Queue)
+	if errors.Is(err, relaytype.ErrNotFound) {
+		return 0, nil // not seeded: nothing read yet
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("capture: prune: watermark: %w", err)
 	}
-	if st.Cursor == nil {
-		return 0, nil
-	}
-	w := st.Cursor.Watermark
-	holes, err := c.cfg.Store.GetExecutor().HoleList(ctx, c.cfg.Queue)
+	w := cur.Watermark
+	holes, err := ex.HoleList(ctx, o.Queue)
 	if err != nil {
 		return 0, fmt.Errorf("capture: prune: holes: %w", err)
 	}
@@ -293,21 +343,21 @@ func (c *Capture) Prune(ctx context.Context) (int64, error) {
 	}
 	keepSQL := ""
 	if len(keep) > 0 {
-		keepSQL = "AND id NOT IN (" + strings.Join(slices.Compact(keep), ",") + ")"
+		keepSQL = "AND id NOT IN (" + strings.Join(keep, ",") + ")"
 	}
-	q, err := render("ChangelogPrune", map[string]string{"Keep": keepSQL, "Limit": strconv.Itoa(c.cfg.PruneBatch)})
+	q, err := render("ChangelogPrune", map[string]string{"Keep": keepSQL, "Limit": strconv.Itoa(o.Batch)})
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for {
-		r, err := c.cfg.DB.ExecContext(ctx, q, w)
+		r, err := db.ExecContext(ctx, q, w)
 		if err != nil {
 			return total, fmt.Errorf("capture: prune: %w", err)
 		}
 		n, _ := r.RowsAffected()
 		total += n
-		if n < int64(c.cfg.PruneBatch) {
+		if n < int64(o.Batch) {
 			return total, nil
 		}
 	}

@@ -12,38 +12,62 @@ CREATE TABLE IF NOT EXISTS _sync_changelog (
     id          BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
     db_name     VARCHAR(64) NOT NULL,
     table_name  VARCHAR(64) NOT NULL,
+    schema_id   BIGINT      NOT NULL,
     op          CHAR(1)     NOT NULL,
     key_json    LONGTEXT    NOT NULL,
     before_json LONGTEXT    NULL,
     after_json  LONGTEXT    NULL,
     changed_at  DATETIME(6) NOT NULL,
-    payload     LONGTEXT AS (JSON_OBJECT('db', db_name, 'table', table_name, 'op', op, 'key', key_json,
+    payload     LONGTEXT AS (JSON_OBJECT('db', db_name, 'table', table_name, 'schema_id', schema_id,
+        'op', op, 'key', key_json,
         'before', before_json, 'after', after_json,
         'changed_at', DATE_FORMAT(changed_at, '%Y-%m-%d %H:%i:%s.%f'))) VIRTUAL
 ) ENGINE=InnoDB;
 
+-- name: SchemaCreate
+-- The schema history: every column set install generated triggers for
+-- (information_schema, as JSON), never changed or deleted while the
+-- changelog exists. Each trigger writes its schema id into the changelog
+-- row, so the producer types every row by the schema its trigger was made
+-- for, across ALTER TABLE and re-install.
+CREATE TABLE IF NOT EXISTS _sync_capture_schema (
+    id           BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    db_name      VARCHAR(64) NOT NULL,
+    table_name   VARCHAR(64) NOT NULL,
+    columns_json LONGTEXT    NOT NULL,
+    key_json     LONGTEXT    NOT NULL,
+    installed_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB;
+
+-- name: SchemaInsert
+INSERT INTO _sync_capture_schema (db_name, table_name, columns_json, key_json, installed_at) VALUES (?, ?, ?, ?, ?);
+
+-- name: SchemaGet
+SELECT db_name, table_name, columns_json, key_json FROM _sync_capture_schema WHERE id = ?;
+
 -- name: TableMetaCreate
--- What install captured per table: the node id baked into its triggers and
--- the columns (information_schema, as JSON) the triggers write, so the
--- producer types a changelog row by the schema its trigger was made for.
+-- The tables installed now: the node id baked into their triggers and the
+-- schema they write.
 CREATE TABLE IF NOT EXISTS _sync_capture_table (
     db_name      VARCHAR(64) NOT NULL,
     table_name   VARCHAR(64) NOT NULL,
     node_id      VARCHAR(64) NOT NULL,
-    columns_json LONGTEXT    NOT NULL,
-    key_json     LONGTEXT    NOT NULL,
+    schema_id    BIGINT      NOT NULL,
     installed_at DATETIME(6) NOT NULL,
     PRIMARY KEY (db_name, table_name)
 ) ENGINE=InnoDB;
 
 -- name: TableMetaUpsert
-INSERT INTO _sync_capture_table (db_name, table_name, node_id, columns_json, key_json, installed_at)
-VALUES (?, ?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), columns_json = VALUES(columns_json),
-    key_json = VALUES(key_json), installed_at = VALUES(installed_at);
+INSERT INTO _sync_capture_table (db_name, table_name, node_id, schema_id, installed_at)
+VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE node_id = VALUES(node_id), schema_id = VALUES(schema_id), installed_at = VALUES(installed_at);
 
--- name: TableMetaGet
-SELECT columns_json, key_json FROM _sync_capture_table WHERE db_name = ? AND table_name = ?;
+-- name: CurrentSchema
+-- The schema the table's triggers write now, if installed: reused by a
+-- re-install when the columns did not change.
+SELECT s.id, s.columns_json, s.key_json FROM _sync_capture_table t
+JOIN _sync_capture_schema s ON s.id = t.schema_id
+WHERE t.db_name = ? AND t.table_name = ?;
 
 -- name: TableMetaList
 SELECT table_name FROM _sync_capture_table WHERE db_name = ? ORDER BY table_name;
@@ -75,14 +99,7 @@ WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?;
 DROP TRIGGER IF EXISTS {{.Name}};
 
 -- name: ChangelogDrop
-DROP TABLE IF EXISTS _sync_changelog, _sync_capture_table;
-
--- name: ChangelogBounds
-SELECT COUNT(*), COALESCE(MAX(id), 0) FROM _sync_changelog;
-
--- name: ChangelogNextID
-SELECT COALESCE(AUTO_INCREMENT, 1) FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_sync_changelog';
+DROP TABLE IF EXISTS _sync_changelog, _sync_capture_table, _sync_capture_schema;
 
 -- name: ChangelogPrune
 -- Rows at or below the watermark are in the local store already; hole ids
@@ -116,8 +133,8 @@ END;
 
 -- name: TriggerAfterInsert
 CREATE OR REPLACE TRIGGER {{.Name}} AFTER INSERT ON {{.Table}} FOR EACH ROW
-INSERT INTO _sync_changelog (db_name, table_name, op, key_json, before_json, after_json, changed_at)
-VALUES ({{.DB}}, {{.TableLit}}, 'c', {{.NewKey}}, NULL, {{.NewRow}}, UTC_TIMESTAMP(6));
+INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, before_json, after_json, changed_at)
+VALUES ({{.DB}}, {{.TableLit}}, {{.SchemaID}}, 'c', {{.NewKey}}, NULL, {{.NewRow}}, UTC_TIMESTAMP(6));
 
 -- name: TriggerAfterUpdate
 -- One row even when the primary key changed (key_json is the new key); the
@@ -125,12 +142,12 @@ VALUES ({{.DB}}, {{.TableLit}}, 'c', {{.NewKey}}, NULL, {{.NewRow}}, UTC_TIMESTA
 CREATE OR REPLACE TRIGGER {{.Name}} AFTER UPDATE ON {{.Table}} FOR EACH ROW
 BEGIN
     IF NOT ({{.Unchanged}}) THEN
-        INSERT INTO _sync_changelog (db_name, table_name, op, key_json, before_json, after_json, changed_at)
-        VALUES ({{.DB}}, {{.TableLit}}, 'u', {{.NewKey}}, {{.OldRow}}, {{.NewRow}}, UTC_TIMESTAMP(6));
+        INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, before_json, after_json, changed_at)
+        VALUES ({{.DB}}, {{.TableLit}}, {{.SchemaID}}, 'u', {{.NewKey}}, {{.OldRow}}, {{.NewRow}}, UTC_TIMESTAMP(6));
     END IF;
 END;
 
 -- name: TriggerAfterDelete
 CREATE OR REPLACE TRIGGER {{.Name}} AFTER DELETE ON {{.Table}} FOR EACH ROW
-INSERT INTO _sync_changelog (db_name, table_name, op, key_json, before_json, after_json, changed_at)
-VALUES ({{.DB}}, {{.TableLit}}, 'd', {{.OldKey}}, {{.OldRow}}, NULL, UTC_TIMESTAMP(6));
+INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, before_json, after_json, changed_at)
+VALUES ({{.DB}}, {{.TableLit}}, {{.SchemaID}}, 'd', {{.OldKey}}, {{.OldRow}}, NULL, UTC_TIMESTAMP(6));

@@ -1,10 +1,14 @@
 package capture_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
@@ -140,8 +144,13 @@ func TestCaptureEndToEnd(t *testing.T) {
 	require.Equal(t, cdc.SnapshotFalse, src.Snapshot)
 	require.Positive(t, src.Pos)
 	require.Less(t, src.Pos, r1[1].ev.Source.Pos)
-	require.False(t, src.Timestamp.IsZero())
-	require.Equal(t, b.clock.Now().Truncate(time.Millisecond).Year(), r1[0].ev.ProcessedAt.Year())
+	var changedAt string
+	require.NoError(t, b.db.QueryRowContext(b.ctx, "SELECT DATE_FORMAT(changed_at, '%Y-%m-%d %H:%i:%s.%f') "+
+		"FROM _sync_changelog WHERE id = ?", src.Pos).Scan(&changedAt))
+	want, err := time.Parse("2006-01-02 15:04:05.000000", changedAt)
+	require.NoError(t, err)
+	require.Equal(t, want, src.Timestamp, "the change time, to the microsecond (source.ts_ns)")
+	require.Equal(t, t0, r1[0].ev.ProcessedAt, "processed on the capture's clock, before any advance")
 
 	// Row (2,1): all NULLs, then its key changed to (3,1): delete with the
 	// new key, tombstone, create with the old key — then (3,1) deleted.
@@ -199,10 +208,11 @@ func TestUnconvertibleRowIsDead(t *testing.T) {
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'a')")
 	// A row of a table that was never installed, and one whose image lacks
 	// columns (a table altered without re-running install).
-	b.exec("INSERT INTO _sync_changelog (db_name, table_name, op, key_json, after_json, changed_at) " +
-		"VALUES (DATABASE(), 'other', 'c', '{}', '{\"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
-	b.exec("INSERT INTO _sync_changelog (db_name, table_name, op, key_json, after_json, changed_at) " +
-		"VALUES (DATABASE(), 'voyage', 'c', '{}', '{\"id\": 7, \"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
+	b.exec("INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, after_json, changed_at) " +
+		"VALUES (DATABASE(), 'other', 999, 'c', '{}', '{\"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6))")
+	b.exec("INSERT INTO _sync_changelog (db_name, table_name, schema_id, op, key_json, after_json, changed_at) " +
+		"SELECT DATABASE(), 'voyage', schema_id, 'c', '{}', '{\"id\": 7, \"secret\": \"s3cr3t\"}', UTC_TIMESTAMP(6) " +
+		"FROM _sync_capture_table WHERE table_name = 'voyage'")
 	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'b')")
 	b.drain()
 
@@ -217,6 +227,35 @@ func TestUnconvertibleRowIsDead(t *testing.T) {
 		require.NotContains(t, m.LastError, "s3cr3t")
 		require.Contains(t, m.LastError, "capture:")
 	}
+}
+
+// TestAlterAndReinstall: rows written before an ALTER TABLE are typed by
+// the schema their trigger was made for, rows after the re-install by the
+// new one — even when both are still queued when the capture reads them.
+func TestAlterAndReinstall(t *testing.T) {
+	b := setup(t)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'before')")
+	b.exec("ALTER TABLE voyage ADD COLUMN draft DECIMAL(5,2) NULL AFTER vessel")
+	b.exec("INSERT INTO voyage (id, leg, vessel, draft) VALUES (2, 1, 'between', 9.5)") // old triggers
+	_, err := capture.Install(b.ctx, b.db, capture.InstallConfig{NodeID: node, Tables: []string{"voyage"}})
+	require.NoError(t, err)
+	b.exec("INSERT INTO voyage (id, leg, vessel, draft) VALUES (3, 1, 'after', 10.25)")
+	again, err := capture.Install(b.ctx, b.db, capture.InstallConfig{NodeID: node, Tables: []string{"voyage"}})
+	require.NoError(t, err)
+	b.drain()
+
+	byKey := b.read()
+	_, has := cols(byKey["id=1/leg=1"][0].ev.After)["draft"]
+	require.False(t, has, "written by the first triggers")
+	_, has = cols(byKey["id=2/leg=1"][0].ev.After)["draft"]
+	require.False(t, has, "the old triggers do not know the new column until install runs again")
+	require.Equal(t, "10.25", cols(byKey["id=3/leg=1"][0].ev.After)["draft"].GetDecimalValue())
+	require.Zero(t, b.messageStates()[relaytype.StateDead])
+
+	var schemas int
+	require.NoError(t, b.db.QueryRowContext(b.ctx, "SELECT COUNT(*) FROM _sync_capture_schema").Scan(&schemas))
+	require.Equal(t, 2, schemas, "an unchanged re-install reuses its schema")
+	require.Equal(t, int64(2), again[0].SchemaID)
 }
 
 // TestReinstallIsIdempotent: install twice, then uninstall: triggers gone,
@@ -243,4 +282,104 @@ func TestReinstallIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	err = b.db.QueryRowContext(b.ctx, "SELECT COUNT(*) FROM _sync_changelog").Scan(&n)
 	require.Error(t, err)
+}
+
+// TestLateCommitKeepsOrder: a business transaction that took a smaller
+// changelog id commits after later ones; the intake's watermark waits for
+// it (within the max commit delay), so records come out in changelog-id
+// order and nothing past the hole is produced early.
+func TestLateCommitKeepsOrder(t *testing.T) {
+	b := setup(t)
+	held := b.hold("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'first')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'second')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'third')")
+
+	for range 3 {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+	}
+	require.Zero(t, b.messageStates()[relaytype.StateSucceeded], "nothing past the open transaction's id")
+	b.clock.Advance(30 * time.Second) // within the one-minute max commit delay
+	require.NoError(t, held.Commit())
+	b.drain()
+
+	byKey := b.read()
+	var pos []int64
+	for _, k := range []string{"id=1/leg=1", "id=2/leg=1", "id=3/leg=1"} {
+		require.Len(t, byKey[k], 1, k)
+		pos = append(pos, byKey[k][0].ev.Source.Pos)
+	}
+	require.Equal(t, []int64{1, 2, 3}, pos)
+	st, err := b.cap.Intake().Stats(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.PermanentHoles)
+}
+
+// TestRestartAndPruneKeepsLateRow: a capture restarted on its state file
+// carries on from its watermark (every change once); prune never deletes
+// a row at a permanent-hole id, so a late row stays for the late check.
+func TestRestartAndPruneKeepsLateRow(t *testing.T) {
+	b := setup(t)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'a')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'b')")
+	_, err := b.cap.Step(b.ctx) // enqueued, processed, sent
+	require.NoError(t, err)
+
+	// A transaction holds id 3 past the max commit delay.
+	held := b.hold("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'late')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (4, 1, 'd')")
+	_, err = b.cap.Intake().RunOnce(b.ctx) // sees the hole at 3
+	require.NoError(t, err)
+
+	b.cap = b.newCapture() // restart on the same state
+	b.clock.Advance(2 * time.Minute)
+	b.drain() // releases 3 as a permanent hole, delivers 4
+	require.NoError(t, held.Commit())
+
+	byKey := b.read()
+	for _, k := range []string{"id=1/leg=1", "id=2/leg=1", "id=4/leg=1"} {
+		require.Equal(t, []string{"c"}, ops(byKey[k]), k)
+	}
+	require.Empty(t, byKey["id=3/leg=1"], "the late row waits for an operator (relay admin late-ingest)")
+
+	n, err := b.cap.Prune(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	var left []int64
+	rows, err := b.db.QueryContext(b.ctx, "SELECT id FROM _sync_changelog")
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		left = append(left, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{3}, left, "the late row at the hole id is kept")
+}
+
+// TestKafkaOutageIsRetried: Kafka refusing records for longer than the
+// engine's default attempt limit does not give a change up: every record
+// arrives, in order, once Kafka takes them again.
+func TestKafkaOutageIsRetried(t *testing.T) {
+	b := setup(t)
+	b.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: 15})
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'v0')")
+	for i := 1; i <= 3; i++ {
+		b.exec("UPDATE voyage SET vessel = ? WHERE id = 1", "v"+strconv.Itoa(i))
+	}
+	b.drain()
+	var recs []record
+	for range 100 {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+		if b.recordCount() == 4 {
+			recs = b.read()["id=1/leg=1"]
+			break
+		}
+		b.clock.Advance(time.Minute) // the dispatcher's backoff
+	}
+	require.Equal(t, []string{"c", "u", "u", "u"}, ops(recs))
+	for i, r := range recs {
+		require.Equal(t, "v"+strconv.Itoa(i), cols(r.ev.After)["vessel"].GetStringValue())
+	}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,3 +141,55 @@ func TestDebeziumValue(t *testing.T) {
 		require.NotContains(t, err.Error(), tc.raw, "%s: no value in the error", tc.what)
 	}
 }
+
+// ExampleSchemaFor shows the schema field of a DECIMAL(12,4) column.
+func ExampleSchemaFor() {
+	f, _ := capture.SchemaFor(capture.Column{Name: "fuel", DataType: "decimal", ColumnType: "decimal(12,4)",
+		Nullable: true, Precision: 12, Scale: 4})
+	b, _ := json.Marshal(f)
+	fmt.Println(string(b))
+	// Output:
+	// {"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"connect.decimal.precision":"12","scale":"4"},"field":"fuel"}
+}
+
+// FuzzDebeziumValue: any trigger JSON value for any mapped column type
+// converts or fails with an error that never quotes the input; it never
+// panics.
+func FuzzDebeziumValue(f *testing.F) {
+	types := []capture.Column{
+		{DataType: "int"}, {DataType: "bigint", ColumnType: "bigint(20) unsigned"}, {DataType: "float"},
+		{DataType: "double"}, {DataType: "decimal", Precision: 12, Scale: 4}, {DataType: "bit", Precision: 1},
+		{DataType: "bit", Precision: 10}, {DataType: "varchar"}, {DataType: "longtext", JSON: true},
+		{DataType: "blob"}, {DataType: "date"}, {DataType: "datetime", DatetimePrecision: 6},
+		{DataType: "timestamp", DatetimePrecision: 3}, {DataType: "time", DatetimePrecision: 6}, {DataType: "year"},
+	}
+	for i, seed := range []string{`1`, `-1.5`, `"-1234.5678"`, `"AAEC\nAw=="`, `"2026-12-01"`,
+		`"2026-12-01 07:02:13.123456"`, `"1796107262.500"`, `"-838:59:59.000000"`, `{"a":1}`, `null`, `"x"`} {
+		f.Add(uint8(i), seed, i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, raw string, nullable bool) {
+		col := types[int(typ)%len(types)]
+		col.Name, col.Nullable = "c", nullable
+		_, err := capture.DebeziumValue(col, json.RawMessage(raw))
+		if err == nil {
+			return
+		}
+		// Every error is a fixed phrase about a named column: nothing of
+		// the input can be in it.
+		msg := err.Error()
+		if rest, ok := strings.CutPrefix(msg, "column c ("+col.DataType+"): "); ok {
+			msg = rest
+		} else if rest, ok := strings.CutPrefix(msg, "column c: "); ok {
+			msg = rest
+		}
+		if !slices.Contains(valueProblems, msg) {
+			t.Fatalf("unexpected error text %q", err)
+		}
+	})
+}
+
+// valueProblems are the fixed phrases of DebeziumValue's errors.
+var valueProblems = []string{"not a JSON number", "not an integer in range", "not a float in range",
+	"not a bit value", "not JSON", "not a JSON string", "not base64", "not a decimal",
+	"more fractional digits than the scale", "not a date", "not a datetime", "not an epoch time", "not a time",
+	"NULL in a NOT NULL column"}

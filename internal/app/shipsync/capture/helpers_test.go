@@ -70,7 +70,7 @@ func scratchDB(tb testing.TB, server string) (*sql.DB, string) {
 // bundle is one test's pipeline: a scratch business database, the SQLite
 // state, an in-process Kafka and the capture, on a fake clock.
 type bundle struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	db      *sql.DB
 	dbName  string
@@ -90,7 +90,7 @@ const voyageDDL = `CREATE TABLE voyage (
 	` + apply.SyncColumns + `,
 	PRIMARY KEY (id, leg)) ENGINE=InnoDB`
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	b := &bundle{t: t, ctx: context.Background(), clock: relayclock.NewFake(t0)}
 	b.db, b.dbName = scratchDB(t, mariaServer())
@@ -106,14 +106,21 @@ func setup(t *testing.T) *bundle {
 	b.cluster, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, b.topic()))
 	require.NoError(t, err)
 	t.Cleanup(b.cluster.Close)
-	sink, err := relaykafka.New(relaykafka.Config{Brokers: b.cluster.ListenAddrs(), ProduceTimeout: 10 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
-
-	b.cap, err = capture.New(capture.Config{DB: b.db, Store: b.store, Sink: sink, Logical: logical,
-		MaxCommitDelay: time.Minute, Clock: b.clock})
-	require.NoError(t, err)
+	b.cap = b.newCapture()
 	return b
+}
+
+// newCapture builds a capture on the bundle's database, state and Kafka,
+// with a sink of its own: calling it again is a restart.
+func (b *bundle) newCapture() *capture.Capture {
+	b.t.Helper()
+	sink, err := relaykafka.New(relaykafka.Config{Brokers: b.cluster.ListenAddrs(), ProduceTimeout: 10 * time.Second})
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	c, err := capture.New(capture.Config{DB: b.db, Store: b.store, Sink: sink, Logical: logical,
+		MaxCommitDelay: time.Minute, Clock: b.clock})
+	require.NoError(b.t, err)
+	return c
 }
 
 func (b *bundle) topic() string { return "sync.cdc." + logical + "." + b.dbName + ".voyage" }
@@ -147,6 +154,31 @@ func (b *bundle) drain() {
 		b.clock.Advance(30 * time.Second) // ages a hole; makes backoffs due
 	}
 	b.t.Fatal("capture did not catch up")
+}
+
+// hold runs q in a transaction on its own connection and leaves it open:
+// the changelog id its trigger took stays invisible until the caller
+// commits (the visibility hole). Cleanup rolls it back if still open.
+func (b *bundle) hold(q string) *sql.Tx {
+	b.t.Helper()
+	conn, err := b.db.Conn(b.ctx)
+	require.NoError(b.t, err)
+	held, err := conn.BeginTx(b.ctx, nil)
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = held.Rollback(); _ = conn.Close() })
+	_, err = held.ExecContext(b.ctx, q)
+	require.NoError(b.t, err)
+	return held
+}
+
+// recordCount counts the records on the topic now.
+func (b *bundle) recordCount() int {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	recs, err := kafkaread.All(ctx, b.cluster.ListenAddrs(), b.topic())
+	require.NoError(b.t, err)
+	return len(recs)
 }
 
 // record is one Kafka record decoded.

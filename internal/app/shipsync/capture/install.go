@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -25,10 +26,9 @@ import (
 //go:embed capture.sql
 var captureSQL string
 
-var stmts = sqlfile.MustParse("capture/capture.sql", captureSQL, "ChangelogCreate", "TableMetaCreate",
-	"TableMetaUpsert", "TableMetaGet", "TableMetaList", "TableMetaDelete", "CurrentDatabase", "Columns",
-	"PrimaryKey", "JSONChecks", "TriggerDrop", "ChangelogDrop", "ChangelogBounds", "ChangelogNextID",
-	"ChangelogPrune", "TriggerBeforeInsert", "TriggerBeforeUpdate", "TriggerAfterInsert",
+var stmts = sqlfile.MustParse("capture/capture.sql", captureSQL, "ChangelogCreate", "SchemaCreate", "SchemaInsert",
+	"SchemaGet", "TableMetaCreate", "TableMetaUpsert", "CurrentSchema", "TableMetaList", "TableMetaDelete", "CurrentDatabase", "Columns",
+	"PrimaryKey", "JSONChecks", "TriggerDrop", "ChangelogDrop", "ChangelogPrune", "TriggerBeforeInsert", "TriggerBeforeUpdate", "TriggerAfterInsert",
 	"TriggerAfterUpdate", "TriggerAfterDelete")
 
 // templates are the statements of capture.sql that install.go fills in.
@@ -100,6 +100,9 @@ type Table struct {
 	Columns []Column
 	// Key names the primary-key columns in key order.
 	Key []string
+	// SchemaID is the schema history row the triggers write into each
+	// changelog row (set by Install).
+	SchemaID int64
 }
 
 // column returns the column named n.
@@ -120,21 +123,23 @@ type InstallConfig struct {
 	// Tables are the tables of the connection's database to capture.
 	// Required.
 	Tables []string
-	// Clock stamps _sync_capture_table.installed_at. Default
+	// Clock stamps installed_at of the metadata rows. Default
 	// relayclock.System{}.
 	Clock relaytype.Clock
 }
 
 // Install prepares the business database db (its default database) for
-// capture: the changelog and the per-table metadata table, and for each
-// table five triggers (see docs/shipsync/capture.md). It checks every table
+// capture: the changelog, the schema history and the installed-table list,
+// and for each table five triggers (see docs/shipsync/capture.md); the
+// triggers write the schema id of the columns they were generated from into
+// every changelog row. It checks every table
 // before it changes anything: each must exist, have a primary key, carry
 // the platform columns of apply.SyncColumns with their types, and use only
 // column types SchemaFor maps; a refusal is a *TableError naming table and
 // column. Re-running it is safe: the tables are created if absent and the
 // triggers replaced (CREATE OR REPLACE, one statement each), so a re-run
-// after an ALTER TABLE regenerates them from the new columns. ctx governs
-// every statement.
+// after an ALTER TABLE regenerates them from the new columns under a new
+// schema id (unchanged columns keep theirs). ctx governs every statement.
 func Install(ctx context.Context, db *sql.DB, cfg InstallConfig) ([]*Table, error) {
 	if !nodeRE.MatchString(cfg.NodeID) {
 		return nil, errors.New("capture: InstallConfig.NodeID must be 1-64 of [A-Za-z0-9._:-]")
@@ -157,23 +162,47 @@ func Install(ctx context.Context, db *sql.DB, cfg InstallConfig) ([]*Table, erro
 		}
 		tables = append(tables, t)
 	}
-	for _, q := range []string{"ChangelogCreate", "TableMetaCreate"} {
+	for _, q := range []string{"ChangelogCreate", "SchemaCreate", "TableMetaCreate"} {
 		if _, err := db.ExecContext(ctx, stmts[q]); err != nil {
 			return nil, fmt.Errorf("capture: install %s: %w", q, err)
 		}
 	}
+	now := cfg.Clock.Now().UTC().Format("2006-01-02 15:04:05.000000")
 	for _, t := range tables {
+		if t.SchemaID, err = recordSchema(ctx, db, t, now); err != nil {
+			return nil, err
+		}
 		if err := installTriggers(ctx, db, t, cfg.NodeID); err != nil {
 			return nil, err
 		}
-		cols, _ := json.Marshal(t.Columns)
-		key, _ := json.Marshal(t.Key)
-		if _, err := db.ExecContext(ctx, stmts["TableMetaUpsert"], t.DB, t.Name, cfg.NodeID, string(cols), string(key),
-			cfg.Clock.Now().UTC().Format("2006-01-02 15:04:05.000000")); err != nil {
+		if _, err := db.ExecContext(ctx, stmts["TableMetaUpsert"], t.DB, t.Name, cfg.NodeID, t.SchemaID, now); err != nil {
 			return nil, fmt.Errorf("capture: install %s: record metadata: %w", t.Name, err)
 		}
 	}
 	return tables, nil
+}
+
+// recordSchema returns the schema id of t's columns: the installed one
+// when they did not change, else a new row of the schema history.
+func recordSchema(ctx context.Context, db *sql.DB, t *Table, now string) (int64, error) {
+	cols, _ := json.Marshal(t.Columns)
+	key, _ := json.Marshal(t.Key)
+	var (
+		id             int64
+		oldCols, oldKy string
+	)
+	err := db.QueryRowContext(ctx, stmts["CurrentSchema"], t.DB, t.Name).Scan(&id, &oldCols, &oldKy)
+	switch {
+	case err == nil && oldCols == string(cols) && oldKy == string(key):
+		return id, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("capture: install %s: read installed schema: %w", t.Name, err)
+	}
+	r, err := db.ExecContext(ctx, stmts["SchemaInsert"], t.DB, t.Name, string(cols), string(key), now)
+	if err != nil {
+		return 0, fmt.Errorf("capture: install %s: record schema: %w", t.Name, err)
+	}
+	return r.LastInsertId()
 }
 
 func currentDatabase(ctx context.Context, db *sql.DB) (string, error) {
@@ -306,6 +335,7 @@ func installTriggers(ctx context.Context, db *sql.DB, t *Table, node string) err
 		"Unchanged": strings.Join(unchanged, " AND "),
 		"NewRow":    jsonObject(t, all, "NEW"), "OldRow": jsonObject(t, all, "OLD"),
 		"NewKey": jsonObject(t, t.Key, "NEW"), "OldKey": jsonObject(t, t.Key, "OLD"),
+		"SchemaID": strconv.FormatInt(t.SchemaID, 10),
 	}
 	for _, k := range triggerKinds {
 		data["Name"] = quoteIdent(triggerName(k.kind, t.Name))
@@ -324,7 +354,7 @@ func installTriggers(ctx context.Context, db *sql.DB, t *Table, node string) err
 type UninstallConfig struct {
 	// Tables whose triggers to drop; empty means every installed table.
 	Tables []string
-	// DropChangelog also drops _sync_changelog and _sync_capture_table
+	// DropChangelog also drops _sync_changelog and the metadata tables
 	// (only with every table uninstalled): changes not yet read are lost.
 	DropChangelog bool
 }
@@ -377,19 +407,18 @@ func isNoSuchTable(err error) bool {
 	return errors.As(err, &me) && me.Number == 1146
 }
 
-// loadTable reads what install recorded for db.table.
-func loadTable(ctx context.Context, db *sql.DB, schema, name string) (*Table, error) {
+// loadSchema reads a schema of the history.
+func loadSchema(ctx context.Context, db *sql.DB, id int64) (*Table, error) {
 	var cols, key string
-	err := db.QueryRowContext(ctx, stmts["TableMetaGet"], schema, name).Scan(&cols, &key)
-	if err != nil {
+	t := &Table{SchemaID: id}
+	if err := db.QueryRowContext(ctx, stmts["SchemaGet"], id).Scan(&t.DB, &t.Name, &cols, &key); err != nil {
 		return nil, err
 	}
-	t := &Table{DB: schema, Name: name}
 	if err := json.Unmarshal([]byte(cols), &t.Columns); err != nil {
-		return nil, fmt.Errorf("capture: metadata of %s.%s: columns: %w", bound(schema), bound(name), err)
+		return nil, fmt.Errorf("capture: schema %d: columns: %w", id, err)
 	}
 	if err := json.Unmarshal([]byte(key), &t.Key); err != nil {
-		return nil, fmt.Errorf("capture: metadata of %s.%s: key: %w", bound(schema), bound(name), err)
+		return nil, fmt.Errorf("capture: schema %d: key: %w", id, err)
 	}
 	return t, nil
 }

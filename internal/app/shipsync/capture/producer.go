@@ -38,6 +38,7 @@ func permanent(format string, args ...any) error {
 type change struct {
 	DB        string          `json:"db"`
 	Table     string          `json:"table"`
+	SchemaID  int64           `json:"schema_id"`
 	Op        string          `json:"op"`
 	Before    json.RawMessage `json:"before"`
 	After     json.RawMessage `json:"after"`
@@ -46,9 +47,9 @@ type change struct {
 
 // codec is the envelope maker of one table: its metadata and schemas.
 type codec struct {
-	t           *Table
-	keySchema   Field
-	valueSchema Field
+	t *Table
+	// keySchema and valueSchema are the schemas, marshalled once.
+	keySchema, valueSchema json.RawMessage
 }
 
 func newCodec(logical string, t *Table) (*codec, error) {
@@ -72,7 +73,7 @@ func newCodec(logical string, t *Table) (*codec, error) {
 		f.Optional = false
 		keys = append(keys, f)
 	}
-	c.keySchema = Field{Type: "struct", Name: prefix + ".Key", Fields: keys}
+	keySchema := Field{Type: "struct", Name: prefix + ".Key", Fields: keys}
 	row := func(field string) Field {
 		return Field{Type: "struct", Optional: true, Name: prefix + ".Value", Fields: cols, Field: field}
 	}
@@ -82,13 +83,21 @@ func newCodec(logical string, t *Table) (*codec, error) {
 		str("version", false), str("connector", false), str("name", false), i64("ts_ms", false),
 		{Type: "string", Optional: true, Name: cdc.SemanticEnum, Version: 1,
 			Parameters: map[string]string{"allowed": "true,last,false,incremental"}, Default: "false", Field: "snapshot"},
-		str("db", false), str("sequence", true), str("table", true), i64("server_id", false), str("gtid", true),
+		str("db", false), str("sequence", true), i64("ts_us", true), i64("ts_ns", true), str("table", true), i64("server_id", false), str("gtid", true),
 		str("file", false), i64("pos", false), {Type: "int32", Field: "row"}, i64("thread", true), str("query", true),
 	}}
 	txn := Field{Type: "struct", Optional: true, Name: "event.block", Version: 1, Field: "transaction", Fields: []Field{
 		str("id", false), i64("total_order", false), i64("data_collection_order", false)}}
-	c.valueSchema = Field{Type: "struct", Name: prefix + ".Envelope", Version: 1, Fields: []Field{
-		row("before"), row("after"), source, str("op", false), i64("ts_ms", true), txn}}
+	valueSchema := Field{Type: "struct", Name: prefix + ".Envelope", Version: 1, Fields: []Field{
+		row("before"), row("after"), source, str("op", false), i64("ts_ms", true), i64("ts_us", true),
+		i64("ts_ns", true), txn}}
+	var err error
+	if c.keySchema, err = json.Marshal(keySchema); err != nil {
+		return nil, permanent("table %s.%s: key schema does not encode", bound(t.DB), bound(t.Name))
+	}
+	if c.valueSchema, err = json.Marshal(valueSchema); err != nil {
+		return nil, permanent("table %s.%s: value schema does not encode", bound(t.DB), bound(t.Name))
+	}
 	return c, nil
 }
 
@@ -126,6 +135,8 @@ type sourcePayload struct {
 	Snapshot  string  `json:"snapshot"`
 	DB        string  `json:"db"`
 	Sequence  *string `json:"sequence"`
+	TsUs      int64   `json:"ts_us"`
+	TsNs      int64   `json:"ts_ns"`
 	Table     string  `json:"table"`
 	ServerID  int64   `json:"server_id"`
 	GTID      *string `json:"gtid"`
@@ -142,12 +153,14 @@ type valuePayload struct {
 	Source      sourcePayload `json:"source"`
 	Op          string        `json:"op"`
 	TsMs        int64         `json:"ts_ms"`
+	TsUs        int64         `json:"ts_us"`
+	TsNs        int64         `json:"ts_ns"`
 	Transaction *struct{}     `json:"transaction"`
 }
 
 type envelope struct {
-	Schema  Field `json:"schema"`
-	Payload any   `json:"payload"`
+	Schema  json.RawMessage `json:"schema"`
+	Payload any             `json:"payload"`
 }
 
 // image converts a trigger row image (JSON text, or a JSON object) into the
@@ -164,14 +177,16 @@ func (c *codec) image(raw json.RawMessage, which string) (*orderedRow, error) {
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, permanent("%s image: not a JSON object", which)
 	}
+	drift := permanent("table %s.%s %s image: columns differ from schema %d", bound(c.t.DB), bound(c.t.Name),
+		which, c.t.SchemaID)
 	if len(m) != len(c.t.Columns) {
-		return nil, errSchemaDrift
+		return nil, drift
 	}
 	r := &orderedRow{}
 	for _, col := range c.t.Columns {
 		v, ok := m[col.Name]
 		if !ok {
-			return nil, errSchemaDrift
+			return nil, drift
 		}
 		dv, err := debeziumValue(col, v)
 		if err != nil {
@@ -182,10 +197,6 @@ func (c *codec) image(raw json.RawMessage, which string) (*orderedRow, error) {
 	}
 	return r, nil
 }
-
-// errSchemaDrift: a row's columns are not the installed ones (the table was
-// altered, or reinstalled, since the row was written).
-var errSchemaDrift = errors.New("changelog row columns differ from the installed table")
 
 // key is the key envelope (JSON) of a row.
 func (c *codec) key(r *orderedRow) ([]byte, error) {
@@ -211,29 +222,30 @@ type producer struct {
 	clock   relaytype.Clock
 
 	mu     sync.Mutex
-	codecs map[string]*codec
+	codecs map[int64]*codec
 }
 
-func (p *producer) codec(ctx context.Context, db, table string, reload bool) (*codec, error) {
-	k := db + "." + table
+// codec returns the envelope maker of schema id, read once from the
+// schema history (a schema never changes).
+func (p *producer) codec(ctx context.Context, id int64, db, table string) (*codec, error) {
 	p.mu.Lock()
-	c := p.codecs[k]
+	c := p.codecs[id]
 	p.mu.Unlock()
-	if c != nil && !reload {
+	if c != nil {
 		return c, nil
 	}
-	t, err := loadTable(ctx, p.db, db, table)
+	t, err := loadSchema(ctx, p.db, id)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, permanent("table %s.%s is not installed", bound(db), bound(table))
+		return nil, permanent("schema %d of %s.%s is not in the schema history", id, bound(db), bound(table))
 	case err != nil:
-		return nil, fmt.Errorf("capture: load metadata of %s.%s: %w", bound(db), bound(table), err)
+		return nil, fmt.Errorf("capture: load schema %d: %w", id, err)
 	}
 	if c, err = newCodec(p.logical, t); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.codecs[k] = c
+	p.codecs[id] = c
 	p.mu.Unlock()
 	return c, nil
 }
@@ -267,22 +279,14 @@ func (p *producer) events(ctx context.Context, id int64, payload []byte) ([]*rel
 	if err != nil {
 		return nil, permanent("changelog %d: bad changed_at", id)
 	}
-	c, err := p.codec(ctx, ch.DB, ch.Table, false)
+	c, err := p.codec(ctx, ch.SchemaID, ch.DB, ch.Table)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := p.convert(c, id, &ch, changed)
-	if errors.Is(err, errSchemaDrift) {
-		// The metadata may be newer than the cache: read it once more.
-		if c, err = p.codec(ctx, ch.DB, ch.Table, true); err != nil {
-			return nil, err
-		}
-		if evs, err = p.convert(c, id, &ch, changed); errors.Is(err, errSchemaDrift) {
-			return nil, permanent("changelog %d of %s.%s: %v (re-run install after ALTER TABLE)", id,
-				bound(ch.DB), bound(ch.Table), err)
-		}
+	if c.t.DB != ch.DB || c.t.Name != ch.Table {
+		return nil, permanent("changelog %d: schema %d is of another table", id, ch.SchemaID)
 	}
-	return evs, err
+	return p.convert(c, id, &ch, changed)
 }
 
 func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([]*relay.OutboxEvent, error) {
@@ -317,14 +321,14 @@ func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([
 	}
 	topic := p.topic + "." + ch.DB + "." + ch.Table
 	src := sourcePayload{Version: ConnectorVersion, Connector: "mysql", Name: p.logical, TsMs: changed.UnixMilli(),
-		Snapshot: "false", DB: ch.DB, Table: ch.Table, File: SourceFile, Pos: id}
-	now := p.clock.Now().UnixMilli()
+		Snapshot: "false", DB: ch.DB, TsUs: changed.UnixMicro(), TsNs: changed.UnixMicro() * 1000, Table: ch.Table, File: SourceFile, Pos: id}
+	now := p.clock.Now()
 	n := 0
 	event := func(op string, b, a *orderedRow, key []byte, headers map[string]string) (*relay.OutboxEvent, error) {
 		v, err := json.Marshal(envelope{Schema: c.valueSchema, Payload: valuePayload{Before: b, After: a, Source: src,
-			Op: op, TsMs: now}})
+			Op: op, TsMs: now.UnixMilli(), TsUs: now.UnixMicro(), TsNs: now.UnixNano()}})
 		if err != nil {
-			return nil, permanent("changelog %d: encode: %v", id, err)
+			return nil, permanent("changelog %d: encode failed", id)
 		}
 		n++
 		return &relay.OutboxEvent{ID: p.eventID(id, n), Target: p.target, Topic: topic, Key: string(key),
@@ -338,12 +342,12 @@ func (p *producer) convert(c *codec, id int64, ch *change, changed time.Time) ([
 	var oldKey, newKey []byte
 	if before != nil {
 		if oldKey, err = c.key(before); err != nil {
-			return nil, permanent("changelog %d: key: %v", id, err)
+			return nil, permanent("changelog %d: key encode failed", id)
 		}
 	}
 	if after != nil {
 		if newKey, err = c.key(after); err != nil {
-			return nil, permanent("changelog %d: key: %v", id, err)
+			return nil, permanent("changelog %d: key encode failed", id)
 		}
 	}
 	var out []*relay.OutboxEvent
