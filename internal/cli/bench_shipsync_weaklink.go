@@ -27,7 +27,7 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 	fs.Float64Var(&o.CutProbability, "cut", 0.02, "probability that a connection is cut in the middle of its traffic")
 	fs.DurationVar(&o.Outage, "outage", 15*time.Second, "one outage of the link once 40 % of the backlog has its receipts (negative: none)")
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of the BULK topic")
-	fs.IntVar(&o.Uploads, "uploads", 4, "the client's batches in flight")
+	fs.IntVar(&o.Uploads, "uploads", 6, "the client's batches in flight")
 	fs.DurationVar(&o.Timeout, "timeout", time.Hour, "give up when the drain takes longer")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the backlog and the cuts")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", testdb.PGURLDefault), "PostgreSQL server of the shore (a scratch schema)")

@@ -49,8 +49,9 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"{\"db.table\": {\"column\": {\"Type\": \"int64\", \"Name\": \"\", \"Scale\": 0, \"Required\": true}}} (docs/shipsync/cdc.md)")
 	backoffCap := fs.Duration("backoff-cap", client.BackoffCapDefault, "longest wait between retries of a failed request "+
 		"(full jitter from 1 s, doubling)")
-	uploads := fs.Int("uploads", 2, "batches in flight at once, each of another partition: more keep a link with a long "+
-		"round trip busy")
+	uploads := fs.Int("uploads", 2, "batches in flight at once: more keep a link with a long round trip busy (the shore's "+
+		"--node-concurrency must allow them, plus two for receipts and heartbeats)")
+	laneInFlight := fs.Int("partition-in-flight", 2, "batches of one partition in flight at once")
 	memProfile := fs.String("memprofile", "", "write a heap profile to this file whenever the heap in use reaches a new "+
 		"peak (checked every 2 s)")
 	memLimit := fs.Int64("memory-limit", 80<<20, "soft limit of the Go heap in bytes (the runtime collects harder near "+
@@ -118,7 +119,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
 		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
-			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap}, Uploads: *uploads,
+			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap}, Uploads: *uploads, LaneInFlight: *laneInFlight,
 			Monotonic: func() time.Duration { return time.Since(started) }})
 	if err != nil {
 		return err

@@ -82,6 +82,10 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Version is the client software version reported in heartbeats.
 	Version string
+	// LaneInFlight is how many batches of one partition may be in flight
+	// at once (default 2): on a long round trip one partition's backlog
+	// needs more than one to keep the link busy.
+	LaneInFlight int
 	// MaxHeldBytes bounds the events read and not yet received by the
 	// shore, by their encoded size: reading pauses at it and resumes below
 	// half (default 4 MiB: ≈ 12,000 narrow events, a minute of a 128 KiB/s
@@ -155,6 +159,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Uploads <= 0 {
 		cfg.Uploads = 2
+	}
+	if cfg.LaneInFlight <= 0 {
+		cfg.LaneInFlight = 2
 	}
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = MaxHeldBytesDefault
@@ -543,13 +550,13 @@ func classOf(priority int) flow.Class {
 	}
 }
 
-// eligible says whether lane may be served at now: no batch of it in
-// flight, its head not waiting for a retry, and — for BULK — inside the
+// eligible says whether lane may be served at now: fewer than
+// LaneInFlight batches of it in flight, its head not waiting for a retry, and — for BULK — inside the
 // transfer window with a trusted clock. The caller holds c.mu (the
 // scheduler calls it from Next).
 func (c *Client) eligible(lane string, class flow.Class, now time.Time) bool {
 	p := c.lanes[lane]
-	if p == nil || p.inFlight || now.Before(p.notBefore) {
+	if p == nil || p.inFlight >= c.cfg.LaneInFlight || now.Before(p.notBefore) {
 		return false
 	}
 	if class == flow.Bulk && c.cfg.BulkWindow != nil && (!c.cfg.BulkWindow.Open(now) || !c.trusted()) {
@@ -598,7 +605,7 @@ func (c *Client) upload(ctx context.Context) error {
 				}
 			}
 			if len(batch) > 0 {
-				p.inFlight = true
+				p.inFlight++
 			}
 		}
 		waiting := c.sched.Len()
@@ -622,7 +629,7 @@ func (c *Client) upload(ctx context.Context) error {
 		}
 		again, err := c.send(ctx, batch)
 		c.mu.Lock()
-		p.inFlight = false
+		p.inFlight--
 		if err != nil {
 			unsent(batch)
 			again = batch

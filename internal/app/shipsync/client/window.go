@@ -45,10 +45,12 @@ type partition struct {
 	open    int // pending slots not terminal
 	paused  bool
 	dirty   bool // wm changed since last saved
-	// inFlight: a batch of the partition is being uploaded (one at a time,
+	// inFlight: batches of the partition being uploaded (at most
+	// Config.LaneInFlight at once; the shore holds a batch that overtook
+	// an earlier one until the earlier one arrives),
 	// so a stream's batches reach the shore in order); notBefore: the head
 	// of its queue waits for a retry.
-	inFlight  bool
+	inFlight  int
 	notBefore time.Time
 	// held is the raw size of this partition's payloads in memory;
 	// heldPaused: reading it is paused because the client holds too much.

@@ -63,7 +63,7 @@ type Options struct {
 	CutProbability float64
 	Outage         time.Duration
 	// Partitions of the BULK topic (default 4); Uploads in flight (default
-	// 4).
+	// 6, any number of them of one partition).
 	Partitions, Uploads int
 	// Timeout bounds the drain (default 1 h).
 	Timeout time.Duration
@@ -95,7 +95,7 @@ func (o *Options) defaults() error {
 		o.Outage = 15 * time.Second
 	}
 	o.Partitions = cmpPos(o.Partitions, 4)
-	o.Uploads = cmpPos(o.Uploads, 4)
+	o.Uploads = cmpPos(o.Uploads, 6)
 	if o.Timeout <= 0 {
 		o.Timeout = time.Hour
 	}
@@ -266,7 +266,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--logical", logical, "--rules", files.rules, "--types", files.types, "--state", filepath.Join(o.Dir, "client.db"),
 		"--url", "https://127.0.0.1:"+port, "--ca", filepath.Join(o.Dir, "pki", "ca.crt"),
 		"--cert", filepath.Join(o.Dir, "pki", cf), "--key", filepath.Join(o.Dir, "pki", kf),
-		"--uploads", strconv.Itoa(o.Uploads), "--backoff-cap", "5s", "--progress-every", "10s", "--log-level", "warn",
+		"--uploads", strconv.Itoa(o.Uploads), "--partition-in-flight", strconv.Itoa(o.Uploads), "--backoff-cap", "5s", "--progress-every", "10s", "--log-level", "warn",
 		"--memprofile", filepath.Join(o.Dir, "client.heap"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
