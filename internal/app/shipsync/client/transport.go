@@ -44,7 +44,9 @@ func NewTransport(base string, tc *tls.Config, timeout time.Duration) (*Transpor
 	if timeout <= 0 {
 		timeout = TransportTimeoutDefault
 	}
-	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second,
+	// Every upload in flight keeps its connection between batches: a new
+	// one costs a TLS handshake with both certificates on the weak link.
+	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 30 * time.Second, ResponseHeaderTimeout: timeout}
 	codec, err := wire.NewCodec(wire.Config{})
 	if err != nil {

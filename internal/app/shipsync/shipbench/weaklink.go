@@ -1,6 +1,7 @@
 package shipbench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
@@ -115,9 +117,10 @@ func cmpPos(v, def int) int {
 // Result is what one run measured.
 type Result struct {
 	Events, Critical int
-	// Build is how long writing the backlog into the topic took; Drain
-	// from the client's start to the last receipt.
-	Build, Drain time.Duration
+	// Build is how long writing the backlog into the topic took; Received
+	// from the client's start until the shore had received every event
+	// (the client's answer: RECEIVED); Drain until the last receipt.
+	Build, Received, Drain time.Duration
 	// Upload is the span during which the link carried uploads (first to
 	// last byte up), Outage the time the link was down within it.
 	Upload, Outage time.Duration
@@ -160,8 +163,10 @@ func (r *Result) BytesPerEvent() float64 {
 func (r *Result) Write(w io.Writer) {
 	fmt.Fprintf(w, "backlog:      %d BULK changes of narrow rows (+ %d CRITICAL), written to the topic in %s\n",
 		r.Events, r.Critical, r.Build.Round(time.Millisecond))
-	fmt.Fprintf(w, "drain:        %s (uploads for %s, of which the link was down %s)\n", r.Drain.Round(time.Second),
-		r.Upload.Round(time.Second), r.Outage.Round(time.Second))
+	fmt.Fprintf(w, "received:     every event by the shore after %s: %.0f events/s from the topic to an acknowledged upload\n",
+		r.Received.Round(time.Second), float64(r.Events+r.Critical)/max(r.Received.Seconds(), 1e-3))
+	fmt.Fprintf(w, "drain:        %s to the last receipt (uploads for %s, of which the link was down %s)\n",
+		r.Drain.Round(time.Second), r.Upload.Round(time.Second), r.Outage.Round(time.Second))
 	fmt.Fprintf(w, "link used:    %.1f %% of %d B/s while up (%d B up, %d B down; %d connections, %d cut)\n",
 		100*r.Utilisation(), r.Rate, r.BytesUp, r.BytesDown, r.Connections, r.Cuts)
 	fmt.Fprintf(w, "on the wire:  %.1f B per event up (events %.1f B each before compression)\n", r.BytesPerEvent(),
@@ -192,10 +197,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer target.Close()
-	for _, q := range []string{
-		"CREATE TABLE tank (id BIGINT PRIMARY KEY, level INT NOT NULL, note VARCHAR(16) NULL, " + apply.SyncColumns + ")",
-		"CREATE TABLE alarm (id BIGINT PRIMARY KEY, code VARCHAR(16) NOT NULL, " + apply.SyncColumns + ")",
-	} {
+	for _, q := range ShoreTables {
 		if _, err := target.DB().ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("shipbench: shore table: %w", err)
 		}
@@ -205,16 +207,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// Room for every upload in flight plus the receipt pulls and the
 		// heartbeats.
 		Limits: shore.Limits{NodeConcurrency: o.Uploads + 2},
-		Rules: []shipdemo.ShoreRule{
-			{ID: "tank", Table: "tank", Columns: []string{"id", "level", "note"}},
-			{ID: "alarm", Table: "alarm", Columns: []string{"id", "code"}}}})
+		Rules:  ShoreRules})
 	if err != nil {
 		return nil, err
 	}
 	defer sh.Close()
 
-	bulkTopic := "sync.cdc." + logical + "." + shipDB + ".tank"
-	critTopic := "sync.cdc." + logical + "." + shipDB + ".alarm"
+	bulkTopic, critTopic := BulkTopic, CritTopic
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), bulkTopic),
 		kfake.SeedTopics(1, critTopic))
 	if err != nil {
@@ -310,6 +309,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				firstUp = now
 			}
 			lastUp, lastBytes = now, st.BytesUp
+		}
+		if res.Received == 0 {
+			var inbox int64
+			if err := sh.PG.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1",
+				node).Scan(&inbox); err != nil {
+				return nil, fmt.Errorf("shipbench: count received: %w", err)
+			}
+			if inbox >= total {
+				res.Received = time.Since(began)
+			}
 		}
 		if err := sh.PG.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt WHERE origin_node_id = $1",
 			node).Scan(&receipts); err != nil {
@@ -424,15 +433,27 @@ func peakRSS(pid int) int64 {
 
 type clientFiles struct{ rules, types string }
 
-// writeClientFiles writes the client's rules (tank BULK, alarm CRITICAL)
-// and the column types of the schema-less envelopes.
-func writeClientFiles(dir string) (clientFiles, error) {
-	rules := map[string]any{"rules": []map[string]any{
+// rulesFile is the client's rules: tank BULK, alarm CRITICAL.
+func rulesFile() map[string]any {
+	return map[string]any{"rules": []map[string]any{
 		{"id": "tank", "version": 1, "direction": "UPLINK", "database": shipDB, "table": "tank",
 			"key_columns": []string{"id"}, "priority": "BULK"},
 		{"id": "alarm", "version": 1, "direction": "UPLINK", "database": shipDB, "table": "alarm",
 			"key_columns": []string{"id"}, "priority": "CRITICAL"},
 	}}
+}
+
+// Rules returns the client's rules of the benchmark's tables.
+func Rules() (*normalize.RuleSet, error) {
+	data, err := json.Marshal(rulesFile())
+	if err != nil {
+		return nil, err
+	}
+	return normalize.LoadRules(bytes.NewReader(data))
+}
+
+// Types returns the column types of the benchmark's schema-less envelopes.
+func Types() cdc.TypeMap {
 	sync := map[string]cdc.ColumnType{
 		"_sync_revision":   {Type: "string", Required: true},
 		"_sync_origin":     {Type: "string", Required: true},
@@ -445,9 +466,13 @@ func writeClientFiles(dir string) (clientFiles, error) {
 	for k, v := range sync {
 		tank[k], alarm[k] = v, v
 	}
-	types := cdc.TypeMap{shipDB + ".tank": tank, shipDB + ".alarm": alarm}
+	return cdc.TypeMap{shipDB + ".tank": tank, shipDB + ".alarm": alarm}
+}
+
+// writeClientFiles writes Rules and Types as the client's files.
+func writeClientFiles(dir string) (clientFiles, error) {
 	f := clientFiles{rules: filepath.Join(dir, "rules.json"), types: filepath.Join(dir, "types.json")}
-	for path, v := range map[string]any{f.rules: rules, f.types: types} {
+	for path, v := range map[string]any{f.rules: rulesFile(), f.types: Types()} {
 		data, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return f, err
@@ -457,6 +482,32 @@ func writeClientFiles(dir string) (clientFiles, error) {
 		}
 	}
 	return f, nil
+}
+
+// Names of the benchmark's node, capture, database and topics.
+const (
+	Node      = node
+	Logical   = logical
+	BulkTopic = "sync.cdc." + logical + "." + shipDB + ".tank"
+	CritTopic = "sync.cdc." + logical + "." + shipDB + ".alarm"
+)
+
+// ShoreTables are the shore database's tables, as CREATE TABLE statements.
+var ShoreTables = []string{
+	"CREATE TABLE tank (id BIGINT PRIMARY KEY, level INT NOT NULL, note VARCHAR(16) NULL, " + apply.SyncColumns + ")",
+	"CREATE TABLE alarm (id BIGINT PRIMARY KEY, code VARCHAR(16) NOT NULL, " + apply.SyncColumns + ")",
+}
+
+// ShoreRules are the shore's rules of the benchmark's tables.
+var ShoreRules = []shipdemo.ShoreRule{
+	{ID: "tank", Table: "tank", Columns: []string{"id", "level", "note"}},
+	{ID: "alarm", Table: "alarm", Columns: []string{"id", "code"}},
+}
+
+// WriteBacklog writes events BULK change envelopes of rows narrow rows
+// (one insert each, then updates of random ones) to BulkTopic.
+func WriteBacklog(ctx context.Context, brokers []string, rows, events int, seed uint64) error {
+	return newGenerator(seed).produce(ctx, brokers, BulkTopic, rows, events, io.Discard)
 }
 
 // generator writes Debezium MySQL-connector envelopes (schemas disabled)
