@@ -309,8 +309,7 @@ func (c *Client) consume(ctx context.Context) error {
 type ingested struct {
 	tp  TP
 	off int64
-	s   *slot    // nil: nothing to track
-	ne  newEvent // when s is new
+	s   *slot // nil: nothing to track
 	new bool
 }
 

@@ -23,7 +23,6 @@ type slot struct {
 	ev       *pb.ChangeEvent // nil once received
 	priority int
 	raw      int
-	due      time.Time // RETRY_WAIT: not before
 	attempts int
 
 	ruleID      string
@@ -66,8 +65,7 @@ type tracker struct {
 	// held is the raw size of the payloads kept in memory (slots not yet
 	// received by the shore).
 	held  int64
-	order []TP // partitions in first-seen order, for round robin
-	rr    int
+	order []TP // partitions in first-seen order
 }
 
 func newTracker() *tracker {

@@ -81,14 +81,6 @@ func TestRestartResumesAtSavedCheckpoint(t *testing.T) {
 	}
 }
 
-func ids(ss []*slot) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = s.id
-	}
-	return out
-}
-
 func TestHeldBytesCountPayloadsUntilReceived(t *testing.T) {
 	tr := newTracker()
 	a, b := TP{"a", 0}, TP{"b", 0}
