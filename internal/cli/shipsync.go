@@ -11,6 +11,8 @@ func shipsyncRoles() map[string]command {
 			"envelopes to a Kafka-API topic per table (install, uninstall, run, prune; docs/shipsync/capture.md)", runShipsyncCapture},
 		"pki": {"make the development PKI of mutual TLS: a CA (init), the shore's server certificate (server) and " +
 			"node certificates whose identity is the node id (node); never overwrites (docs/shipsync/shore.md)", runShipsyncPKI},
+		"blocked": {"list the ship client's blocked events from its state file: undecodable, refused by a rule, " +
+			"invalid or refused by the shore; each holds its partition's checkpoint until resolved", runShipsyncBlocked},
 		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +
 			"node's rules, keep the state in SQLite, upload batches to the shore over mutual TLS, pull receipts and " +
 			"commit the consumer group only up to the contiguous terminal checkpoint (docs/shipsync/client.md)", runShipsyncClient},

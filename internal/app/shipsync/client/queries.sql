@@ -64,3 +64,7 @@ WHERE CAST(excluded.value AS INTEGER) > CAST(client_meta.value AS INTEGER);
 
 -- name: EventList
 SELECT event_id, rule_id, topic, part, off, state, coalesce(result, ''), raw_bytes FROM event_state ORDER BY topic, part, off;
+
+-- name: BlockedList
+SELECT event_id, topic, part, off, rule_id, coalesce(reason, ''), updated_at
+FROM event_state WHERE state = 'BLOCKED' ORDER BY topic, part, off LIMIT ?;

@@ -33,7 +33,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList")
+	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList", "BlockedList")
 
 // MigrationLine returns the client's migration line (SQLite).
 func MigrationLine() relaymigrate.Line {
@@ -414,6 +414,37 @@ func (s *Store) Events(ctx context.Context) ([]EventRow, error) {
 			return nil, fmt.Errorf("client: list events: %w", err)
 		}
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Blocked is one blocked event: where it was read, its rule and why.
+type Blocked struct {
+	ID        string
+	TP        TP
+	Offset    int64
+	RuleID    string
+	Reason    string
+	UpdatedAt time.Time
+}
+
+// Blocked lists up to limit blocked events in position order: each holds
+// its partition's terminal checkpoint until it is resolved.
+func (s *Store) Blocked(ctx context.Context, limit int) ([]Blocked, error) {
+	rows, err := s.db.QueryContext(ctx, stmts["BlockedList"], limit)
+	if err != nil {
+		return nil, fmt.Errorf("client: list blocked: %w", err)
+	}
+	defer rows.Close()
+	var out []Blocked
+	for rows.Next() {
+		var b Blocked
+		var at int64
+		if err := rows.Scan(&b.ID, &b.TP.Topic, &b.TP.Partition, &b.Offset, &b.RuleID, &b.Reason, &at); err != nil {
+			return nil, fmt.Errorf("client: list blocked: %w", err)
+		}
+		b.UpdatedAt = time.UnixMicro(at).UTC()
+		out = append(out, b)
 	}
 	return out, rows.Err()
 }
