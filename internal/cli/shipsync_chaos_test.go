@@ -40,4 +40,21 @@ func TestShipsyncChaosFlags(t *testing.T) {
 		_, err := run(t, append([]string{"shipsync", "chaos", "--binary", "relay-not-started"}, args...)...)
 		require.Error(t, err, "%v", args)
 	}
+	for _, args := range [][]string{
+		{"--changes", "5"},
+		{"--kills", "-1"},
+		{"--shore-kills", "-1"},
+		{"--cuts", "-1"},
+		{"--writers", "0"},
+		{"--fault-probability", "2"},
+		{"--records", "10"}, // the shore side's
+		{"extra"},
+	} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--side", "ship", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
+	for _, args := range [][]string{{"--side", "bridge"}, {"--side"}, {"--side=ship", "--changes=1"}} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
 }

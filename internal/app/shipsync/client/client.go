@@ -111,8 +111,12 @@ type Client struct {
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
-	bucket   *flow.TokenBucket
-	guard    *flow.TrustedClock
+	// toCommit: the saved terminal checkpoints the group is to be
+	// committed to; committed: what the group acknowledged to this process
+	// (see commitOffsets).
+	toCommit, committed map[TP]int64
+	bucket              *flow.TokenBucket
+	guard               *flow.TrustedClock
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -152,7 +156,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1),
-		lanes: map[string]*partition{}}
+		lanes: map[string]*partition{}, toCommit: map[TP]int64{}, committed: map[TP]int64{}}
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
 		EligibleFunc: c.eligible})
@@ -199,6 +203,11 @@ func (c *Client) Run(ctx context.Context) error {
 		return err
 	}
 	c.saved = saved
+	c.mu.Lock()
+	for tp, w := range saved {
+		c.toCommit[tp] = w.TerminalNext
+	}
+	c.mu.Unlock()
 	if v, err := c.cfg.Store.meta(ctx, metaBatchSequence); err != nil {
 		return err
 	} else if v != "" {
@@ -759,6 +768,7 @@ func (c *Client) receipts(ctx context.Context) error {
 				break
 			}
 		}
+		c.commitOffsets(ctx)
 	}
 	return nil
 }
@@ -800,29 +810,62 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 		return err
 	}
 	c.terminal.Add(int64(n))
+	c.mu.Lock()
+	for _, w := range marks {
+		c.toCommit[w.TP] = max(c.toCommit[w.TP], w.TerminalNext)
+	}
+	c.mu.Unlock()
 	if resume != nil {
 		c.kc.ResumeFetchPartitions(resume)
 	}
-	if len(marks) > 0 {
-		faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
-		offs := map[string]map[int32]kgo.EpochOffset{}
-		for _, w := range marks {
-			if offs[w.Topic] == nil {
-				offs[w.Topic] = map[int32]kgo.EpochOffset{}
-			}
-			offs[w.Topic][w.Partition] = kgo.EpochOffset{Epoch: -1, Offset: w.TerminalNext}
-		}
-		// The group's offset is a hint for where reading resumes; the saved
-		// checkpoint is the truth, so a failed commit only costs re-reading.
-		c.kc.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
-			if err != nil && ctx.Err() == nil {
-				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
-				return
-			}
-			c.commits.Add(1)
-		})
-	}
+	c.commitOffsets(ctx)
 	return nil
+}
+
+// commitOffsets commits the consumer group to every saved terminal
+// checkpoint (those loaded at start and those saved since) that the group
+// has not acknowledged to this process. The commit follows the saved
+// checkpoint, so a life that died between the two, or a commit that
+// failed, left the group behind: without a new receipt on that partition
+// it would stay behind for ever. The group's offset is a hint for where
+// reading resumes; the saved checkpoint is the truth, so a failed commit
+// only costs re-reading (and is made again after the next pull).
+func (c *Client) commitOffsets(ctx context.Context) {
+	c.mu.Lock()
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for tp, next := range c.toCommit {
+		if done, ok := c.committed[tp]; ok && done >= next {
+			continue
+		}
+		if offs[tp.Topic] == nil {
+			offs[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
+	}
+	c.mu.Unlock()
+	if len(offs) == 0 {
+		return
+	}
+	faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
+	c.kc.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
+			}
+			return
+		}
+		c.mu.Lock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 {
+					tp := TP{Topic: t.Topic, Partition: p.Partition}
+					c.committed[tp] = max(c.committed[tp], offs[t.Topic][p.Partition].Offset)
+				}
+			}
+		}
+		c.mu.Unlock()
+		c.commits.Add(1)
+	})
 }
 
 func resultName(r pb.EventResult) string {
