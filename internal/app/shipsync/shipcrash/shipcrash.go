@@ -425,7 +425,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			res.Problems = append(res.Problems, fmt.Sprintf("not quiet within %s: %s", o.Timeout, why))
+			res.Problems = append(res.Problems, fmt.Sprintf("not quiet within %s: %s; the client's last output:\n%s",
+				o.Timeout, why, cl.Tail(2000)))
 			break
 		}
 		if time.Since(said) >= 2*time.Second {
