@@ -171,9 +171,9 @@ func runShipChaos(ctx context.Context, env *Env, args []string) error {
 	var o shipcrash.Options
 	fs.IntVar(&o.Changes, "changes", 3000, "row changes of the workload on the ship database (inserts, updates, deletes)")
 	fs.IntVar(&o.Writers, "writers", 1, "connections writing the ship database at once")
-	fs.IntVar(&o.Kills, "kills", 16, "SIGKILLs of the client; every other life is armed at one of its fault points in turn")
-	fs.IntVar(&o.ShoreKills, "shore-kills", 3, "SIGKILLs (and restarts) of the shore")
-	fs.IntVar(&o.Cuts, "cuts", 3, "outages of the link between client and shore, 0.5–2 s each")
+	fs.IntVar(&o.Kills, "kills", shipcrash.KillsDefault, "SIGKILLs of the client; every other life is armed at one of its fault points in turn")
+	fs.IntVar(&o.ShoreKills, "shore-kills", shipcrash.ShoreKillsDefault, "SIGKILLs (and restarts) of the shore")
+	fs.IntVar(&o.Cuts, "cuts", shipcrash.CutsDefault, "outages of the link between client and shore, 0.5–2 s each")
 	fs.Float64Var(&o.FaultProbability, "fault-probability", shipcrash.FaultProbabilityDefault,
 		"chance that passing the armed fault point kills an armed life")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the workload and the plan")

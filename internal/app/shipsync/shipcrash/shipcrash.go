@@ -1,6 +1,7 @@
 package shipcrash
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -36,8 +37,14 @@ import (
 var Points = []string{faultpoint.ShipsyncClientAfterRead, faultpoint.ShipsyncClientAfterUpload,
 	faultpoint.ShipsyncClientAfterReceipts, faultpoint.ShipsyncClientBeforeOffsetCommit}
 
-// FaultProbabilityDefault is Options.FaultProbability's default.
-const FaultProbabilityDefault = 0.2
+// Defaults of the plan (the CLI's; Options takes 0 as none).
+const (
+	KillsDefault      = 16
+	ShoreKillsDefault = 3
+	CutsDefault       = 3
+	// FaultProbabilityDefault is Options.FaultProbability's default.
+	FaultProbabilityDefault = 0.3
+)
 
 // group is the client's consumer group (the client's default for the
 // demo's node).
@@ -62,11 +69,13 @@ type Options struct {
 	// transaction burns changelog ids that the capture waits out one by
 	// one — its own behaviour, not what this harness is about).
 	Changes, Writers int
-	// Kills is how many times the client is killed with SIGKILL (default
-	// 16); every other life is armed with one of the fault points, each in
-	// turn, at FaultProbability (default FaultProbabilityDefault). ShoreKills (default 3) and Cuts
-	// (default 3, each 0.5–2 s) are the shore's restarts and the link's
-	// outages, mixed into the same plan, one step every 300–900 ms.
+	// Kills is how many times the client is killed with SIGKILL (0: never;
+	// the CLI's default KillsDefault); every other life is armed with one
+	// of the fault points, each in turn, at FaultProbability (default
+	// FaultProbabilityDefault). ShoreKills and Cuts (each 0.5–2 s) are the
+	// shore's restarts and the link's outages (0: none; the CLI's defaults
+	// ShoreKillsDefault, CutsDefault), mixed into the same plan, one step
+	// every 300–900 ms.
 	Kills, ShoreKills, Cuts int
 	FaultProbability        float64
 	// Seed fixes the workload and the plan.
@@ -78,21 +87,14 @@ type Options struct {
 	// Keep leaves the MariaDB databases in place (their names are printed).
 	Keep bool
 
-	// noChaos, in tests, runs without kills and cuts (0 means the default).
-	noChaos bool
 	// tamper, in tests, changes the stores before the reconciliation, to
 	// show that it finds what is wrong.
 	tamper func(ctx context.Context, ship, shore *sql.DB, pg *relaypgx.Driver) error
 }
 
 func (o Options) withDefaults() Options {
-	o.Changes = cmpOr(o.Changes, 3000)
-	o.Writers = cmpOr(o.Writers, 1)
-	if !o.noChaos {
-		o.Kills = cmpOr(o.Kills, 16)
-		o.ShoreKills = cmpOr(o.ShoreKills, 3)
-		o.Cuts = cmpOr(o.Cuts, 3)
-	}
+	o.Changes = cmp.Or(o.Changes, 3000)
+	o.Writers = cmp.Or(o.Writers, 1)
 	if o.FaultProbability == 0 {
 		o.FaultProbability = FaultProbabilityDefault
 	}
@@ -103,13 +105,6 @@ func (o Options) withDefaults() Options {
 		o.Out = io.Discard
 	}
 	return o
-}
-
-func cmpOr(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
 }
 
 func (o Options) validate() error {

@@ -23,7 +23,7 @@ func TestShipClientCrash(t *testing.T) {
 	var out bytes.Buffer
 	res, err := Run(t.Context(), Options{Binary: testbin.Relay(t), PostgresURL: testdb.PGSchema(t),
 		MariaDB: mariaServer(t), Dir: t.TempDir(), Changes: 1500, Kills: 10, ShoreKills: 2, Cuts: 2,
-		FaultProbability: 0.1, Seed: 7, Out: &out})
+		FaultProbability: 0.5, Seed: 7, Out: &out})
 	require.NoError(t, err, out.String())
 	res.Write(&out)
 	t.Log("\n" + out.String())
@@ -48,7 +48,7 @@ func TestReconcileFindsDamage(t *testing.T) {
 	run := func(tamper func(ctx context.Context, ship, shore *sql.DB, pg *relaypgx.Driver) error) *Result {
 		var out bytes.Buffer
 		res, err := Run(t.Context(), Options{Binary: bin, PostgresURL: testdb.PGSchema(t), MariaDB: mariaServer(t),
-			Dir: t.TempDir(), Changes: 200, Seed: 3, noChaos: true, tamper: tamper, Out: &out})
+			Dir: t.TempDir(), Changes: 200, Seed: 3, tamper: tamper, Out: &out})
 		require.NoError(t, err, out.String())
 		res.Write(&out)
 		t.Log("\n" + out.String())
