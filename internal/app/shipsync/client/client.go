@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -854,16 +855,22 @@ func (c *Client) commitOffsets(ctx context.Context) {
 			}
 			return
 		}
+		var refused error
 		c.mu.Lock()
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
-				if p.ErrorCode == 0 {
-					tp := TP{Topic: t.Topic, Partition: p.Partition}
-					c.committed[tp] = max(c.committed[tp], offs[t.Topic][p.Partition].Offset)
+				tp := TP{Topic: t.Topic, Partition: p.Partition}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					refused = fmt.Errorf("%s: %w", tp, err)
+					continue
 				}
+				c.committed[tp] = max(c.committed[tp], offs[t.Topic][p.Partition].Offset)
 			}
 		}
 		c.mu.Unlock()
+		if refused != nil {
+			c.log.Warn("shipsync client: consumer group commit refused; retrying after the next pull", "err", refused)
+		}
 		c.commits.Add(1)
 	})
 }
