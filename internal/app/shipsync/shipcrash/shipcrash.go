@@ -93,17 +93,10 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Changes = cmp.Or(o.Changes, 3000)
-	o.Writers = cmp.Or(o.Writers, 1)
-	if o.FaultProbability == 0 {
-		o.FaultProbability = FaultProbabilityDefault
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Minute
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
+	o.Changes, o.Writers = cmp.Or(o.Changes, 3000), cmp.Or(o.Writers, 1)
+	o.FaultProbability = cmp.Or(o.FaultProbability, FaultProbabilityDefault)
+	o.Timeout = cmp.Or(o.Timeout, 2*time.Minute)
+	o.Out = cmp.Or(o.Out, io.Writer(io.Discard))
 	return o
 }
 
@@ -408,8 +401,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	cleanup = append(cleanup, func() { _ = state.Close() })
 	deadline := time.Now().Add(o.Timeout)
-	said := time.Now()
+	said, lives := time.Now(), cl.Stats().Lives
 	for {
+		if n := cl.Stats().Lives; n != lives { // a life died at a point and was restarted
+			lives, clientStarted = n, time.Now()
+		}
 		q, why, err := quiet(ctx, state, brokers, shipName, res.Writes)
 		if err != nil {
 			return nil, err
