@@ -823,6 +823,9 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 	return nil
 }
 
+// commitTimeout bounds one consumer group commit.
+const commitTimeout = 10 * time.Second
+
 // commitOffsets commits the consumer group to every saved terminal
 // checkpoint (those loaded at start and those saved since) that the group
 // has not acknowledged to this process. The commit follows the saved
@@ -848,7 +851,11 @@ func (c *Client) commitOffsets(ctx context.Context) {
 		return
 	}
 	faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
-	c.kc.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	// Bounded: the group serialises commits, so one that never got an
+	// answer would hold back every later one, silently.
+	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	c.kc.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
