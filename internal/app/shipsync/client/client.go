@@ -112,12 +112,11 @@ type Client struct {
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
-	// toCommit: the saved terminal checkpoints the group is to be
-	// committed to; committed: what the group acknowledged to this process
-	// (see commitOffsets).
-	toCommit, committed map[TP]int64
-	bucket              *flow.TokenBucket
-	guard               *flow.TrustedClock
+	// committed: what the group acknowledged to this process, per
+	// partition (see commitOffsets).
+	committed map[TP]int64
+	bucket    *flow.TokenBucket
+	guard     *flow.TrustedClock
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -157,7 +156,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1), pull: make(chan struct{}, 1),
-		lanes: map[string]*partition{}, toCommit: map[TP]int64{}, committed: map[TP]int64{}}
+		lanes: map[string]*partition{}, committed: map[TP]int64{}}
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
 		EligibleFunc: c.eligible})
@@ -204,11 +203,6 @@ func (c *Client) Run(ctx context.Context) error {
 		return err
 	}
 	c.saved = saved
-	c.mu.Lock()
-	for tp, w := range saved {
-		c.toCommit[tp] = w.TerminalNext
-	}
-	c.mu.Unlock()
 	if v, err := c.cfg.Store.meta(ctx, metaBatchSequence); err != nil {
 		return err
 	} else if v != "" {
@@ -811,11 +805,6 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 		return err
 	}
 	c.terminal.Add(int64(n))
-	c.mu.Lock()
-	for _, w := range marks {
-		c.toCommit[w.TP] = max(c.toCommit[w.TP], w.TerminalNext)
-	}
-	c.mu.Unlock()
 	if resume != nil {
 		c.kc.ResumeFetchPartitions(resume)
 	}
@@ -827,17 +816,26 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 const commitTimeout = 10 * time.Second
 
 // commitOffsets commits the consumer group to every saved terminal
-// checkpoint (those loaded at start and those saved since) that the group
-// has not acknowledged to this process. The commit follows the saved
+// checkpoint that the group has not acknowledged to this process. The commit follows the saved
 // checkpoint, so a life that died between the two, or a commit that
 // failed, left the group behind: without a new receipt on that partition
 // it would stay behind for ever. The group's offset is a hint for where
 // reading resumes; the saved checkpoint is the truth, so a failed commit
 // only costs re-reading (and is made again after the next pull).
 func (c *Client) commitOffsets(ctx context.Context) {
+	// The saved checkpoints, wherever they were saved (receipts, reads of
+	// records already terminal, uploads).
+	saved, err := c.cfg.Store.Watermarks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("shipsync client: read checkpoints to commit", "err", err)
+		}
+		return
+	}
 	c.mu.Lock()
 	offs := map[string]map[int32]kgo.EpochOffset{}
-	for tp, next := range c.toCommit {
+	for tp, w := range saved {
+		next := w.TerminalNext
 		if done, ok := c.committed[tp]; ok && done >= next {
 			continue
 		}

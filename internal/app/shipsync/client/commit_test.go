@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,13 +12,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/relayhq/relay/internal/kafkaread"
+	"github.com/relayhq/relay/relayclock"
 )
 
 // TestCommitsSavedCheckpoint: a terminal checkpoint saved by an earlier
 // life whose group commit never happened (killed at before-offset-commit,
 // or the commit failed) is committed by the next life without waiting for
 // a new receipt on that partition, and again until the group acknowledged
-// it; a checkpoint saved since is committed on the next call. Found by the ship-side crash harness (shipcrash): the group
+// it; a checkpoint saved since — by any path, receipts or not — is
+// committed on the next call. Found by the ship-side crash harness (shipcrash): the group
 // stayed behind the checkpoint for ever.
 func TestCommitsSavedCheckpoint(t *testing.T) {
 	t.Parallel()
@@ -40,8 +43,17 @@ func TestCommitsSavedCheckpoint(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-polled })
 
 	a0, a1 := TP{Topic: "t.a", Partition: 0}, TP{Topic: "t.a", Partition: 1}
-	c := &Client{log: slog.New(slog.DiscardHandler), kc: kc, tr: newTracker(),
-		toCommit: map[TP]int64{a0: 7, a1: 3}, committed: map[TP]int64{}}
+	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", relayclock.System{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	save := func(tp TP, next int64) {
+		require.NoError(t, st.saveMarks(ctx, []Watermark{{TP: tp, ReadNext: next, ReceivedNext: next,
+			TerminalNext: next, NextSeq: 1}}))
+	}
+	save(a0, 7) // saved by an earlier life, never committed
+	save(a1, 3)
+	c := &Client{cfg: Config{Store: st}, log: slog.New(slog.DiscardHandler), kc: kc, tr: newTracker(),
+		committed: map[TP]int64{}}
 	require.Eventually(t, func() bool {
 		c.commitOffsets(ctx)
 		got, err := kafkaread.Committed(ctx, brokers, "g")
@@ -57,10 +69,8 @@ func TestCommitsSavedCheckpoint(t *testing.T) {
 		return c.committed[a0] == 7 && c.committed[a1] == 3
 	}, 20*time.Second, 50*time.Millisecond)
 
-	// A checkpoint saved since is committed on the next call.
-	c.mu.Lock()
-	c.toCommit[a1] = 9
-	c.mu.Unlock()
+	// A checkpoint saved since, by any path, is committed on the next call.
+	save(a1, 9)
 	require.Eventually(t, func() bool {
 		c.commitOffsets(ctx)
 		got, err := kafkaread.Committed(ctx, brokers, "g")
