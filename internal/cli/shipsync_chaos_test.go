@@ -28,6 +28,24 @@ func TestShipsyncShoreCrash(t *testing.T) {
 	require.NotContains(t, got, "PROBLEM")
 }
 
+// TestShipsyncShipCrash runs the ship side's harness through the CLI, short:
+// the client killed at random and at its fault points, the shore killed,
+// the link cut; every check must pass.
+func TestShipsyncShipCrash(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Relay(t)
+	got, err := run(t, "shipsync", "chaos", "--side", "ship", "--binary", bin, "--changes", "400", "--kills", "4",
+		"--shore-kills", "1", "--cuts", "1", "--fault-probability", "0.5", "--seed", "5", "--postgres", testdb.PGURL())
+	t.Log("\n" + got)
+	require.NoError(t, err)
+	require.Contains(t, got, "plan: 4 client kills, 1 shore kills, 1 cuts")
+	require.Contains(t, got, "shore:     1 SIGKILLs and restarts")
+	require.Contains(t, got, "link:      1 cuts")
+	require.Contains(t, got, "reconcile: ok (7 checks)")
+	require.NotContains(t, got, "FAIL")
+	require.NotContains(t, got, "PROBLEM")
+}
+
 func TestShipsyncChaosFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -37,6 +55,23 @@ func TestShipsyncChaosFlags(t *testing.T) {
 		{"--batch", "0"},
 		{"extra"},
 	} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
+	for _, args := range [][]string{
+		{"--changes", "5"},
+		{"--kills", "-1"},
+		{"--shore-kills", "-1"},
+		{"--cuts", "-1"},
+		{"--writers", "0"},
+		{"--fault-probability", "2"},
+		{"--records", "10"}, // the shore side's
+		{"extra"},
+	} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--side", "ship", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
+	for _, args := range [][]string{{"--side", "bridge"}, {"--side"}, {"--side=ship", "--changes=1"}} {
 		_, err := run(t, append([]string{"shipsync", "chaos", "--binary", "relay-not-started"}, args...)...)
 		require.Error(t, err, "%v", args)
 	}

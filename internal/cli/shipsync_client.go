@@ -13,6 +13,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
@@ -39,6 +41,9 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	epoch := fs.Uint("replay-epoch", 0, "replay generation, part of every event id: raise it only for a controlled replay "+
 		"(a rebuilt topic or a reset connector)")
 	group := fs.String("group", "", "consumer group (default shipsync-client-<node>)")
+	instance := fs.String("group-instance-id", "", "static membership of the consumer group (KIP-345): a client "+
+		"restarted under the same id takes its partitions back at once instead of after the session timeout (empty: dynamic)")
+	receiptEvery := fs.Duration("receipt-every", time.Second, "how often receipts are pulled while events wait for them")
 	inWindow := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it pauses")
 	rate := fs.Int64("upload-rate", 0, "upload limit in bytes per second on the wire (after compression); 0: unmetered")
 	burst := fs.Int64("upload-burst", 0, "upload burst in bytes (0: one second of --upload-rate)")
@@ -63,6 +68,13 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shipsync client: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if *receiptEvery <= 0 {
+		return errors.New("shipsync client: --receipt-every must be positive")
+	}
+	var kopts []kgo.Opt
+	if *instance != "" {
+		kopts = append(kopts, kgo.InstanceID(*instance))
 	}
 	if *logical == "" || *rulesFile == "" || *caFile == "" || *certFile == "" || *keyFile == "" {
 		return errors.New("shipsync client: --logical, --rules, --ca, --cert and --key are required")
@@ -119,7 +131,8 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
 		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
-			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap}, Uploads: *uploads, LaneInFlight: *laneInFlight,
+			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap},
+			Uploads: *uploads, LaneInFlight: *laneInFlight, ReceiptEvery: *receiptEvery, KafkaOpts: kopts,
 			Monotonic: func() time.Duration { return time.Since(started) }})
 	if err != nil {
 		return err

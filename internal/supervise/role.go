@@ -201,6 +201,22 @@ func (r *Role) Abort() {
 	}
 }
 
+// Tail returns the last n bytes of the current life's output (stdout and
+// stderr), "" when none runs: for a harness to show why a role is stuck.
+func (r *Role) Tail(n int) string {
+	r.mu.Lock()
+	c := r.cur
+	r.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	t := c.out.String()
+	if len(t) > n {
+		t = t[len(t)-n:]
+	}
+	return strings.TrimSpace(t)
+}
+
 // Stats returns the counters.
 func (r *Role) Stats() RoleStats {
 	r.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -126,8 +127,11 @@ type Client struct {
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
-	bucket   *flow.TokenBucket
-	guard    *flow.TrustedClock
+	// committed: what the group acknowledged to this process, per
+	// partition (see commitOffsets).
+	committed map[TP]int64
+	bucket    *flow.TokenBucket
+	guard     *flow.TrustedClock
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -176,7 +180,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1),
-		lanes: map[string]*partition{}}
+		lanes: map[string]*partition{}, committed: map[TP]int64{}}
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
 		EligibleFunc: c.eligible})
@@ -826,6 +830,7 @@ func (c *Client) receipts(ctx context.Context) error {
 				break
 			}
 		}
+		c.commitOffsets(ctx)
 	}
 	return nil
 }
@@ -874,26 +879,76 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 	if resume != nil {
 		c.kc.ResumeFetchPartitions(resume)
 	}
-	if len(marks) > 0 {
-		faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
-		offs := map[string]map[int32]kgo.EpochOffset{}
-		for _, w := range marks {
-			if offs[w.Topic] == nil {
-				offs[w.Topic] = map[int32]kgo.EpochOffset{}
-			}
-			offs[w.Topic][w.Partition] = kgo.EpochOffset{Epoch: -1, Offset: w.TerminalNext}
-		}
-		// The group's offset is a hint for where reading resumes; the saved
-		// checkpoint is the truth, so a failed commit only costs re-reading.
-		c.kc.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
-			if err != nil && ctx.Err() == nil {
-				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
-				return
-			}
-			c.commits.Add(1)
-		})
-	}
+	c.commitOffsets(ctx)
 	return nil
+}
+
+// commitTimeout bounds one consumer group commit.
+const commitTimeout = 10 * time.Second
+
+// commitOffsets commits the consumer group to every saved terminal
+// checkpoint that the group has not acknowledged to this process. The commit follows the saved
+// checkpoint, so a life that died between the two, or a commit that
+// failed, left the group behind: without a new receipt on that partition
+// it would stay behind for ever. The group's offset is a hint for where
+// reading resumes; the saved checkpoint is the truth, so a failed commit
+// only costs re-reading (and is made again after the next pull).
+func (c *Client) commitOffsets(ctx context.Context) {
+	// The saved checkpoints, wherever they were saved (receipts, reads of
+	// records already terminal, uploads).
+	saved, err := c.cfg.Store.Watermarks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("shipsync client: read checkpoints to commit", "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for tp, w := range saved {
+		next := w.TerminalNext
+		if done, ok := c.committed[tp]; ok && done >= next {
+			continue
+		}
+		if offs[tp.Topic] == nil {
+			offs[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
+	}
+	c.mu.Unlock()
+	if len(offs) == 0 {
+		return
+	}
+	faultpoint.Hit(faultpoint.ShipsyncClientBeforeOffsetCommit)
+	// Bounded: the group serialises commits, so one that never got an
+	// answer would hold back every later one, silently.
+	cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	c.kc.CommitOffsets(cctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("shipsync client: consumer group commit failed", "err", err)
+			}
+			return
+		}
+		var refused error
+		c.mu.Lock()
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				tp := TP{Topic: t.Topic, Partition: p.Partition}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					refused = fmt.Errorf("%s: %w", tp, err)
+					continue
+				}
+				c.committed[tp] = max(c.committed[tp], offs[t.Topic][p.Partition].Offset)
+			}
+		}
+		c.mu.Unlock()
+		if refused != nil {
+			c.log.Warn("shipsync client: consumer group commit refused; retrying after the next pull", "err", refused)
+		}
+		c.commits.Add(1)
+	})
 }
 
 func resultName(r pb.EventResult) string {

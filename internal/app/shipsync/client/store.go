@@ -288,6 +288,14 @@ func (s *Store) recordTerminal(ctx context.Context, ts []terminal, cursor string
 	return changed, err
 }
 
+// saveMarks stores watermarks alone.
+func (s *Store) saveMarks(ctx context.Context, marks []Watermark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	return s.tx(ctx, "save watermarks", marks, nil)
+}
+
 func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // Names in client_meta.

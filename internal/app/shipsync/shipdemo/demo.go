@@ -16,7 +16,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
@@ -24,8 +23,6 @@ import (
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
-	"github.com/relayhq/relay/relaydriver/relaysqlite"
-	"github.com/relayhq/relay/relaysink/relaykafka"
 )
 
 // Node is the demo ship's node id; Logical its capture's logical name.
@@ -121,18 +118,24 @@ type Result struct {
 }
 
 // OK reports whether every check passed.
-func (r *Result) OK() bool {
-	for _, c := range r.Checks {
+func (r *Result) OK() bool { return ChecksOK(r.Checks) }
+
+// Write prints the checks.
+func (r *Result) Write(w io.Writer) { WriteChecks(w, r.Checks) }
+
+// ChecksOK reports whether there are checks and every one passed.
+func ChecksOK(checks []Check) bool {
+	for _, c := range checks {
 		if !c.OK {
 			return false
 		}
 	}
-	return len(r.Checks) > 0
+	return len(checks) > 0
 }
 
-// Write prints the checks.
-func (r *Result) Write(w io.Writer) {
-	for _, c := range r.Checks {
+// WriteChecks prints checks, a line each with its details below.
+func WriteChecks(w io.Writer, checks []Check) {
+	for _, c := range checks {
 		mark := "ok  "
 		if !c.OK {
 			mark = "FAIL"
@@ -187,7 +190,6 @@ type run struct {
 	pg       *relaypgx.Driver
 	st       *client.Store
 	cl       *client.Client
-	capt     *capture.Capture
 	shipName string
 	shoreNm  string
 	brokers  []string
@@ -229,18 +231,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { _ = r.shoreDB.Close() })
-	for _, t := range tables {
-		q := "CREATE TABLE " + t.name + " (" + t.ddl + ", " + apply.SyncColumns + ")"
-		for _, db := range []*sql.DB{r.ship, r.shoreDB} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				return nil, fmt.Errorf("shipdemo: create %s: %w", t.name, err)
-			}
-		}
+	if err := CreateTables(ctx, r.ship, r.shoreDB); err != nil {
+		return nil, err
 	}
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.name
-	}
+	names := TableNames()
 	if _, err := capture.Install(ctx, r.ship, capture.InstallConfig{NodeID: Node, Tables: names}); err != nil {
 		return nil, err
 	}
@@ -249,23 +243,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// The CDC queue: an in-process Kafka-API cluster with one topic per
 	// table, 4 partitions each.
-	topics := make([]string, len(tables))
-	for i, t := range tables {
-		topics[i] = capture.TopicPrefixDefault + "." + Logical + "." + r.shipName + "." + t.name
-	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, Topics(r.shipName)...))
 	if err != nil {
 		return nil, fmt.Errorf("shipdemo: kafka: %w", err)
 	}
 	cleanup = append(cleanup, cluster.Close)
 	r.brokers = cluster.ListenAddrs()
 
-	rules := make([]ShoreRule, len(tables))
-	for i, t := range tables {
-		rules[i] = ShoreRule{ID: t.name, Table: t.name, Columns: t.columns}
-	}
 	sh, err := StartShore(ctx, ShoreOptions{PostgresURL: o.PostgresURL, TargetDSN: shoreDSN,
-		PKIDir: filepath.Join(o.Dir, "pki"), Node: Node, Rules: rules, Logger: r.log})
+		PKIDir: filepath.Join(o.Dir, "pki"), Node: Node, Rules: ShoreRules(), Logger: r.log})
 	if err != nil {
 		return nil, err
 	}
@@ -289,18 +275,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cleanup = append(cleanup, func() { _ = r.st.Close() }, stopAll)
 
 	res := &Result{ShipDB: r.shipName, ShoreDB: r.shoreNm}
-	wl := newWorkload(o, r.ship)
+	wl := NewWorkload(WorkloadOptions{Rows: o.Rows, Updates: o.Updates, Deletes: o.Deletes, Writers: o.Writers,
+		Seed: o.Seed}, r.ship)
 	progress := func(final bool) {
 		s := r.cl.Stats()
 		line := fmt.Sprintf("writes %d | client read %d, produced %d, uploaded %d in %d batches, terminal %d | %d B on the wire",
-			wl.writes(), s.Read, s.Produced, s.Uploaded, s.Batches, s.Terminal, s.WireBytes)
+			wl.Writes(), s.Read, s.Produced, s.Uploaded, s.Batches, s.Terminal, s.WireBytes)
 		if final {
 			line += " (quiet)"
 		}
 		fmt.Fprintln(o.Progress, line)
 	}
 	werr := make(chan error, 1)
-	go func() { werr <- wl.run(runCtx) }()
+	go func() { werr <- wl.Run(runCtx) }()
 	tick := time.NewTicker(o.ProgressEvery)
 	defer tick.Stop()
 	var writeErr error
@@ -326,7 +313,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			continue
 		}
 		s := r.cl.Stats()
-		if s.Produced >= int64(wl.writes()) && r.cl.Waiting() == 0 {
+		if s.Produced >= int64(wl.Writes()) && r.cl.Waiting() == 0 {
 			progress(true)
 			break
 		}
@@ -335,7 +322,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			break
 		}
 	}
-	res.Writes = wl.writes()
+	res.Writes = wl.Writes()
 	res.Stats = r.cl.Stats()
 	res.Events = int(res.Stats.Produced)
 	if res.Counts, err = r.st.Counts(ctx); err != nil {
@@ -348,43 +335,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// maxCommitDelay is how long the demo's capture waits for a missing
-// changelog id. A transaction that rolls back (the workload's deadlock
-// losers) burns the ids its triggers took, and the capture cannot tell
-// such a hole from a transaction still open until this delay has passed.
-// The demo's transactions last milliseconds; a production capture keeps
-// the default of several minutes, longer than its longest transaction.
-const maxCommitDelay = 2 * time.Second
-
 // startCapture runs the trigger capture into the topics.
 func (r *run) startCapture(ctx context.Context, wg *sync.WaitGroup, fail chan<- error) error {
-	store, err := relaysqlite.Open(ctx, filepath.Join(r.o.Dir, "capture.db"))
+	c, err := StartCapture(ctx, CaptureOptions{DB: r.ship, StateFile: filepath.Join(r.o.Dir, "capture.db"),
+		Brokers: r.brokers, Logger: r.log})
 	if err != nil {
 		return err
 	}
-	if err := capture.Migrate(ctx, store, r.clock); err != nil {
-		_ = store.Close()
-		return err
-	}
-	sink, err := relaykafka.New(relaykafka.Config{Brokers: r.brokers})
-	if err != nil {
-		_ = store.Close()
-		return err
-	}
-	c, err := capture.New(capture.Config{DB: r.ship, Store: store, Sink: sink, Logical: Logical,
-		PollInterval: 100 * time.Millisecond, MaxCommitDelay: maxCommitDelay, Clock: r.clock, Logger: r.log})
-	if err != nil {
-		_ = store.Close()
-		return err
-	}
-	r.capt = c
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer store.Close()
-		defer func() { _ = sink.Close(context.Background()) }()
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-			fail <- fmt.Errorf("shipdemo: capture: %w", err)
+		if err := c.Run(ctx); err != nil {
+			fail <- err
 		}
 	}()
 	return nil
@@ -392,13 +354,7 @@ func (r *run) startCapture(ctx context.Context, wg *sync.WaitGroup, fail chan<- 
 
 // startClient runs the ship client.
 func (r *run) startClient(ctx context.Context, wg *sync.WaitGroup, fail chan<- error, url string) error {
-	rules := make([]normalize.Rule, len(tables))
-	for i, t := range tables {
-		rules[i] = normalize.Rule{ID: t.name, Version: 1, Direction: normalize.DirectionUplink, Database: r.shipName,
-			Table: t.name, KeyColumns: []string{"id"}, Revisioned: true, BusinessTimeColumn: t.timeCol,
-			Priority: t.priority}
-	}
-	rs, err := normalize.NewRuleSet(rules...)
+	rs, err := normalize.NewRuleSet(ShipRules(r.shipName)...)
 	if err != nil {
 		return err
 	}
@@ -417,7 +373,7 @@ func (r *run) startClient(ctx context.Context, wg *sync.WaitGroup, fail chan<- e
 	}
 	c, err := client.Build(client.Parts{NodeID: Node, ConnectorID: "capture-" + Logical, Rules: rs, Store: st,
 		Transport: tr, Clock: r.clock, Logger: r.log},
-		client.Config{Brokers: r.brokers, TopicPrefix: capture.TopicPrefixDefault + "." + Logical + ".",
+		client.Config{Brokers: r.brokers, TopicPrefix: TopicPrefix,
 			ReceiptEvery: 200 * time.Millisecond})
 	if err != nil {
 		return err

@@ -64,8 +64,56 @@ func (s *Shore) Close() {
 	s.stops = nil
 }
 
+// SetupShore migrates the shore's PostgreSQL, makes the PKI in
+// o.PKIDir and registers the node and the rules: all a shore process
+// (`relay shipsync shore`) needs. The caller closes the driver.
+func SetupShore(ctx context.Context, o ShoreOptions) (*relaypgx.Driver, error) {
+	d, err := relaypgx.Open(ctx, o.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("shipdemo: postgres: %w", err)
+	}
+	if err := setupShore(ctx, d, o); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func setupShore(ctx context.Context, d *relaypgx.Driver, o ShoreOptions) error {
+	clock := relayclock.System{}
+	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLines(d)...); err != nil {
+		return err
+	}
+	p := pki.Dir{Path: o.PKIDir, Clock: clock}
+	if _, err := p.InitCA(); err != nil {
+		return err
+	}
+	if _, err := p.IssueServer([]string{"127.0.0.1", "localhost"}); err != nil {
+		return err
+	}
+	cert, err := p.IssueNode(o.Node, "")
+	if err != nil {
+		return err
+	}
+	reg := shore.NewRegistry(d.Pool(), clock)
+	who := shore.Audit{Actor: "shipsync demo", Reason: "demo set-up"}
+	if _, err := reg.Add(ctx, cert, who); err != nil {
+		return err
+	}
+	for _, r := range o.Rules {
+		if err := reg.AllowRule(ctx, o.Node, r.ID, 1, who); err != nil {
+			return err
+		}
+		if err := reg.RegisterRule(ctx, shore.Rule{ID: r.ID, Version: 1, SourceTable: r.Table, TargetTable: r.Table,
+			KeyColumns: []string{"id"}, Columns: r.Columns, InsertOverTombstone: true}, who); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StartShore migrates the shore's PostgreSQL, makes the PKI, registers the
-// node and the rules, and serves the data API with an applier.
+// node and the rules (SetupShore), and serves the data API with an applier.
 func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	log := o.Logger
 	if log == nil {
@@ -84,34 +132,11 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	}
 	s.stops = append(s.stops, func() { _ = d.Close() })
 	s.PG = d
-	if _, err := relaymigrate.Up(ctx, d, clock, shore.MigrationLines(d)...); err != nil {
-		return nil, err
-	}
-	p := s.PKI
-	if _, err := p.InitCA(); err != nil {
-		return nil, err
-	}
-	if _, err := p.IssueServer([]string{"127.0.0.1", "localhost"}); err != nil {
-		return nil, err
-	}
-	cert, err := p.IssueNode(o.Node, "")
-	if err != nil {
+	if err := setupShore(ctx, d, o); err != nil {
 		return nil, err
 	}
 	reg := shore.NewRegistry(d.Pool(), clock)
-	who := shore.Audit{Actor: "shipsync demo", Reason: "demo set-up"}
-	if _, err := reg.Add(ctx, cert, who); err != nil {
-		return nil, err
-	}
-	for _, r := range o.Rules {
-		if err := reg.AllowRule(ctx, o.Node, r.ID, 1, who); err != nil {
-			return nil, err
-		}
-		if err := reg.RegisterRule(ctx, shore.Rule{ID: r.ID, Version: 1, SourceTable: r.Table, TargetTable: r.Table,
-			KeyColumns: []string{"id"}, Columns: r.Columns, InsertOverTombstone: true}, who); err != nil {
-			return nil, err
-		}
-	}
+	p := s.PKI
 	codec, err := wire.NewCodec(wire.Config{})
 	if err != nil {
 		return nil, err

@@ -14,23 +14,38 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// workload writes the ship's tables as a crew would: inserts, then
+// WorkloadOptions shape a Workload. Rows, Writers ≥ 1; Updates, Deletes ≥ 0
+// (Deletes at most Rows).
+type WorkloadOptions struct {
+	// Rows is how many rows the workload inserts per table; it then updates
+	// Updates rows and deletes Deletes, at random, from Writers goroutines.
+	Rows, Updates, Deletes, Writers int
+	// Seed makes the workload repeatable.
+	Seed uint64
+}
+
+// Workload writes the ship's tables as a crew would: inserts, then
 // updates and deletes of random rows, from several connections at once,
-// in small transactions.
-type workload struct {
-	o  Options
+// in small transactions. Writes is safe for concurrent use with Run.
+type Workload struct {
+	o  WorkloadOptions
 	db *sql.DB
 	n  atomic.Int64
 }
 
-func newWorkload(o Options, db *sql.DB) *workload { return &workload{o: o, db: db} }
+// NewWorkload returns the workload o on the ship database db (its tables
+// made by CreateTables).
+func NewWorkload(o WorkloadOptions, db *sql.DB) *Workload { return &Workload{o: o, db: db} }
 
-func (w *workload) writes() int { return int(w.n.Load()) }
+// Writes is how many row changes the workload has committed so far: each
+// is one changelog row and must become one event.
+func (w *Workload) Writes() int { return int(w.n.Load()) }
 
 // txRows is how many row changes one workload transaction makes.
 const txRows = 20
 
-func (w *workload) run(ctx context.Context) error {
+// Run writes the whole workload; ctx bounds it.
+func (w *Workload) Run(ctx context.Context) error {
 	for ti, t := range tables {
 		// Inserts: ids 1…Rows split between the writers.
 		if err := w.parallel(ctx, func(k int, r *rand.Rand) error {
@@ -103,7 +118,7 @@ func (w *workload) run(ctx context.Context) error {
 }
 
 // parallel runs fn on Writers goroutines, each with its own random source.
-func (w *workload) parallel(ctx context.Context, fn func(k int, r *rand.Rand) error, salt uint64) error {
+func (w *Workload) parallel(ctx context.Context, fn func(k int, r *rand.Rand) error, salt uint64) error {
 	errs := make(chan error, w.o.Writers)
 	for k := range w.o.Writers {
 		go func() { errs <- fn(k, rand.New(rand.NewPCG(w.o.Seed+salt, uint64(k)))) }()
@@ -120,7 +135,7 @@ func (w *workload) parallel(ctx context.Context, fn func(k int, r *rand.Rand) er
 // inTx applies fn to ids, txRows per transaction, counting each change
 // once its transaction committed. A transaction that lost a deadlock is
 // run again, as an application would.
-func (w *workload) inTx(ctx context.Context, ids []int64, fn func(tx *sql.Tx, id int64) (int64, error)) error {
+func (w *Workload) inTx(ctx context.Context, ids []int64, fn func(tx *sql.Tx, id int64) (int64, error)) error {
 	for i := 0; i < len(ids); i += txRows {
 		chunk := ids[i:min(i+txRows, len(ids))]
 		for attempt := 1; ; attempt++ {
@@ -138,7 +153,7 @@ func (w *workload) inTx(ctx context.Context, ids []int64, fn func(tx *sql.Tx, id
 	return nil
 }
 
-func (w *workload) oneTx(ctx context.Context, ids []int64, fn func(tx *sql.Tx, id int64) (int64, error)) error {
+func (w *Workload) oneTx(ctx context.Context, ids []int64, fn func(tx *sql.Tx, id int64) (int64, error)) error {
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,12 +166,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5b0e))
 	tag := fmt.Sprintf("%012x", rand.Uint64()>>16) // not from Seed: reruns must not meet
-	var outMu sync.Mutex
-	out := func(format string, a ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(o.Out, format+"\n", a...)
-	}
+	out := supervise.Printer(o.Out)
 
 	d, err := relaypgx.Open(ctx, o.PostgresURL)
 	if err != nil {
@@ -205,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := supervise.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -392,13 +386,4 @@ func setupPKI(ctx context.Context, d *relaypgx.Driver, dir string) (*tls.Config,
 		return nil, err
 	}
 	return p.ClientTLS("node-" + node)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
