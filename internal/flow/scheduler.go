@@ -218,16 +218,23 @@ func (s *Scheduler[T]) Push(laneName string, class Class, item T, enqueuedAt tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cq := &s.classes[class]
-	l := cq.byName[laneName]
-	if l == nil {
-		l = &lane[T]{name: laneName}
-		cq.byName[laneName] = l
-		cq.ring = append(cq.ring, l)
-	}
+	l := cq.lane(laneName)
 	l.queue = append(l.queue, queued[T]{item: item, at: enqueuedAt, size: size})
 	cq.items++
 	cq.bytes += size
 	s.items++
+}
+
+// lane returns the class's lane named name, adding it at the end of the
+// round robin when it has none. The caller holds the scheduler's mu.
+func (cq *classQueue[T]) lane(name string) *lane[T] {
+	l := cq.byName[name]
+	if l == nil {
+		l = &lane[T]{name: name}
+		cq.byName[name] = l
+		cq.ring = append(cq.ring, l)
+	}
+	return l
 }
 
 // Requeue puts items back at the head of lane in class, in their order,
@@ -254,12 +261,7 @@ func (s *Scheduler[T]) Requeue(laneName string, class Class, items []T, enqueued
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cq := &s.classes[class]
-	l := cq.byName[laneName]
-	if l == nil {
-		l = &lane[T]{name: laneName}
-		cq.byName[laneName] = l
-		cq.ring = append(cq.ring, l)
-	}
+	l := cq.lane(laneName)
 	l.queue = append(qs, l.queue[l.head:]...)
 	l.head = 0
 	cq.items += len(items)
