@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,10 +15,7 @@ import (
 func TestMsgxDemo(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	mariadb := os.Getenv("TEST_MARIADB_DSN")
-	if mariadb == "" {
-		mariadb = testdb.MariaDBDSNDefault
-	}
+	mariadb := testdb.MariaDBServer()
 	err := cli.Run(t.Context(), []string{"msgx", "demo", "--messages", "300", "--flights", "40",
 		"--postgres", testdb.PGURL(), "--mariadb", mariadb}, &out, &errOut)
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())

@@ -35,16 +35,21 @@ func MariaDB(t testing.TB) *sql.DB {
 	return db
 }
 
+// MariaDBServer returns the server DSN tests use: TEST_MARIADB_DSN, or
+// MariaDBDSNDefault when it is unset.
+func MariaDBServer() string {
+	if s := os.Getenv("TEST_MARIADB_DSN"); s != "" {
+		return s
+	}
+	return MariaDBDSNDefault
+}
+
 // MariaDBWithDSN is MariaDB that also returns the DSN of the fresh database
 // (with parseTime=true), for code under test that opens its own connections,
 // such as a child process.
 func MariaDBWithDSN(t testing.TB) (*sql.DB, string) {
 	t.Helper()
-	server := os.Getenv("TEST_MARIADB_DSN")
-	if server == "" {
-		server = MariaDBDSNDefault
-	}
-	cfg, err := mysqldsn.Parse(server)
+	cfg, err := mysqldsn.Parse(MariaDBServer())
 	if err != nil {
 		t.Fatalf("testdb: TEST_MARIADB_DSN: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,10 +36,7 @@ var t0 = time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 // mariaServer is the server DSN of the tests (TEST_MARIADB_DSN, default
 // the local root).
 func mariaServer() string {
-	if s := os.Getenv("TEST_MARIADB_DSN"); s != "" {
-		return s
-	}
-	return testdb.MariaDBDSNDefault
+	return testdb.MariaDBServer()
 }
 
 // scratchDB creates a scratch database on server and returns a pool on it

@@ -2,7 +2,6 @@ package shipbench_test
 
 import (
 	"bytes"
-	"os"
 	"testing"
 	"time"
 
@@ -17,10 +16,7 @@ import (
 // faster link: the client process drains every event through the proxy,
 // with cut connections and an outage, and each one is applied once.
 func TestWeaklinkSmall(t *testing.T) {
-	server := os.Getenv("TEST_MARIADB_DSN")
-	if server == "" {
-		server = testdb.MariaDBDSNDefault
-	}
+	server := testdb.MariaDBServer()
 	var progress bytes.Buffer
 	res, err := shipbench.Run(t.Context(), shipbench.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
 		Dir: t.TempDir(), Relay: testbin.Relay(t), Events: 3000, Rows: 300, Critical: 5, Rate: 1 << 20,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"os"
 	"strings"
 	"testing"
 
@@ -80,8 +79,5 @@ func TestReconcileFindsDamage(t *testing.T) {
 // mariaServer is the MariaDB server the tests use.
 func mariaServer(t *testing.T) string {
 	t.Helper()
-	if s := os.Getenv("TEST_MARIADB_DSN"); s != "" {
-		return s
-	}
-	return testdb.MariaDBDSNDefault
+	return testdb.MariaDBServer()
 }

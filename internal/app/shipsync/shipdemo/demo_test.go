@@ -3,7 +3,6 @@ package shipdemo_test
 import (
 	"bytes"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -19,10 +18,7 @@ import (
 // one event per change, every event APPLIED once on both sides, every
 // partition's checkpoint at the end of its topic.
 func TestDemo(t *testing.T) {
-	server := os.Getenv("TEST_MARIADB_DSN")
-	if server == "" {
-		server = testdb.MariaDBDSNDefault
-	}
+	server := testdb.MariaDBServer()
 	var out, logs bytes.Buffer
 	res, err := shipdemo.Run(t.Context(), shipdemo.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
 		Dir: t.TempDir(), Rows: 150, Updates: 200, Deletes: 30, Writers: 3, Seed: 3, Progress: &out,
