@@ -33,6 +33,12 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 	noStage := fs.Bool("no-stage", false, "only accept requests; another process runs the admission stage")
 	instance := fs.String("instance-id", "", "lease owner name of this process's stage (default: a random one)")
 	maxBody := fs.Int64("max-body", admit.MaxBodyDefault, "largest POST body in bytes (413 above)")
+	acceptBatch := fs.Int("accept-batch", admit.AcceptBatchDefault,
+		"most requests committed together in one accept transaction (group commit; 1: each alone)")
+	acceptConc := fs.Int("accept-concurrency", admit.AcceptConcurrencyDefault,
+		"accept transactions open at once; requests arriving while all are busy wait for the next")
+	secretTTL := fs.Duration("secret-ttl", admit.SecretTTLDefault,
+		"reuse an app's key and secret from memory this long (a suspended app is refused at most this late; negative: read every request)")
 	api := addListenFlags(fs, "api", "the SMS API")
 	api.addr = smsAPIAddrDefault
 	addr := fs.Lookup("api-addr")
@@ -77,7 +83,8 @@ func runSmsAPI(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := admit.NewAPI(admit.APIConfig{Driver: d, Engine: engine, Clock: clock, MaxBody: *maxBody, Logger: log})
+	h, err := admit.NewAPI(admit.APIConfig{Driver: d, Engine: engine, Clock: clock, MaxBody: *maxBody, Logger: log,
+		AcceptBatch: *acceptBatch, AcceptConcurrency: *acceptConc, SecretTTL: *secretTTL})
 	if err != nil {
 		return err
 	}

@@ -537,3 +537,89 @@ func TestSweepCounters(t *testing.T) {
 	require.EqualValues(t, 2, n, "k-5 … k-1 ended before now; k0 ends at now, k1 and k2 later")
 	require.EqualValues(t, 3, b.scalar(`SELECT count(*) FROM sms_limit_counter`))
 }
+
+// TestConcurrentAcceptsShareCommits: many requests at once — several
+// carrying one client message id — go through the API's group commit:
+// each distinct id is accepted once (202) with one inbox row and one engine
+// message, every copy of it answers that message (200, duplicate), and no
+// request is lost or answered with another's id.
+func TestConcurrentAcceptsShareCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	const distinct, copies = 30, 3
+	type answer struct {
+		status int
+		id     int64
+		dup    bool
+	}
+	answers := make([][]answer, distinct)
+	for i := range answers {
+		answers[i] = make([]answer, copies)
+	}
+	var wg sync.WaitGroup
+	for i := range distinct {
+		for c := range copies {
+			wg.Go(func() {
+				status, out := b.send("yuntong/otp", otp("g-"+strconv.Itoa(i), fmt.Sprintf("1381234%04d", i)))
+				a := answer{status: status}
+				if id, ok := out["message_id"].(float64); ok {
+					a.id, a.dup = int64(id), out["duplicate"] == true
+				}
+				answers[i][c] = a
+			})
+		}
+	}
+	wg.Wait()
+	seen := map[int64]int{}
+	for i, as := range answers {
+		accepted := 0
+		for _, a := range as {
+			require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, a.status, "id %d: %+v", i, a)
+			require.Equal(t, as[0].id, a.id, "every copy of client id %d answers one message", i)
+			if a.status == http.StatusAccepted {
+				require.False(t, a.dup)
+				accepted++
+			} else {
+				require.True(t, a.dup)
+			}
+		}
+		require.Equal(t, 1, accepted, "client id %d accepted once", i)
+		seen[as[0].id]++
+	}
+	require.Len(t, seen, distinct, "distinct client ids, distinct messages")
+	require.Equal(t, int64(distinct), b.scalar(`SELECT count(*) FROM sms_message`))
+	st, err := b.engine.Stats(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(distinct), st.Backlog())
+	for i, as := range answers {
+		require.Equal(t, int64(1), b.scalar(`SELECT count(*) FROM sms_message WHERE id = $1 AND client_msg_id = $2`,
+			as[0].id, "g-"+strconv.Itoa(i)), "message %d holds its own request", as[0].id)
+	}
+}
+
+// TestSuspendedAppRefusedAfterSecretTTL: the API reuses an app's secret
+// for SecretTTL; once that has passed a suspended app is refused (401),
+// and a request accepted inside it is refused by the stage, which checks
+// the app again.
+func TestSuspendedAppRefusedAfterSecretTTL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	b.accepted("yuntong/otp", otp("before", "13812345678"))
+	_, err := b.d.Pool().Exec(b.ctx, `UPDATE sms_app SET state = 'suspended' WHERE api_key = $1`, b.creds["yuntong/otp"].APIKey)
+	require.NoError(t, err)
+	inside := b.accepted("yuntong/otp", otp("inside", "13812345678"))
+	b.work()
+	require.Equal(t, "refused", b.messageState(inside))
+
+	b.clock.Advance(admit.SecretTTLDefault)
+	status, out := b.send("yuntong/otp", otp("after", "13812345678"))
+	require.Equal(t, http.StatusUnauthorized, status, out)
+	require.Equal(t, string(admit.CodeUnauthenticated), out["reason"])
+}
+
+func (b *bundle) messageState(id int64) string {
+	b.t.Helper()
+	var s string
+	require.NoError(b.t, b.d.Pool().QueryRow(b.ctx, `SELECT state FROM sms_message WHERE id = $1`, id).Scan(&s))
+	return s
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -50,12 +49,25 @@ type APIConfig struct {
 	// Logger records store errors (never a body, number or secret).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// AcceptBatch is the most requests one accept transaction commits
+	// together (default AcceptBatchDefault); AcceptConcurrency how many
+	// accept transactions may be open at once (default
+	// AcceptConcurrencyDefault). 1 and 1 commit every request alone.
+	AcceptBatch, AcceptConcurrency int
+	// SecretTTL is how long an app's key and HMAC secret are reused from
+	// memory before they are read again (default SecretTTLDefault; negative:
+	// read on every request). A suspended app or enterprise is refused by
+	// the API at most this long after the change, and by the admission
+	// stage, which checks both again, at once.
+	SecretTTL time.Duration
 }
 
 // api serves the HTTP API.
 type api struct {
-	cfg APIConfig
-	log *slog.Logger
+	cfg     APIConfig
+	log     *slog.Logger
+	group   grouper
+	secrets secretCache
 }
 
 // SendAnswer is the body of a 202 (accepted) or 200 (duplicate) answer to
@@ -152,10 +164,20 @@ func NewAPI(cfg APIConfig) (http.Handler, error) {
 	}
 	cfg.MaxSkew = cmp.Or(cfg.MaxSkew, MaxSkewDefault)
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, MaxBodyDefault)
+	if cfg.AcceptBatch < 0 || cfg.AcceptConcurrency < 0 {
+		return nil, errors.New("admit: APIConfig.AcceptBatch or AcceptConcurrency is negative")
+	}
+	cfg.AcceptBatch = cmp.Or(cfg.AcceptBatch, AcceptBatchDefault)
+	cfg.AcceptConcurrency = cmp.Or(cfg.AcceptConcurrency, AcceptConcurrencyDefault)
+	cfg.SecretTTL = cmp.Or(cfg.SecretTTL, SecretTTLDefault)
 	a := &api{cfg: cfg, log: cfg.Logger}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
+	a.group = grouper{batch: cfg.AcceptBatch, max: cfg.AcceptConcurrency, commit: a.commitAccepts}
+	a.secrets = secretCache{ttl: cfg.SecretTTL, clock: cfg.Clock, load: func(ctx context.Context, key string) (int64, []byte, error) {
+		return tenancy.AppSecret(ctx, cfg.Driver.Pool(), key)
+	}}
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/messages", relayhttp.RequireContentType("application/json")(http.HandlerFunc(a.send)))
 	mux.HandleFunc("GET /v1/messages/{id}", a.get)
@@ -189,7 +211,7 @@ func (a *api) authenticate(ctx context.Context, r *http.Request, body []byte) (i
 		return 0, bad(CodeStaleTimestamp, "the timestamp is %s from the server's clock, more than %s",
 			d.Round(time.Second), a.cfg.MaxSkew)
 	}
-	app, secret, err := tenancy.AppSecret(ctx, a.cfg.Driver.Pool(), key)
+	app, secret, err := a.secrets.get(ctx, key)
 	if errors.Is(err, relaytype.ErrNotFound) {
 		return 0, bad(CodeUnauthenticated, "no active app has this API key")
 	}
@@ -254,8 +276,9 @@ type payload struct {
 	*Request
 }
 
-// accept enqueues req and writes its inbox row in one transaction, and
-// returns after the commit.
+// accept enqueues req and writes its inbox row in one transaction, which
+// it may share with concurrent requests (grouper), and returns after the
+// commit.
 func (a *api) accept(ctx context.Context, app int64, req *Request) (relay.EnqueueResult, error) {
 	body, err := json.Marshal(payload{AppID: app, Request: req})
 	if err != nil {
@@ -265,29 +288,7 @@ func (a *api) accept(ctx context.Context, app int64, req *Request) (relay.Enqueu
 	if err != nil {
 		return relay.EnqueueResult{}, err
 	}
-	ptx, err := a.cfg.Driver.Pool().Begin(ctx)
-	if err != nil {
-		return relay.EnqueueResult{}, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = ptx.Rollback(context.WithoutCancel(ctx)) }()
-	res, err := a.cfg.Engine.EnqueueTx(ctx, a.cfg.Driver.WrapTx(ptx),
-		&relay.EnqueueParams{Identity: Identity(app, req.ClientMsgID), Payload: body})
-	if err != nil {
-		return relay.EnqueueResult{}, err
-	}
-	if res[0].Duplicate {
-		return res[0], nil
-	}
-	content := req.Content
-	if _, err := ptx.Exec(ctx, stmts["MessageAccept"], res[0].ID, app, req.ClientMsgID, req.Numbers, req.SignName,
-		req.Template, params, content, a.cfg.Clock.Now()); err != nil {
-		return relay.EnqueueResult{}, fmt.Errorf("inbox row: %w", err)
-	}
-	if err := ptx.Commit(ctx); err != nil {
-		return relay.EnqueueResult{}, fmt.Errorf("commit: %w", err)
-	}
-	a.cfg.Engine.Notify()
-	return res[0], nil
+	return a.group.accept(ctx, &pendingAccept{app: app, req: req, body: body, params: params})
 }
 
 // get is GET /v1/messages/{id}.

@@ -2,12 +2,6 @@
 -- 002_admit; PostgreSQL only), parsed once at package init by
 -- sqlfile.MustParse (store.go). Every time is a parameter; money is bigint li.
 
--- name: MessageAccept
--- The API's inbox row, written in the transaction that enqueues the request
--- (so it exists exactly when the engine message does).
-INSERT INTO sms_message (id, app_id, client_msg_id, numbers, sign_name, template_code, params, content, state, accepted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'accepted', $9);
-
 -- name: MessageGet
 -- One message of one app: another app's id is not found.
 SELECT id, client_msg_id, numbers, coalesce(carriers, '{}'), coalesce(segments, 0), coalesce(unit_li, '{}'),
@@ -73,3 +67,12 @@ WHERE id = $1 AND state = 'admitted';
 DELETE FROM sms_limit_counter WHERE key IN (
     SELECT key FROM sms_limit_counter WHERE until < $1 ORDER BY until LIMIT $2
 );
+
+-- name: MessageAcceptMany
+-- The inbox rows of one accept batch, written in the transaction that
+-- enqueues them. $4 numbers and $7 params are JSON texts, one per row.
+INSERT INTO sms_message (id, app_id, client_msg_id, numbers, sign_name, template_code, params, content, state, accepted_at)
+SELECT v.id, v.app_id, v.client_msg_id, ARRAY(SELECT jsonb_array_elements_text(v.numbers::jsonb)),
+       v.sign_name, v.template_code, v.params::jsonb, v.content, 'accepted', $9
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+     AS v(id, app_id, client_msg_id, numbers, sign_name, template_code, params, content);
