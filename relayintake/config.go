@@ -44,6 +44,15 @@ type Config struct {
 	// see its comment: the real value must come from the source database's owner.
 	// Every permanent hole stalls intake for this long.
 	MaxCommitDelay time.Duration
+	// ProbeHoles releases a hole as soon as the source (a
+	// relaysource.HoleProber) finds that every transaction open when the
+	// hole was first seen has ended — its row can then never appear — rather
+	// than after MaxCommitDelay, which stays the bound when the probe cannot
+	// answer. A rolled-back insert then stalls intake for a poll or two, not
+	// for the whole delay. The source's database must be the one whose
+	// transactions take the ids (see relaysource.SQLTable.HoleSettled for
+	// what it needs on MariaDB).
+	ProbeHoles bool
 	// PollInterval is how long Run waits between rounds that made no immediate
 	// progress, and after a failed round. Default PollIntervalDefault.
 	PollInterval time.Duration

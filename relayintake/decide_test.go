@@ -28,6 +28,7 @@ func TestDecide(t *testing.T) {
 		holeSince time.Time
 		ids       []int64
 		now       time.Time
+		settled   bool
 		want      decision
 	}{
 		"empty batch, no hole": {w: 5, ids: nil, now: t0,
@@ -48,11 +49,17 @@ func TestDecide(t *testing.T) {
 			want: decision{watermark: 8, holeFirst: 6, holeLast: 8, released: true, firstSeen: t0}},
 		"new hole after an old one filled is timed afresh": {w: 5, holeSince: t0, ids: []int64{6, 7, 9}, now: t0.Add(2 * delay),
 			want: decision{watermark: 7, enqueue: 2, holeSince: t0.Add(2 * delay), holeFirst: 8, holeLast: 8}},
+		"settled hole is released young, up to the first row after it": {w: 5, holeSince: t0, ids: []int64{8, 9}, now: t0.Add(time.Second),
+			settled: true, want: decision{watermark: 7, holeFirst: 6, holeLast: 7, released: true, firstSeen: t0, settled: true}},
+		"settled and aged: released by age": {w: 5, holeSince: t0, ids: []int64{8}, now: t0.Add(delay), settled: true,
+			want: decision{watermark: 7, holeFirst: 6, holeLast: 7, released: true, firstSeen: t0}},
+		"settled without a hole changes nothing": {w: 5, ids: []int64{6, 7}, now: t0, settled: true,
+			want: decision{watermark: 7, enqueue: 2}},
 		"clock behind holeSince does not release": {w: 5, holeSince: t0, ids: []int64{7}, now: t0.Add(-time.Hour),
 			want: decision{watermark: 5, holeSince: t0, holeFirst: 6, holeLast: 6}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.Equal(t, tc.want, decide(tc.w, tc.holeSince, rowsOf(tc.ids...), tc.now, delay))
+			require.Equal(t, tc.want, decide(tc.w, tc.holeSince, rowsOf(tc.ids...), tc.now, delay, tc.settled))
 		})
 	}
 }
@@ -78,7 +85,7 @@ func TestDecideProperties(t *testing.T) {
 			ids = append(ids, next)
 			next++
 		}
-		d := decide(w, holeSince, rowsOf(ids...), t0, delay)
+		d := decide(w, holeSince, rowsOf(ids...), t0, delay, false)
 		require.GreaterOrEqual(t, d.watermark, w)
 		for i := range d.enqueue {
 			require.Equal(t, w+int64(i)+1, ids[i])

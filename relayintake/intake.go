@@ -52,6 +52,41 @@ type Intake struct {
 	// lateChecked is when the last late-row check ran (zero: never); guarded
 	// by mu.
 	lateChecked time.Time
+	// prober is the source's HoleProber when Config.ProbeHoles is set;
+	// probe is the hole it marked (guarded by mu).
+	prober relaysource.HoleProber
+	probe  struct {
+		first, mark int64
+		failed      bool // the probe of this hole failed once (logged)
+	}
+}
+
+// probeHole reports whether the hole starting at first is settled. The
+// first round that sees a hole only marks it; later rounds ask whether
+// every transaction open at the mark has ended. A failed probe is logged
+// once per hole and answers false: the hole then waits the maximum commit
+// delay, as without a prober.
+func (in *Intake) probeHole(ctx context.Context, first int64) bool {
+	if in.probe.first != first {
+		mark, err := in.prober.HoleMark(ctx)
+		in.probe.first, in.probe.mark, in.probe.failed = first, mark, err != nil
+		if err != nil {
+			in.probe.first = 0 // mark again next round
+			in.cfg.Logger.WarnContext(ctx, "intake: hole probe failed; the hole waits the max commit delay unless a later probe works",
+				"queue", in.cfg.Queue, "hole_at", first, "err", err)
+		}
+		return false
+	}
+	settled, err := in.prober.HoleSettled(ctx, in.probe.mark)
+	if err != nil {
+		if !in.probe.failed {
+			in.cfg.Logger.WarnContext(ctx, "intake: hole probe failed; the hole waits the max commit delay unless a later probe works",
+				"queue", in.cfg.Queue, "hole_at", first, "err", err)
+		}
+		in.probe.failed = true
+		return false
+	}
+	return settled
 }
 
 // New returns an Intake for cfg.Queue. It validates cfg (the error names the
@@ -71,7 +106,15 @@ func New(driver relaydriver.Driver, src relaysource.SequenceSource, cfg Config) 
 	if err != nil {
 		return nil, err
 	}
-	return &Intake{driver: driver, src: src, cfg: cfg, m: m}, nil
+	in := &Intake{driver: driver, src: src, cfg: cfg, m: m}
+	if cfg.ProbeHoles {
+		p, ok := src.(relaysource.HoleProber)
+		if !ok {
+			return nil, fmt.Errorf("relayintake: Config.ProbeHoles: the source (%T) is not a relaysource.HoleProber", src)
+		}
+		in.prober = p
+	}
+	return in, nil
 }
 
 // SetNotify replaces Config.Notify: fn is called after every round that
@@ -104,6 +147,9 @@ type RoundResult struct {
 	// 0 when none). Every id in the range was logged with HoleInsert.
 	ReleasedFirst int64
 	ReleasedLast  int64
+	// ReleasedSettled: the hole was released because the source's prober
+	// found it settled (Config.ProbeHoles), before the max commit delay.
+	ReleasedSettled bool
 	// More reports that another round would make progress at once: the batch was
 	// full and contiguous, or a hole was released (the rows after it are enqueued
 	// by the next round).
@@ -125,15 +171,23 @@ type decision struct {
 	enqueue   int       // rows[:enqueue] are inserted
 	// holeFirst..holeLast is the hole at the end of the contiguous run (0: none).
 	holeFirst, holeLast int64
-	// released: the hole aged out; firstSeen is when it was first observed.
+	// released: the hole aged out (or settled); firstSeen is when it was
+	// first observed.
 	released  bool
 	firstSeen time.Time
+	// settled: released because the source's prober found every
+	// transaction open at the first sighting ended, not by age.
+	settled bool
 }
 
 // decide counts the contiguous ids after w and times or releases the hole
 // that ends them, for a batch read after w. rows must be
 // ascending with ids > w. It never returns a watermark below w.
-func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration) decision {
+//
+// settled releases the hole at once: the source's HoleProber found that no
+// transaction open when it was first seen is still open, so its row can no
+// longer appear.
+func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time, maxCommitDelay time.Duration, settled bool) decision {
 	// Count contiguous ids from W+1; stop at the first missing id.
 	n := 0
 	for n < len(rows) && rows[n].ID == w+int64(n)+1 {
@@ -153,11 +207,11 @@ func decide(w int64, holeSince time.Time, rows []relaysource.Row, now time.Time,
 	} else {
 		d.holeSince = holeSince
 	}
-	if now.Sub(d.holeSince) >= maxCommitDelay {
+	if settled || now.Sub(d.holeSince) >= maxCommitDelay {
 		// Permanent: release only the hole itself. W stops just before the first
 		// row after it, so no existing row is skipped; those rows are enqueued by
 		// the next round (one hole per round).
-		d.released, d.firstSeen = true, d.holeSince
+		d.released, d.firstSeen, d.settled = true, d.holeSince, settled && now.Sub(d.holeSince) < maxCommitDelay
 		d.watermark = rows[n].ID - 1
 		d.holeSince = time.Time{}
 	}
@@ -259,10 +313,13 @@ func (in *Intake) round(ctx context.Context) (res *RoundResult, saved bool, err 
 	}
 
 	now := in.cfg.Clock.Now()
-	d := decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay)
+	d := decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay, false)
+	if !d.released && d.holeFirst != 0 && in.prober != nil && in.probeHole(ctx, d.holeFirst) {
+		d = decide(w, cur.HoleSince, rows, now, in.cfg.MaxCommitDelay, true)
+	}
 	res = &RoundResult{Read: len(rows), PreviousWatermark: w, Watermark: d.watermark, Lag: -1}
 	if d.released {
-		res.ReleasedFirst, res.ReleasedLast = d.holeFirst, d.holeLast
+		res.ReleasedFirst, res.ReleasedLast, res.ReleasedSettled = d.holeFirst, d.holeLast, d.settled
 	} else if d.holeFirst != 0 {
 		res.HoleAt, res.HoleSince = d.holeFirst, d.holeSince
 	}
@@ -370,9 +427,13 @@ func (in *Intake) observe(ctx context.Context, res *RoundResult, rows []relaysou
 	if d.released {
 		n := d.holeLast - d.holeFirst + 1
 		in.m.holes.Add(float64(n))
+		why := "aged past the max commit delay"
+		if d.settled {
+			why = "every transaction open when it was seen has ended"
+		}
 		log.WarnContext(ctx, "intake: permanent hole released",
 			"queue", p, "hole_first", d.holeFirst, "hole_last", d.holeLast, "ids", n,
-			"first_seen_at", d.firstSeen, "waited", now.Sub(d.firstSeen),
+			"first_seen_at", d.firstSeen, "waited", now.Sub(d.firstSeen), "why", why,
 			"watermark", res.Watermark)
 	} else if res.HoleAt != 0 && !res.HoleSince.Equal(oldHoleSince) {
 		log.InfoContext(ctx, "intake: hole observed; waiting for it to commit or age out",

@@ -142,3 +142,62 @@ func TestMariaDBVisibilityHoleRollsBack(t *testing.T) {
 		require.Equal(t, 1.0, metricValue(t, b, "relay_permanent_holes_total"))
 	})
 }
+
+// With ProbeHoles, a hole whose transaction is still open is never released
+// early (however many rounds run), and once it rolls back the hole is
+// released without the max commit delay having passed on the intake's
+// clock. Other tests' transactions on the same server may delay the
+// release (the probe only knows that some transaction older than the hole
+// is open), never bring it forward.
+func TestMariaDBProbedHole(t *testing.T) {
+	t.Parallel()
+	b, held := probedHole(t)
+
+	for range 5 {
+		res := b.round()
+		require.Equal(t, int64(1), res.HoleAt, "the open transaction's hole waits")
+		require.Zero(t, res.ReleasedFirst)
+	}
+	require.NoError(t, held.Rollback())
+	var released *relayintake.RoundResult
+	require.Eventually(t, func() bool {
+		res := b.round()
+		if res.ReleasedFirst != 0 {
+			released = res
+		}
+		return released != nil
+	}, 30*time.Second, 20*time.Millisecond, "a rolled-back hole is released once no older transaction is open")
+	require.Equal(t, int64(1), released.ReleasedFirst)
+	require.Equal(t, int64(1), released.ReleasedLast)
+	require.True(t, released.ReleasedSettled, "released by the probe, not by age")
+	require.Equal(t, t0, b.clock.Now(), "the intake's clock never moved")
+	res := b.round()
+	require.Equal(t, int64(5), res.Watermark)
+	require.Equal(t, span(2, 5), b.messageIDs())
+	require.Len(t, b.holes(), 1, "the released hole is logged like an aged one (and watched for a late row)")
+}
+
+// The probe marks a hole in the round that first sees it and asks about it
+// in later rounds: a hole held by a transaction that then commits is
+// enqueued in order, never released.
+func TestMariaDBProbedHoleCommits(t *testing.T) {
+	t.Parallel()
+	b, held := probedHole(t)
+	require.Equal(t, int64(1), b.round().HoleAt)
+	require.Equal(t, int64(1), b.round().HoleAt)
+	require.NoError(t, held.Commit())
+	res := b.round()
+	require.Equal(t, int64(5), res.Watermark)
+	require.Equal(t, span(1, 5), b.messageIDs())
+	require.Empty(t, b.holes())
+}
+
+// probedHole is a probing intake on a MariaDB mailbox whose id 1 is held by
+// an open transaction while 2..5 are committed.
+func probedHole(t *testing.T) (*bundle, *sql.Tx) {
+	t.Helper()
+	b := setup(t, sqliteStore, func(c *relayintake.Config) { c.ProbeHoles = true })
+	db := mariaMailbox(t, b)
+	b.seed(relayintake.SeedZero)
+	return b, holdFirstID(t, b.ctx, db)
+}

@@ -124,6 +124,8 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	logical := fs.String("logical", "", "Debezium's topic.prefix: source.name and the topic part after sync.cdc")
 	maxCommitDelay := fs.Duration("max-commit-delay", capture.MaxCommitDelayDefault,
 		"how long a changelog id may stay invisible (its transaction open) before it is given up as a hole")
+	noHoleProbe := fs.Bool("no-hole-probe", false,
+		"release a hole in the changelog ids only after --max-commit-delay, without asking MariaDB (INNODB_TRX, PROCESS privilege) whether the transaction that took the id has ended")
 	brokers := fs.String("brokers", envOr("CAPTURE_BROKERS", ""), "comma-separated Kafka-API brokers; env CAPTURE_BROKERS")
 	devKafka := fs.Int("dev-kafka", 0, "DEVELOPMENT ONLY: instead of --brokers, run an in-process Kafka-API broker "+
 		"(franz-go's kfake) on 127.0.0.1:PORT with the topics of the tables installed now; in memory only, lost on exit")
@@ -171,7 +173,7 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	c, err := capture.New(capture.Config{DB: conn, Store: store, Sink: sink, Logical: *logical,
-		MaxCommitDelay: *maxCommitDelay, Owner: defaultOwner(), Clock: clock, Logger: log, Registerer: reg})
+		MaxCommitDelay: *maxCommitDelay, NoHoleProbe: *noHoleProbe, Owner: defaultOwner(), Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}

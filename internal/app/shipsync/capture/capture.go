@@ -85,6 +85,13 @@ type Config struct {
 	Queue, Target string
 	// MaxCommitDelay: see MaxCommitDelayDefault.
 	MaxCommitDelay time.Duration
+	// NoHoleProbe turns off the hole probe: by default a hole in the
+	// changelog ids is released as soon as every InnoDB transaction open
+	// when it was first seen has ended (a rolled-back change then stalls the
+	// capture for about a second, not MaxCommitDelay); the probe reads
+	// information_schema.INNODB_TRX and needs the PROCESS privilege. Without
+	// it, or when the probe fails, holes wait MaxCommitDelay.
+	NoHoleProbe bool
 	// PollInterval is how often the changelog, the queue and the outbox are
 	// polled when idle. Default PollIntervalDefault.
 	PollInterval time.Duration
@@ -170,8 +177,8 @@ func New(cfg Config) (*Capture, error) {
 		return nil, err
 	}
 	if c.intake, err = relayintake.New(cfg.Store, c.table, relayintake.Config{Queue: cfg.Queue, BatchSize: cfg.BatchSize,
-		MaxCommitDelay: cfg.MaxCommitDelay, PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger,
-		Registerer: cfg.Registerer}); err != nil {
+		MaxCommitDelay: cfg.MaxCommitDelay, ProbeHoles: !cfg.NoHoleProbe, PollInterval: cfg.PollInterval, Clock: cfg.Clock,
+		Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	p := &producer{db: cfg.DB, logical: cfg.Logical, topic: cfg.TopicPrefix + "." + cfg.Logical, target: cfg.Target,

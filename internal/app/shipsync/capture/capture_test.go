@@ -383,3 +383,36 @@ func TestKafkaOutageIsRetried(t *testing.T) {
 		require.Equal(t, "v"+strconv.Itoa(i), cols(r.ev.After)["vessel"].GetStringValue())
 	}
 }
+
+// TestRolledBackHoleReleasedByProbe: a rolled-back change leaves a hole in
+// the changelog ids; the hole probe releases it once no transaction that
+// was open when it was seen is still open — on the capture's clock no time
+// passes — and the change after it is produced.
+func TestRolledBackHoleReleasedByProbe(t *testing.T) {
+	b := setup(t)
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (1, 1, 'a')")
+	held := b.hold("INSERT INTO voyage (id, leg, vessel) VALUES (2, 1, 'ghost')")
+	b.exec("INSERT INTO voyage (id, leg, vessel) VALUES (3, 1, 'c')")
+	for range 3 {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+	}
+	st, err := b.cap.Intake().Stats(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.PermanentHoles, "an open transaction's hole is never released by the probe")
+	require.NoError(t, held.Rollback())
+
+	start := b.clock.Now()
+	require.Eventually(t, func() bool {
+		_, err := b.cap.Step(b.ctx)
+		require.NoError(t, err)
+		return len(b.read()["id=3/leg=1"]) == 1
+	}, 30*time.Second, 20*time.Millisecond, "the change after the hole is produced")
+	require.Equal(t, start, b.clock.Now())
+	byKey := b.read()
+	require.Equal(t, []string{"c"}, ops(byKey["id=1/leg=1"]))
+	require.Empty(t, byKey["id=2/leg=1"])
+	st, err = b.cap.Intake().Stats(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.PermanentHoles)
+}
