@@ -110,12 +110,28 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 	first := make(map[string]int, len(b.Events))
 	hashes := make([][]byte, len(b.Events))
 	var queued []int // indexes of the events inserted, in batch order
+	// burns: the sequence numbers given up by this batch, per stream.
+	burns := map[streamKey]burnedSeqs{}
 	for i, ev := range b.Events {
 		st := &pb.EventStatus{EventId: ev.GetEventId(), Status: pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED}
 		resp.Statuses = append(resp.Statuses, st)
 		row, reject := in.row(ev, sender, allowed)
 		if reject != nil {
 			st.Status, st.Reason, st.Field = pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, reject.Reason, reject.Field
+			if reject.Reason == pb.RejectReason_REJECT_REASON_RULE_NOT_AUTHORIZED {
+				// A valid event of this node, numbered in its stream, that
+				// the node may not send: its number is given up so the
+				// stream's later events are not held behind it for ever.
+				// (Every check before the rule's passed: the event and its
+				// stream fields are valid and its origin is the sender.)
+				k := streamKey{ev.SourceConnectorId, ev.SourcePartition}
+				if burns[k] == nil {
+					burns[k] = burnedSeqs{}
+				}
+				if _, dup := burns[k][ev.SourceSequence]; !dup {
+					burns[k][ev.SourceSequence] = strings.ToLower(ev.EventId)
+				}
+			}
 			continue
 		}
 		hashes[i] = row.contentHash
@@ -135,8 +151,8 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 		rows[i] = row
 	}
 	err = pgx.BeginTxFunc(ctx, in.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if len(queued) > 0 {
-			if err := in.store(ctx, tx, sender, b, queued, rows, &cols, first, hashes, resp, now); err != nil {
+		if len(queued) > 0 || len(burns) > 0 {
+			if err := in.store(ctx, tx, sender, b, queued, rows, &cols, first, hashes, burns, resp, now); err != nil {
 				return err
 			}
 		}
@@ -172,20 +188,26 @@ func (in *Inbox) Receive(ctx context.Context, sender string, b *wire.Batch) (res
 // sequence order whatever batches race. An event stored before (not
 // inserted) is checked against what is stored.
 func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Batch, queued []int, rows []*inboxRow,
-	cols *eventColumns, first map[string]int, hashes [][]byte, resp *pb.UploadResponse, now time.Time) error {
+	cols *eventColumns, first map[string]int, hashes [][]byte, burns map[streamKey]burnedSeqs, resp *pb.UploadResponse,
+	now time.Time) error {
 	seqs := make(map[streamKey][]uint64)
 	for _, i := range queued {
 		k := streamKey{rows[i].connector, rows[i].partition}
 		seqs[k] = append(seqs[k], rows[i].seq)
 	}
+	for k, bs := range burns {
+		for s := range bs {
+			seqs[k] = append(seqs[k], s)
+		}
+	}
 	streams, err := lockStreams(ctx, tx, sender, seqs, now)
 	if err != nil {
 		return err
 	}
-	pre := guessReleased(streams, queued, rows)
+	pre := guessReleased(streams, queued, rows, burns)
 	queued = in.refuseOverHeld(streams, queued, rows, pre, b, hashes, resp)
 	if len(queued) == 0 {
-		return nil
+		return in.settleStreams(ctx, tx, sender, streams, nil, rows, nil, pre, burns, now)
 	}
 	for _, i := range queued {
 		cols.add(rows[i], pre[i])
@@ -218,7 +240,7 @@ func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Ba
 			return err
 		}
 	}
-	return in.settleStreams(ctx, tx, sender, streams, queued, rows, inserted, pre, now)
+	return in.settleStreams(ctx, tx, sender, streams, queued, rows, inserted, pre, burns, now)
 }
 
 // refuseOverHeld answers RETRYABLE_FAILURE for the queued events that a

@@ -64,12 +64,36 @@ ON CONFLICT (origin_node_id, source_connector_id, source_partition)
 RETURNING source_connector_id, source_partition, next_sequence::text, held;
 
 -- name: StreamHeld
--- The events of the given streams held past a gap, by stream and sequence.
+-- The events of the given streams held past a gap, and the given-up
+-- sequence numbers not passed yet (inbox id 0), by stream.
 SELECT e.source_connector_id, e.source_partition, e.id, e.source_sequence::text, e.rule_id, e.pk_hash
 FROM sync_inbox_event e
 JOIN unnest($2::text[], $3::text[]) AS u(c, p) ON e.source_connector_id = u.c AND e.source_partition = u.p
 WHERE e.origin_node_id = $1 AND e.released_at IS NULL
-ORDER BY 1, 2, e.source_sequence;
+UNION ALL
+SELECT k.source_connector_id, k.source_partition, 0, k.source_sequence::text, '', ''::bytea
+FROM sync_stream_skip k
+JOIN unnest($2::text[], $3::text[]) AS u(c, p) ON k.source_connector_id = u.c AND k.source_partition = u.p
+WHERE k.origin_node_id = $1 AND k.passed_at IS NULL
+ORDER BY 1, 2;
+
+-- name: SkipInsertMany
+-- Records given-up sequence numbers ($3..$8 per number: stream, sequence,
+-- event id, reason, passed already); a number recorded before is left as
+-- it is. Returns the ones recorded now.
+INSERT INTO sync_stream_skip (origin_node_id, source_connector_id, source_partition, source_sequence, event_id, reason,
+    skipped_at, passed_at)
+SELECT $1, c, p, s, e, r, $2, CASE WHEN passed THEN $2::timestamptz END
+FROM unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::text[], $8::boolean[]) AS u(c, p, s, e, r, passed)
+ON CONFLICT DO NOTHING
+RETURNING source_connector_id, source_partition, passed_at IS NULL;
+
+-- name: SkipPass
+-- Marks given-up sequence numbers passed by their stream's release.
+UPDATE sync_stream_skip k SET passed_at = $2
+FROM unnest($3::text[], $4::text[], $5::numeric[]) AS u(c, p, s)
+WHERE k.origin_node_id = $1 AND k.source_connector_id = u.c AND k.source_partition = u.p AND k.source_sequence = u.s
+  AND k.passed_at IS NULL;
 
 -- name: StreamHeldAt
 -- The events one stream holds at the given sequences (a batch's, to tell
@@ -150,13 +174,18 @@ LIMIT $4;
 -- name: StreamGapsDue
 -- Streams whose gap is older than the grace ($2) and not asked about since
 -- $3: marks them asked now and returns where each gap starts and ends (the
--- last missing sequence is one below the lowest held event).
+-- last missing sequence is one below the lowest held event or given-up
+-- number).
 UPDATE sync_stream s SET resend_asked_at = $1
 WHERE s.gap_since IS NOT NULL AND s.gap_since <= $2 AND (s.resend_asked_at IS NULL OR s.resend_asked_at <= $3)
 RETURNING s.origin_node_id, s.source_connector_id, s.source_partition, s.next_sequence::text,
-    (SELECT (min(e.source_sequence) - 1)::text FROM sync_inbox_event e
-     WHERE e.origin_node_id = s.origin_node_id AND e.source_connector_id = s.source_connector_id
-       AND e.source_partition = s.source_partition AND e.released_at IS NULL);
+    (SELECT (least(
+        (SELECT min(e.source_sequence) FROM sync_inbox_event e
+         WHERE e.origin_node_id = s.origin_node_id AND e.source_connector_id = s.source_connector_id
+           AND e.source_partition = s.source_partition AND e.released_at IS NULL),
+        (SELECT min(k.source_sequence) FROM sync_stream_skip k
+         WHERE k.origin_node_id = s.origin_node_id AND k.source_connector_id = s.source_connector_id
+           AND k.source_partition = s.source_partition AND k.passed_at IS NULL)) - 1)::text);
 
 -- name: ResendInsert
 INSERT INTO sync_resend_request (node_id, source_connector_id, source_partition, from_sequence, to_sequence, created_at)

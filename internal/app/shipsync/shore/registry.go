@@ -38,7 +38,7 @@ var queriesSQL string
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
 	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
-	"StreamLockMany", "StreamHeld", "StreamHeldAt", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList")
+	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relayhq/relay"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
 // ApplyQueue is the engine queue the inbox releases events to: per key
@@ -50,12 +51,19 @@ type streamState struct {
 	heldCount int
 }
 
-// heldEvent is an event stored earlier and not yet released.
+// heldEvent is an event stored earlier and not yet released, or (skip) a
+// sequence number given up earlier that the stream has not passed yet.
 type heldEvent struct {
 	id     int64
 	rule   string
 	pkHash []byte
+	skip   bool
 }
+
+// burnedSeqs are the sequence numbers of one stream that this batch gives
+// up (seq → the refused event's id): valid, numbered events refused for
+// good, so no event will be stored under them.
+type burnedSeqs map[uint64]string
 
 // chain returns the sequences released by walking from next over the
 // sequences in have (contiguous ones only), and the new next.
@@ -68,11 +76,15 @@ func chain(next uint64, have func(uint64) bool) (released []uint64, newNext uint
 }
 
 // releasable walks st from its next sequence over mine (this batch's
-// inserted events by sequence) and its held events: the sequences now
-// contiguous, and the new next.
-func (st *streamState) releasable(mine map[uint64]int) (released []uint64, next uint64) {
+// inserted events by sequence), burned (this batch's given-up numbers) and
+// its held events and given-up numbers: the sequences now contiguous, and
+// the new next.
+func (st *streamState) releasable(mine map[uint64]int, burned burnedSeqs) (released []uint64, next uint64) {
 	return chain(st.next, func(s uint64) bool {
 		_, ok := mine[s]
+		if !ok {
+			_, ok = burned[s]
+		}
 		if !ok {
 			_, ok = st.held[s]
 		}
@@ -192,6 +204,12 @@ func readHeld(rows pgx.Rows, out map[streamKey]*streamState) error {
 		if st.held == nil {
 			st.held = map[uint64]heldEvent{}
 		}
+		if h.id == 0 { // a given-up number (StreamHeld)
+			if _, event := st.held[n]; !event {
+				st.held[n] = heldEvent{skip: true}
+			}
+			return nil
+		}
 		st.held[n] = heldEvent{id: h.id, rule: h.rule, pkHash: slices.Clone(h.pkHash)}
 		return nil
 	})
@@ -215,7 +233,7 @@ type releaseEvent struct {
 // (pre, the events inserted as released) was wrong, and stores each stream's
 // new state.
 func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, streams map[streamKey]*streamState,
-	queued []int, rows []*inboxRow, inserted map[int]int64, pre map[int]bool, now time.Time) error {
+	queued []int, rows []*inboxRow, inserted map[int]int64, pre map[int]bool, burns map[streamKey]burnedSeqs, now time.Time) error {
 	// The inserted events of each stream, by sequence.
 	bySeq := bySequence(queued, rows, func(i int) bool { _, ok := inserted[i]; return ok })
 	var fixIDs []int64
@@ -223,17 +241,26 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 	var release []releaseEvent
 	var cs, ps, ns []string
 	var hs []int32
+	var skips skipColumns
+	var passed skipColumns
 	keys := make([]streamKey, 0, len(streams))
 	for k := range streams {
 		keys = append(keys, k)
 	}
 	sortStreams(keys)
+	heldAt := make(map[streamKey]int, len(keys))
 	for _, k := range keys {
 		st := streams[k]
 		mine := bySeq[k]
-		seqs, next := st.releasable(mine)
+		burned := usableBurns(st, mine, burns[k])
+		seqs, next := st.releasable(mine, burned)
 		released := make(map[int]bool, len(seqs))
 		for _, s := range seqs {
+			if e, ok := burned[s]; ok {
+				skips.add(k, s, e, true)
+				delete(burned, s)
+				continue
+			}
 			if i, ok := mine[s]; ok {
 				released[i] = true
 				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash)})
@@ -245,6 +272,10 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 			h := st.held[s]
 			delete(st.held, s)
 			st.heldCount--
+			if h.skip {
+				passed.add(k, s, "", true)
+				continue
+			}
 			release = append(release, releaseEvent{inboxID: h.id, key: ApplyKey(h.rule, h.pkHash)})
 			fixIDs, fixRel = append(fixIDs, h.id), append(fixRel, true)
 		}
@@ -271,8 +302,36 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 				}
 			}
 		}
+		for s, e := range burned { // past the gap: waits for it, like a held event
+			skips.add(k, s, e, false)
+		}
+		heldAt[k] = len(hs)
 		cs, ps = append(cs, k.connector), append(ps, k.partition)
 		ns, hs = append(ns, strconv.FormatUint(next, 10)), append(hs, int32(held))
+	}
+	if len(skips.c) > 0 {
+		// A number given up before (a resend of its refused event) is not
+		// recorded again; only the new waiting ones count as held.
+		rows, err := tx.Query(ctx, stmts["SkipInsertMany"], sender, now, skips.c, skips.p, skips.s, skips.e,
+			skips.r, skips.passed)
+		if err != nil {
+			return fmt.Errorf("record given-up sequence numbers: %w", err)
+		}
+		var k streamKey
+		var waiting bool
+		if _, err := pgx.ForEachRow(rows, []any{&k.connector, &k.partition, &waiting}, func() error {
+			if waiting {
+				hs[heldAt[k]]++
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("record given-up sequence numbers: %w", err)
+		}
+	}
+	if len(passed.c) > 0 {
+		if _, err := tx.Exec(ctx, stmts["SkipPass"], sender, now, passed.c, passed.p, passed.s); err != nil {
+			return fmt.Errorf("pass given-up sequence numbers: %w", err)
+		}
 	}
 	if len(fixIDs) > 0 {
 		if _, err := tx.Exec(ctx, stmts["EventRelease"], fixIDs, fixRel, now); err != nil {
@@ -300,12 +359,12 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 // guessReleased marks the queued events that will be released if every one
 // of them is inserted: those contiguous from their stream's next sequence
 // over the batch's and the held events. settleStreams corrects the guess.
-func guessReleased(streams map[streamKey]*streamState, queued []int, rows []*inboxRow) map[int]bool {
+func guessReleased(streams map[streamKey]*streamState, queued []int, rows []*inboxRow, burns map[streamKey]burnedSeqs) map[int]bool {
 	bySeq := bySequence(queued, rows, func(int) bool { return true })
 	pre := make(map[int]bool, len(queued))
 	for k, st := range streams {
 		mine := bySeq[k]
-		seqs, _ := st.releasable(mine)
+		seqs, _ := st.releasable(mine, usableBurns(st, mine, burns[k]))
 		for _, s := range seqs {
 			if i, ok := mine[s]; ok {
 				pre[i] = true
@@ -313,4 +372,37 @@ func guessReleased(streams map[streamKey]*streamState, queued []int, rows []*inb
 		}
 	}
 	return pre
+}
+
+// usableBurns returns the numbers of burned that the stream may give up: not
+// below its next sequence (passed already), not the number of an event of
+// the batch or one it holds (taken by another event), not one given up
+// before (held as a skip: that record stands). The result is a copy.
+func usableBurns(st *streamState, mine map[uint64]int, burned burnedSeqs) burnedSeqs {
+	out := make(burnedSeqs, len(burned))
+	for s, e := range burned {
+		if s < st.next {
+			continue
+		}
+		if _, taken := mine[s]; taken {
+			continue
+		}
+		if _, held := st.held[s]; held {
+			continue
+		}
+		out[s] = e
+	}
+	return out
+}
+
+// skipColumns holds the SkipInsertMany / SkipPass arrays.
+type skipColumns struct {
+	c, p, s, e, r []string
+	passed        []bool
+}
+
+func (k *skipColumns) add(st streamKey, seq uint64, eventID string, passed bool) {
+	k.c, k.p = append(k.c, st.connector), append(k.p, st.partition)
+	k.s, k.e = append(k.s, strconv.FormatUint(seq, 10)), append(k.e, eventID)
+	k.r, k.passed = append(k.r, pb.RejectReason_REJECT_REASON_RULE_NOT_AUTHORIZED.String()), append(k.passed, passed)
 }

@@ -205,3 +205,64 @@ func TestStalledStreamCountsHeld(t *testing.T) {
 	}
 	require.Equal(t, want, released(t, b))
 }
+
+// TestRefusedNumberDoesNotHoldTheStream: a valid, numbered event whose rule
+// the node may not use is refused for good, and its sequence number is
+// given up — recorded, and walked over by the stream's release — so the
+// stream's later events are not held behind it; a number given up past a
+// gap waits like a held event (and bounds the gap asked for); a refusal at
+// a number another event holds gives nothing up.
+func TestRefusedNumberDoesNotHoldTheStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := inboxOf(t, b, "ship-1")
+	ok := "RECEIVE_STATUS_RECEIVED/REJECT_REASON_UNSPECIFIED/"
+	refused := "RECEIVE_STATUS_PERMANENT_REJECTED/REJECT_REASON_RULE_NOT_AUTHORIZED/rule_id"
+	unauthorised := func(n int) *pb.ChangeEvent {
+		ev := keyEvent("ship-1", n)
+		ev.RuleVersion = 2 // the node may use version 1 only
+		return ev
+	}
+	skips := func() int { return countRows(t, b, "SELECT count(*) FROM sync_stream_skip") }
+	waiting := func() int { return countRows(t, b, "SELECT count(*) FROM sync_stream_skip WHERE passed_at IS NULL") }
+
+	require.Equal(t, []string{ok, refused, ok}, receiveAt(t, in, "ship-1", 100, keyEvent("ship-1", 1), unauthorised(2),
+		keyEvent("ship-1", 3)))
+	require.Equal(t, []int{1, 3}, released(t, b), "3 is not held behind the refused 2")
+	require.Equal(t, streamRow{Next: 4, Held: 0, Gap: false}, stream(t, b, "ship-1"))
+	require.Equal(t, 1, skips())
+	require.Zero(t, waiting())
+
+	// Past a gap: 6 is held, the refused 5 waits with it, 4 releases both.
+	require.Equal(t, []string{ok}, receiveAt(t, in, "ship-1", 101, keyEvent("ship-1", 6)))
+	require.Equal(t, []string{refused}, receiveAt(t, in, "ship-1", 102, unauthorised(5)))
+	require.Equal(t, streamRow{Next: 4, Held: 2, Gap: true}, stream(t, b, "ship-1"))
+	require.Equal(t, 1, waiting())
+	require.Equal(t, []string{refused}, receiveAt(t, in, "ship-1", 103, unauthorised(5)), "a resend of the refused event")
+	require.Equal(t, streamRow{Next: 4, Held: 2, Gap: true}, stream(t, b, "ship-1"), "counted once")
+	require.Equal(t, []string{ok}, receiveAt(t, in, "ship-1", 104, keyEvent("ship-1", 4)))
+	require.Equal(t, []int{1, 3, 4, 6}, released(t, b))
+	require.Equal(t, streamRow{Next: 7, Held: 0, Gap: false}, stream(t, b, "ship-1"))
+	require.Zero(t, waiting())
+	require.Equal(t, []string{refused}, receiveAt(t, in, "ship-1", 105, unauthorised(2)), "long passed")
+	require.Equal(t, 2, skips())
+
+	// The gap asked for ends below the lowest waiting given-up number.
+	require.Equal(t, []string{refused}, receiveAt(t, in, "ship-1", 106, unauthorised(9)))
+	require.Equal(t, []string{ok}, receiveAt(t, in, "ship-1", 107, keyEvent("ship-1", 10)))
+	b.clock.Advance(time.Hour)
+	rs, err := in.AskResends(t.Context(), time.Minute, 10*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	require.Equal(t, [2]uint64{7, 8}, [2]uint64{rs[0].From, rs[0].To})
+
+	// A refusal at a number another event holds (10) gives nothing up.
+	taken := unauthorised(10)
+	taken.EventId = uuidN(9010)
+	require.Equal(t, []string{refused}, receiveAt(t, in, "ship-1", 108, taken))
+	require.Equal(t, 3, skips())
+	require.Equal(t, []string{ok, ok}, receiveAt(t, in, "ship-1", 109, keyEvent("ship-1", 7), keyEvent("ship-1", 8)))
+	require.Equal(t, []int{1, 3, 4, 6, 7, 8, 10}, released(t, b))
+	require.Equal(t, streamRow{Next: 11, Held: 0, Gap: false}, stream(t, b, "ship-1"))
+	require.Zero(t, waiting())
+}
