@@ -323,8 +323,12 @@ func (a *Applier) load(ctx context.Context, tx pgx.Tx, ds []*relay.Delivery) ([]
 		it.ruleDef = rules[shore.RuleRef{ID: it.ev.RuleId, Version: it.ev.RuleVersion}]
 		it.head = heads[headKey{it.rule, string(it.pkHash)}]
 		it.plan = Decide(it.ruleDef, it.ev, it.head)
-		if it.plan.Action == Reject {
+		switch it.plan.Action {
+		case Reject:
 			it.outcome, it.reason, it.detail = outRejected, it.plan.Reason, it.plan.Detail
+		case Repeat:
+			it.outcome, it.learnt = outApplied, "repeat"
+			it.detail = "a repeat of a change applied already (its result revision is the record's, now or recently); nothing written"
 		}
 	}
 	return items, nil
@@ -353,8 +357,9 @@ func lockHeads(ctx context.Context, tx pgx.Tx, items []*item) (map[headKey]Head,
 	var r string
 	var k []byte
 	var h Head
-	_, err = pgx.ForEachRow(rows, []any{&r, &k, &h.Revision, &h.Origin, &h.EventID, &h.Tombstone}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r, &k, &h.Revision, &h.Origin, &h.EventID, &h.Tombstone, &h.Recent}, func() error {
 		h.Found = true
+		h.Recent = slices.Clone(h.Recent)
 		out[headKey{r, string(k)}] = h
 		return nil
 	})
@@ -410,6 +415,10 @@ func (a *Applier) finalize(ctx context.Context, tx pgx.Tx, items []*item, now ti
 		var conflictID *string
 		switch it.outcome {
 		case outApplied:
+			if it.plan.Action == Repeat { // the record's head stays as it is
+				ji, js, jl = append(ji, it.inboxID), append(js, "FINALIZED"), append(jl, it.learnt)
+				break
+			}
 			hr, hk = append(hr, it.rule), append(hk, it.pkHash)
 			hrev, ho, he = append(hrev, it.ev.ResultRevision), append(ho, it.ev.OriginNodeId), append(he, it.eventID)
 			ht = append(ht, it.ev.Operation == pb.Operation_OPERATION_DELETE)

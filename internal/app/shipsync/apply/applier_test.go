@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
@@ -174,4 +175,60 @@ func TestSchemaMismatchWaits(t *testing.T) {
 	r, ok := b.row(t, 1)
 	require.True(t, ok)
 	require.Equal(t, "one", r.Note)
+}
+
+// TestRepeatedChangeIsApplied: CDC delivers at least once — a connector
+// restarted after a crash sends records again, under new positions and so
+// new event ids. A change whose result revision the record has, or had
+// within its last RecentRevisions changes, is a repeat: answered APPLIED
+// with nothing written, never a conflict, and the record is left as the
+// later changes made it. A change older than that window is a conflict.
+func TestRepeatedChangeIsApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	b.receive(t,
+		s.ev(1, ins, 1, "", rev(1), str("one")),
+		s.ev(2, upd, 1, rev(1), rev(2), str("two")),
+		s.ev(3, upd, 1, rev(2), rev(3), str("three")),
+	)
+	b.work(t)
+	// The connector sends 2 and 3 again, then the insert.
+	b.receive(t,
+		s.ev(12, upd, 1, rev(1), rev(2), str("two")),
+		s.ev(13, upd, 1, rev(2), rev(3), str("three")),
+		s.ev(11, ins, 1, "", rev(1), str("one")),
+	)
+	b.work(t)
+	for _, n := range []int{1, 2, 3, 11, 12, 13} {
+		require.Equal(t, applied, b.receipt(t, n), "event %d", n)
+	}
+	r, ok := b.row(t, 1)
+	require.True(t, ok)
+	require.Equal(t, row{Note: "three", Revision: rev(3), EventID: uuidN(3)}, r, "the repeats wrote nothing")
+	require.Equal(t, 3, b.mcount(t, "SELECT count(*) FROM sync_applied_event"))
+	require.Equal(t, 3, b.count(t, "SELECT count(*) FROM sync_apply_job WHERE learnt_by = 'repeat'"))
+	require.Zero(t, b.count(t, "SELECT count(*) FROM sync_conflict_case"))
+
+	// A delete, repeated: its tombstone revision is the record's.
+	b.receive(t, s.ev(4, del, 1, rev(3), rev(4), nil))
+	b.work(t)
+	b.receive(t, s.ev(14, del, 1, rev(3), rev(4), nil))
+	b.work(t)
+	require.Equal(t, applied, b.receipt(t, 14))
+	_, ok = b.row(t, 1)
+	require.False(t, ok)
+
+	// Past the window: the insert's revision has been pushed out by
+	// RecentRevisions later changes, so its repeat is a conflict.
+	b.receive(t, s.ev(20, ins, 1, "", rev(20), str("again")))
+	base := rev(20)
+	for i := 21; i <= 21+apply.RecentRevisions; i++ {
+		b.receive(t, s.ev(i, upd, 1, base, rev(i), nil))
+		base = rev(i)
+	}
+	b.work(t)
+	b.receive(t, s.ev(40, ins, 1, "", rev(20), str("again")))
+	b.work(t)
+	require.Equal(t, "CONFLICT_RECORDED", b.receipt(t, 40).Result)
 }

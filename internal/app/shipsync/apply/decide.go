@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -18,7 +19,14 @@ type Head struct {
 	Origin    string
 	EventID   string
 	Tombstone bool
+	// Recent are the revisions the record held before Revision, newest
+	// first (RecentRevisions of them at most).
+	Recent []string
 }
+
+// RecentRevisions is how many earlier revisions of a record the shore
+// keeps to recognise a repeated change.
+const RecentRevisions = 8
 
 // Action is what Decide chose for an event.
 type Action int
@@ -30,6 +38,11 @@ const (
 	Conflict
 	// Reject: the event cannot be applied at all (Plan.Reason says why).
 	Reject
+	// Repeat: the record holds, or held within its last RecentRevisions
+	// changes, the event's result revision — the change was applied
+	// already (a CDC record delivered again) — so nothing is written and
+	// the event is applied.
+	Repeat
 )
 
 // Op is the kind of target statement a Write runs.
@@ -77,6 +90,12 @@ func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	}
 	if !head.Found {
 		return Plan{Action: Write, Op: op}
+	}
+	// Revisions are unique per change (a new UUID per local write; a
+	// delete's tombstone derived from what it deleted), so a result
+	// revision the record has or had names a change already applied.
+	if r := ev.ResultRevision; r != "" && (r == head.Revision || slices.Contains(head.Recent, r)) {
+		return Plan{Action: Repeat, Op: op}
 	}
 	switch op {
 	case OpInsert:

@@ -38,6 +38,12 @@ func TestDecide(t *testing.T) {
 		{"delete of a deleted record", s.ev(1, del, 1, rev(2), rev(9), nil), gone, apply.Plan{Action: apply.Conflict, Op: apply.OpDelete}},
 		{"snapshot without base", snapNew, apply.Head{}, apply.Plan{Action: apply.Write, Op: apply.OpInsert}},
 		{"snapshot over the current revision", snapOver, live, apply.Plan{Action: apply.Write, Op: apply.OpUpdate}},
+		{"a repeat of the change that made the current revision", s.ev(1, upd, 1, rev(7), rev(1), nil), live,
+			apply.Plan{Action: apply.Repeat, Op: apply.OpUpdate}},
+		{"a repeat of an earlier change", s.ev(1, upd, 1, rev(6), rev(7), nil),
+			apply.Head{Found: true, Revision: rev(1), Recent: []string{rev(8), rev(7)}}, apply.Plan{Action: apply.Repeat, Op: apply.OpUpdate}},
+		{"a repeat of an insert", s.ev(1, ins, 1, "", rev(1), nil), live, apply.Plan{Action: apply.Repeat, Op: apply.OpInsert}},
+		{"a repeat of a delete", s.ev(1, del, 1, rev(1), rev(2), nil), gone, apply.Plan{Action: apply.Repeat, Op: apply.OpDelete}},
 	} {
 		require.Equal(t, c.want, apply.Decide(voyageRule, c.ev, c.head), c.name)
 	}

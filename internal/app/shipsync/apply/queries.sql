@@ -16,7 +16,8 @@ WHERE e.id = ANY($1::bigint[]);
 -- order given (callers sort): one probe of the primary key per pair, which
 -- a LATERAL subquery forces whatever the statistics say (a filter on the
 -- arrays was planned as a scan of every head).
-SELECT h.rule_id, h.pk_hash, h.current_revision, h.origin_node_id, coalesce(h.event_id::text, ''), h.tombstone
+SELECT h.rule_id, h.pk_hash, h.current_revision, h.origin_node_id, coalesce(h.event_id::text, ''), h.tombstone,
+    h.recent_revisions
 FROM unnest($1::text[], $2::bytea[]) WITH ORDINALITY AS u(r, k, i)
 CROSS JOIN LATERAL (
     SELECT * FROM sync_record_head h WHERE h.rule_id = u.r AND h.pk_hash = u.k FOR UPDATE
@@ -36,7 +37,11 @@ SELECT r, k, rev, o, e, t, $7
 FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[], $6::boolean[]) AS u(r, k, rev, o, e, t)
 ON CONFLICT (rule_id, pk_hash) DO UPDATE SET current_revision = EXCLUDED.current_revision,
     origin_node_id = EXCLUDED.origin_node_id, event_id = EXCLUDED.event_id, tombstone = EXCLUDED.tombstone,
-    updated_at = EXCLUDED.updated_at;
+    updated_at = EXCLUDED.updated_at,
+    -- The revision replaced joins the recent ones (newest first, eight kept).
+    recent_revisions = CASE WHEN sync_record_head.current_revision = EXCLUDED.current_revision
+        THEN sync_record_head.recent_revisions
+        ELSE (ARRAY[sync_record_head.current_revision] || sync_record_head.recent_revisions)[1:8] END;
 
 -- name: ReceiptInsertMany
 -- One receipt per event, ever: an event with a receipt is skipped before
