@@ -124,6 +124,8 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	logical := fs.String("logical", "", "Debezium's topic.prefix: source.name and the topic part after sync.cdc")
 	maxCommitDelay := fs.Duration("max-commit-delay", capture.MaxCommitDelayDefault,
 		"how long a changelog id may stay invisible (its transaction open) before it is given up as a hole")
+	poll := fs.Duration("poll-interval", capture.PollIntervalDefault,
+		"how often the changelog, the capture's queue and its outbox are polled when idle")
 	noHoleProbe := fs.Bool("no-hole-probe", false,
 		"release a hole in the changelog ids only after --max-commit-delay, without asking MariaDB (INNODB_TRX, PROCESS privilege) whether the transaction that took the id has ended")
 	brokers := fs.String("brokers", envOr("CAPTURE_BROKERS", ""), "comma-separated Kafka-API brokers; env CAPTURE_BROKERS")
@@ -173,7 +175,7 @@ func runCaptureRun(ctx context.Context, env *Env, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	c, err := capture.New(capture.Config{DB: conn, Store: store, Sink: sink, Logical: *logical,
-		MaxCommitDelay: *maxCommitDelay, NoHoleProbe: *noHoleProbe, Owner: defaultOwner(), Clock: clock, Logger: log, Registerer: reg})
+		MaxCommitDelay: *maxCommitDelay, NoHoleProbe: *noHoleProbe, PollInterval: *poll, Owner: defaultOwner(), Clock: clock, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}

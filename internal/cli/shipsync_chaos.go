@@ -167,13 +167,15 @@ func runShoreChaos(ctx context.Context, env *Env, args []string) error {
 // runShipChaos runs the ship side's crash harness.
 func runShipChaos(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "shipsync chaos --side ship", "shipsync chaos --side ship [--changes N] [--kills K] "+
-		"[--shore-kills K] [--cuts N] [--fault-probability P] [--seed S] [--postgres URL] [--mariadb DSN]")
+		"[--shore-kills K] [--capture-kills K] [--cuts N] [--fault-probability P] [--seed S] [--postgres URL] [--mariadb DSN]")
 	var o shipcrash.Options
 	fs.IntVar(&o.Changes, "changes", 3000, "row changes of the workload on the ship database (inserts, updates, deletes)")
 	fs.IntVar(&o.Writers, "writers", 1, "connections writing the ship database at once")
 	fs.IntVar(&o.Kills, "kills", shipcrash.KillsDefault, "SIGKILLs of the client; every other life is armed at one of its fault points in turn")
 	fs.IntVar(&o.ShoreKills, "shore-kills", shipcrash.ShoreKillsDefault, "SIGKILLs (and restarts) of the shore")
 	fs.IntVar(&o.Cuts, "cuts", shipcrash.CutsDefault, "outages of the link between client and shore, 0.5–2 s each")
+	fs.IntVar(&o.CaptureKills, "capture-kills", shipcrash.CaptureKillsDefault,
+		"SIGKILLs of the capture process; every other life is armed at one of its fault points in turn")
 	fs.Float64Var(&o.FaultProbability, "fault-probability", shipcrash.FaultProbabilityDefault,
 		"chance that passing the armed fault point kills an armed life")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the workload and the plan")
@@ -185,18 +187,18 @@ func runShipChaos(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shipsync chaos: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
 	}
-	if o.Changes < 10 || o.Writers < 1 || o.Kills < 0 || o.ShoreKills < 0 || o.Cuts < 0 || o.FaultProbability < 0 ||
-		o.FaultProbability > 1 {
-		return errors.New("shipsync chaos: --changes ≥ 10, --writers ≥ 1, --kills, --shore-kills, --cuts ≥ 0, " +
-			"--fault-probability in [0, 1]")
+	if o.Changes < 10 || o.Writers < 1 || o.Kills < 0 || o.ShoreKills < 0 || o.Cuts < 0 || o.CaptureKills < 0 ||
+		o.FaultProbability < 0 || o.FaultProbability > 1 {
+		return errors.New("shipsync chaos: --changes ≥ 10, --writers ≥ 1, --kills, --shore-kills, --capture-kills, " +
+			"--cuts ≥ 0, --fault-probability in [0, 1]")
 	}
 	if err := r.prepare(ctx, env); err != nil {
 		return err
 	}
 	defer r.close()
 	o.Binary, o.Keep, o.PostgresURL, o.MariaDB, o.Dir, o.Out = *r.binary, *r.keep, r.schemaURL, *r.mariadb, r.dir, env.Stdout
-	fmt.Fprintln(env.Stdout, "relay shipsync chaos --side ship: the ship client killed with SIGKILL at random moments "+
-		"and at its fault points, the shore killed and restarted, the link cut, while a workload writes the ship "+
+	fmt.Fprintln(env.Stdout, "relay shipsync chaos --side ship: the ship client and the capture killed with SIGKILL at random "+
+		"moments and at their fault points, the shore killed and restarted, the link cut, while a workload writes the ship "+
 		"database; then both databases and every event are reconciled")
 	res, err := shipcrash.Run(ctx, o)
 	if err != nil {

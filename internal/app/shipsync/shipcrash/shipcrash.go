@@ -37,11 +37,18 @@ import (
 var Points = []string{faultpoint.ShipsyncClientAfterRead, faultpoint.ShipsyncClientAfterUpload,
 	faultpoint.ShipsyncClientAfterReceipts, faultpoint.ShipsyncClientBeforeOffsetCommit}
 
+// CapturePoints are the fault points the capture's lives are armed with:
+// its FIFO handler's commit and mid-batch, and its dispatcher after Kafka
+// confirmed a batch but before SENT is written — the crash that makes the
+// capture send records again.
+var CapturePoints = []string{faultpoint.DispatchAfterConfirm, faultpoint.FIFOAfterCommit, faultpoint.FIFOMidBatch}
+
 // Defaults of the plan (the CLI's; Options takes 0 as none).
 const (
-	KillsDefault      = 16
-	ShoreKillsDefault = 3
-	CutsDefault       = 3
+	KillsDefault        = 16
+	ShoreKillsDefault   = 3
+	CutsDefault         = 3
+	CaptureKillsDefault = 4
 	// FaultProbabilityDefault is Options.FaultProbability's default.
 	FaultProbabilityDefault = 0.3
 )
@@ -77,7 +84,14 @@ type Options struct {
 	// ShoreKillsDefault, CutsDefault), mixed into the same plan, one step
 	// every 300–900 ms.
 	Kills, ShoreKills, Cuts int
-	FaultProbability        float64
+	// CaptureKills is how many times the capture process (`relay shipsync
+	// capture run`) is killed with SIGKILL (0: never; the CLI's default
+	// CaptureKillsDefault); every other life is armed with one of
+	// CapturePoints in turn. A capture killed after Kafka took records but
+	// before it marked them sent sends them again: the shore answers those
+	// repeats APPLIED without writing.
+	CaptureKills     int
+	FaultProbability float64
 	// Seed fixes the workload and the plan.
 	Seed uint64
 	// Out receives progress lines (nil: discarded).
@@ -106,8 +120,8 @@ func (o Options) validate() error {
 		return errors.New("shipcrash: Binary, PostgresURL, MariaDB and Dir are required")
 	case o.Changes < 10 || o.Writers < 1:
 		return errors.New("shipcrash: changes ≥ 10 and writers ≥ 1")
-	case o.Kills < 0 || o.ShoreKills < 0 || o.Cuts < 0 || o.FaultProbability < 0 || o.FaultProbability > 1:
-		return errors.New("shipcrash: kills, shore kills, cuts ≥ 0 and fault probability in [0,1]")
+	case o.Kills < 0 || o.ShoreKills < 0 || o.Cuts < 0 || o.CaptureKills < 0 || o.FaultProbability < 0 || o.FaultProbability > 1:
+		return errors.New("shipcrash: kills, shore kills, capture kills, cuts ≥ 0 and fault probability in [0,1]")
 	}
 	return nil
 }
@@ -116,8 +130,8 @@ func (o Options) validate() error {
 type Result struct {
 	// Writes are the row changes the workload committed; Events the events
 	// in the client's state.
-	Writes, Events int
-	Client, Shore  supervise.RoleStats
+	Writes, Events         int
+	Client, Shore, Capture supervise.RoleStats
 	// Cuts are the link's outages; Link the proxy's counters.
 	Cuts    int
 	Link    weaklink.Stats
@@ -146,6 +160,15 @@ func (r *Result) Write(w io.Writer) {
 	fmt.Fprintf(w, "client:    %d SIGKILLs at random, %d deaths at fault points (%s); %d lives, %d armed\n",
 		r.Client.Kills, faults, strings.Join(pts, ", "), r.Client.Lives, r.Client.ArmedLives)
 	fmt.Fprintf(w, "shore:     %d SIGKILLs and restarts; %d lives\n", r.Shore.Kills, r.Shore.Lives)
+	capFaults := 0
+	var capPts []string
+	for p, n := range r.Capture.Faults {
+		capFaults += n
+		capPts = append(capPts, fmt.Sprintf("%s ×%d", p, n))
+	}
+	slices.Sort(capPts)
+	fmt.Fprintf(w, "capture:   %d SIGKILLs at random, %d deaths at fault points (%s); %d lives\n",
+		r.Capture.Kills, capFaults, strings.Join(capPts, ", "), r.Capture.Lives)
 	fmt.Fprintf(w, "link:      %d cuts (%d connections cut, %d refused while down)\n", r.Cuts, r.Link.Cuts,
 		r.Link.Refused)
 	shipdemo.WriteChecks(w, r.Checks)
@@ -272,16 +295,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		_ = link.Stop(sctx)
 	})
 
-	// The capture runs here (its own crash recovery is capture's tests').
-	capt, err := shipdemo.StartCapture(ctx, shipdemo.CaptureOptions{DB: ship,
-		StateFile: filepath.Join(o.Dir, "capture.db"), Brokers: brokers})
+	// The capture: its watermark seeded here before the workload writes
+	// (see shipdemo.StartCapture), then run as a process of its own, a
+	// victim too.
+	captureState := filepath.Join(o.Dir, "capture.db")
+	seeded, err := shipdemo.StartCapture(ctx, shipdemo.CaptureOptions{DB: ship, StateFile: captureState, Brokers: brokers})
 	if err != nil {
 		return nil, err
 	}
+	seeded.Close()
+	capt := supervise.NewRole("capture", o.Binary, []string{"shipsync", "capture", "run", "--db", shipDSN,
+		"--state", captureState, "--logical", shipdemo.Logical, "--brokers", strings.Join(brokers, ","),
+		"--max-commit-delay", shipdemo.CaptureMaxCommitDelay.String(),
+		"--poll-interval", shipdemo.CapturePollInterval.String(), "--log-level", "warn"},
+		nil, CapturePoints, rng.Uint64(), out)
+	if err := capt.Start(); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, capt.Abort)
 	runCtx, cancel := context.WithCancel(ctx)
-	captErr := make(chan error, 1)
-	go func() { captErr <- capt.Run(runCtx) }()
-	cleanup = append(cleanup, func() { cancel(); <-captErr })
+	cleanup = append(cleanup, cancel)
 
 	// The client, the victim.
 	rules, err := shipdemo.RulesFile(shipName)
@@ -310,7 +343,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	werr := make(chan error, 1)
 	go func() { werr <- wl.Run(runCtx) }()
 	out("shipcrash: ~%d changes; kafka on %s; shore on %s behind the link %s; plan: %d client kills, %d shore kills, "+
-		"%d cuts", o.Changes, strings.Join(brokers, ","), shoreAddr, linkAddr, o.Kills, o.ShoreKills, o.Cuts)
+		"%d capture kills, %d cuts", o.Changes, strings.Join(brokers, ","), shoreAddr, linkAddr, o.Kills, o.ShoreKills,
+		o.CaptureKills, o.Cuts)
 
 	// The plan: the steps shuffled by the seed, one every 300–900 ms.
 	var plan []string
@@ -323,20 +357,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for range o.Cuts {
 		plan = append(plan, "cut")
 	}
+	for range o.CaptureKills {
+		plan = append(plan, "capture")
+	}
 	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	res := &Result{}
-	kills := 0
-	wait := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("shipcrash: %w", ctx.Err())
-		case err := <-captErr:
-			captErr <- err
-			return fmt.Errorf("shipcrash: capture stopped: %v", err)
-		case <-time.After(d):
-			return nil
-		}
-	}
+	kills, capKills := 0, 0
+	wait := func(d time.Duration) error { return sleepCtx(ctx, d) }
 	for i, step := range plan {
 		if err := wait(time.Duration(300+rng.IntN(600)) * time.Millisecond); err != nil {
 			return nil, err
@@ -357,6 +384,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if arm != "" {
 				// Give the armed life time to reach its point.
 				waitFault(ctx, cl, 2*time.Second)
+			}
+		case "capture":
+			arm := ""
+			if capKills%2 == 0 {
+				arm = fmt.Sprintf("%s=%g", CapturePoints[capKills/2%len(CapturePoints)], o.FaultProbability)
+			}
+			capKills++
+			what, err := capt.Kill(arm)
+			if err != nil {
+				return nil, err
+			}
+			out("  step %2d: capture killed %s", i+1, what)
+			if arm != "" {
+				waitFault(ctx, capt, 2*time.Second)
 			}
 		case "shore":
 			what, err := shore.Kill("")
@@ -382,6 +423,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		clientStarted = time.Now()
 	}
+	if capt.Armed() { // its last life runs unarmed to the end
+		if _, err := capt.Kill(""); err != nil {
+			return nil, err
+		}
+	}
 	select {
 	case err := <-werr:
 		if err != nil {
@@ -400,13 +446,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { _ = state.Close() })
+	capState, err := sql.Open("sqlite", "file:"+captureState+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = capState.Close() })
 	deadline := time.Now().Add(o.Timeout)
 	said, lives := time.Now(), cl.Stats().Lives
 	for {
 		if n := cl.Stats().Lives; n != lives { // a life died at a point and was restarted
 			lives, clientStarted = n, time.Now()
 		}
-		q, why, err := quiet(ctx, state, brokers, shipName, res.Writes)
+		q, why, err := captureDone(ctx, ship, capState)
+		if err == nil && q {
+			q, why, err = quiet(ctx, state, brokers, shipName, res.Writes)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -428,13 +482,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	for _, r := range []*supervise.Role{cl, shore} {
+	for _, r := range []*supervise.Role{cl, shore, capt} {
 		if err := r.Stop(30 * time.Second); err != nil {
 			res.Problems = append(res.Problems, err.Error())
 		}
 	}
-	res.Client, res.Shore = cl.Stats(), shore.Stats()
-	for _, e := range append(res.Client.OwnExits, res.Shore.OwnExits...) {
+	res.Client, res.Shore, res.Capture = cl.Stats(), shore.Stats(), capt.Stats()
+	for _, e := range slices.Concat(res.Client.OwnExits, res.Shore.OwnExits, res.Capture.OwnExits) {
 		res.Problems = append(res.Problems, "a process exited on its own: "+e)
 	}
 	res.Link = link.Stats()
@@ -457,6 +511,29 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Checks, res.Events = rec.Checks, rec.Events
 	res.Elapsed = time.Since(began)
 	return res, nil
+}
+
+// captureDone reports whether the capture has sent every change: its
+// watermark at the changelog's last id, nothing left in its queue or its
+// outbox (a capture killed after Kafka took records and before it marked
+// them sent sends them again: the topic then holds more records than
+// there were changes, so the client's event count alone cannot tell).
+func captureDone(ctx context.Context, ship, capState *sql.DB) (bool, string, error) {
+	var last, watermark, queued, unsent int64
+	if err := ship.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM _sync_changelog").Scan(&last); err != nil {
+		return false, "", fmt.Errorf("shipcrash: changelog: %w", err)
+	}
+	err := capState.QueryRowContext(ctx, "SELECT (SELECT COALESCE(MAX(watermark), 0) FROM relay_cursor), "+
+		"(SELECT count(*) FROM relay_message WHERE state IN ('PENDING', 'FAILED')), "+
+		"(SELECT count(*) FROM relay_outbox WHERE state = 'PENDING')").Scan(&watermark, &queued, &unsent)
+	if err != nil {
+		return false, "", fmt.Errorf("shipcrash: capture state: %w", err)
+	}
+	if watermark < last || queued > 0 || unsent > 0 {
+		return false, fmt.Sprintf("capture: watermark %d of changelog id %d, %d queued, %d unsent", watermark, last,
+			queued, unsent), nil
+	}
+	return true, "", nil
 }
 
 // quiet reports whether the client has caught up: as many events as

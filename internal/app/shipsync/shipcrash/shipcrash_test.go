@@ -14,15 +14,16 @@ import (
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
 
-// TestShipClientCrash runs a short seeded harness: the client killed at
-// random and at its fault points, the shore killed, the link cut, while
-// the workload writes; then every check must pass.
+// TestShipClientCrash runs a short seeded harness: the client and the
+// capture killed at random and at their fault points, the shore killed,
+// the link cut, while the workload writes; then every check must pass —
+// the capture's repeats (records sent again after a crash) included.
 func TestShipClientCrash(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	res, err := Run(t.Context(), Options{Binary: testbin.Relay(t), PostgresURL: testdb.PGSchema(t),
 		MariaDB: mariaServer(t), Dir: t.TempDir(), Changes: 1500, Kills: 10, ShoreKills: 2, Cuts: 2,
-		FaultProbability: 0.5, Seed: 7, Out: &out})
+		CaptureKills: 4, FaultProbability: 0.5, Seed: 7, Out: &out})
 	require.NoError(t, err, out.String())
 	res.Write(&out)
 	t.Log("\n" + out.String())
@@ -36,6 +37,11 @@ func TestShipClientCrash(t *testing.T) {
 	require.Positive(t, faults, "some lives died at a fault point")
 	require.Equal(t, 2, res.Shore.Kills)
 	require.Equal(t, 2, res.Cuts)
+	capFaults := 0
+	for _, n := range res.Capture.Faults {
+		capFaults += n
+	}
+	require.GreaterOrEqual(t, res.Capture.Kills+capFaults, 4, "every planned capture kill landed")
 }
 
 // TestReconcileFindsDamage: a run without chaos reconciles; the same run

@@ -90,6 +90,13 @@ func ShoreRules() []ShoreRule {
 // the default of several minutes, longer than its longest transaction.
 const maxCommitDelay = 2 * time.Second
 
+// CaptureMaxCommitDelay and CapturePollInterval are the demo capture's
+// settings, for a harness that runs it as `relay shipsync capture run`.
+const (
+	CaptureMaxCommitDelay = maxCommitDelay
+	CapturePollInterval   = 100 * time.Millisecond
+)
+
 // CaptureOptions configure StartCapture.
 type CaptureOptions struct {
 	// DB is the ship database, its capture installed.
@@ -134,7 +141,7 @@ func StartCapture(ctx context.Context, o CaptureOptions) (*Capture, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c, err := capture.New(capture.Config{DB: o.DB, Store: store, Sink: sink, Logical: Logical,
-		PollInterval: 100 * time.Millisecond, MaxCommitDelay: maxCommitDelay, Clock: clock, Logger: log})
+		PollInterval: CapturePollInterval, MaxCommitDelay: maxCommitDelay, Clock: clock, Logger: log})
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -149,6 +156,11 @@ func StartCapture(ctx context.Context, o CaptureOptions) (*Capture, error) {
 	}
 	return &Capture{c: c, close: closeAll}, nil
 }
+
+// Close closes the capture's state and producer without running it (a
+// harness that only wanted the watermark seeded, to run the capture as a
+// process of its own).
+func (c *Capture) Close() { c.close() }
 
 // Run runs the capture until ctx is done (nil then) or it fails, and
 // closes its state and producer.
