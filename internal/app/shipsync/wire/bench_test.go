@@ -46,19 +46,26 @@ func BenchmarkBatch(b *testing.B) {
 // BenchmarkNarrowUpdates encodes a full batch of the typical weak-link
 // event — an UPDATE of a narrow row (id, an integer, a short text) with
 // its before image, time-based revisions as MariaDB's UUID() writes them
-// and a trace id derived from the event id — and reports the bytes per
-// event on the wire and the encoder's heap.
+// and a trace id derived from the event id — in both forms of the event
+// list (rows: protocol 1.0; columns: 1.1) and reports the bytes per event
+// on the wire (B/event: the whole UploadBatch body; raw-B/event: the event
+// list before compression).
 func BenchmarkNarrowUpdates(b *testing.B) {
 	c := newCodec(b, wire.Config{})
 	evs := narrowUpdates(wire.MaxEventsDefault)
-	batch := newBatch(evs)
-	var data []byte
-	for b.Loop() {
-		var err error
-		if data, err = c.Encode(batch); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range []string{"1.0", wire.ColumnarVersion.String()} {
+		b.Run("protocol="+v, func(b *testing.B) {
+			batch := newBatch(evs)
+			batch.ProtocolVersion = v
+			var data []byte
+			for b.Loop() {
+				var err error
+				if data, err = c.Encode(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(data))/float64(len(evs)), "B/event")
+			b.ReportMetric(float64(batch.UncompressedBytes)/float64(len(evs)), "raw-B/event")
+		})
 	}
-	b.ReportMetric(float64(len(data))/float64(len(evs)), "B/event")
-	b.ReportMetric(float64(batch.UncompressedBytes)/float64(len(evs)), "raw-B/event")
 }
