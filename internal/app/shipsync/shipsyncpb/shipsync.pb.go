@@ -1278,8 +1278,10 @@ type EventColumns struct {
 	// Presence bits: 1 source_position, 2 transaction_order,
 	// 4 business_occurred_at, 8 captured_at.
 	Present []uint32 `protobuf:"varint,15,rep,packed,name=present,proto3" json:"present,omitempty"`
-	// Wrapping differences from the previous present value in the batch (the
-	// first from 0); one entry per event with the field present.
+	// Wrapping differences from the previous value of the same column in the
+	// batch (the first from 0). source_sequence has an entry per event;
+	// source_position and transaction_order one per event with the field
+	// present.
 	SourcePosition   []int64 `protobuf:"zigzag64,16,rep,packed,name=source_position,json=sourcePosition,proto3" json:"source_position,omitempty"`
 	SourceSequence   []int64 `protobuf:"zigzag64,17,rep,packed,name=source_sequence,json=sourceSequence,proto3" json:"source_sequence,omitempty"`
 	TransactionOrder []int64 `protobuf:"zigzag64,18,rep,packed,name=transaction_order,json=transactionOrder,proto3" json:"transaction_order,omitempty"`

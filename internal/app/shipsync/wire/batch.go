@@ -132,6 +132,9 @@ type Batch struct {
 	// UncompressedBytes is the event list's size before compression (set by
 	// Decode and Encode).
 	UncompressedBytes int
+	// Columns says the events travelled column by column (EventColumns,
+	// protocol ≥ 1.1) rather than as an EventList (set by Decode and Encode).
+	Columns bool
 }
 
 // Encode serializes b as an UploadBatch body: the events as one EventList
@@ -179,6 +182,7 @@ func (c *Codec) Encode(b *Batch) ([]byte, error) {
 	}
 	sum := sha256.Sum256(body)
 	b.UncompressedBytes = len(body)
+	b.Columns = columns
 	b.Encoding = shipsyncpb.ContentEncoding_CONTENT_ENCODING_IDENTITY
 	wireBody := body
 	if c.cfg.CompressThreshold >= 0 && len(body) >= c.cfg.CompressThreshold {
@@ -298,6 +302,7 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 		Events:            events,
 		Encoding:          ub.ContentEncoding,
 		UncompressedBytes: declared,
+		Columns:           columns,
 	}, nil
 }
 
