@@ -727,6 +727,12 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	c.wireBytes.Add(int64(len(body)))
 	ur, err := c.cfg.Transport.Upload(ctx, body)
 	if err != nil {
+		// A shore rolled back to 1.0 refuses 1.1 bodies (events_body is
+		// empty to it): send 1.0 until a heartbeat answer offers 1.1 again.
+		if re := (*RequestError)(nil); version == wire.ColumnarVersion && errors.As(err, &re) && re.Status != 0 &&
+			!re.Retryable {
+			c.uploadMinor.Store(0)
+		}
 		return nil, err
 	}
 	faultpoint.Hit(faultpoint.ShipsyncClientAfterUpload)
