@@ -120,6 +120,8 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	resendEvery := fs.Duration("resend-every", shore.ResendEveryDefault, "how often an unfilled gap is asked for again")
 	maxHeld := fs.Int("max-held", shore.MaxHeldDefault, "events one stream may hold past a gap; further ones are "+
 		"answered RETRYABLE_FAILURE until the gap is filled")
+	uploadMinor := fs.Int("upload-minor", wire.UploadMinor, "the highest upload minor offered to nodes: 1 lets them send "+
+		"events column by column (protocol 1.1), 0 holds them at 1.0; both are accepted either way")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -164,9 +166,16 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	if *maxHeld < 1 {
 		return errors.New("shipsync shore: --max-held must be ≥ 1")
 	}
+	if *uploadMinor < 0 || *uploadMinor > wire.UploadMinor {
+		return fmt.Errorf("shipsync shore: --upload-minor must be 0 … %d", wire.UploadMinor)
+	}
+	offered := *uploadMinor
+	if offered == 0 {
+		offered = -1 // shore.Config: negative says 0
+	}
 	inbox.LimitHeld(*maxHeld)
 	h, err := shore.NewHandler(shore.Config{Registry: shore.NewRegistry(d.Pool(), clock),
-		Inbox: inbox, Codec: codec, Clock: clock, Limits: lim, Logger: log})
+		Inbox: inbox, Codec: codec, Clock: clock, Limits: lim, Logger: log, UploadMinor: offered})
 	if err != nil {
 		return err
 	}

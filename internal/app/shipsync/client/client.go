@@ -137,6 +137,9 @@ type Client struct {
 	batches, resends, uploaded, recvd atomic.Int64
 	terminal, wireBytes, rawBytes     atomic.Int64
 	uploadFailures, pulls, commits    atomic.Int64
+	// uploadMinor is the shore's latest upload_minor (heartbeat answers):
+	// batches go as protocol 1.1 (columns) once it is at least 1.
+	uploadMinor atomic.Uint32
 }
 
 // New returns a Client for cfg.
@@ -696,8 +699,12 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
-	body, err := c.cfg.Codec.Encode(&wire.Batch{NodeID: c.cfg.NodeID, BatchID: uuidText(id), Sequence: seq,
-		CreatedAt: c.cfg.Clock.Now(), Events: evs})
+	version := wire.CurrentVersion
+	if c.uploadMinor.Load() >= wire.ColumnarVersion.Minor {
+		version = wire.ColumnarVersion
+	}
+	body, err := c.cfg.Codec.Encode(&wire.Batch{ProtocolVersion: version.String(), NodeID: c.cfg.NodeID,
+		BatchID: uuidText(id), Sequence: seq, CreatedAt: c.cfg.Clock.Now(), Events: evs})
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
 	}
@@ -720,6 +727,12 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	c.wireBytes.Add(int64(len(body)))
 	ur, err := c.cfg.Transport.Upload(ctx, body)
 	if err != nil {
+		// A shore rolled back to 1.0 refuses 1.1 bodies (events_body is
+		// empty to it): send 1.0 until a heartbeat answer offers 1.1 again.
+		if re := (*RequestError)(nil); version == wire.ColumnarVersion && errors.As(err, &re) && re.Status != 0 &&
+			!re.Retryable {
+			c.uploadMinor.Store(0)
+		}
 		return nil, err
 	}
 	faultpoint.Hit(faultpoint.ShipsyncClientAfterUpload)
@@ -1046,6 +1059,7 @@ func (c *Client) heartbeats(ctx context.Context) error {
 				c.guard.Anchor(resp.ServerTime.AsTime(), c.cfg.Clock.Now(), c.cfg.Monotonic())
 				c.mu.Unlock()
 			}
+			c.uploadMinor.Store(resp.UploadMinor)
 			if resp.HeartbeatIntervalSeconds > 0 {
 				every = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
 			}

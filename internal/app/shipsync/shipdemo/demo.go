@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
@@ -115,6 +117,35 @@ type Result struct {
 	ShipDB   string
 	ShoreDB  string
 	ShipRows int
+	// Batches counts the upload batches the shore decoded by the form of
+	// their event list (shore.FormRows, shore.FormColumns).
+	Batches map[string]int
+}
+
+// batchForms reads relay_shipsync_shore_batches_total from h.
+func batchForms(h *shore.Handler) (map[string]int, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range h.Collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, mf := range mfs {
+		if mf.GetName() != "relay_shipsync_shore_batches_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				out[l.GetValue()] += int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return out, nil
 }
 
 // OK reports whether every check passed.
@@ -193,6 +224,7 @@ type run struct {
 	shipName string
 	shoreNm  string
 	brokers  []string
+	handler  *shore.Handler
 }
 
 // Run runs the demo and returns its result; an error means the demo could
@@ -257,6 +289,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	cleanup = append(cleanup, sh.Close)
 	r.pg = sh.PG
+	r.handler = sh.Handler
 	url := sh.URL
 	fmt.Fprintf(o.Progress, "shore listening on %s (mutual TLS), applying to %s\n", url, r.shoreNm)
 
@@ -325,6 +358,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Writes = wl.Writes()
 	res.Stats = r.cl.Stats()
 	res.Events = int(res.Stats.Produced)
+	if res.Batches, err = batchForms(r.handler); err != nil {
+		return nil, err
+	}
 	if res.Counts, err = r.st.Counts(ctx); err != nil {
 		return nil, err
 	}

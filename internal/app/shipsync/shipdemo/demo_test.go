@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -35,4 +36,8 @@ func TestDemo(t *testing.T) {
 	require.LessOrEqual(t, res.Events, 300+200+30)
 	require.Equal(t, int64(res.Events), res.Stats.Received, "%+v", res.Stats)
 	require.Zero(t, res.Stats.UploadFailures, "%+v\nlogs:\n%s", res.Stats, logs.String())
+	// Once the first heartbeat answer says the shore takes 1.1, batches go
+	// column by column; the reconciliation above holds for them too.
+	require.Positive(t, res.Batches[shore.FormColumns], "%v", res.Batches)
+	t.Logf("batches by form: %v", res.Batches)
 }

@@ -52,8 +52,10 @@ type Shore struct {
 	// PG is the shore's PostgreSQL.
 	PG *relaypgx.Driver
 	// PKI is the PKI directory.
-	PKI   pki.Dir
-	stops []func()
+	PKI pki.Dir
+	// Handler serves the data API (its metrics count what it received).
+	Handler *shore.Handler
+	stops   []func()
 }
 
 // Close stops the server and the applier and closes the databases.
@@ -173,6 +175,7 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Handler = h
 	sc, err := p.ServerCert()
 	if err != nil {
 		return nil, err

@@ -1246,6 +1246,386 @@ func (x *EventList) GetEvents() []*ChangeEvent {
 	return nil
 }
 
+// EventColumns is the body of an UploadBatch from protocol 1.1 on (in
+// UploadBatch.event_columns): the same events as an EventList, stored column
+// by column so that compression sees like values together. It decodes to
+// exactly the ChangeEvents the sender had. docs/shipsync/protocol.md states
+// every rule; n below is the batch's event_count and m the number of events
+// stored column by column (form 0).
+type EventColumns struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every text the columns refer to, each once; a "string index" is a
+	// position in this list.
+	Strings []string `protobuf:"bytes,1,rep,name=strings,proto3" json:"strings,omitempty"`
+	// Per event (n): 0 = stored in the columns below, 1 = stored whole as the
+	// next entry of row_events (an event the columns cannot carry exactly,
+	// such as one with fields unknown to the sender's code).
+	Form []uint32 `protobuf:"varint,2,rep,packed,name=form,proto3" json:"form,omitempty"`
+	// Serialized ChangeEvents, one per event of form 1, in order.
+	RowEvents [][]byte `protobuf:"bytes,3,rep,name=row_events,json=rowEvents,proto3" json:"row_events,omitempty"`
+	// String indexes.
+	SchemaVersion     []uint32 `protobuf:"varint,4,rep,packed,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	OriginNodeId      []uint32 `protobuf:"varint,5,rep,packed,name=origin_node_id,json=originNodeId,proto3" json:"origin_node_id,omitempty"`
+	SourceConnectorId []uint32 `protobuf:"varint,6,rep,packed,name=source_connector_id,json=sourceConnectorId,proto3" json:"source_connector_id,omitempty"`
+	SourcePartition   []uint32 `protobuf:"varint,7,rep,packed,name=source_partition,json=sourcePartition,proto3" json:"source_partition,omitempty"`
+	TransactionId     []uint32 `protobuf:"varint,8,rep,packed,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	RuleId            []uint32 `protobuf:"varint,9,rep,packed,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	Database          []uint32 `protobuf:"varint,10,rep,packed,name=database,proto3" json:"database,omitempty"`
+	Schema            []uint32 `protobuf:"varint,11,rep,packed,name=schema,proto3" json:"schema,omitempty"`
+	Table             []uint32 `protobuf:"varint,12,rep,packed,name=table,proto3" json:"table,omitempty"`
+	RuleVersion       []uint64 `protobuf:"varint,13,rep,packed,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	Operation         []int32  `protobuf:"varint,14,rep,packed,name=operation,proto3" json:"operation,omitempty"`
+	// Presence bits: 1 source_position, 2 transaction_order,
+	// 4 business_occurred_at, 8 captured_at.
+	Present []uint32 `protobuf:"varint,15,rep,packed,name=present,proto3" json:"present,omitempty"`
+	// Wrapping differences from the previous value of the same column in the
+	// batch (the first from 0). source_sequence has an entry per event;
+	// source_position and transaction_order one per event with the field
+	// present.
+	SourcePosition   []int64 `protobuf:"zigzag64,16,rep,packed,name=source_position,json=sourcePosition,proto3" json:"source_position,omitempty"`
+	SourceSequence   []int64 `protobuf:"zigzag64,17,rep,packed,name=source_sequence,json=sourceSequence,proto3" json:"source_sequence,omitempty"`
+	TransactionOrder []int64 `protobuf:"zigzag64,18,rep,packed,name=transaction_order,json=transactionOrder,proto3" json:"transaction_order,omitempty"`
+	// Timestamps: seconds as differences like the above, nanos as they are;
+	// one entry per event with the time present.
+	BusinessOccurredSeconds []int64 `protobuf:"zigzag64,19,rep,packed,name=business_occurred_seconds,json=businessOccurredSeconds,proto3" json:"business_occurred_seconds,omitempty"`
+	BusinessOccurredNanos   []int32 `protobuf:"zigzag32,20,rep,packed,name=business_occurred_nanos,json=businessOccurredNanos,proto3" json:"business_occurred_nanos,omitempty"`
+	CapturedSeconds         []int64 `protobuf:"zigzag64,21,rep,packed,name=captured_seconds,json=capturedSeconds,proto3" json:"captured_seconds,omitempty"`
+	CapturedNanos           []int32 `protobuf:"zigzag32,22,rep,packed,name=captured_nanos,json=capturedNanos,proto3" json:"captured_nanos,omitempty"`
+	// Identifiers.
+	EventId        *IdColumn `protobuf:"bytes,23,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	BaseRevision   *IdColumn `protobuf:"bytes,24,opt,name=base_revision,json=baseRevision,proto3" json:"base_revision,omitempty"`
+	ResultRevision *IdColumn `protobuf:"bytes,25,opt,name=result_revision,json=resultRevision,proto3" json:"result_revision,omitempty"`
+	TraceId        *IdColumn `protobuf:"bytes,26,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// Row shapes, one after another: a column count, then per column its
+	// name (string index) and value kind (the ColumnValue oneof member's
+	// field number, 0 for none).
+	Shapes []uint32 `protobuf:"varint,27,rep,packed,name=shapes,proto3" json:"shapes,omitempty"`
+	// Per event: the primary key's shape (index among the shapes); before
+	// and after: 0 when absent, else the shape index + 1.
+	PrimaryKey []uint32 `protobuf:"varint,28,rep,packed,name=primary_key,json=primaryKey,proto3" json:"primary_key,omitempty"`
+	Before     []uint32 `protobuf:"varint,29,rep,packed,name=before,proto3" json:"before,omitempty"`
+	After      []uint32 `protobuf:"varint,30,rep,packed,name=after,proto3" json:"after,omitempty"`
+	// The values, one stream per (image, column name) in the order the
+	// streams are first used, each value encoded per its kind.
+	Values        [][]byte `protobuf:"bytes,31,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventColumns) Reset() {
+	*x = EventColumns{}
+	mi := &file_shipsync_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventColumns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventColumns) ProtoMessage() {}
+
+func (x *EventColumns) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventColumns.ProtoReflect.Descriptor instead.
+func (*EventColumns) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EventColumns) GetStrings() []string {
+	if x != nil {
+		return x.Strings
+	}
+	return nil
+}
+
+func (x *EventColumns) GetForm() []uint32 {
+	if x != nil {
+		return x.Form
+	}
+	return nil
+}
+
+func (x *EventColumns) GetRowEvents() [][]byte {
+	if x != nil {
+		return x.RowEvents
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSchemaVersion() []uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return nil
+}
+
+func (x *EventColumns) GetOriginNodeId() []uint32 {
+	if x != nil {
+		return x.OriginNodeId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSourceConnectorId() []uint32 {
+	if x != nil {
+		return x.SourceConnectorId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSourcePartition() []uint32 {
+	if x != nil {
+		return x.SourcePartition
+	}
+	return nil
+}
+
+func (x *EventColumns) GetTransactionId() []uint32 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetRuleId() []uint32 {
+	if x != nil {
+		return x.RuleId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetDatabase() []uint32 {
+	if x != nil {
+		return x.Database
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSchema() []uint32 {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *EventColumns) GetTable() []uint32 {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *EventColumns) GetRuleVersion() []uint64 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return nil
+}
+
+func (x *EventColumns) GetOperation() []int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *EventColumns) GetPresent() []uint32 {
+	if x != nil {
+		return x.Present
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSourcePosition() []int64 {
+	if x != nil {
+		return x.SourcePosition
+	}
+	return nil
+}
+
+func (x *EventColumns) GetSourceSequence() []int64 {
+	if x != nil {
+		return x.SourceSequence
+	}
+	return nil
+}
+
+func (x *EventColumns) GetTransactionOrder() []int64 {
+	if x != nil {
+		return x.TransactionOrder
+	}
+	return nil
+}
+
+func (x *EventColumns) GetBusinessOccurredSeconds() []int64 {
+	if x != nil {
+		return x.BusinessOccurredSeconds
+	}
+	return nil
+}
+
+func (x *EventColumns) GetBusinessOccurredNanos() []int32 {
+	if x != nil {
+		return x.BusinessOccurredNanos
+	}
+	return nil
+}
+
+func (x *EventColumns) GetCapturedSeconds() []int64 {
+	if x != nil {
+		return x.CapturedSeconds
+	}
+	return nil
+}
+
+func (x *EventColumns) GetCapturedNanos() []int32 {
+	if x != nil {
+		return x.CapturedNanos
+	}
+	return nil
+}
+
+func (x *EventColumns) GetEventId() *IdColumn {
+	if x != nil {
+		return x.EventId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetBaseRevision() *IdColumn {
+	if x != nil {
+		return x.BaseRevision
+	}
+	return nil
+}
+
+func (x *EventColumns) GetResultRevision() *IdColumn {
+	if x != nil {
+		return x.ResultRevision
+	}
+	return nil
+}
+
+func (x *EventColumns) GetTraceId() *IdColumn {
+	if x != nil {
+		return x.TraceId
+	}
+	return nil
+}
+
+func (x *EventColumns) GetShapes() []uint32 {
+	if x != nil {
+		return x.Shapes
+	}
+	return nil
+}
+
+func (x *EventColumns) GetPrimaryKey() []uint32 {
+	if x != nil {
+		return x.PrimaryKey
+	}
+	return nil
+}
+
+func (x *EventColumns) GetBefore() []uint32 {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *EventColumns) GetAfter() []uint32 {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *EventColumns) GetValues() [][]byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// IdColumn holds one identifier per event of form 0, UUIDs as 16 bytes.
+type IdColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per event: 0 = empty, 1 = a lower-case canonical UUID (next 16 bytes of
+	// uuids), 2 = other text (next entry of text), 3 = the 32 lower-case hex
+	// digits of the event id's UUID (trace_id only).
+	Form []uint32 `protobuf:"varint,1,rep,packed,name=form,proto3" json:"form,omitempty"`
+	// The UUIDs' bytes, transposed: all first bytes, then all second bytes,
+	// and so on (16 × the count of form 1).
+	Uuids []byte `protobuf:"bytes,2,opt,name=uuids,proto3" json:"uuids,omitempty"`
+	// String indexes of the form-2 values, in order.
+	Text          []uint32 `protobuf:"varint,3,rep,packed,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdColumn) Reset() {
+	*x = IdColumn{}
+	mi := &file_shipsync_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdColumn) ProtoMessage() {}
+
+func (x *IdColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdColumn.ProtoReflect.Descriptor instead.
+func (*IdColumn) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *IdColumn) GetForm() []uint32 {
+	if x != nil {
+		return x.Form
+	}
+	return nil
+}
+
+func (x *IdColumn) GetUuids() []byte {
+	if x != nil {
+		return x.Uuids
+	}
+	return nil
+}
+
+func (x *IdColumn) GetText() []uint32 {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
 // UploadBatch is one upload request: a header readable without decompressing
 // anything, then the events as one (possibly compressed) body. batch_id is
 // for diagnosis only; events are de-duplicated by (origin_node_id, event_id).
@@ -1274,15 +1654,21 @@ type UploadBatch struct {
 	// SHA-256 of the serialized EventList before compression (32 bytes).
 	// Required; verified after decompression.
 	Checksum []byte `protobuf:"bytes,9,opt,name=checksum,proto3" json:"checksum,omitempty"`
-	// The serialized EventList, encoded per content_encoding.
-	EventsBody    []byte `protobuf:"bytes,10,opt,name=events_body,json=eventsBody,proto3" json:"events_body,omitempty"`
+	// The serialized EventList, encoded per content_encoding. Empty when
+	// event_columns is set.
+	EventsBody []byte `protobuf:"bytes,10,opt,name=events_body,json=eventsBody,proto3" json:"events_body,omitempty"`
+	// Protocol ≥ 1.1: the serialized EventColumns, encoded per
+	// content_encoding, instead of events_body; uncompressed_bytes and
+	// checksum then describe it. A 1.0 receiver finds events_body empty and
+	// refuses the batch (checksum mismatch) instead of misreading it.
+	EventColumns  []byte `protobuf:"bytes,11,opt,name=event_columns,json=eventColumns,proto3" json:"event_columns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UploadBatch) Reset() {
 	*x = UploadBatch{}
-	mi := &file_shipsync_proto_msgTypes[4]
+	mi := &file_shipsync_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1680,7 @@ func (x *UploadBatch) String() string {
 func (*UploadBatch) ProtoMessage() {}
 
 func (x *UploadBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[4]
+	mi := &file_shipsync_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1693,7 @@ func (x *UploadBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadBatch.ProtoReflect.Descriptor instead.
 func (*UploadBatch) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{4}
+	return file_shipsync_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UploadBatch) GetProtocolVersion() string {
@@ -1380,6 +1766,13 @@ func (x *UploadBatch) GetEventsBody() []byte {
 	return nil
 }
 
+func (x *UploadBatch) GetEventColumns() []byte {
+	if x != nil {
+		return x.EventColumns
+	}
+	return nil
+}
+
 // EventStatus is the receive outcome of one event of a batch.
 type EventStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1398,7 +1791,7 @@ type EventStatus struct {
 
 func (x *EventStatus) Reset() {
 	*x = EventStatus{}
-	mi := &file_shipsync_proto_msgTypes[5]
+	mi := &file_shipsync_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1803,7 @@ func (x *EventStatus) String() string {
 func (*EventStatus) ProtoMessage() {}
 
 func (x *EventStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[5]
+	mi := &file_shipsync_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1816,7 @@ func (x *EventStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventStatus.ProtoReflect.Descriptor instead.
 func (*EventStatus) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{5}
+	return file_shipsync_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EventStatus) GetEventId() string {
@@ -1471,7 +1864,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_shipsync_proto_msgTypes[6]
+	mi := &file_shipsync_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1876,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[6]
+	mi := &file_shipsync_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1889,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{6}
+	return file_shipsync_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UploadResponse) GetBatchId() string {
@@ -1542,7 +1935,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_shipsync_proto_msgTypes[7]
+	mi := &file_shipsync_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1947,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[7]
+	mi := &file_shipsync_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1960,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{7}
+	return file_shipsync_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Receipt) GetOriginNodeId() string {
@@ -1634,7 +2027,7 @@ type ReceiptPage struct {
 
 func (x *ReceiptPage) Reset() {
 	*x = ReceiptPage{}
-	mi := &file_shipsync_proto_msgTypes[8]
+	mi := &file_shipsync_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +2039,7 @@ func (x *ReceiptPage) String() string {
 func (*ReceiptPage) ProtoMessage() {}
 
 func (x *ReceiptPage) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[8]
+	mi := &file_shipsync_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +2052,7 @@ func (x *ReceiptPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptPage.ProtoReflect.Descriptor instead.
 func (*ReceiptPage) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{8}
+	return file_shipsync_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReceiptPage) GetReceipts() []*Receipt {
@@ -1711,7 +2104,7 @@ type ConflictDecision struct {
 
 func (x *ConflictDecision) Reset() {
 	*x = ConflictDecision{}
-	mi := &file_shipsync_proto_msgTypes[9]
+	mi := &file_shipsync_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +2116,7 @@ func (x *ConflictDecision) String() string {
 func (*ConflictDecision) ProtoMessage() {}
 
 func (x *ConflictDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[9]
+	mi := &file_shipsync_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +2129,7 @@ func (x *ConflictDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictDecision.ProtoReflect.Descriptor instead.
 func (*ConflictDecision) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{9}
+	return file_shipsync_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConflictDecision) GetDecisionId() string {
@@ -1853,7 +2246,7 @@ type ResendRequest struct {
 
 func (x *ResendRequest) Reset() {
 	*x = ResendRequest{}
-	mi := &file_shipsync_proto_msgTypes[10]
+	mi := &file_shipsync_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +2258,7 @@ func (x *ResendRequest) String() string {
 func (*ResendRequest) ProtoMessage() {}
 
 func (x *ResendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[10]
+	mi := &file_shipsync_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2271,7 @@ func (x *ResendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendRequest.ProtoReflect.Descriptor instead.
 func (*ResendRequest) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{10}
+	return file_shipsync_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResendRequest) GetSourceConnectorId() string {
@@ -1930,7 +2323,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_shipsync_proto_msgTypes[11]
+	mi := &file_shipsync_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2335,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[11]
+	mi := &file_shipsync_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2348,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{11}
+	return file_shipsync_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Command) GetCommandId() string {
@@ -2053,7 +2446,7 @@ type CommandPage struct {
 
 func (x *CommandPage) Reset() {
 	*x = CommandPage{}
-	mi := &file_shipsync_proto_msgTypes[12]
+	mi := &file_shipsync_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2458,7 @@ func (x *CommandPage) String() string {
 func (*CommandPage) ProtoMessage() {}
 
 func (x *CommandPage) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[12]
+	mi := &file_shipsync_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2471,7 @@ func (x *CommandPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandPage.ProtoReflect.Descriptor instead.
 func (*CommandPage) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{12}
+	return file_shipsync_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommandPage) GetCommands() []*Command {
@@ -2121,7 +2514,7 @@ type CommandAck struct {
 
 func (x *CommandAck) Reset() {
 	*x = CommandAck{}
-	mi := &file_shipsync_proto_msgTypes[13]
+	mi := &file_shipsync_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2526,7 @@ func (x *CommandAck) String() string {
 func (*CommandAck) ProtoMessage() {}
 
 func (x *CommandAck) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[13]
+	mi := &file_shipsync_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2539,7 @@ func (x *CommandAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAck.ProtoReflect.Descriptor instead.
 func (*CommandAck) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{13}
+	return file_shipsync_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommandAck) GetCommandId() string {
@@ -2203,7 +2596,7 @@ type CommandAckBatch struct {
 
 func (x *CommandAckBatch) Reset() {
 	*x = CommandAckBatch{}
-	mi := &file_shipsync_proto_msgTypes[14]
+	mi := &file_shipsync_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2608,7 @@ func (x *CommandAckBatch) String() string {
 func (*CommandAckBatch) ProtoMessage() {}
 
 func (x *CommandAckBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[14]
+	mi := &file_shipsync_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2621,7 @@ func (x *CommandAckBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAckBatch.ProtoReflect.Descriptor instead.
 func (*CommandAckBatch) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{14}
+	return file_shipsync_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommandAckBatch) GetProtocolVersion() string {
@@ -2263,7 +2656,7 @@ type CommandAckResponse struct {
 
 func (x *CommandAckResponse) Reset() {
 	*x = CommandAckResponse{}
-	mi := &file_shipsync_proto_msgTypes[15]
+	mi := &file_shipsync_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2668,7 @@ func (x *CommandAckResponse) String() string {
 func (*CommandAckResponse) ProtoMessage() {}
 
 func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[15]
+	mi := &file_shipsync_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2681,7 @@ func (x *CommandAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandAckResponse.ProtoReflect.Descriptor instead.
 func (*CommandAckResponse) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{15}
+	return file_shipsync_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommandAckResponse) GetStatuses() []*EventStatus {
@@ -2312,7 +2705,7 @@ type SubsystemHealth struct {
 
 func (x *SubsystemHealth) Reset() {
 	*x = SubsystemHealth{}
-	mi := &file_shipsync_proto_msgTypes[16]
+	mi := &file_shipsync_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2717,7 @@ func (x *SubsystemHealth) String() string {
 func (*SubsystemHealth) ProtoMessage() {}
 
 func (x *SubsystemHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[16]
+	mi := &file_shipsync_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2730,7 @@ func (x *SubsystemHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubsystemHealth.ProtoReflect.Descriptor instead.
 func (*SubsystemHealth) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{16}
+	return file_shipsync_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubsystemHealth) GetName() string {
@@ -2379,7 +2772,7 @@ type BacklogSummary struct {
 
 func (x *BacklogSummary) Reset() {
 	*x = BacklogSummary{}
-	mi := &file_shipsync_proto_msgTypes[17]
+	mi := &file_shipsync_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2784,7 @@ func (x *BacklogSummary) String() string {
 func (*BacklogSummary) ProtoMessage() {}
 
 func (x *BacklogSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[17]
+	mi := &file_shipsync_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2797,7 @@ func (x *BacklogSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BacklogSummary.ProtoReflect.Descriptor instead.
 func (*BacklogSummary) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{17}
+	return file_shipsync_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BacklogSummary) GetRuleId() string {
@@ -2467,7 +2860,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_shipsync_proto_msgTypes[18]
+	mi := &file_shipsync_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2872,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[18]
+	mi := &file_shipsync_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2885,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{18}
+	return file_shipsync_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetProtocolVersion() string {
@@ -2575,13 +2968,17 @@ type HeartbeatResponse struct {
 	ConfigVersion uint64 `protobuf:"varint,2,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
 	// Seconds until the next heartbeat is expected.
 	HeartbeatIntervalSeconds uint32 `protobuf:"varint,3,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The highest minor of protocol major 1 the shore accepts in uploads
+	// (0 from a 1.0 shore, which does not send it). Senders use 1.1 upload
+	// bodies only when it is at least 1.
+	UploadMinor   uint32 `protobuf:"varint,4,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_shipsync_proto_msgTypes[19]
+	mi := &file_shipsync_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2990,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[19]
+	mi := &file_shipsync_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +3003,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{19}
+	return file_shipsync_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
@@ -2630,6 +3027,13 @@ func (x *HeartbeatResponse) GetHeartbeatIntervalSeconds() uint32 {
 	return 0
 }
 
+func (x *HeartbeatResponse) GetUploadMinor() uint32 {
+	if x != nil {
+		return x.UploadMinor
+	}
+	return 0
+}
+
 // RuleRef names a rule version a node is offered.
 type RuleRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2641,7 +3045,7 @@ type RuleRef struct {
 
 func (x *RuleRef) Reset() {
 	*x = RuleRef{}
-	mi := &file_shipsync_proto_msgTypes[20]
+	mi := &file_shipsync_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +3057,7 @@ func (x *RuleRef) String() string {
 func (*RuleRef) ProtoMessage() {}
 
 func (x *RuleRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[20]
+	mi := &file_shipsync_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +3070,7 @@ func (x *RuleRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleRef.ProtoReflect.Descriptor instead.
 func (*RuleRef) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{20}
+	return file_shipsync_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RuleRef) GetRuleId() string {
@@ -2712,13 +3116,16 @@ type NodeConfig struct {
 	TimeZone string `protobuf:"bytes,12,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	// Protocol majors the shore accepts.
 	SupportedMajors []uint32 `protobuf:"varint,13,rep,packed,name=supported_majors,json=supportedMajors,proto3" json:"supported_majors,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The highest minor of protocol major 1 the shore accepts in uploads, as
+	// in HeartbeatResponse.upload_minor.
+	UploadMinor   uint32 `protobuf:"varint,14,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeConfig) Reset() {
 	*x = NodeConfig{}
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +3137,7 @@ func (x *NodeConfig) String() string {
 func (*NodeConfig) ProtoMessage() {}
 
 func (x *NodeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +3150,7 @@ func (x *NodeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfig.ProtoReflect.Descriptor instead.
 func (*NodeConfig) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{21}
+	return file_shipsync_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeConfig) GetNodeId() string {
@@ -2837,6 +3244,13 @@ func (x *NodeConfig) GetSupportedMajors() []uint32 {
 	return nil
 }
 
+func (x *NodeConfig) GetUploadMinor() uint32 {
+	if x != nil {
+		return x.UploadMinor
+	}
+	return 0
+}
+
 // ErrorBody is the body of every refused data API request (any non-2xx
 // answer). It never carries row values.
 type ErrorBody struct {
@@ -2858,7 +3272,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3284,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3297,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{22}
+	return file_shipsync_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ErrorBody) GetCode() ErrorCode {
@@ -2987,7 +3401,46 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x10_source_positionB\x14\n" +
 	"\x12_transaction_order\"C\n" +
 	"\tEventList\x126\n" +
-	"\x06events\x18\x01 \x03(\v2\x1e.relay.shipsync.v1.ChangeEventR\x06events\"\x9f\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x1e.relay.shipsync.v1.ChangeEventR\x06events\"\xa4\t\n" +
+	"\fEventColumns\x12\x18\n" +
+	"\astrings\x18\x01 \x03(\tR\astrings\x12\x12\n" +
+	"\x04form\x18\x02 \x03(\rR\x04form\x12\x1d\n" +
+	"\n" +
+	"row_events\x18\x03 \x03(\fR\trowEvents\x12%\n" +
+	"\x0eschema_version\x18\x04 \x03(\rR\rschemaVersion\x12$\n" +
+	"\x0eorigin_node_id\x18\x05 \x03(\rR\foriginNodeId\x12.\n" +
+	"\x13source_connector_id\x18\x06 \x03(\rR\x11sourceConnectorId\x12)\n" +
+	"\x10source_partition\x18\a \x03(\rR\x0fsourcePartition\x12%\n" +
+	"\x0etransaction_id\x18\b \x03(\rR\rtransactionId\x12\x17\n" +
+	"\arule_id\x18\t \x03(\rR\x06ruleId\x12\x1a\n" +
+	"\bdatabase\x18\n" +
+	" \x03(\rR\bdatabase\x12\x16\n" +
+	"\x06schema\x18\v \x03(\rR\x06schema\x12\x14\n" +
+	"\x05table\x18\f \x03(\rR\x05table\x12!\n" +
+	"\frule_version\x18\r \x03(\x04R\vruleVersion\x12\x1c\n" +
+	"\toperation\x18\x0e \x03(\x05R\toperation\x12\x18\n" +
+	"\apresent\x18\x0f \x03(\rR\apresent\x12'\n" +
+	"\x0fsource_position\x18\x10 \x03(\x12R\x0esourcePosition\x12'\n" +
+	"\x0fsource_sequence\x18\x11 \x03(\x12R\x0esourceSequence\x12+\n" +
+	"\x11transaction_order\x18\x12 \x03(\x12R\x10transactionOrder\x12:\n" +
+	"\x19business_occurred_seconds\x18\x13 \x03(\x12R\x17businessOccurredSeconds\x126\n" +
+	"\x17business_occurred_nanos\x18\x14 \x03(\x11R\x15businessOccurredNanos\x12)\n" +
+	"\x10captured_seconds\x18\x15 \x03(\x12R\x0fcapturedSeconds\x12%\n" +
+	"\x0ecaptured_nanos\x18\x16 \x03(\x11R\rcapturedNanos\x126\n" +
+	"\bevent_id\x18\x17 \x01(\v2\x1b.relay.shipsync.v1.IdColumnR\aeventId\x12@\n" +
+	"\rbase_revision\x18\x18 \x01(\v2\x1b.relay.shipsync.v1.IdColumnR\fbaseRevision\x12D\n" +
+	"\x0fresult_revision\x18\x19 \x01(\v2\x1b.relay.shipsync.v1.IdColumnR\x0eresultRevision\x126\n" +
+	"\btrace_id\x18\x1a \x01(\v2\x1b.relay.shipsync.v1.IdColumnR\atraceId\x12\x16\n" +
+	"\x06shapes\x18\x1b \x03(\rR\x06shapes\x12\x1f\n" +
+	"\vprimary_key\x18\x1c \x03(\rR\n" +
+	"primaryKey\x12\x16\n" +
+	"\x06before\x18\x1d \x03(\rR\x06before\x12\x14\n" +
+	"\x05after\x18\x1e \x03(\rR\x05after\x12\x16\n" +
+	"\x06values\x18\x1f \x03(\fR\x06values\"H\n" +
+	"\bIdColumn\x12\x12\n" +
+	"\x04form\x18\x01 \x03(\rR\x04form\x12\x14\n" +
+	"\x05uuids\x18\x02 \x01(\fR\x05uuids\x12\x12\n" +
+	"\x04text\x18\x03 \x03(\rR\x04text\"\xc4\x03\n" +
 	"\vUploadBatch\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x19\n" +
@@ -3002,7 +3455,8 @@ const file_shipsync_proto_rawDesc = "" +
 	"\bchecksum\x18\t \x01(\fR\bchecksum\x12\x1f\n" +
 	"\vevents_body\x18\n" +
 	" \x01(\fR\n" +
-	"eventsBody\"\xb1\x01\n" +
+	"eventsBody\x12#\n" +
+	"\revent_columns\x18\v \x01(\fR\feventColumns\"\xb1\x01\n" +
 	"\vEventStatus\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\x06status\x18\x02 \x01(\x0e2 .relay.shipsync.v1.ReceiveStatusR\x06status\x127\n" +
@@ -3103,15 +3557,16 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aeffective_bytes_per_second\x18\b \x01(\x01R\x17effectiveBytesPerSecond\x129\n" +
 	"\x19physical_bytes_per_second\x18\t \x01(\x01R\x16physicalBytesPerSecond\x12%\n" +
 	"\x0econfig_version\x18\n" +
-	" \x01(\x04R\rconfigVersion\"\xb5\x01\n" +
+	" \x01(\x04R\rconfigVersion\"\xd8\x01\n" +
 	"\x11HeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x04R\rconfigVersion\x12<\n" +
-	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\rR\x18heartbeatIntervalSeconds\"E\n" +
+	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\rR\x18heartbeatIntervalSeconds\x12!\n" +
+	"\fupload_minor\x18\x04 \x01(\rR\vuploadMinor\"E\n" +
 	"\aRuleRef\x12\x17\n" +
 	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12!\n" +
-	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\"\xfa\x04\n" +
+	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\"\x9d\x05\n" +
 	"\n" +
 	"NodeConfig\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
@@ -3127,7 +3582,8 @@ const file_shipsync_proto_rawDesc = "" +
 	" \x01(\x04R\x19compressionThresholdBytes\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\v \x01(\rR\x18heartbeatIntervalSeconds\x12\x1b\n" +
 	"\ttime_zone\x18\f \x01(\tR\btimeZone\x12)\n" +
-	"\x10supported_majors\x18\r \x03(\rR\x0fsupportedMajors\"\xda\x01\n" +
+	"\x10supported_majors\x18\r \x03(\rR\x0fsupportedMajors\x12!\n" +
+	"\fupload_minor\x18\x0e \x01(\rR\vuploadMinor\"\xda\x01\n" +
 	"\tErrorBody\x120\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1c.relay.shipsync.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -3216,7 +3672,7 @@ func file_shipsync_proto_rawDescGZIP() []byte {
 }
 
 var file_shipsync_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_shipsync_proto_goTypes = []any{
 	(Operation)(0),                // 0: relay.shipsync.v1.Operation
 	(ContentEncoding)(0),          // 1: relay.shipsync.v1.ContentEncoding
@@ -3230,74 +3686,80 @@ var file_shipsync_proto_goTypes = []any{
 	(*RowImage)(nil),              // 9: relay.shipsync.v1.RowImage
 	(*ChangeEvent)(nil),           // 10: relay.shipsync.v1.ChangeEvent
 	(*EventList)(nil),             // 11: relay.shipsync.v1.EventList
-	(*UploadBatch)(nil),           // 12: relay.shipsync.v1.UploadBatch
-	(*EventStatus)(nil),           // 13: relay.shipsync.v1.EventStatus
-	(*UploadResponse)(nil),        // 14: relay.shipsync.v1.UploadResponse
-	(*Receipt)(nil),               // 15: relay.shipsync.v1.Receipt
-	(*ReceiptPage)(nil),           // 16: relay.shipsync.v1.ReceiptPage
-	(*ConflictDecision)(nil),      // 17: relay.shipsync.v1.ConflictDecision
-	(*ResendRequest)(nil),         // 18: relay.shipsync.v1.ResendRequest
-	(*Command)(nil),               // 19: relay.shipsync.v1.Command
-	(*CommandPage)(nil),           // 20: relay.shipsync.v1.CommandPage
-	(*CommandAck)(nil),            // 21: relay.shipsync.v1.CommandAck
-	(*CommandAckBatch)(nil),       // 22: relay.shipsync.v1.CommandAckBatch
-	(*CommandAckResponse)(nil),    // 23: relay.shipsync.v1.CommandAckResponse
-	(*SubsystemHealth)(nil),       // 24: relay.shipsync.v1.SubsystemHealth
-	(*BacklogSummary)(nil),        // 25: relay.shipsync.v1.BacklogSummary
-	(*Heartbeat)(nil),             // 26: relay.shipsync.v1.Heartbeat
-	(*HeartbeatResponse)(nil),     // 27: relay.shipsync.v1.HeartbeatResponse
-	(*RuleRef)(nil),               // 28: relay.shipsync.v1.RuleRef
-	(*NodeConfig)(nil),            // 29: relay.shipsync.v1.NodeConfig
-	(*ErrorBody)(nil),             // 30: relay.shipsync.v1.ErrorBody
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*EventColumns)(nil),          // 12: relay.shipsync.v1.EventColumns
+	(*IdColumn)(nil),              // 13: relay.shipsync.v1.IdColumn
+	(*UploadBatch)(nil),           // 14: relay.shipsync.v1.UploadBatch
+	(*EventStatus)(nil),           // 15: relay.shipsync.v1.EventStatus
+	(*UploadResponse)(nil),        // 16: relay.shipsync.v1.UploadResponse
+	(*Receipt)(nil),               // 17: relay.shipsync.v1.Receipt
+	(*ReceiptPage)(nil),           // 18: relay.shipsync.v1.ReceiptPage
+	(*ConflictDecision)(nil),      // 19: relay.shipsync.v1.ConflictDecision
+	(*ResendRequest)(nil),         // 20: relay.shipsync.v1.ResendRequest
+	(*Command)(nil),               // 21: relay.shipsync.v1.Command
+	(*CommandPage)(nil),           // 22: relay.shipsync.v1.CommandPage
+	(*CommandAck)(nil),            // 23: relay.shipsync.v1.CommandAck
+	(*CommandAckBatch)(nil),       // 24: relay.shipsync.v1.CommandAckBatch
+	(*CommandAckResponse)(nil),    // 25: relay.shipsync.v1.CommandAckResponse
+	(*SubsystemHealth)(nil),       // 26: relay.shipsync.v1.SubsystemHealth
+	(*BacklogSummary)(nil),        // 27: relay.shipsync.v1.BacklogSummary
+	(*Heartbeat)(nil),             // 28: relay.shipsync.v1.Heartbeat
+	(*HeartbeatResponse)(nil),     // 29: relay.shipsync.v1.HeartbeatResponse
+	(*RuleRef)(nil),               // 30: relay.shipsync.v1.RuleRef
+	(*NodeConfig)(nil),            // 31: relay.shipsync.v1.NodeConfig
+	(*ErrorBody)(nil),             // 32: relay.shipsync.v1.ErrorBody
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_shipsync_proto_depIdxs = []int32{
-	31, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
+	33, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
 	8,  // 1: relay.shipsync.v1.RowImage.columns:type_name -> relay.shipsync.v1.ColumnValue
 	8,  // 2: relay.shipsync.v1.ChangeEvent.primary_key:type_name -> relay.shipsync.v1.ColumnValue
 	0,  // 3: relay.shipsync.v1.ChangeEvent.operation:type_name -> relay.shipsync.v1.Operation
 	9,  // 4: relay.shipsync.v1.ChangeEvent.before:type_name -> relay.shipsync.v1.RowImage
 	9,  // 5: relay.shipsync.v1.ChangeEvent.after:type_name -> relay.shipsync.v1.RowImage
-	31, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
-	31, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
+	33, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
+	33, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
 	10, // 8: relay.shipsync.v1.EventList.events:type_name -> relay.shipsync.v1.ChangeEvent
-	31, // 9: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: relay.shipsync.v1.UploadBatch.content_encoding:type_name -> relay.shipsync.v1.ContentEncoding
-	2,  // 11: relay.shipsync.v1.EventStatus.status:type_name -> relay.shipsync.v1.ReceiveStatus
-	3,  // 12: relay.shipsync.v1.EventStatus.reason:type_name -> relay.shipsync.v1.RejectReason
-	13, // 13: relay.shipsync.v1.UploadResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
-	31, // 14: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
-	4,  // 15: relay.shipsync.v1.Receipt.result:type_name -> relay.shipsync.v1.EventResult
-	3,  // 16: relay.shipsync.v1.Receipt.reason:type_name -> relay.shipsync.v1.RejectReason
-	31, // 17: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
-	15, // 18: relay.shipsync.v1.ReceiptPage.receipts:type_name -> relay.shipsync.v1.Receipt
-	8,  // 19: relay.shipsync.v1.ConflictDecision.record_key:type_name -> relay.shipsync.v1.ColumnValue
-	9,  // 20: relay.shipsync.v1.ConflictDecision.decided_value:type_name -> relay.shipsync.v1.RowImage
-	31, // 21: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
-	10, // 22: relay.shipsync.v1.Command.change:type_name -> relay.shipsync.v1.ChangeEvent
-	17, // 23: relay.shipsync.v1.Command.decision:type_name -> relay.shipsync.v1.ConflictDecision
-	18, // 24: relay.shipsync.v1.Command.resend:type_name -> relay.shipsync.v1.ResendRequest
-	19, // 25: relay.shipsync.v1.CommandPage.commands:type_name -> relay.shipsync.v1.Command
-	5,  // 26: relay.shipsync.v1.CommandAck.result:type_name -> relay.shipsync.v1.CommandResult
-	3,  // 27: relay.shipsync.v1.CommandAck.reason:type_name -> relay.shipsync.v1.RejectReason
-	9,  // 28: relay.shipsync.v1.CommandAck.current_value:type_name -> relay.shipsync.v1.RowImage
-	31, // 29: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
-	21, // 30: relay.shipsync.v1.CommandAckBatch.acks:type_name -> relay.shipsync.v1.CommandAck
-	13, // 31: relay.shipsync.v1.CommandAckResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
-	6,  // 32: relay.shipsync.v1.SubsystemHealth.state:type_name -> relay.shipsync.v1.HealthState
-	31, // 33: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
-	31, // 34: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	6,  // 35: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
-	24, // 36: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
-	25, // 37: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
-	31, // 38: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	28, // 39: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
-	7,  // 40: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	13, // 9: relay.shipsync.v1.EventColumns.event_id:type_name -> relay.shipsync.v1.IdColumn
+	13, // 10: relay.shipsync.v1.EventColumns.base_revision:type_name -> relay.shipsync.v1.IdColumn
+	13, // 11: relay.shipsync.v1.EventColumns.result_revision:type_name -> relay.shipsync.v1.IdColumn
+	13, // 12: relay.shipsync.v1.EventColumns.trace_id:type_name -> relay.shipsync.v1.IdColumn
+	33, // 13: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: relay.shipsync.v1.UploadBatch.content_encoding:type_name -> relay.shipsync.v1.ContentEncoding
+	2,  // 15: relay.shipsync.v1.EventStatus.status:type_name -> relay.shipsync.v1.ReceiveStatus
+	3,  // 16: relay.shipsync.v1.EventStatus.reason:type_name -> relay.shipsync.v1.RejectReason
+	15, // 17: relay.shipsync.v1.UploadResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
+	33, // 18: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
+	4,  // 19: relay.shipsync.v1.Receipt.result:type_name -> relay.shipsync.v1.EventResult
+	3,  // 20: relay.shipsync.v1.Receipt.reason:type_name -> relay.shipsync.v1.RejectReason
+	33, // 21: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	17, // 22: relay.shipsync.v1.ReceiptPage.receipts:type_name -> relay.shipsync.v1.Receipt
+	8,  // 23: relay.shipsync.v1.ConflictDecision.record_key:type_name -> relay.shipsync.v1.ColumnValue
+	9,  // 24: relay.shipsync.v1.ConflictDecision.decided_value:type_name -> relay.shipsync.v1.RowImage
+	33, // 25: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
+	10, // 26: relay.shipsync.v1.Command.change:type_name -> relay.shipsync.v1.ChangeEvent
+	19, // 27: relay.shipsync.v1.Command.decision:type_name -> relay.shipsync.v1.ConflictDecision
+	20, // 28: relay.shipsync.v1.Command.resend:type_name -> relay.shipsync.v1.ResendRequest
+	21, // 29: relay.shipsync.v1.CommandPage.commands:type_name -> relay.shipsync.v1.Command
+	5,  // 30: relay.shipsync.v1.CommandAck.result:type_name -> relay.shipsync.v1.CommandResult
+	3,  // 31: relay.shipsync.v1.CommandAck.reason:type_name -> relay.shipsync.v1.RejectReason
+	9,  // 32: relay.shipsync.v1.CommandAck.current_value:type_name -> relay.shipsync.v1.RowImage
+	33, // 33: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
+	23, // 34: relay.shipsync.v1.CommandAckBatch.acks:type_name -> relay.shipsync.v1.CommandAck
+	15, // 35: relay.shipsync.v1.CommandAckResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
+	6,  // 36: relay.shipsync.v1.SubsystemHealth.state:type_name -> relay.shipsync.v1.HealthState
+	33, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
+	33, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	6,  // 39: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
+	26, // 40: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
+	27, // 41: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
+	33, // 42: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	30, // 43: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
+	7,  // 44: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_shipsync_proto_init() }
@@ -3320,11 +3782,11 @@ func file_shipsync_proto_init() {
 		(*ColumnValue_JsonValue)(nil),
 	}
 	file_shipsync_proto_msgTypes[2].OneofWrappers = []any{}
-	file_shipsync_proto_msgTypes[9].OneofWrappers = []any{
+	file_shipsync_proto_msgTypes[11].OneofWrappers = []any{
 		(*ConflictDecision_DecidedValue)(nil),
 		(*ConflictDecision_Tombstone)(nil),
 	}
-	file_shipsync_proto_msgTypes[11].OneofWrappers = []any{
+	file_shipsync_proto_msgTypes[13].OneofWrappers = []any{
 		(*Command_Change)(nil),
 		(*Command_Decision)(nil),
 		(*Command_Resend)(nil),
@@ -3335,7 +3797,7 @@ func file_shipsync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shipsync_proto_rawDesc), len(file_shipsync_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

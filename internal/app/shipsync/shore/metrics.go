@@ -4,14 +4,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 )
 
 // metrics are the shore's Prometheus series. Labels are bounded: the
 // endpoint (batches, heartbeat, config), an ErrorCode name or "ok", and a
-// ReceiveStatus name — never a node id.
+// ReceiveStatus name, the event list's form — never a node id.
 type metrics struct {
 	requests *prometheus.CounterVec
 	events   *prometheus.CounterVec
+	batches  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -24,12 +26,30 @@ func newMetrics() *metrics {
 			Name: "relay_shipsync_shore_events_total",
 			Help: "Events answered in upload responses (resent batches included), by receive status.",
 		}, []string{"status"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_shipsync_shore_batches_total",
+			Help: "Upload batches decoded, by the form of their event list: rows (protocol 1.0) or columns (1.1).",
+		}, []string{"form"}),
 	}
 }
 
 // Collectors returns the handler's Prometheus collectors, to register.
 func (h *Handler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.m.requests, h.m.events}
+	return []prometheus.Collector{h.m.requests, h.m.events, h.m.batches}
+}
+
+// Batch forms, the label of relay_shipsync_shore_batches_total.
+const (
+	FormRows    = "rows"
+	FormColumns = "columns"
+)
+
+func (h *Handler) countBatch(b *wire.Batch) {
+	form := FormRows
+	if b.Columns {
+		form = FormColumns
+	}
+	h.m.batches.WithLabelValues(form).Inc()
 }
 
 func (h *Handler) count(rq request, code pb.ErrorCode) {

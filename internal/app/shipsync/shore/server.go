@@ -95,6 +95,13 @@ type Config struct {
 	// HeartbeatInterval is the interval the shore asks nodes to keep.
 	// Default HeartbeatIntervalDefault.
 	HeartbeatInterval time.Duration
+	// UploadMinor is the highest minor of protocol major 1 the shore says,
+	// in heartbeat answers and node configs, that it accepts in uploads
+	// (default wire.UploadMinor: 1.1, the columnar event list). Negative
+	// says 0, as a 1.0 shore does, so that nodes keep sending 1.0 bodies
+	// (to hold a fleet back while a change is rolled out or back); the shore
+	// decodes both forms whatever it says.
+	UploadMinor int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 
@@ -128,6 +135,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, int64(cfg.Codec.Config().MaxBytes)+64<<10)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
+	cfg.UploadMinor = max(cmp.Or(cfg.UploadMinor, wire.UploadMinor), 0)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -254,6 +262,7 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 		h.write(w, rq, status, eb)
 		return
 	}
+	h.countBatch(b)
 	if b.NodeID != rq.node {
 		h.refuse(w, rq, http.StatusForbidden, pb.ErrorCode_ERROR_CODE_NODE_MISMATCH,
 			"node_id of the batch differs from the node of the client certificate", "node_id")
@@ -308,7 +317,8 @@ func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
 }
 
 // heartbeat serves POST /sync/v1/heartbeat: it records the node's health
-// and answers shore time, the config version and the interval.
+// and answers shore time, the config version, the interval and the upload
+// minor.
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) {
 	body, ok := h.readBody(w, r, rq)
 	if !ok {
@@ -341,13 +351,14 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		ServerTime:               timestamppb.New(h.cfg.Clock.Now()),
 		ConfigVersion:            ConfigVersionDefault,
 		HeartbeatIntervalSeconds: uint32(h.cfg.HeartbeatInterval / time.Second),
+		UploadMinor:              uint32(h.cfg.UploadMinor),
 	})
 }
 
 // config serves GET /sync/v1/config: the node's allowed rule versions, the
-// batch limits, compression threshold, heartbeat interval and supported
-// majors. Transfer budgets per node are not configured yet (zero: the
-// protocol defaults).
+// batch limits, compression threshold, heartbeat interval, supported
+// majors and upload minor. Transfer budgets per node are not configured
+// yet (zero: the protocol defaults).
 func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
 	rules, err := h.cfg.Registry.Rules(r.Context(), h.cfg.Registry.pool, rq.node)
 	if err != nil {
@@ -366,6 +377,7 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
 		CompressionThresholdBytes: uint64(max(cc.CompressThreshold, 0)),
 		HeartbeatIntervalSeconds:  uint32(h.cfg.HeartbeatInterval / time.Second),
 		SupportedMajors:           cc.SupportedMajors,
+		UploadMinor:               uint32(h.cfg.UploadMinor),
 	})
 }
 

@@ -415,6 +415,7 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(rb, &hr))
 	require.True(t, hr.ServerTime.AsTime().Equal(t0))
 	require.EqualValues(t, 60, hr.HeartbeatIntervalSeconds)
+	require.EqualValues(t, wire.UploadMinor, hr.UploadMinor, "the shore takes 1.1 uploads")
 	other, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "1.0", NodeId: "ship-2"})
 	require.NoError(t, err)
 	status, _, rb2 := post(t, c, s.url+shore.PathHeartbeat, other)
@@ -443,6 +444,50 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	require.EqualValues(t, 1, nc.Rules[0].RuleVersion)
 	require.EqualValues(t, 500, nc.MaxBatchEvents)
 	require.Equal(t, []uint32{1}, nc.SupportedMajors)
+	require.EqualValues(t, wire.UploadMinor, nc.UploadMinor)
+}
+
+// TestColumnarUploads: the shore stores a 1.1 batch (events column by
+// column) like a 1.0 one and answers it the same way; told to hold nodes at
+// 1.0 (UploadMinor < 0) it says upload_minor 0 and still takes both forms.
+func TestColumnarUploads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, minor := range []int{0, -1} {
+		s := serve(t, b, func(c *shore.Config) { c.UploadMinor = minor })
+		node := fmt.Sprintf("ship-c%d", -minor)
+		s.addNode(t, node)
+		c := s.client(t, "node-"+node)
+		for i, v := range []string{"1.0", wire.ColumnarVersion.String()} {
+			evs := []*pb.ChangeEvent{event(node, 10*i+1), event(node, 10*i+2), event(node, 10*i+1)}
+			body, err := s.codec.Encode(&wire.Batch{ProtocolVersion: v, NodeID: node, BatchID: uuidN(200 + i),
+				Sequence: uint64(i + 1), CreatedAt: t0, Events: evs})
+			require.NoError(t, err)
+			status, _, rb := post(t, c, s.url+shore.PathBatches, body)
+			require.Equal(t, http.StatusOK, status, string(rb))
+			sts := uploadResponse(t, rb).Statuses
+			require.Len(t, sts, 3)
+			for j, st := range sts {
+				require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, st.Status, "%s event %d", v, j)
+				require.Equal(t, evs[j].EventId, st.EventId)
+			}
+		}
+		require.Equal(t, 4, s.inboxCount(t, node))
+		require.InDelta(t, 1, counter(t, s.h, "relay_shipsync_shore_batches_total", shore.FormRows), 0)
+		require.InDelta(t, 1, counter(t, s.h, "relay_shipsync_shore_batches_total", shore.FormColumns), 0)
+
+		hb, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "1.0", NodeId: node, SentAt: timestamppb.New(t0)})
+		require.NoError(t, err)
+		status, _, rb := post(t, c, s.url+shore.PathHeartbeat, hb)
+		require.Equal(t, http.StatusOK, status, string(rb))
+		var hr pb.HeartbeatResponse
+		require.NoError(t, proto.Unmarshal(rb, &hr))
+		want := uint32(wire.UploadMinor)
+		if minor < 0 {
+			want = 0
+		}
+		require.Equal(t, want, hr.UploadMinor)
+	}
 }
 
 func TestEventIDReusedWithOtherContent(t *testing.T) {

@@ -132,10 +132,17 @@ type Batch struct {
 	// UncompressedBytes is the event list's size before compression (set by
 	// Decode and Encode).
 	UncompressedBytes int
+	// Columns says the events travelled column by column (EventColumns,
+	// protocol ≥ 1.1) rather than as an EventList (set by Decode and Encode).
+	Columns bool
 }
 
-// Encode serializes b as an UploadBatch body: the events as one EventList,
-// its SHA-256, and zstd when the list reaches the compression threshold. It
+// Encode serializes b as an UploadBatch body: the events as one EventList
+// (protocol 1.0) or, when b.ProtocolVersion is ColumnarVersion or a later
+// minor, as one EventColumns in event_columns; the SHA-256 of that
+// serialized list, and zstd when it reaches the compression threshold. The
+// 4 MiB limit holds for the serialized list and, in the columnar form, for
+// the same events as an EventList too. It
 // checks the header and the limits (ErrMalformedBatch, ErrTooManyEvents,
 // ErrBatchTooLarge) but not the events themselves: ValidateEvent does that.
 // It sets b.Encoding and b.UncompressedBytes.
@@ -143,7 +150,8 @@ func (c *Codec) Encode(b *Batch) ([]byte, error) {
 	if b.ProtocolVersion == "" {
 		b.ProtocolVersion = CurrentVersion.String()
 	}
-	if _, err := CheckVersion(b.ProtocolVersion, c.cfg.SupportedMajors); err != nil {
+	v, err := CheckVersion(b.ProtocolVersion, c.cfg.SupportedMajors)
+	if err != nil {
 		return nil, fmt.Errorf("wire: encode batch: protocol_version: %w", err)
 	}
 	if err := c.checkHeader(b.NodeID, b.BatchID, b.Sequence, len(b.Events)); err != nil {
@@ -152,22 +160,36 @@ func (c *Codec) Encode(b *Batch) ([]byte, error) {
 	if b.CreatedAt.IsZero() {
 		return nil, fmt.Errorf("wire: encode batch: %w: created_at missing", ErrMalformedBatch)
 	}
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(&shipsyncpb.EventList{Events: b.Events})
-	if err != nil {
-		return nil, fmt.Errorf("wire: encode batch: %w: %w", ErrMalformedBatch, err)
+	var body []byte
+	rows := 0
+	columns := usesColumns(v)
+	if columns {
+		body, rows, err = encodeColumns(b.Events)
+	} else {
+		body, err = proto.MarshalOptions{Deterministic: true}.Marshal(&shipsyncpb.EventList{Events: b.Events})
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrMalformedBatch, err)
+		}
+		rows = len(body)
 	}
-	if len(body) > c.cfg.MaxBytes {
-		return nil, fmt.Errorf("wire: encode batch: %w: %d bytes > %d", ErrBatchTooLarge, len(body), c.cfg.MaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode batch: %w", err)
+	}
+	// The limit holds for the events as an EventList in both forms (the
+	// shore stores them as rows) and for the body itself.
+	if size := max(rows, len(body)); size > c.cfg.MaxBytes {
+		return nil, fmt.Errorf("wire: encode batch: %w: %d bytes > %d", ErrBatchTooLarge, size, c.cfg.MaxBytes)
 	}
 	sum := sha256.Sum256(body)
 	b.UncompressedBytes = len(body)
+	b.Columns = columns
 	b.Encoding = shipsyncpb.ContentEncoding_CONTENT_ENCODING_IDENTITY
 	wireBody := body
 	if c.cfg.CompressThreshold >= 0 && len(body) >= c.cfg.CompressThreshold {
 		b.Encoding = shipsyncpb.ContentEncoding_CONTENT_ENCODING_ZSTD
 		wireBody = c.enc.EncodeAll(body, make([]byte, 0, len(body)/2))
 	}
-	return proto.Marshal(&shipsyncpb.UploadBatch{
+	ub := &shipsyncpb.UploadBatch{
 		ProtocolVersion:   b.ProtocolVersion,
 		NodeId:            b.NodeID,
 		BatchId:           b.BatchID,
@@ -177,15 +199,23 @@ func (c *Codec) Encode(b *Batch) ([]byte, error) {
 		UncompressedBytes: uint64(len(body)),
 		ContentEncoding:   b.Encoding,
 		Checksum:          sum[:],
-		EventsBody:        wireBody,
-	})
+	}
+	if columns {
+		ub.EventColumns = wireBody
+	} else {
+		ub.EventsBody = wireBody
+	}
+	return proto.Marshal(ub)
 }
 
 // Decode parses an UploadBatch body, in this order so that cheap checks come
 // before costly ones: the body size; the header (protocol_version major,
 // node, batch id, sequence, created_at, declared count and size against the
-// limits, checksum length); decompression bounded by the declared size; the
-// declared size; the SHA-256; the event list; the declared count. Each
+// limits, checksum length); which body is set (event_columns only from
+// ColumnarVersion on, never with events_body); decompression bounded by the
+// declared size; the declared size; the SHA-256; the event list (an
+// EventColumns rebuilt into ChangeEvents, stopping once they pass the byte
+// limit as an EventList); the declared count. Each
 // failure wraps one class of errors.go. The events are returned as decoded:
 // ValidateEvent gives each its own receive status.
 func (c *Codec) Decode(data []byte) (*Batch, error) {
@@ -196,7 +226,8 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 	if err := proto.Unmarshal(data, &ub); err != nil {
 		return nil, fmt.Errorf("wire: decode batch: %w: not an UploadBatch", ErrMalformedBatch)
 	}
-	if _, err := CheckVersion(ub.ProtocolVersion, c.cfg.SupportedMajors); err != nil {
+	v, err := CheckVersion(ub.ProtocolVersion, c.cfg.SupportedMajors)
+	if err != nil {
 		return nil, fmt.Errorf("wire: decode batch: protocol_version: %w", err)
 	}
 	if err := c.checkHeader(ub.NodeId, ub.BatchId, ub.Sequence, int(ub.EventCount)); err != nil {
@@ -212,15 +243,24 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 	if len(ub.Checksum) != sha256.Size {
 		return nil, fmt.Errorf("wire: decode batch: %w: checksum is %d bytes, want %d", ErrMalformedBatch, len(ub.Checksum), sha256.Size)
 	}
+	// From 1.1 on the events may come column by column instead; never both.
+	columns := len(ub.EventColumns) > 0
+	wireBody := ub.EventsBody
+	if columns {
+		if len(ub.EventsBody) > 0 || !usesColumns(v) {
+			return nil, fmt.Errorf("wire: decode batch: %w: event_columns with events_body or before protocol %s",
+				ErrMalformedBatch, ColumnarVersion)
+		}
+		wireBody = ub.EventColumns
+	}
 	declared := int(ub.UncompressedBytes)
 
 	var body []byte
 	switch ub.ContentEncoding {
 	case shipsyncpb.ContentEncoding_CONTENT_ENCODING_IDENTITY:
-		body = ub.EventsBody
+		body = wireBody
 	case shipsyncpb.ContentEncoding_CONTENT_ENCODING_ZSTD:
-		var err error
-		body, err = c.dec.DecodeAll(ub.EventsBody, make([]byte, 0, declared))
+		body, err = c.dec.DecodeAll(wireBody, make([]byte, 0, declared))
 		switch {
 		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
 			return nil, fmt.Errorf("wire: decode batch: %w: over %d bytes", ErrDecompressedTooLarge, c.cfg.MaxBytes)
@@ -238,12 +278,20 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], ub.Checksum) {
 		return nil, fmt.Errorf("wire: decode batch: %w: SHA-256 differs", ErrChecksumMismatch)
 	}
-	var list shipsyncpb.EventList
-	if err := proto.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("wire: decode batch: %w: events_body is not an EventList", ErrMalformedBatch)
-	}
-	if len(list.Events) != int(ub.EventCount) {
-		return nil, fmt.Errorf("wire: decode batch: %w: %d events, declared %d", ErrChecksumMismatch, len(list.Events), ub.EventCount)
+	var events []*shipsyncpb.ChangeEvent
+	if columns {
+		if events, err = decodeColumns(body, int(ub.EventCount), c.cfg.MaxBytes); err != nil {
+			return nil, fmt.Errorf("wire: decode batch: %w", err)
+		}
+	} else {
+		var list shipsyncpb.EventList
+		if err := proto.Unmarshal(body, &list); err != nil {
+			return nil, fmt.Errorf("wire: decode batch: %w: events_body is not an EventList", ErrMalformedBatch)
+		}
+		if len(list.Events) != int(ub.EventCount) {
+			return nil, fmt.Errorf("wire: decode batch: %w: %d events, declared %d", ErrChecksumMismatch, len(list.Events), ub.EventCount)
+		}
+		events = list.Events
 	}
 	return &Batch{
 		ProtocolVersion:   ub.ProtocolVersion,
@@ -251,9 +299,10 @@ func (c *Codec) Decode(data []byte) (*Batch, error) {
 		BatchID:           ub.BatchId,
 		Sequence:          ub.Sequence,
 		CreatedAt:         ub.CreatedAt.AsTime(),
-		Events:            list.Events,
+		Events:            events,
 		Encoding:          ub.ContentEncoding,
 		UncompressedBytes: declared,
+		Columns:           columns,
 	}, nil
 }
 

@@ -25,9 +25,13 @@ func FuzzDecodeBatch(f *testing.F) {
 	for _, threshold := range []int{-1, 1} {
 		c := newCodec(f, wire.Config{CompressThreshold: threshold})
 		for _, n := range []int{1, 3} {
-			data, err := c.Encode(newBatch(events(n)))
-			require.NoError(f, err)
-			f.Add(data)
+			for _, v := range []string{"1.0", wire.ColumnarVersion.String()} {
+				b := newBatch(events(n))
+				b.ProtocolVersion = v
+				data, err := c.Encode(b)
+				require.NoError(f, err)
+				f.Add(data)
+			}
 		}
 	}
 	f.Add([]byte{})
