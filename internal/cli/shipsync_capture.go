@@ -117,6 +117,16 @@ func runCaptureUninstall(ctx context.Context, env *Env, args []string) error {
 }
 
 func runCaptureRun(ctx context.Context, env *Env, args []string) error {
+	err := captureRun(ctx, env, args)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped (SIGTERM, SIGINT) while starting up: a clean stop, as
+		// once running; nothing was left half done.
+		return nil
+	}
+	return err
+}
+
+func captureRun(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "shipsync capture run", "shipsync capture run --db DSN --state FILE --logical NAME "+
 		"(--brokers HOSTS | --dev-kafka PORT)")
 	db := fs.String("db", envOr("CAPTURE_DB", ""), "the business database; env CAPTURE_DB")

@@ -69,6 +69,13 @@ func TestShipsyncCaptureCommand(t *testing.T) {
 	stop()
 	require.NoError(t, <-done)
 
+	// Stopped while starting up (its context already ended): a clean stop.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = run(cancelled, "run", "--db", dsn, "--state", state, "--logical", "ship1",
+		"--brokers", strings.Join(cluster.ListenAddrs(), ","), "--log-level", "warn")
+	require.NoError(t, err)
+
 	dec, err := cdc.New(cdc.Config{})
 	require.NoError(t, err)
 	var got []string
