@@ -255,13 +255,13 @@ func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string
 		return err
 	}
 	start := time.Now() // a benchmark measures wall time
-	if err := a.Engine().Start(ctx); err != nil {
+	if err := a.Start(ctx); err != nil {
 		return err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
 		defer cancel()
-		_ = a.Engine().Stop(sctx)
+		_ = a.Stop(sctx)
 	}()
 	var done int
 	for done < total {

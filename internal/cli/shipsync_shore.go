@@ -31,7 +31,7 @@ const shipsyncShoreAddrDefault = "127.0.0.1:8443"
 // startApplier opens the target and starts the applier on the apply queue;
 // stop drains it within the stop timeout.
 func startApplier(ctx context.Context, env *Env, d *relaypgx.Driver, inbox *shore.Inbox, targetDSN, instance string,
-	workers int, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+	workers, urgentWorkers int, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	target, err := apply.OpenTarget(targetDSN)
 	if err != nil {
 		return nil, fmt.Errorf("--target %s: %w", dsn.Redact(targetDSN), dsn.Scrub(err, targetDSN))
@@ -45,21 +45,21 @@ func startApplier(ctx context.Context, env *Env, d *relaypgx.Driver, inbox *shor
 		instance = cmp.Or(host, "shore") + "-" + randomHex(3)
 	}
 	a, err := apply.New(apply.Config{Driver: d, Target: target, Clock: relayclock.System{}, InstanceID: instance,
-		Workers: workers, Logger: log, Registerer: reg})
+		Workers: workers, UrgentWorkers: urgentWorkers, Logger: log, Registerer: reg})
 	if err != nil {
 		_ = target.Close()
 		return nil, err
 	}
-	if err := a.Engine().Start(ctx); err != nil {
+	if err := a.Start(ctx); err != nil {
 		_ = target.Close()
 		return nil, err
 	}
-	inbox.OnRelease(a.Engine().Notify)
+	inbox.OnRelease(a.Notify)
 	fmt.Fprintf(env.Stdout, "shipsync shore: applying to %s as %s\n", dsn.Redact(targetDSN), instance)
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
 		defer cancel()
-		if err := a.Engine().Stop(sctx); err != nil {
+		if err := a.Stop(sctx); err != nil {
 			log.Warn("shipsync shore: applier stop", "error", err)
 		}
 		_ = target.Close()
@@ -115,9 +115,13 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	instance := fs.String("instance-id", "", "this process's name as the owner of apply leases (default: host and a random "+
 		"suffix); a restarted process with the same name takes its leases back at once")
 	applyWorkers := fs.Int("apply-workers", apply.WorkersDefault, "apply batches in flight")
+	urgentWorkers := fs.Int("urgent-workers", apply.UrgentWorkersDefault, "apply batches in flight of the --urgent-rules")
 	gapGrace := fs.Duration("gap-grace", shore.GapGraceDefault, "how long a gap in a node's stream may stay open before "+
 		"the node is asked to resend it")
 	resendEvery := fs.Duration("resend-every", shore.ResendEveryDefault, "how often an unfilled gap is asked for again")
+	urgentRules := fs.String("urgent-rules", "", "comma-separated rule ids applied on a queue of their own "+
+		"(with --urgent-workers), never behind the other rules' backlog: the ships' CRITICAL and HIGH rules; "+
+		"every shore process needs the same list, changed only while those rules have nothing waiting")
 	maxHeld := fs.Int("max-held", shore.MaxHeldDefault, "events one stream may hold past a gap; further ones are "+
 		"answered RETRYABLE_FAILURE until the gap is filled")
 	uploadMinor := fs.Int("upload-minor", wire.UploadMinor, "the highest upload minor offered to nodes: 1 lets them send "+
@@ -174,6 +178,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		offered = -1 // shore.Config: negative says 0
 	}
 	inbox.LimitHeld(*maxHeld)
+	inbox.SetUrgentRules(splitList(*urgentRules))
 	h, err := shore.NewHandler(shore.Config{Registry: shore.NewRegistry(d.Pool(), clock),
 		Inbox: inbox, Codec: codec, Clock: clock, Limits: lim, Logger: log, UploadMinor: offered})
 	if err != nil {
@@ -183,7 +188,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(h.Collectors()...)
 	if *target != "" {
-		stop, err := startApplier(ctx, env, d, inbox, *target, *instance, *applyWorkers, reg, log)
+		stop, err := startApplier(ctx, env, d, inbox, *target, *instance, *applyWorkers, *urgentWorkers, reg, log)
 		if err != nil {
 			return err
 		}

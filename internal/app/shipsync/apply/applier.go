@@ -39,6 +39,8 @@ const (
 	WorkersDefault   = 4
 	BatchSizeDefault = 512
 	TxBatchDefault   = 64
+	// UrgentWorkersDefault is Config.UrgentWorkers' default.
+	UrgentWorkersDefault = 1
 )
 
 // applierAudit is the audit identity of what the applier records.
@@ -60,6 +62,10 @@ type Config struct {
 	// how many batches run at once, how many events one claim takes and how
 	// many share one transaction (and one target round trip).
 	Workers, BatchSize, TxBatch int
+	// UrgentWorkers run the urgent queue (shore.UrgentApplyQueue: the rules
+	// of Inbox.SetUrgentRules) beside Workers, so its events never wait
+	// behind the other rules' backlog (default UrgentWorkersDefault).
+	UrgentWorkers int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer, when set, receives the engine's metrics of the apply queue.
@@ -71,6 +77,7 @@ type Config struct {
 type Applier struct {
 	cfg    Config
 	engine *relay.Engine
+	urgent *relay.Engine
 	mu     sync.Mutex
 	rules  map[shore.RuleRef]*shore.Rule
 }
@@ -99,11 +106,65 @@ func New(cfg Config) (*Applier, error) {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	a.engine = e
+	cfg.UrgentWorkers = cmp.Or(cfg.UrgentWorkers, UrgentWorkersDefault)
+	if a.urgent, err = relay.NewEngine(cfg.Driver, relay.Config{Queue: shore.UrgentApplyQueue, Mode: relay.ModePerKey,
+		Handler: a, Workers: cfg.UrgentWorkers, BatchSize: cfg.BatchSize, TxBatch: cfg.TxBatch,
+		InstanceID: cfg.InstanceID, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
 	return a, nil
 }
 
-// Engine is the per-key engine running the applier.
+// Engine is the per-key engine running the applier on shore.ApplyQueue;
+// UrgentEngine the one on shore.UrgentApplyQueue.
 func (a *Applier) Engine() *relay.Engine { return a.engine }
+
+// UrgentEngine: see Engine.
+func (a *Applier) UrgentEngine() *relay.Engine { return a.urgent }
+
+// Start starts both engines.
+func (a *Applier) Start(ctx context.Context) error {
+	if err := a.urgent.Start(ctx); err != nil {
+		return err
+	}
+	if err := a.engine.Start(ctx); err != nil {
+		return errors.Join(err, a.urgent.Stop(ctx))
+	}
+	return nil
+}
+
+// Stop stops both engines (their leases released), waiting at most until
+// ctx ends.
+func (a *Applier) Stop(ctx context.Context) error {
+	return errors.Join(a.engine.Stop(ctx), a.urgent.Stop(ctx))
+}
+
+// Notify wakes both engines (new events were released).
+func (a *Applier) Notify() {
+	a.urgent.Notify()
+	a.engine.Notify()
+}
+
+// Work runs both queues until neither has work it can do now (tests);
+// it returns how many events it finished.
+func (a *Applier) Work(ctx context.Context) (int, error) {
+	total := 0
+	for range 1000 {
+		u, err := a.urgent.Work(ctx)
+		if err != nil {
+			return total, err
+		}
+		n, err := a.engine.Work(ctx)
+		if err != nil {
+			return total, err
+		}
+		total += u + n
+		if u+n == 0 {
+			return total, nil
+		}
+	}
+	return total, errors.New("apply: still busy after 1,000 rounds")
+}
 
 // Handle applies one event: HandleBatch of one.
 func (a *Applier) Handle(ctx context.Context, tx relay.Tx, d *relay.Delivery) relay.Result {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
 )
 
 const (
@@ -146,7 +147,7 @@ func TestTargetDownRetries(t *testing.T) {
 	var s stream
 	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")))
 	require.NoError(t, b.target.Close())
-	_, err := b.applier.Engine().Work(t.Context())
+	_, err := b.applier.Work(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM relay_message WHERE state = 'FAILED' AND error_class = 'INFRA'"))
@@ -162,7 +163,7 @@ func TestSchemaMismatchWaits(t *testing.T) {
 	require.NoError(t, err)
 	var s stream
 	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")))
-	_, err = b.applier.Engine().Work(t.Context())
+	_, err = b.applier.Work(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM relay_message WHERE state = 'FAILED' AND error_class = 'UNSUPPORTED'"))
@@ -231,4 +232,43 @@ func TestRepeatedChangeIsApplied(t *testing.T) {
 	b.receive(t, s.ev(40, ins, 1, "", rev(20), str("again")))
 	b.work(t)
 	require.Equal(t, "CONFLICT_RECORDED", b.receipt(t, 40).Result)
+}
+
+// TestUrgentRuleOvertakes: events of an urgent rule (Inbox.SetUrgentRules)
+// go to the urgent queue, which the applier runs on its own, so one is
+// applied while a backlog of another rule, received before it, still
+// waits; then the backlog is applied too.
+func TestUrgentRuleOvertakes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	reg := shore.NewRegistry(b.d.Pool(), b.clock)
+	require.NoError(t, reg.AllowRule(ctx, "ship-1", "alarm", 1, op))
+	require.NoError(t, reg.RegisterRule(ctx, shore.Rule{ID: "alarm", Version: 1, SourceTable: "voyage",
+		TargetTable: "voyage", KeyColumns: []string{"id"}, Columns: []string{"id", "note"}, InsertOverTombstone: true}, op))
+	b.inbox.SetUrgentRules([]string{"alarm"})
+	var s stream
+	var backlog []*pb.ChangeEvent
+	for n := 1; n <= 50; n++ {
+		backlog = append(backlog, s.ev(n, ins, int64(n), "", rev(n), str("bulk")))
+	}
+	b.receive(t, backlog...)
+	alarm := s.ev(100, ins, 1000, "", rev(100), str("alarm"))
+	alarm.RuleId = "alarm"
+	b.receive(t, alarm)
+
+	n, err := b.applier.UrgentEngine().Work(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the urgent queue holds the alarm alone")
+	require.Equal(t, applied, b.receipt(t, 100))
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM sync_event_receipt"), "the backlog still waits")
+	r, ok := b.row(t, 1000)
+	require.True(t, ok)
+	require.Equal(t, "alarm", r.Note)
+
+	_, err = b.applier.Work(ctx)
+	require.NoError(t, err)
+	for n := 1; n <= 50; n++ {
+		require.Equal(t, applied, b.receipt(t, n), "event %d", n)
+	}
 }

@@ -128,7 +128,7 @@ func (b *bundle) receive(t *testing.T, evs ...*pb.ChangeEvent) {
 func (b *bundle) work(t *testing.T) {
 	t.Helper()
 	for range 20 {
-		n, err := b.applier.Engine().Work(context.Background())
+		n, err := b.applier.Work(context.Background())
 		require.NoError(t, err)
 		if n == 0 {
 			return

@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	sh, err := shipdemo.StartShore(ctx, shipdemo.ShoreOptions{PostgresURL: o.PostgresURL, TargetDSN: shoreDSN,
-		PKIDir: filepath.Join(o.Dir, "pki"), Node: node,
+		PKIDir: filepath.Join(o.Dir, "pki"), Node: node, UrgentRules: []string{"alarm"}, // the CRITICAL rule
 		// Room for every upload in flight plus the receipt pulls and the
 		// heartbeats.
 		Limits: shore.Limits{NodeConcurrency: o.Uploads + 2},

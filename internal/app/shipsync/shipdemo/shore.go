@@ -41,7 +41,9 @@ type ShoreOptions struct {
 	Addr string
 	// Limits of the data API (zero fields: the shore's defaults).
 	Limits shore.Limits
-	Logger *slog.Logger
+	// UrgentRules are applied on the urgent queue (Inbox.SetUrgentRules).
+	UrgentRules []string
+	Logger      *slog.Logger
 }
 
 // Shore is an in-process shore: the data API over mutual TLS and an
@@ -144,6 +146,9 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 		return nil, err
 	}
 	inbox, err := shore.NewInbox(d, codec, clock)
+	if err == nil {
+		inbox.SetUrgentRules(o.UrgentRules)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -159,17 +164,17 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Engine().Start(ctx); err != nil {
+	if err := a.Start(ctx); err != nil {
 		return nil, err
 	}
 	s.stops = append(s.stops, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := a.Engine().Stop(sctx); err != nil {
+		if err := a.Stop(sctx); err != nil {
 			log.Warn("shipdemo: applier stop", "error", err)
 		}
 	})
-	inbox.OnRelease(a.Engine().Notify)
+	inbox.OnRelease(a.Notify)
 	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: clock, Logger: log,
 		Limits: o.Limits})
 	if err != nil {

@@ -33,15 +33,32 @@ type ruleKey struct {
 // Inbox is the shore's receive inbox in PostgreSQL. It is safe for
 // concurrent use.
 type Inbox struct {
-	reg    *Registry
-	d      *relaypgx.Driver
-	pool   *pgxpool.Pool
-	clock  relaytype.Clock
-	codec  *wire.Codec
-	engine *relay.Engine // producer of ApplyQueue
+	reg          *Registry
+	d            *relaypgx.Driver
+	pool         *pgxpool.Pool
+	clock        relaytype.Clock
+	codec        *wire.Codec
+	engine       *relay.Engine // producer of ApplyQueue
+	urgentEngine *relay.Engine // producer of UrgentApplyQueue
 
 	onRelease func()
 	maxHeld   int
+	urgent    map[string]bool // rule ids released to UrgentApplyQueue
+}
+
+// SetUrgentRules names the rules whose events are released to
+// UrgentApplyQueue, which the applier runs with workers of its own, so
+// they are applied at once however long the ApplyQueue backlog of other
+// rules is (a ship's CRITICAL and HIGH rules overtaking a BULK backlog on
+// the shore as on the link). A record belongs to one rule, so its events
+// stay in one queue and in order — as long as the set does not change
+// while the rule has events waiting (change it with the rule drained).
+// Every shore process must be given the same set. Set it before serving.
+func (in *Inbox) SetUrgentRules(ids []string) {
+	in.urgent = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		in.urgent[id] = true
+	}
 }
 
 // MaxHeldDefault is how many events a stream may hold past a gap before
@@ -72,9 +89,13 @@ func NewInbox(d *relaypgx.Driver, codec *wire.Codec, clock relaytype.Clock) (*In
 	if err != nil {
 		return nil, fmt.Errorf("shore: inbox: %w", err)
 	}
+	urgent, err := relay.NewEngine(d, relay.Config{Queue: UrgentApplyQueue, Mode: relay.ModePerKey, Clock: clock})
+	if err != nil {
+		return nil, fmt.Errorf("shore: inbox: %w", err)
+	}
 	pool := d.Pool()
 	return &Inbox{reg: &Registry{pool: pool, clock: clock}, d: d, pool: pool, codec: codec, clock: clock,
-		engine: engine, maxHeld: MaxHeldDefault}, nil
+		engine: engine, urgentEngine: urgent, maxHeld: MaxHeldDefault}, nil
 }
 
 // ErrStore wraps a failure of the inbox's database: nothing of the batch was

@@ -20,6 +20,11 @@ import (
 // (ApplyKey), in source order, processed by the shore's applier.
 const ApplyQueue = "shipsync-apply"
 
+// UrgentApplyQueue is ApplyQueue for the rules named by
+// Inbox.SetUrgentRules: processed by the same applier with workers of its
+// own.
+const UrgentApplyQueue = "shipsync-apply-urgent"
+
 // ApplyKey is the engine ordering key of a record: its rule and the SHA-256
 // of its primary key. seed 004 §10.4: one rule_id + primary_key is processed
 // serially on the shore, different keys in parallel.
@@ -223,6 +228,7 @@ func readHeld(rows pgx.Rows, out map[streamKey]*streamState) error {
 type releaseEvent struct {
 	inboxID int64
 	key     string
+	rule    string
 }
 
 // settleStreams runs after the batch's events are inserted (inserted maps a
@@ -263,7 +269,8 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 			}
 			if i, ok := mine[s]; ok {
 				released[i] = true
-				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash)})
+				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash),
+					rule: rows[i].rule})
 				if !pre[i] {
 					fixIDs, fixRel = append(fixIDs, inserted[i]), append(fixRel, true)
 				}
@@ -276,7 +283,7 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 				passed.add(k, s, "", true)
 				continue
 			}
-			release = append(release, releaseEvent{inboxID: h.id, key: ApplyKey(h.rule, h.pkHash)})
+			release = append(release, releaseEvent{inboxID: h.id, key: ApplyKey(h.rule, h.pkHash), rule: h.rule})
 			fixIDs, fixRel = append(fixIDs, h.id), append(fixRel, true)
 		}
 		// st.held may be only part of what the stream holds (lockStreams);
@@ -289,7 +296,8 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 				// Below the stream's next sequence yet new: its number was
 				// freed (the earlier event is gone from the inbox). Nothing
 				// can come before it any more, so it is released now.
-				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash)})
+				release = append(release, releaseEvent{inboxID: inserted[i], key: ApplyKey(rows[i].rule, rows[i].pkHash),
+					rule: rows[i].rule})
 				if !pre[i] {
 					fixIDs, fixRel = append(fixIDs, inserted[i]), append(fixRel, true)
 				}
@@ -346,12 +354,25 @@ func (in *Inbox) settleStreams(ctx context.Context, tx pgx.Tx, sender string, st
 	if len(release) == 0 {
 		return nil
 	}
-	params := make([]*relay.EnqueueParams, len(release))
-	for i, r := range release {
-		params[i] = &relay.EnqueueParams{Key: r.key, Payload: ApplyPayload(r.inboxID)}
+	var params, urgent []*relay.EnqueueParams
+	for _, r := range release {
+		p := &relay.EnqueueParams{Key: r.key, Payload: ApplyPayload(r.inboxID)}
+		if in.urgent[r.rule] {
+			urgent = append(urgent, p)
+		} else {
+			params = append(params, p)
+		}
 	}
-	if _, err := in.engine.EnqueueTx(ctx, in.d.WrapTx(tx), params...); err != nil {
-		return fmt.Errorf("enqueue released events: %w", err)
+	for _, q := range []struct {
+		e  *relay.Engine
+		ps []*relay.EnqueueParams
+	}{{in.engine, params}, {in.urgentEngine, urgent}} {
+		if len(q.ps) == 0 {
+			continue
+		}
+		if _, err := q.e.EnqueueTx(ctx, in.d.WrapTx(tx), q.ps...); err != nil {
+			return fmt.Errorf("enqueue released events: %w", err)
+		}
 	}
 	return nil
 }

@@ -206,7 +206,8 @@ func reconcile(ctx context.Context, d *relaypgx.Driver, mdb *sql.DB, w *workload
 
 	// 7. The apply queue is drained: every message SUCCEEDED.
 	bad = nil
-	qrows, err := d.Pool().Query(ctx, "SELECT state, count(*) FROM relay_message WHERE queue = $1 GROUP BY state", shore.ApplyQueue)
+	qrows, err := d.Pool().Query(ctx, "SELECT state, count(*) FROM relay_message WHERE queue = ANY($1) GROUP BY state",
+		[]string{shore.ApplyQueue, shore.UrgentApplyQueue})
 	if err != nil {
 		return 0, nil, err
 	}
