@@ -40,6 +40,7 @@ const (
 	pauseWindow  uint8 = 1 << iota // the partition's own window is full
 	pauseHeld                      // the client holds too many payload bytes
 	pauseTracked                   // the client tracks too many events
+	pauseAhead                     // the partition holds a quarter of the payload bound
 )
 
 // partition is one topic partition's window: the events in
@@ -384,6 +385,11 @@ type bounds struct {
 //     resumes below half;
 //   - held: at b.held payload bytes every partition holding some pauses (one
 //     holding none, a CRITICAL rule's say, reads on); all resume below half;
+//   - ahead: a partition holding a quarter of b.held pauses, and resumes
+//     below an eighth: a few batches queued keep its uploads busy, and a
+//     partition read no further ahead leaves the fetches room for the
+//     others (a consumer fetching busy partitions without pause served a
+//     quiet one's record 75 s after it was written, 110,000 records later);
 //   - tracked: at b.tracked events not terminal, every partition holding at
 //     least half its share (b.tracked over twice the partitions) pauses; all
 //     resume below seven eighths. A partition with a few events (a CRITICAL
@@ -405,6 +411,12 @@ func (t *tracker) flow(b bounds) (pause, resume []TP) {
 			p.pause |= pauseHeld
 		case heldUnder:
 			p.pause &^= pauseHeld
+		}
+		switch {
+		case p.held >= b.held/4:
+			p.pause |= pauseAhead
+		case p.held < b.held/8:
+			p.pause &^= pauseAhead
 		}
 		switch {
 		case trackedOver && p.open >= share:

@@ -226,7 +226,7 @@ func TestReadingPausesAtTheBoundsAndResumes(t *testing.T) {
 	// it resumes only when no reason is left.
 	b = bounds{window: 12, held: 200, tracked: 1000}
 	pause, _ = tr.flow(b)
-	if len(pause) != 2 || pb.pause != pauseWindow|pauseHeld || pc.pause != pauseHeld {
+	if len(pause) != 2 || pb.pause != pauseWindow|pauseHeld|pauseAhead || pc.pause != pauseHeld|pauseAhead {
 		t.Fatalf("window and held: pause %v (bulk %b, crit %b)", pause, pb.pause, pc.pause)
 	}
 	tr.receivedAll([]*slot{s, alarm})
@@ -278,5 +278,34 @@ func TestCompactEntryMemory(t *testing.T) {
 	t.Logf("%.1f B of heap per received event waiting for its receipt (%d events)", per, n)
 	if per > 64 {
 		t.Fatalf("%.1f B per compact entry, want at most 64", per)
+	}
+}
+
+// TestReadingPausesAheadOfUploads: a partition holding a quarter of the
+// payload bound pauses even while the client holds less than the bound,
+// and resumes below an eighth, so the fetches serve the other partitions.
+func TestReadingPausesAheadOfUploads(t *testing.T) {
+	tr := newTracker()
+	bulk, crit := TP{"bulk", 0}, TP{"crit", 0}
+	pb, pc := tr.part(bulk, nil, 0), tr.part(crit, nil, 0)
+	b := bounds{window: 1000, held: 1600, tracked: 1000}
+	var ss []*slot
+	for off := range 4 {
+		s := readySlot(bulk, int64(off), eventID(off), 3)
+		ss = append(ss, s)
+		tr.add(pb, s)
+	}
+	tr.add(pc, readySlot(crit, 0, eventID(100), 0))
+	pause, _ := tr.flow(b)
+	if len(pause) != 1 || pause[0] != bulk || pb.pause != pauseAhead || pc.pause != 0 {
+		t.Fatalf("400 B of 1600 held by bulk: pause %v (bulk %b, crit %b), want bulk ahead", pause, pb.pause, pc.pause)
+	}
+	tr.receivedAll(ss[:2])
+	if pause, resume := tr.flow(b); len(pause)+len(resume) != 0 {
+		t.Fatalf("200 B held: pause %v resume %v, want nothing until below an eighth", pause, resume)
+	}
+	tr.received(ss[2])
+	if _, resume := tr.flow(b); len(resume) != 1 || resume[0] != bulk {
+		t.Fatalf("100 B held: resume %v, want bulk", resume)
 	}
 }
