@@ -67,7 +67,7 @@ type Config struct {
 	// MaxTracked bounds the events read and not yet terminal over all
 	// partitions: at it, the partitions holding at least half their share
 	// pause, and all resume below seven eighths (default 500,000: about
-	// 25 MiB of received events waiting for their receipts).
+	// 21 MiB of received events waiting for their receipts, 43.5 B each).
 	MaxTracked int
 	// ReceiptEvery is how often receipts are pulled while events wait for
 	// them (default 1 s).
@@ -99,7 +99,9 @@ type Config struct {
 	// MaxHeldBytes bounds the events read and not yet received by the
 	// shore, by their encoded size: reading pauses at it and resumes below
 	// half (default 4 MiB: ≈ 12,000 narrow events, a minute of a 128 KiB/s
-	// link; in memory they take about eight times that).
+	// link; in memory they take about eight times that). One partition
+	// holding a quarter of it pauses on its own and resumes below an
+	// eighth, so the consumer's fetches serve the other partitions too.
 	MaxHeldBytes int64
 	// Uploads is how many batches may be in flight at once, each of a
 	// different partition (default 2). On a link whose round trip is long
