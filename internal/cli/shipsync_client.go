@@ -44,7 +44,10 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	instance := fs.String("group-instance-id", "", "static membership of the consumer group (KIP-345): a client "+
 		"restarted under the same id takes its partitions back at once instead of after the session timeout (empty: dynamic)")
 	receiptEvery := fs.Duration("receipt-every", time.Second, "how often receipts are pulled while events wait for them")
-	inWindow := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it pauses")
+	inWindow := fs.Int("window", client.WindowDefault, "events of one partition read and not yet terminal before reading it "+
+		"pauses (those the shore received take a few dozen bytes each until their receipt)")
+	maxTracked := fs.Int("max-tracked", client.MaxTrackedDefault, "events read and not yet terminal over all partitions "+
+		"before reading pauses (about 45 B each once the shore received them)")
 	rate := fs.Int64("upload-rate", 0, "upload limit in bytes per second on the wire (after compression); 0: unmetered")
 	burst := fs.Int64("upload-burst", 0, "upload burst in bytes (0: one second of --upload-rate)")
 	bulkWindow := fs.String("bulk-window", "", "when BULK rules may transfer, e.g. \"Mon-Fri 22:00-06:00; Sat,Sun 00:00-24:00\" "+
@@ -131,6 +134,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
 		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
+			MaxTracked: *maxTracked,
 			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap},
 			Uploads: *uploads, LaneInFlight: *laneInFlight, ReceiptEvery: *receiptEvery, KafkaOpts: kopts,
 			Monotonic: func() time.Duration { return time.Since(started) }})

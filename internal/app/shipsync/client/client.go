@@ -58,8 +58,17 @@ type Config struct {
 	MaxBatchEvents int
 	MaxBatchBytes  int
 	// Window is how many events of one partition may be read and not yet
-	// terminal; reading that partition pauses at it (default 20,000).
+	// terminal; reading that partition pauses at it and resumes below half
+	// (default 250,000). Events the shore has received take a few dozen
+	// bytes each until their receipt (their payloads are let go), so the
+	// window can cover minutes of a link that delivers faster than the
+	// shore applies.
 	Window int
+	// MaxTracked bounds the events read and not yet terminal over all
+	// partitions: at it, the partitions holding at least half their share
+	// pause, and all resume below seven eighths (default 500,000: about
+	// 21 MiB of received events waiting for their receipts, 43.5 B each).
+	MaxTracked int
 	// ReceiptEvery is how often receipts are pulled while events wait for
 	// them (default 1 s).
 	ReceiptEvery time.Duration
@@ -90,7 +99,9 @@ type Config struct {
 	// MaxHeldBytes bounds the events read and not yet received by the
 	// shore, by their encoded size: reading pauses at it and resumes below
 	// half (default 4 MiB: ≈ 12,000 narrow events, a minute of a 128 KiB/s
-	// link; in memory they take about eight times that).
+	// link; in memory they take about eight times that). One partition
+	// holding a quarter of it pauses on its own and resumes below an
+	// eighth, so the consumer's fetches serve the other partitions too.
 	MaxHeldBytes int64
 	// Uploads is how many batches may be in flight at once, each of a
 	// different partition (default 2). On a link whose round trip is long
@@ -100,7 +111,8 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	WindowDefault             = 20000
+	WindowDefault             = 250_000
+	MaxTrackedDefault         = 500_000
 	MaxHeldBytesDefault int64 = 4 << 20
 )
 
@@ -164,6 +176,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = WindowDefault
 	}
+	if cfg.MaxTracked <= 0 {
+		cfg.MaxTracked = MaxTrackedDefault
+	}
 	if cfg.Uploads <= 0 {
 		cfg.Uploads = 2
 	}
@@ -218,7 +233,7 @@ func (c *Client) Stats() Stats {
 func (c *Client) Waiting() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.tr.byID)
+	return c.tr.tracked()
 }
 
 // Run consumes, uploads and pulls receipts until ctx ends or the state
@@ -444,46 +459,32 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 				c.produced.Add(1)
 			}
 		}
-		if p.open >= c.cfg.Window && !p.paused {
-			p.paused = true
-			c.kc.PauseFetchPartitions(map[string][]int32{in.tp.Topic: {in.tp.Partition}})
-		}
 	}
-	if c.tr.held >= c.cfg.MaxHeldBytes {
-		// Too much read and not yet sent: stop reading the partitions that
-		// hold it. One that holds nothing (a CRITICAL rule's, say) reads on.
-		pause := map[string][]int32{}
-		for _, tp := range c.tr.order {
-			if p := c.tr.parts[tp]; p.held > 0 && !p.heldPaused {
-				p.heldPaused = true
-				pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
-			}
-		}
-		if len(pause) > 0 {
-			c.kc.PauseFetchPartitions(pause)
-		}
-	}
+	c.flow()
 	return nil
 }
 
-// resumeHeld resumes reading once the held payloads fell below half the
-// bound. The caller holds c.mu.
-func (c *Client) resumeHeld() {
-	if c.tr.held >= c.cfg.MaxHeldBytes/2 {
-		return
-	}
-	resume := map[string][]int32{}
-	for _, tp := range c.tr.order {
-		if p := c.tr.parts[tp]; p.heldPaused {
-			p.heldPaused = false
-			if !p.paused { // still paused by its own window otherwise
-				resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
-			}
-		}
+// flow pauses reading the partitions over a bound (the partition's
+// window, the payload bytes held, the events tracked) and resumes those
+// back under every bound (tracker.flow). Reading pauses, never drops: what
+// is not read stays in the topic. The caller holds c.mu, so pauses and
+// resumptions reach the consumer in the order they were decided.
+func (c *Client) flow() {
+	pause, resume := c.tr.flow(bounds{window: c.cfg.Window, held: c.cfg.MaxHeldBytes, tracked: c.cfg.MaxTracked})
+	if len(pause) > 0 {
+		c.kc.PauseFetchPartitions(byTopic(pause))
 	}
 	if len(resume) > 0 {
-		c.kc.ResumeFetchPartitions(resume)
+		c.kc.ResumeFetchPartitions(byTopic(resume))
 	}
+}
+
+func byTopic(tps []TP) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, tp := range tps {
+		out[tp.Topic] = append(out[tp.Topic], tp.Partition)
+	}
+	return out
 }
 
 // prepare decodes and normalises one record. It returns nil for a record
@@ -745,7 +746,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		}
 	}
 	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
-	var again []*slot
+	var again, received []*slot
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
 	for i, st := range ur.Statuses {
@@ -753,7 +754,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		switch st.Status {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
 			res.Received = append(res.Received, s.id)
-			c.tr.received(s)
+			received = append(received, s)
 		case pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE:
 			why := st.Reason.String()
 			res.Retry[s.id] = why
@@ -775,7 +776,8 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		// waits before it goes again.
 		c.lanes[batch[0].tp.String()].notBefore = now.Add(c.cfg.Backoff.Delay(again[0].attempts-1, nil))
 	}
-	c.resumeHeld()
+	c.tr.receivedAll(received)
+	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
 	c.uploaded.Add(int64(len(batch)))
@@ -867,21 +869,7 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 	for _, t := range ts {
 		c.tr.terminal(t.ID)
 	}
-	var resume map[string][]int32
-	for _, tp := range c.tr.order {
-		p := c.tr.parts[tp]
-		if p.paused && p.open < c.cfg.Window/2 {
-			p.paused = false
-			if p.heldPaused {
-				continue // resumed by resumeHeld
-			}
-			if resume == nil {
-				resume = map[string][]int32{}
-			}
-			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
-		}
-	}
-	c.resumeHeld()
+	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
 	n, err := c.cfg.Store.recordTerminal(ctx, ts, page.NextCursor, marks)
@@ -889,9 +877,6 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 		return err
 	}
 	c.terminal.Add(int64(n))
-	if resume != nil {
-		c.kc.ResumeFetchPartitions(resume)
-	}
 	c.commitOffsets(ctx)
 	return nil
 }

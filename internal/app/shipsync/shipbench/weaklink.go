@@ -121,11 +121,16 @@ type Result struct {
 	// from the client's start until the shore had received every event
 	// (the client's answer: RECEIVED); Drain until the last receipt.
 	Build, Received, Drain time.Duration
-	// Upload is the span during which the link carried uploads (first to
-	// last byte up), Outage the time the link was down within it.
-	Upload, Outage time.Duration
+	// Upload is the upload phase: from the first byte up the link until
+	// the shore had received every event (seen on a one-second poll, so
+	// up to a second long), Outage the time the link was down within it;
+	// UploadBytes went up the link in that phase. DrainOutage is the
+	// time the link was down within Drain.
+	Upload, Outage, DrainOutage time.Duration
+	UploadBytes                 int64
 	// BytesUp and BytesDown crossed the proxy (TLS, HTTP, retries and
-	// all); RawBytes is the events' Protobuf size before compression.
+	// all, receipt pulls after the upload phase included); RawBytes is the
+	// events' Protobuf size before compression.
 	BytesUp, BytesDown, RawBytes int64
 	// Connections and Cuts of the proxy.
 	Connections, Cuts int64
@@ -144,10 +149,22 @@ type Result struct {
 	Rate    int
 }
 
-// Utilisation is the share of the link's capacity the uploads used while
-// the link was up.
+// Utilisation is the share of the link's capacity used up during the
+// upload phase (first byte up until the shore had received every event),
+// the outage excluded.
 func (r *Result) Utilisation() float64 {
 	up := r.Upload - r.Outage
+	if up <= 0 {
+		return 0
+	}
+	return float64(r.UploadBytes) / (float64(r.Rate) * up.Seconds())
+}
+
+// DrainUtilisation is the share of the link's capacity used up from the
+// client's start until the last receipt, the outage excluded: it counts
+// the time the link waits for the shore to apply.
+func (r *Result) DrainUtilisation() float64 {
+	up := r.Drain - r.DrainOutage
 	if up <= 0 {
 		return 0
 	}
@@ -165,10 +182,11 @@ func (r *Result) Write(w io.Writer) {
 		r.Events, r.Critical, r.Build.Round(time.Millisecond))
 	fmt.Fprintf(w, "received:     every event by the shore after %s: %.0f events/s from the topic to an acknowledged upload\n",
 		r.Received.Round(time.Second), float64(r.Events+r.Critical)/max(r.Received.Seconds(), 1e-3))
-	fmt.Fprintf(w, "drain:        %s to the last receipt (uploads for %s, of which the link was down %s)\n",
+	fmt.Fprintf(w, "drain:        %s to the last receipt (upload phase %s, of which the link was down %s)\n",
 		r.Drain.Round(time.Second), r.Upload.Round(time.Second), r.Outage.Round(time.Second))
-	fmt.Fprintf(w, "link used:    %.1f %% of %d B/s while up (%d B up, %d B down; %d connections, %d cut)\n",
-		100*r.Utilisation(), r.Rate, r.BytesUp, r.BytesDown, r.Connections, r.Cuts)
+	fmt.Fprintf(w, "link used:    %.1f %% of %d B/s over the upload phase while up (%d B); %.1f %% to the last receipt "+
+		"(%d B up, %d B down; %d connections, %d cut)\n",
+		100*r.Utilisation(), r.Rate, r.UploadBytes, 100*r.DrainUtilisation(), r.BytesUp, r.BytesDown, r.Connections, r.Cuts)
 	fmt.Fprintf(w, "on the wire:  %.1f B per event up (events %.1f B each before compression)\n", r.BytesPerEvent(),
 		float64(r.RawBytes)/float64(max(r.Events+r.Critical, 1)))
 	fmt.Fprintf(w, "client RSS:   peak %.1f MiB\n", float64(r.RSSPeak)/(1<<20))
@@ -280,9 +298,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var (
 		mu          sync.Mutex
 		critWritten = map[int64]time.Time{} // alarm offset → written
-		firstUp     time.Time
-		lastUp      time.Time
-		lastBytes   int64
+		firstUp     time.Time               // the last poll before the first byte up
+		lastIdle    = began
+		outageAt    time.Time
 		outageDone  bool
 		critDone    bool
 	)
@@ -304,11 +322,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.RSSPeak = rss
 		}
 		st := proxy.Stats()
-		if st.BytesUp > lastBytes {
-			if firstUp.IsZero() {
-				firstUp = now
+		if firstUp.IsZero() {
+			if st.BytesUp > 0 {
+				firstUp = lastIdle
+			} else {
+				lastIdle = now
 			}
-			lastUp, lastBytes = now, st.BytesUp
 		}
 		// Cheap counts (the tables grow to millions of rows and this runs
 		// every second on the same two cores): received = every stream's
@@ -322,6 +341,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			if inbox >= total {
 				res.Received = time.Since(began)
+				res.Upload, res.UploadBytes = now.Sub(firstUp), proxy.Stats().BytesUp
+				if !outageAt.IsZero() {
+					res.Outage = min(o.Outage, now.Sub(outageAt))
+				}
 			}
 		}
 		if err := sh.PG.Pool().QueryRow(ctx, "SELECT coalesce(max(receipt_id), 0) FROM sync_event_receipt").
@@ -347,6 +370,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if !outageDone && o.Outage > 0 && receipts >= total*2/5 {
 			outageDone = true
 			proxy.SetDown(true)
+			outageAt = time.Now()
 			fmt.Fprintf(o.Progress, "link down for %s\n", o.Outage)
 			select {
 			case <-ctx.Done():
@@ -354,7 +378,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			case <-time.After(o.Outage):
 			}
 			proxy.SetDown(false)
-			res.Outage = o.Outage
+			res.DrainOutage = o.Outage
 		}
 		fmt.Fprintf(o.Progress, "%s: %d/%d receipts; link %d B up, %d B down, %d connections, %d cut; client RSS peak %.1f MiB\n",
 			time.Since(began).Round(time.Second), receipts, total, st.BytesUp, st.BytesDown, st.Connections, st.Cuts,
@@ -364,7 +388,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	res.Drain = time.Since(began)
-	res.Upload = lastUp.Sub(firstUp)
 	st := proxy.Stats()
 	res.BytesUp, res.BytesDown, res.Connections, res.Cuts = st.BytesUp, st.BytesDown, st.Connections, st.Cuts
 	stopClient()
