@@ -166,7 +166,7 @@ func TestMariaDBProbedHole(t *testing.T) {
 			released = res
 		}
 		return released != nil
-	}, 30*time.Second, 20*time.Millisecond, "a rolled-back hole is released once no older transaction is open")
+	}, 60*time.Second, 250*time.Millisecond, "a rolled-back hole is released once no older transaction is open")
 	require.Equal(t, int64(1), released.ReleasedFirst)
 	require.Equal(t, int64(1), released.ReleasedLast)
 	require.True(t, released.ReleasedSettled, "released by the probe, not by age")

@@ -2,6 +2,7 @@ package relaysource
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 )
 
@@ -41,27 +42,57 @@ func (s *SQLTable) HoleMark(ctx context.Context) (int64, error) {
 	return mark, nil
 }
 
-// holeOpenSQL counts the InnoDB transactions begun at or before a Unix
+// holeOpenSQL counts, in information_schema.INNODB_TRX, the caller's own
+// transaction and the other InnoDB transactions begun at or before a Unix
 // second. trx_started is a DATETIME in the server's system time zone, so
-// the statement converts it in that zone whatever the session's is
-// (SET STATEMENT is MariaDB's; on a server without it the probe fails and
-// the intake falls back to the maximum commit delay). Reading INNODB_TRX
-// needs the PROCESS privilege.
+// the statement converts it in that zone whatever the session's is (SET
+// STATEMENT is MariaDB's; on a server without it the probe fails and the
+// intake falls back to the maximum commit delay). Reading that table needs
+// the PROCESS privilege.
 const holeOpenSQL = `SET STATEMENT time_zone = 'SYSTEM' FOR
-SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE UNIX_TIMESTAMP(trx_started) <= ?`
+SELECT COALESCE(SUM(trx_mysql_thread_id = CONNECTION_ID()), 0),
+       COALESCE(SUM(trx_mysql_thread_id <> CONNECTION_ID() AND UNIX_TIMESTAMP(trx_started) <= ?), 0)
+FROM information_schema.INNODB_TRX`
 
 // HoleSettled implements HoleProber: on MySQL/MariaDB, no InnoDB
 // transaction begun at or before mark's second is still open; on SQLite,
 // always.
+//
+// INNODB_TRX is served from a cache that the server refreshes only when it
+// has not been read for 0.1 s, so a read may show the transactions of some
+// time ago — missing one begun since. The probe therefore opens a
+// transaction of its own (a consistent snapshot, which InnoDB lists) and
+// trusts the table only when it shows that transaction: the list is then
+// newer than the probe's start, which is after the mark, and holds every
+// transaction open at the mark that is still open. When it does not, the
+// answer is "not settled" and a later round asks again; a server whose
+// table is read more often than every 0.1 s by others may never answer, and
+// holes then wait the maximum commit delay.
 func (s *SQLTable) HoleSettled(ctx context.Context, mark int64) (bool, error) {
 	if s.cfg.Dialect != DialectMySQL {
 		return true, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
 	defer cancel()
-	var open int64
-	if err := s.db.QueryRowContext(ctx, holeOpenSQL, mark).Scan(&open); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
 		return false, fmt.Errorf("relaysource: %s: hole probe: %w", s.cfg.Table, err)
 	}
-	return open == 0, nil
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+		return false, fmt.Errorf("relaysource: %s: hole probe: %w", s.cfg.Table, err)
+	}
+	var self, open int64
+	err = conn.QueryRowContext(ctx, holeOpenSQL, mark).Scan(&self, &open)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+		// Never hand a connection with an open transaction back to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		if err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("relaysource: %s: hole probe: %w", s.cfg.Table, err)
+	}
+	return self > 0 && open == 0, nil
 }
