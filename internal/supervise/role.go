@@ -3,6 +3,7 @@ package supervise
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,19 @@ type RoleStats struct {
 	// OwnExits describes lives that ended on their own (neither killed nor
 	// at a fault point): each is a problem.
 	OwnExits []string
+}
+
+// FaultDeaths returns how many lives a fault point ended and, sorted,
+// "point ×n" for each point.
+func (s RoleStats) FaultDeaths() (int, []string) {
+	n := 0
+	var pts []string
+	for p, c := range s.Faults {
+		n += c
+		pts = append(pts, fmt.Sprintf("%s ×%d", p, c))
+	}
+	slices.Sort(pts)
+	return n, pts
 }
 
 // NewRole returns a role named name that runs bin with args and env added

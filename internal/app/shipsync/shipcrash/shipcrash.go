@@ -149,24 +149,12 @@ func (r *Result) OK() bool {
 
 // Write prints the summary and the checks.
 func (r *Result) Write(w io.Writer) {
-	faults := 0
-	var pts []string
-	for p, n := range r.Client.Faults {
-		faults += n
-		pts = append(pts, fmt.Sprintf("%s ×%d", p, n))
-	}
-	slices.Sort(pts)
+	faults, pts := r.Client.FaultDeaths()
 	fmt.Fprintf(w, "changes:   %d written, %d events\n", r.Writes, r.Events)
 	fmt.Fprintf(w, "client:    %d SIGKILLs at random, %d deaths at fault points (%s); %d lives, %d armed\n",
 		r.Client.Kills, faults, strings.Join(pts, ", "), r.Client.Lives, r.Client.ArmedLives)
 	fmt.Fprintf(w, "shore:     %d SIGKILLs and restarts; %d lives\n", r.Shore.Kills, r.Shore.Lives)
-	capFaults := 0
-	var capPts []string
-	for p, n := range r.Capture.Faults {
-		capFaults += n
-		capPts = append(capPts, fmt.Sprintf("%s ×%d", p, n))
-	}
-	slices.Sort(capPts)
+	capFaults, capPts := r.Capture.FaultDeaths()
 	fmt.Fprintf(w, "capture:   %d SIGKILLs at random, %d deaths at fault points (%s); %d lives\n",
 		r.Capture.Kills, capFaults, strings.Join(capPts, ", "), r.Capture.Lives)
 	fmt.Fprintf(w, "link:      %d cuts (%d connections cut, %d refused while down)\n", r.Cuts, r.Link.Cuts,

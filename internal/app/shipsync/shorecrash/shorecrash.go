@@ -15,7 +15,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,13 +133,7 @@ func (r *Result) OK() bool { return len(r.Problems) == 0 }
 
 // Write prints the result.
 func (r *Result) Write(w io.Writer) {
-	faults := 0
-	var pts []string
-	for p, n := range r.Shore.Faults {
-		faults += n
-		pts = append(pts, fmt.Sprintf("%s ×%d", p, n))
-	}
-	slices.Sort(pts)
+	faults, pts := r.Shore.FaultDeaths()
 	fmt.Fprintf(w, "events:    %d (%d applied, %d conflicts, %d rejected expected)\n", r.Events, r.Applied, r.Conflicts, r.Rejected)
 	fmt.Fprintf(w, "kills:     %d SIGKILLs, %d deaths at fault points (%s); %d lives\n", r.Shore.Kills, faults,
 		strings.Join(pts, ", "), r.Shore.Lives)
