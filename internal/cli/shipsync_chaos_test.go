@@ -29,16 +29,18 @@ func TestShipsyncShoreCrash(t *testing.T) {
 }
 
 // TestShipsyncShipCrash runs the ship side's harness through the CLI, short:
-// the client killed at random and at its fault points, the shore killed,
-// the link cut; every check must pass.
+// the client and the capture killed at random and at their fault points,
+// the shore killed, the link cut; every check must pass.
 func TestShipsyncShipCrash(t *testing.T) {
 	t.Parallel()
 	bin := testbin.Relay(t)
 	got, err := run(t, "shipsync", "chaos", "--side", "ship", "--binary", bin, "--changes", "400", "--kills", "4",
-		"--shore-kills", "1", "--cuts", "1", "--fault-probability", "0.5", "--seed", "5", "--postgres", testdb.PGURL())
+		"--shore-kills", "1", "--capture-kills", "2", "--cuts", "1", "--fault-probability", "0.5", "--seed", "5",
+		"--postgres", testdb.PGURL())
 	t.Log("\n" + got)
 	require.NoError(t, err)
-	require.Contains(t, got, "plan: 4 client kills, 1 shore kills, 1 cuts")
+	require.Contains(t, got, "plan: 4 client kills, 1 shore kills, 2 capture kills, 1 cuts")
+	require.Regexp(t, `capture: +\d+ SIGKILLs at random, \d+ deaths at fault points`, got)
 	require.Contains(t, got, "shore:     1 SIGKILLs and restarts")
 	require.Contains(t, got, "link:      1 cuts")
 	require.Contains(t, got, "reconcile: ok (7 checks)")
