@@ -705,7 +705,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		version = wire.ColumnarVersion
 	}
 	body, err := c.cfg.Codec.Encode(&wire.Batch{ProtocolVersion: version.String(), NodeID: c.cfg.NodeID,
-		BatchID: uuidText(id), Sequence: seq, CreatedAt: c.cfg.Clock.Now(), Events: evs})
+		BatchID: wire.FormatUUID(id), Sequence: seq, CreatedAt: c.cfg.Clock.Now(), Events: evs})
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
 	}
@@ -787,18 +787,6 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		return nil, &storeError{err}
 	}
 	return again, nil
-}
-
-func uuidText(b [16]byte) string {
-	const hex = "0123456789abcdef"
-	out := make([]byte, 0, 36)
-	for i, x := range b {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out = append(out, '-')
-		}
-		out = append(out, hex[x>>4], hex[x&0xf])
-	}
-	return string(out)
 }
 
 // receipts pulls terminal results, stores them with the cursor, advances

@@ -24,14 +24,7 @@ import (
 // stayed behind the checkpoint for ever.
 func TestCommitsSavedCheckpoint(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t.a"))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	brokers := cluster.ListenAddrs()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t.a"),
-		kgo.DisableAutoCommit())
-	require.NoError(t, err)
-	t.Cleanup(kc.Close)
+	brokers, kc := groupClient(t, 2)
 	ctx, cancel := context.WithCancel(t.Context())
 	polled := make(chan struct{})
 	go func() { // joins the group
@@ -76,4 +69,20 @@ func TestCommitsSavedCheckpoint(t *testing.T) {
 		got, err := kafkaread.Committed(ctx, brokers, "g")
 		return err == nil && got["t.a"][1] == 9 && got["t.a"][0] == 7
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// groupClient starts a kfake cluster with topic "t.a" of the given
+// partitions and returns its brokers and a client of group "g" on it,
+// without auto-commit.
+func groupClient(t *testing.T, partitions int32) ([]string, *kgo.Client) {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "t.a"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	brokers := cluster.ListenAddrs()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t.a"),
+		kgo.DisableAutoCommit())
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	return brokers, kc
 }

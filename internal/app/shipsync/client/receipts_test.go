@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/relayclock"
@@ -21,13 +19,7 @@ import (
 // nothing of it is sent again, as for an event still held in full.
 func TestReceiptsOfCompactEventsRecordEveryResult(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.a"))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	kc, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumerGroup("g"),
-		kgo.ConsumeTopics("t.a"), kgo.DisableAutoCommit())
-	require.NoError(t, err)
-	t.Cleanup(kc.Close)
+	_, kc := groupClient(t, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", relayclock.System{})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 )
 
 // stateInFlight marks a slot in the batch being uploaded (memory only).
@@ -171,7 +172,7 @@ func (t *tracker) add(p *partition, s *slot) {
 func (t *tracker) compact(p *partition, s *slot) {
 	delete(t.byID, s.id)
 	ref := uint64(p.idx)<<ackedOffBits | uint64(s.off)
-	if u, ok := parseID(s.id); ok {
+	if u, ok := wire.ParseUUID(s.id); ok {
 		t.acked[u] = ref
 	} else {
 		t.ackedText[s.id] = ref
@@ -183,44 +184,6 @@ func (t *tracker) compact(p *partition, s *slot) {
 	// Received after later offsets (a retried event): keep the order.
 	i, _ := slices.BinarySearchFunc(p.acked, s.off, func(e, off int64) int { return cmp.Compare(ackedOffset(e), off) })
 	p.acked = slices.Insert(p.acked, i, s.off)
-}
-
-// parseID reads an event id written as a UUID in canonical lower-case
-// text (as the normaliser writes them); any other text is not one, so two
-// spellings never share a key.
-func parseID(id string) (u [16]byte, ok bool) {
-	if len(id) != 36 {
-		return u, false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if id[i] != '-' {
-				return u, false
-			}
-			i++
-			continue
-		}
-		hi, ok1 := hexVal(id[i])
-		lo, ok2 := hexVal(id[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
-	}
-	return u, true
-}
-
-func hexVal(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
 }
 
 // settle drops the terminal prefixes and recomputes the received and
@@ -283,7 +246,7 @@ func (t *tracker) terminal(id string) bool {
 	}
 	var ref uint64
 	var ok bool
-	if u, isUUID := parseID(id); isUUID {
+	if u, isUUID := wire.ParseUUID(id); isUUID {
 		if ref, ok = t.acked[u]; ok {
 			delete(t.acked, u)
 		}

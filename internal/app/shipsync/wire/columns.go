@@ -211,7 +211,7 @@ func (e *columnEncoder) event(ev *pb.ChangeEvent) error {
 	}
 	c.Present = append(c.Present, present)
 
-	id, idOK := parseUUID(ev.EventId)
+	id, idOK := ParseUUID(ev.EventId)
 	for i, s := range []string{ev.EventId, ev.BaseRevision, ev.ResultRevision, ev.TraceId} {
 		derived := i == 3 && idOK && len(s) == 2*len(id) && s == hex.EncodeToString(id[:])
 		if err := e.ids[i].add(e, s, derived); err != nil {
@@ -375,7 +375,7 @@ func (d *idEncoder) add(e *columnEncoder, s string, derived bool) error {
 	if d.col == nil {
 		d.col = &pb.IdColumn{}
 	}
-	switch u, ok := parseUUID(s); {
+	switch u, ok := ParseUUID(s); {
 	case s == "":
 		d.col.Form = append(d.col.Form, idEmpty)
 	case derived:
@@ -410,9 +410,10 @@ func (d *idEncoder) finish() {
 	}
 }
 
-// parseUUID parses the canonical lower-case 8-4-4-4-12 text, the only
-// form whose 16 bytes print back to the same text.
-func parseUUID(s string) (u [16]byte, ok bool) {
+// ParseUUID parses the canonical lower-case 8-4-4-4-12 text, the only
+// form whose 16 bytes print back to the same text (FormatUUID): any other
+// spelling is not one, so two spellings never share the bytes.
+func ParseUUID(s string) (u [16]byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return u, false
 	}
@@ -443,7 +444,8 @@ func lowerHex(c byte) (byte, bool) {
 	return 0, false
 }
 
-func formatUUID(u [16]byte) string {
+// FormatUUID writes u as canonical lower-case 8-4-4-4-12 text.
+func FormatUUID(u [16]byte) string {
 	var b [36]byte
 	hex.Encode(b[0:8], u[0:4])
 	b[8] = '-'
@@ -860,7 +862,7 @@ func (d *idDecoder) next(strs []string, eventID [16]byte) (string, [16]byte) {
 			u[j] = d.uuids[j*d.nu+d.u]
 		}
 		d.u++
-		return formatUUID(u), u
+		return FormatUUID(u), u
 	case idText:
 		d.t++
 		return strs[d.text[d.t-1]], u

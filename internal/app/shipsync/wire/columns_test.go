@@ -232,18 +232,7 @@ func FuzzDecodeColumns(f *testing.F) {
 			return
 		}
 		require.Len(t, b.Events, int(n))
-		again, err := re.Encode(&wire.Batch{ProtocolVersion: b.ProtocolVersion, NodeID: b.NodeID, BatchID: b.BatchID,
-			Sequence: b.Sequence, CreatedAt: b.CreatedAt, Events: b.Events})
-		if err != nil {
-			requireClass(t, err, wire.ErrBatchTooLarge)
-			return
-		}
-		b2, err := c.Decode(again)
-		require.NoError(t, err)
-		require.Len(t, b2.Events, len(b.Events))
-		for i := range b.Events {
-			require.True(t, proto.Equal(b.Events[i], b2.Events[i]))
-		}
+		requireReencodes(t, c, re, b)
 	})
 }
 

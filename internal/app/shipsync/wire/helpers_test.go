@@ -158,3 +158,23 @@ func narrowUpdates(n int) []*pb.ChangeEvent {
 	}
 	return evs
 }
+
+// requireReencodes requires decoded batch b to encode again with re and
+// decode with c to the same events. Re-marshalling may grow a body
+// (unknown fields, non-minimal varints come back in their shorter forms
+// only), so only the size limit may refuse it.
+func requireReencodes(t testing.TB, c, re *wire.Codec, b *wire.Batch) {
+	t.Helper()
+	again, err := re.Encode(&wire.Batch{ProtocolVersion: b.ProtocolVersion, NodeID: b.NodeID, BatchID: b.BatchID,
+		Sequence: b.Sequence, CreatedAt: b.CreatedAt, Events: b.Events})
+	if err != nil {
+		requireClass(t, err, wire.ErrBatchTooLarge)
+		return
+	}
+	b2, err := c.Decode(again)
+	require.NoError(t, err)
+	require.Len(t, b2.Events, len(b.Events))
+	for i := range b.Events {
+		require.True(t, proto.Equal(b.Events[i], b2.Events[i]))
+	}
+}
