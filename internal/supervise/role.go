@@ -184,6 +184,17 @@ func (r *Role) Armed() bool {
 	return r.cur != nil && r.cur.armed != ""
 }
 
+// Uptime is how long the current life has run (0 when none runs). A life
+// asked to Stop must have had time to set up its signal handling first.
+func (r *Role) Uptime() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil {
+		return 0
+	}
+	return time.Since(r.cur.began)
+}
+
 // Stop ends the current life with SIGTERM and requires a clean exit; no
 // life follows.
 func (r *Role) Stop(d time.Duration) error {

@@ -324,7 +324,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, cl.Abort)
-	clientStarted := time.Now()
 
 	wl := shipdemo.NewWorkload(shipdemo.WorkloadOptions{Rows: o.Changes / 4, Updates: o.Changes * 2 / 5,
 		Deletes: o.Changes / 10, Writers: o.Writers, Seed: o.Seed}, ship)
@@ -352,39 +351,40 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{}
 	kills, capKills := 0, 0
 	wait := func(d time.Duration) error { return sleepCtx(ctx, d) }
+	// kill ends r's life; every other kill (counted by n) arms the next
+	// life with one of points in turn. armed reports it: the caller gives
+	// the life time to reach its point.
+	kill := func(r *supervise.Role, points []string, n *int) (what string, armed bool, err error) {
+		arm := ""
+		if *n%2 == 0 {
+			arm = fmt.Sprintf("%s=%g", points[*n/2%len(points)], o.FaultProbability)
+		}
+		*n++
+		what, err = r.Kill(arm)
+		return what, arm != "", err
+	}
 	for i, step := range plan {
 		if err := wait(time.Duration(300+rng.IntN(600)) * time.Millisecond); err != nil {
 			return nil, err
 		}
 		switch step {
 		case "client":
-			arm := ""
-			if kills%2 == 0 {
-				arm = fmt.Sprintf("%s=%g", Points[kills/2%len(Points)], o.FaultProbability)
-			}
-			kills++
-			what, err := cl.Kill(arm)
+			what, armed, err := kill(cl, Points, &kills)
 			if err != nil {
 				return nil, err
 			}
-			clientStarted = time.Now()
 			out("  step %2d: client killed %s; %d changes written", i+1, what, wl.Writes())
-			if arm != "" {
+			if armed {
 				// Give the armed life time to reach its point.
 				waitFault(ctx, cl, 2*time.Second)
 			}
 		case "capture":
-			arm := ""
-			if capKills%2 == 0 {
-				arm = fmt.Sprintf("%s=%g", CapturePoints[capKills/2%len(CapturePoints)], o.FaultProbability)
-			}
-			capKills++
-			what, err := capt.Kill(arm)
+			what, armed, err := kill(capt, CapturePoints, &capKills)
 			if err != nil {
 				return nil, err
 			}
 			out("  step %2d: capture killed %s", i+1, what)
-			if arm != "" {
+			if armed {
 				waitFault(ctx, capt, 2*time.Second)
 			}
 		case "shore":
@@ -409,7 +409,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if _, err := cl.Kill(""); err != nil {
 			return nil, err
 		}
-		clientStarted = time.Now()
 	}
 	if capt.Armed() { // its last life runs unarmed to the end
 		if _, err := capt.Kill(""); err != nil {
@@ -440,11 +439,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	cleanup = append(cleanup, func() { _ = capState.Close() })
 	deadline := time.Now().Add(o.Timeout)
-	said, lives := time.Now(), cl.Stats().Lives
+	said := time.Now()
 	for {
-		if n := cl.Stats().Lives; n != lives { // a life died at a point and was restarted
-			lives, clientStarted = n, time.Now()
-		}
 		q, why, err := captureDone(ctx, ship, capState)
 		if err == nil && q {
 			q, why, err = quiet(ctx, state, brokers, shipName, res.Writes)
@@ -454,7 +450,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		// The last lives must have set up their signal handling before
 		// they are asked to stop cleanly.
-		if q && time.Since(clientStarted) > time.Second && serving(shoreAddr) {
+		if q && cl.Uptime() > time.Second && capt.Uptime() > time.Second && serving(shoreAddr) {
 			break
 		}
 		if time.Now().After(deadline) {
