@@ -57,36 +57,39 @@ type Intake struct {
 	prober relaysource.HoleProber
 	probe  struct {
 		first, mark int64
-		failed      bool // the probe of this hole failed once (logged)
+		marked      bool // mark holds a mark of this hole
+		failed      bool // a probe of this hole failed (logged once)
 	}
 }
 
 // probeHole reports whether the hole starting at first is settled. The
-// first round that sees a hole only marks it; later rounds ask whether
-// every transaction open at the mark has ended. A failed probe is logged
+// first round that sees a hole marks it (a later round, when that failed:
+// a later mark only makes the answer later); the rounds after ask whether
+// every transaction open at the mark has ended. A failed call is logged
 // once per hole and answers false: the hole then waits the maximum commit
-// delay, as without a prober.
+// delay, as without a prober, unless a later call works.
 func (in *Intake) probeHole(ctx context.Context, first int64) bool {
 	if in.probe.first != first {
-		mark, err := in.prober.HoleMark(ctx)
-		in.probe.first, in.probe.mark, in.probe.failed = first, mark, err != nil
-		if err != nil {
-			in.probe.first = 0 // mark again next round
-			in.cfg.Logger.WarnContext(ctx, "intake: hole probe failed; the hole waits the max commit delay unless a later probe works",
-				"queue", in.cfg.Queue, "hole_at", first, "err", err)
-		}
-		return false
+		in.probe.first, in.probe.marked, in.probe.failed = first, false, false
 	}
-	settled, err := in.prober.HoleSettled(ctx, in.probe.mark)
-	if err != nil {
-		if !in.probe.failed {
-			in.cfg.Logger.WarnContext(ctx, "intake: hole probe failed; the hole waits the max commit delay unless a later probe works",
-				"queue", in.cfg.Queue, "hole_at", first, "err", err)
+	var err error
+	if !in.probe.marked {
+		if in.probe.mark, err = in.prober.HoleMark(ctx); err == nil {
+			in.probe.marked = true
+			return false
 		}
+	} else {
+		var settled bool
+		if settled, err = in.prober.HoleSettled(ctx, in.probe.mark); err == nil {
+			return settled
+		}
+	}
+	if !in.probe.failed {
 		in.probe.failed = true
-		return false
+		in.cfg.Logger.WarnContext(ctx, "intake: hole probe failed; the hole waits the max commit delay unless a later probe works",
+			"queue", in.cfg.Queue, "hole_at", first, "err", err)
 	}
-	return settled
+	return false
 }
 
 // New returns an Intake for cfg.Queue. It validates cfg (the error names the
