@@ -64,8 +64,7 @@ func setup(t *testing.T, topics []string, timeout time.Duration, cfg jetstream.S
 	cfg.Subjects = topics
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = js.CreateStream(ctx, cfg)
-	require.NoError(t, err, "create stream %s (is JetStream enabled on %s?)", cfg.Name, natsURL())
+	require.NoError(t, createStream(ctx, t, js, cfg), "create stream %s (is JetStream enabled on %s?)", cfg.Name, natsURL())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -77,6 +76,27 @@ func setup(t *testing.T, topics []string, timeout time.Duration, cfg jetstream.S
 	e := &env{js: js, stream: cfg.Name, proxy: newProxy(t, u.Host)}
 	e.sink = e.newSink(t, timeout)
 	return e
+}
+
+// createStream creates cfg's stream. The server's own failure to create a
+// stream's file store (500, JSStreamStoreFailed: a transient file-system
+// error on the server's side, seen once on a CI machine) is tried again, up
+// to four times, each logged; any other error is returned at once.
+func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	const storeFailed jetstream.ErrorCode = 10049
+	for attempt := 1; ; attempt++ {
+		_, err := js.CreateStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || attempt == 4 || !errors.As(err, &apiErr) || apiErr.ErrorCode != storeFailed {
+			return err
+		}
+		t.Logf("create stream %s, attempt %d: %v; trying again", cfg.Name, attempt, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond): // the server's disk, not our backoff
+		}
+	}
 }
 
 // newSink returns another sink through e's proxy with the given Timeout,
