@@ -33,6 +33,15 @@ ON CONFLICT (queue, key) DO UPDATE SET
 -- each claimable range (one partial index each), merged oldest first; the
 -- locking select repeats the predicate because a row may have changed since
 -- the snapshot, and skips rows another claimer holds.
+--
+-- The plan's shape must not depend on statistics: a generic plan cached
+-- while the table was small (and never re-planned until an ANALYZE) joined
+-- the candidates to a scan of the whole queue, 90 ms at 20,000 rows. So each
+-- candidate is locked by its primary key in a LATERAL subquery, and the
+-- update reaches the locked row by its ctid. Should a row have changed
+-- between the snapshot and the lock, its new version is not visible to the
+-- update: the row is then left unclaimed (locked until the statement ends)
+-- and the next claim takes it; nothing is claimed that was not updated.
 WITH n AS (SELECT coalesce($1::timestamptz, clock_timestamp()) AS now),
 cand AS (
     (SELECT key, updated_at AS since FROM relay_work
@@ -50,14 +59,17 @@ cand AS (
 ),
 oldest AS (SELECT key, since FROM cand ORDER BY since, key LIMIT $3),
 picked AS (
-    SELECT w.key, w.state AS was, o.since
-    FROM relay_work w JOIN oldest o ON o.key = w.key
-    WHERE w.queue = $2 AND (
-        w.state = 'pending'
-        OR (w.state IN ('retry_wait', 'idle') AND w.next_attempt_at <= (SELECT now FROM n))
-        OR (w.state = 'processing' AND w.lease_until < (SELECT now FROM n)))
-    ORDER BY o.since, w.key
-    FOR UPDATE OF w SKIP LOCKED
+    SELECT w.tid, w.key, w.was, o.since
+    FROM oldest o CROSS JOIN LATERAL (
+        SELECT w.ctid AS tid, w.key, w.state AS was
+        FROM relay_work w
+        WHERE w.queue = $2 AND w.key = o.key AND (
+            w.state = 'pending'
+            OR (w.state IN ('retry_wait', 'idle') AND w.next_attempt_at <= (SELECT now FROM n))
+            OR (w.state = 'processing' AND w.lease_until < (SELECT now FROM n)))
+        FOR UPDATE OF w SKIP LOCKED
+    ) w
+    ORDER BY o.since, o.key
 )
 UPDATE relay_work w SET
     state           = 'processing',
@@ -67,7 +79,7 @@ UPDATE relay_work w SET
     next_attempt_at = NULL,
     updated_at      = n.now
 FROM picked, n
-WHERE w.queue = $2 AND w.key = picked.key
+WHERE w.ctid = picked.tid AND w.queue = $2 AND w.key = picked.key
 RETURNING w.key, w.fence, w.revision, w.attempts, picked.was = 'processing', picked.since;
 
 -- name: Renew
