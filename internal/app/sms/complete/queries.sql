@@ -10,17 +10,31 @@
 -- another submit of the channel holds it. A fact that names no submit of
 -- ours is kept in sms_intake_reject. Returns the attempts of the events
 -- that are new (a fact delivered again is stored once).
+--
+-- Each fact probes its submit and the Msg_Id's current holder by index
+-- (LATERAL, LIMIT 1), so the reads stay index probes even on a generic plan
+-- made while the tables were small (never re-planned until an ANALYZE),
+-- where a join was planned over a scan of every submit. The Msg_Id write
+-- joins by submitId and does rely on statistics: a plan made on a small
+-- table scans the submits until ANALYZE (autovacuum) refreshes it; reaching
+-- the row by the probe's ctid instead would lose the write when another
+-- transaction changes the submit meanwhile, on PostgreSQL versions whose
+-- TID recheck is strict.
 WITH v AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
         AS v(event_key, submit_id, channel, kind, state, msg_id, detail)
 ), m AS (
-    SELECT v.*, s.attempt_id, s.channel_id FROM v
+    SELECT v.*, s.attempt_id, s.channel_id,
+           s.attempt_id IS NOT NULL AND v.msg_id <> '' AND s.msg_id IS NULL AND h.held IS NULL AS set_msg_id
+    FROM v
     LEFT JOIN sms_channel c ON c.name = v.channel
-    LEFT JOIN sms_submit s ON s.submit_id = v.submit_id AND s.channel_id = c.id
+    LEFT JOIN LATERAL (SELECT s.attempt_id, s.channel_id, s.msg_id FROM sms_submit s
+                       WHERE s.submit_id = v.submit_id AND s.channel_id = c.id LIMIT 1) s ON true
+    LEFT JOIN LATERAL (SELECT true AS held FROM sms_submit x
+                       WHERE x.channel_id = c.id AND x.msg_id = v.msg_id LIMIT 1) h ON true
 ), ids AS (
     UPDATE sms_submit s SET msg_id = m.msg_id FROM m
-    WHERE s.submit_id = m.submit_id AND m.attempt_id IS NOT NULL AND m.msg_id <> '' AND s.msg_id IS NULL
-      AND NOT EXISTS (SELECT 1 FROM sms_submit x WHERE x.channel_id = m.channel_id AND x.msg_id = m.msg_id)
+    WHERE s.submit_id = m.submit_id AND m.set_msg_id AND s.msg_id IS NULL
     RETURNING 1
 ), rej AS (
     INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
@@ -46,9 +60,11 @@ SELECT attempt_id FROM ins;
 WITH v AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS v(event_key, channel, msg_id, stat)
 ), m AS (
+    -- A probe of the (channel, Msg_Id) index per report, as in ResultsRecord.
     SELECT v.*, c.id AS channel_id, s.attempt_id, s.submit_id FROM v
     LEFT JOIN sms_channel c ON c.name = v.channel
-    LEFT JOIN sms_submit s ON s.channel_id = c.id AND s.msg_id = v.msg_id
+    LEFT JOIN LATERAL (SELECT s.attempt_id, s.submit_id FROM sms_submit s
+                       WHERE s.channel_id = c.id AND s.msg_id = v.msg_id LIMIT 1) s ON true
 ), rej AS (
     INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
     SELECT event_key, 'report', 'no such channel', $5 FROM m WHERE channel_id IS NULL
@@ -73,17 +89,24 @@ SELECT attempt_id FROM ins;
 -- (NULL: any, the periodic sweep); $3 bounds one pass. Rows another
 -- transaction is matching are skipped. Returns the attempts of new events.
 WITH m AS (
-    SELECT p.event_key, p.msg_id, p.stat, s.attempt_id, s.submit_id
+    -- The submit is probed by its (channel, Msg_Id) index and the update
+    -- reaches the locked parked row by its ctid, so a generic plan made while
+    -- the tables were small still touches only the rows matched. A parked
+    -- row changed since the snapshot was matched by another transaction:
+    -- the lock's recheck of matched_at drops it, or its newer version is not
+    -- the one the update sees; either way it is not matched twice.
+    SELECT p.ctid AS tid, p.event_key, p.msg_id, p.stat, s.attempt_id, s.submit_id
     FROM sms_report_parked p
     JOIN sms_channel c ON c.name = p.channel
-    JOIN sms_submit s ON s.channel_id = c.id AND s.msg_id = p.msg_id
+    CROSS JOIN LATERAL (SELECT s.attempt_id, s.submit_id FROM sms_submit s
+                        WHERE s.channel_id = c.id AND s.msg_id = p.msg_id LIMIT 1) s
     WHERE p.matched_at IS NULL AND ($1::text[] IS NULL OR p.msg_id = ANY ($1::text[]))
     ORDER BY p.event_key
     LIMIT $3
     FOR UPDATE OF p SKIP LOCKED
 ), u AS (
     UPDATE sms_report_parked p SET matched_at = $2, attempt_id = m.attempt_id FROM m
-    WHERE p.event_key = m.event_key
+    WHERE p.ctid = m.tid AND p.event_key = m.event_key
     RETURNING 1
 ), ins AS (
     INSERT INTO sms_event (event_key, attempt_id, submit_id, kind, state, msg_id, received_at)
