@@ -196,6 +196,14 @@ type Config struct {
 	// rounds (a FIFO head due earlier wakes it earlier; Enqueue wakes it at once).
 	// Default PollIntervalDefault (1s).
 	PollInterval time.Duration
+	// WakeDelay is how long a started engine waits on Clock, once woken by a
+	// Notify (an Enqueue), before it claims: messages enqueued meanwhile join
+	// the same claim and transaction batches. Without it, an engine that keeps
+	// up with a steady stream wakes for every few messages and pays its
+	// per-batch statements and commit for each few; with it, each message
+	// waits up to WakeDelay longer. Rounds that follow a busy round, and
+	// rounds woken by PollInterval, do not wait. Default 0 (claim at once).
+	WakeDelay time.Duration
 	// HandlerTimeout bounds one handler call on Clock: when it passes, the
 	// handler's ctx is cancelled and the attempt counts as Retry(TIMEOUT) whatever
 	// the handler returns. Default HandlerTimeoutDefault (30s).
@@ -289,6 +297,8 @@ func (c *Config) validate() error {
 		return bad("LeaseDuration", "%s <= 0", c.LeaseDuration)
 	case c.PollInterval <= 0:
 		return bad("PollInterval", "%s <= 0", c.PollInterval)
+	case c.WakeDelay < 0 || c.WakeDelay >= c.PollInterval:
+		return bad("WakeDelay", "%s outside [0, PollInterval %s)", c.WakeDelay, c.PollInterval)
 	case c.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "%s <= 0", c.HandlerTimeout)
 	case c.FIFOBatch < 1 || c.FIFOBatch > FIFOBatchMax:

@@ -263,6 +263,16 @@ func (e *Engine) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.wake:
+			if d := e.cfg.WakeDelay; d > 0 {
+				// Let the messages enqueued meanwhile join this claim.
+				select {
+				case <-e.stopCh:
+					return
+				case <-ctx.Done():
+					return
+				case <-e.cfg.Clock.After(d):
+				}
+			}
 		case <-e.cfg.Clock.After(wait):
 		}
 	}

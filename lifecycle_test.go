@@ -58,6 +58,47 @@ func TestStartLoop(t *testing.T) {
 	})
 }
 
+// TestWakeDelayGathersABatch: a started engine woken by an Enqueue waits
+// WakeDelay on its clock before it claims, so what is enqueued meanwhile is
+// claimed and handled as one batch.
+func TestWakeDelayGathersABatch(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		h := &batchProj{}
+		b := setup(t, s, relay.Config{Mode: relay.ModeUnordered, TxBatch: 8, BatchSize: 8, Workers: 1,
+			PollInterval: time.Hour, WakeDelay: time.Minute, Handler: h})
+		b.createProj()
+		require.NoError(t, b.engine.Start(b.ctx))
+		t.Cleanup(func() { require.NoError(t, b.engine.Stop(context.Background())) })
+		// Parked: the lease keeper's timer and the poll interval's, after the
+		// first (empty) round.
+		require.Eventually(t, func() bool { return b.clock.Waiters() >= 2 }, 10*time.Second, time.Millisecond)
+		parked := b.clock.Waiters()
+
+		for id := int64(1); id <= 5; id++ {
+			b.enqueue(id)
+		}
+		// Woken, it waits the delay on the clock; nothing is claimed before.
+		require.Eventually(t, func() bool { return b.clock.Waiters() > parked }, 10*time.Second, time.Millisecond)
+		for id := int64(1); id <= 5; id++ {
+			require.Equal(t, relaytype.StatePending, b.stateOf(id))
+		}
+		b.clock.Advance(time.Minute)
+		require.Eventually(t, func() bool {
+			for id := int64(1); id <= 5; id++ {
+				if b.stateOf(id) != relaytype.StateSucceeded {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, time.Millisecond)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		require.Len(t, h.batches, 1, "one batch: %v", h.batches)
+		require.ElementsMatch(t, []int64{1, 2, 3, 4, 5}, h.batches[0])
+	})
+}
+
 // TestStopDrainsInFlight: Stop waits for the message in flight to reach its
 // decision before it returns.
 func TestStopDrainsInFlight(t *testing.T) {
