@@ -40,6 +40,12 @@ const (
 	BatchSizeDefault = 64
 	// WorkersDefault is the workers, each running one transaction at a time.
 	WorkersDefault = 2
+	// WakeDelayDefault is how long the stage waits, once an accepted request
+	// wakes it, before it claims: a stage that keeps up otherwise claims a
+	// few messages per wake and pays a batch's statements and commit for
+	// each few. The messages wait that much longer; the API's answer does not
+	// (it answers once the request is in the inbox).
+	WakeDelayDefault = 20 * time.Millisecond
 )
 
 // The states of an sms_message row.
@@ -78,8 +84,9 @@ type StageConfig struct {
 // Stage is the admission stage: a relay.BatchHandler for Queue. Safe for
 // concurrent use by the engine's workers.
 type Stage struct {
-	cfg StageConfig
-	log *slog.Logger
+	cfg   StageConfig
+	log   *slog.Logger
+	rules *tenancy.Cache // the rules snapshot, read again only when they changed
 }
 
 // NewStage returns the stage.
@@ -92,7 +99,7 @@ func NewStage(cfg StageConfig) (*Stage, error) {
 	case cfg.Work == nil:
 		return nil, errors.New("admit: StageConfig.Work is nil")
 	}
-	s := &Stage{cfg: cfg, log: cfg.Logger}
+	s := &Stage{cfg: cfg, log: cfg.Logger, rules: tenancy.NewCache(cfg.Driver.Pool(), cfg.Clock)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -101,11 +108,11 @@ func NewStage(cfg StageConfig) (*Stage, error) {
 
 // EngineConfig returns the engine configuration of the stage: Queue,
 // ModeUnordered (claims with FOR UPDATE SKIP LOCKED in a short lease-only
-// transaction), BatchSizeDefault, TxBatchDefault, WorkersDefault, with s as
+// transaction), BatchSizeDefault, TxBatchDefault, WorkersDefault, WakeDelayDefault, with s as
 // the handler (nil for a producer-only engine, as the API alone needs).
 func EngineConfig(s *Stage, instanceID string, clock relaytype.Clock, log *slog.Logger) relay.Config {
 	cfg := relay.Config{Queue: Queue, Mode: relay.ModeUnordered, BatchSize: BatchSizeDefault, TxBatch: TxBatchDefault,
-		Workers: WorkersDefault, InstanceID: instanceID, Clock: clock, Logger: log}
+		Workers: WorkersDefault, WakeDelay: WakeDelayDefault, InstanceID: instanceID, Clock: clock, Logger: log}
 	if s != nil {
 		cfg.Handler = s
 	}
@@ -208,7 +215,7 @@ func (s *Stage) decideBatch(ctx context.Context, rtx relay.Tx, tx pgx.Tx, ds []*
 	if err != nil {
 		return err
 	}
-	snap, err := tenancy.Load(ctx, s.cfg.Driver.Pool(), s.cfg.Clock)
+	snap, err := s.rules.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("sms admit: snapshot: %w", err)
 	}

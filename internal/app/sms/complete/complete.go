@@ -101,8 +101,9 @@ type Stats struct {
 // queue: a work record is processed by one at a time, and a completer whose
 // lease lapsed cannot commit (relaywork.ErrFenced).
 type Completer struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	rules *tenancy.Cache // the routing snapshot of retries, read again only when the rules changed
 
 	batches, claims, fenced, decided, retries, completed, refunds, failures, resends atomic.Int64
 }
@@ -133,7 +134,7 @@ func NewCompleter(cfg Config) (*Completer, error) {
 	cfg.RetryWindow = cmp.Or(cfg.RetryWindow, RetryWindowDefault)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, BatchSizeDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
-	c := &Completer{cfg: cfg, log: cfg.Logger}
+	c := &Completer{cfg: cfg, log: cfg.Logger, rules: tenancy.NewCache(cfg.Driver.Pool(), cfg.Clock)}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -242,7 +243,7 @@ func (c *Completer) processTx(ctx context.Context, claims []relaywork.Claim) err
 			return c.batchTx(ctx, tx, claims, snap)
 		})
 		if errors.Is(err, errNeedSnapshot) && snap == nil {
-			if snap, err = tenancy.Load(ctx, c.cfg.Driver.Pool(), c.cfg.Clock); err != nil {
+			if snap, err = c.rules.Get(ctx); err != nil {
 				return fmt.Errorf("sms complete: snapshot: %w", err)
 			}
 			continue

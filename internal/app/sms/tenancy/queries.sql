@@ -217,3 +217,7 @@ SELECT count(*) > 0 FROM ins;
 SELECT e.name, a.balance_li, a.frozen_li
 FROM sms_account a JOIN sms_enterprise e ON e.id = a.enterprise_id
 ORDER BY e.name;
+
+-- name: RulesVersion
+-- The count of committed changes to the rules tables (migration 004).
+SELECT version FROM sms_rules_version WHERE id = 1;

@@ -33,7 +33,7 @@ var stmts = sqlfile.MustParse("tenancy/queries.sql", queriesSQL,
 	"LoadFrequency", "AppSecret", "AccountLock", "AccountOf", "LedgerByKey", "LedgerByKeys", "LedgerInsert", "LedgerInsertMany", "AccountSet",
 	"SeedCarrier", "SeedSegment", "SeedEnterprise", "SeedAccount", "SeedApp", "SeedChannel", "SeedSignature",
 	"SeedRegistration", "SeedTemplate", "SeedBlacklist", "SeedGroup", "SeedMember", "SeedRoute", "SeedPrice",
-	"SeedFrequency", "Balances")
+	"SeedFrequency", "Balances", "RulesVersion")
 
 // MigrationLines returns every migration line the send chain needs besides
 // the engine's: relaywork's (the completion's work records) and the send

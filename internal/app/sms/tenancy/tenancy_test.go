@@ -54,9 +54,12 @@ func dump(t *testing.T, b *bundle) map[string]string {
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Len(t, tables, 23) // 16 of 001_tenancy, 2 of 002_admit, 5 of 003_send
+	require.Len(t, tables, 24) // 16 of 001_tenancy, 2 of 002_admit, 5 of 003_send, 1 of 004_rules_version
 	out := map[string]string{}
 	for _, tbl := range tables {
+		if tbl == "sms_rules_version" {
+			continue // a count of write statements (one that changes no row counts too), not data
+		}
 		var text string
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT coalesce(string_agg(t::text, E'\n' ORDER BY t::text), '') FROM `+
 			pgx.Identifier{tbl}.Sanitize()+` t`).Scan(&text))
@@ -424,4 +427,63 @@ func TestPostMany(t *testing.T) {
 	var lastFrozen int64
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT frozen_after_li FROM sms_ledger WHERE idem_key = 'f:4'`).Scan(&lastFrozen))
 	require.Equal(t, int64(200_000), lastFrozen)
+}
+
+// TestRulesCache: the cache reads the rules once while nothing changes, and
+// again after any statement that writes a rules table, so what it hands out
+// is always the rules as committed.
+func TestRulesCache(t *testing.T) {
+	b := setup(t)
+	_, err := tenancy.Seed(b.ctx, b.pool, tenancy.DemoFixture(secretRef), tenancy.SeedOpts{Clock: b.clock})
+	require.NoError(t, err)
+	c := tenancy.NewCache(b.pool, b.clock)
+	first, err := c.Get(b.ctx)
+	require.NoError(t, err)
+	for range 5 {
+		s, err := c.Get(b.ctx)
+		require.NoError(t, err)
+		require.Same(t, first, s)
+	}
+	require.EqualValues(t, 1, c.Loads())
+
+	otp := first.AppByKey(appKey(t, b, "otp"))
+	require.NotNil(t, otp)
+	require.True(t, otp.Active)
+	_, err = b.pool.Exec(b.ctx, `UPDATE sms_app SET state = 'suspended' WHERE id = $1`, otp.ID)
+	require.NoError(t, err)
+	s, err := c.Get(b.ctx)
+	require.NoError(t, err)
+	require.NotSame(t, first, s)
+	require.False(t, s.App(otp.ID).Active, "the suspension is in the next snapshot")
+	require.EqualValues(t, 2, c.Loads())
+
+	// A change rolled back changes nothing: the same snapshot again.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `DELETE FROM sms_blacklist`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(b.ctx))
+	again, err := c.Get(b.ctx)
+	require.NoError(t, err)
+	require.Same(t, s, again)
+
+	// Every rules table bumps the version.
+	for _, tbl := range []string{"sms_carrier", "sms_number_segment", "sms_enterprise", "sms_app", "sms_channel",
+		"sms_signature", "sms_signature_registration", "sms_template", "sms_blacklist", "sms_channel_group",
+		"sms_channel_group_member", "sms_route", "sms_price", "sms_frequency_limit"} {
+		var before, after int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT version FROM sms_rules_version`).Scan(&before))
+		_, err := b.pool.Exec(b.ctx, `DELETE FROM `+tbl+` WHERE false`) // a statement that changes no row counts too
+		require.NoError(t, err)
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT version FROM sms_rules_version`).Scan(&after))
+		require.Equal(t, before+1, after, tbl)
+	}
+}
+
+// appKey is the API key of the fixture's app name.
+func appKey(t *testing.T, b *bundle, name string) string {
+	t.Helper()
+	var key string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT api_key FROM sms_app WHERE name = $1`, name).Scan(&key))
+	return key
 }
