@@ -316,8 +316,11 @@ type localOpts struct {
 	what, pgURL, redisAddr string
 	pools                  smsPools
 	failShare              float64
-	keep                   bool
-	log                    *slog.Logger
+	// channelRate, when positive, replaces every channel's submit rate limit
+	// (per second) of the fixture before the gateway starts.
+	channelRate int
+	keep        bool
+	log         *slog.Logger
 }
 
 // local is the whole send chain on this machine: a scratch schema with the
@@ -443,6 +446,12 @@ func startLocal(ctx context.Context, env *Env, o localOpts) (l *local, err error
 		served.Go(func() { _ = srv.Serve(supCtx, ln) })
 		servers = append(servers, srv)
 		if _, err := d.Pool().Exec(ctx, `UPDATE sms_channel SET address = $1 WHERE name = $2`, ln.Addr().String(), ch.Name); err != nil {
+			return nil, err
+		}
+	}
+
+	if o.channelRate > 0 {
+		if _, err := d.Pool().Exec(ctx, `UPDATE sms_channel SET rate_limit = $1`, o.channelRate); err != nil {
 			return nil, err
 		}
 	}

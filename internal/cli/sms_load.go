@@ -9,8 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/relayhq/relay/internal/app/sms/load"
 	"github.com/relayhq/relay/internal/app/sms/reconcile"
+	"github.com/relayhq/relay/internal/app/sms/rules"
+	"github.com/relayhq/relay/internal/app/sms/tenancy"
+	"github.com/relayhq/relay/internal/pgmaint"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -37,6 +43,8 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	logLevel := fs.String("log-level", "warn", "log level (off, debug, info, warn, error)")
 	var pools smsPools
 	poolsFlag(fs, &pools, smsPoolsDefault)
+	channelRate := fs.Int("channel-rate", 1000, "submits per second each simulated supplier account allows (the fixture's 200 would cap the chain at the suppliers; 0: the fixture's)")
+	maintain := fs.Duration("maintain", time.Second, "when the server's autovacuum is off, apply autovacuum's rules to the run's tables at this interval: ANALYZE or VACUUM what it would (0: never)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every role, the suppliers and the load generator) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,12 +73,40 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	defer stopProfile()
 	l, err := startLocal(ctx, env, localOpts{what: "load", pgURL: *pgURL, redisAddr: *redisAddr, failShare: *failShare,
-		keep: *keep, log: log, pools: pools})
+		keep: *keep, log: log, pools: pools, channelRate: *channelRate})
 	if err != nil {
 		return err
 	}
 	defer l.close()
 	clock := relayclock.System{}
+	if *maintain > 0 {
+		on, err := pgmaint.AutovacuumOn(ctx, l.c.d.Pool())
+		if err != nil {
+			return err
+		}
+		if !on {
+			// Without it the tables keep the statistics of the empty tables
+			// the migration made, and plans cached early scan them whole.
+			fmt.Fprintf(env.Stderr, "sms load: the server's autovacuum is off; its rules applied to the run's tables every %s stand in for it\n", *maintain)
+			mctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go pgmaint.Loop(mctx, l.c.d.Pool(), *maintain, clock, func(err error) {
+				log.Warn("sms load: maintenance round failed", "err", err)
+			})
+		}
+	}
+	// A positive price draws the enterprise's balance down; the fixture's
+	// 500 CNY lasts about 11,000 segments, after which every request would be
+	// refused for want of money and the higher tiers would measure refusals.
+	// A top-up through the ledger (reconciled like any other entry) covers
+	// every tier at three segments a message, twice over.
+	var offered float64
+	for _, r := range rates {
+		offered += r * seconds.Seconds()
+	}
+	if err := topUp(ctx, l.c.d.Pool(), "yuntong", tenancy.DemoPrice*rules.Money(offered*3*2), clock); err != nil {
+		return err
+	}
 	app := l.creds["yuntong/otp"]
 	creds := load.Credentials{APIKey: app.APIKey, HMACSecret: app.HMACSecret}
 	// The fixture's otp app counts a daily limit; a load run is not a day.
@@ -126,4 +162,23 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 		return errors.New("sms load: a reconciliation failed")
 	}
 	return nil
+}
+
+// topUp posts a top-up of amount to enterprise's account (a ledger entry
+// keyed by the enterprise, so a second call changes nothing).
+func topUp(ctx context.Context, pool *pgxpool.Pool, enterprise string, amount rules.Money, clock relaytype.Clock) error {
+	var account int64
+	if err := pool.QueryRow(ctx, `SELECT acc.id FROM sms_account acc JOIN sms_enterprise e ON e.id = acc.enterprise_id
+		WHERE e.name = $1`, enterprise).Scan(&account); err != nil {
+		return fmt.Errorf("sms load: account of %s: %w", enterprise, err)
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tenancy.Post(ctx, tx, tenancy.Entry{AccountID: account, Kind: tenancy.KindTopup,
+			IdemKey: "load-topup:" + enterprise, Amount: amount, Note: "relay sms load: enough for every tier",
+			At: clock.Now()})
+		if err != nil {
+			return fmt.Errorf("sms load: top up %s: %w", enterprise, err)
+		}
+		return nil
+	})
 }

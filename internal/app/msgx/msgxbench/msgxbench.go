@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/relayhq/relay/internal/app/msgx"
 	"github.com/relayhq/relay/internal/app/msgx/simulate"
+	"github.com/relayhq/relay/internal/pgmaint"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaysink/relaykafka"
 	"github.com/relayhq/relay/relaytype"
@@ -136,7 +136,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	start = o.Clock.Now()
 	go func() { done <- svc.Run(runCtx) }()
 	if o.Maintain > 0 {
-		go maintain(runCtx, o.Store, o.Maintain, o.Clock)
+		go pgmaint.LoopAll(runCtx, o.Store.Pool(), o.Maintain, o.Clock, nil)
 	}
 	stopped := false
 	defer func() {
@@ -214,31 +214,4 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("bench msgx: verification failed (%d problems), first: %s", len(rep.Problems), rep.Problems[0])
 	}
 	return res, nil
-}
-
-// maintain runs VACUUM (ANALYZE) over the current schema's tables every
-// interval until ctx ends (autovacuum's job, for servers that run without it).
-func maintain(ctx context.Context, store *relaypgx.Driver, every time.Duration, clock relaytype.Clock) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-clock.After(every):
-		}
-		rows, err := store.Pool().Query(ctx, "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema()")
-		if err != nil {
-			continue
-		}
-		var tables []string
-		for rows.Next() {
-			var t string
-			if rows.Scan(&t) == nil {
-				tables = append(tables, t)
-			}
-		}
-		rows.Close()
-		if len(tables) > 0 {
-			_, _ = store.Pool().Exec(ctx, "VACUUM (ANALYZE) "+strings.Join(tables, ", "))
-		}
-	}
 }
