@@ -1,12 +1,10 @@
 package client
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -25,12 +23,7 @@ import (
 // offers 1.1 again brings the columnar form back.
 func TestUploadFallsBackToTheShoresVersion(t *testing.T) {
 	t.Parallel()
-	_, kc := groupClient(t, 1)
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", relayclock.System{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	ctx, st, kc := clientParts(t)
 
 	// A shore that knows only 1.0: it refuses a 1.1 batch as a malformed
 	// error (400) and receives a 1.0 one, answering for the events the test

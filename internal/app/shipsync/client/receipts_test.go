@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/relayclock"
@@ -19,12 +20,7 @@ import (
 // nothing of it is sent again, as for an event still held in full.
 func TestReceiptsOfCompactEventsRecordEveryResult(t *testing.T) {
 	t.Parallel()
-	_, kc := groupClient(t, 1)
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", relayclock.System{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	ctx, st, kc := clientParts(t)
 
 	tp := TP{Topic: "t.a", Partition: 0}
 	c := &Client{cfg: Config{NodeID: "ship", Store: st, Window: 100, MaxHeldBytes: 1 << 20, MaxTracked: 100},
@@ -76,4 +72,18 @@ func TestReceiptsOfCompactEventsRecordEveryResult(t *testing.T) {
 	require.Equal(t, map[string]int64{"APPLIED": 2, "REJECTED": 1, "CONFLICT_RECORDED": 1}, counts.ByResult)
 	require.Equal(t, int64(4), counts.ByState[StateTerminal])
 	require.Equal(t, int64(4), c.Stats().Terminal)
+}
+
+// clientParts gives a test's context, a state store in a temporary file and
+// a group client on a one-partition in-process cluster, all closed at the
+// test's end.
+func clientParts(t *testing.T) (context.Context, *Store, *kgo.Client) {
+	t.Helper()
+	_, kc := groupClient(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", relayclock.System{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return ctx, st, kc
 }
