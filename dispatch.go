@@ -79,6 +79,12 @@ type DispatcherConfig struct {
 	// target lock, and so bounds how long a target waits after its active
 	// dispatcher stopped or died. Default DispatchStandbyIntervalDefault (1s).
 	StandbyInterval time.Duration
+	// DigestKeys makes the dispatcher's logs carry a digest of an event's key
+	// ("key_digest": the first 8 bytes of its SHA-256, in hex; the same key
+	// always gives the same digest) instead of the key, for keys that hold
+	// business values — a table's primary key, a phone number. Default off:
+	// the key itself is logged.
+	DigestKeys bool
 }
 
 // Dispatcher delivers the outbox events of one Target to a sink (seed 000
@@ -105,7 +111,7 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 	x, err := dispatch.New(d, sink, dispatch.Config{
 		Target: cfg.Target, Kind: dispatch.Kind(cfg.Kind), BatchSize: cfg.BatchSize, MaxAttempts: cfg.MaxAttempts,
 		Backoff: cfg.Backoff, PublishTimeout: cfg.PublishTimeout, PollInterval: cfg.PollInterval,
-		Owner: cfg.Owner, LockTTL: cfg.LockTTL, StandbyInterval: cfg.StandbyInterval,
+		Owner: cfg.Owner, LockTTL: cfg.LockTTL, StandbyInterval: cfg.StandbyInterval, DigestKeys: cfg.DigestKeys,
 		Common: service.Common{Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer},
 	})
 	if err != nil {

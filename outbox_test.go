@@ -2,12 +2,16 @@ package relay_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/relayhq/relay"
 	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/internal/testlog"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
@@ -318,6 +323,41 @@ func TestDispatcherShortBackoffRepeatsLastLevel(t *testing.T) {
 	}
 	require.Equal(t, 1, b.work())
 	require.Equal(t, relaydriver.OutboxDead, b.rows()["a/1"].State)
+}
+
+// With DigestKeys a failed or dead event's log lines and last_error carry a
+// digest of its key, never the key; without it, the key.
+func TestDispatcherDigestKeysInLogs(t *testing.T) {
+	t.Parallel()
+	for _, digest := range []bool{false, true} {
+		var logs testlog.Buffer
+		b := setupDispatch(t, openSQLite(t, true), relay.DispatcherConfig{MaxAttempts: 2, Backoff: []time.Duration{time.Minute},
+			DigestKeys: digest, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		b.commit("pk-13800000000")
+		// A sink's failure names the event's key in its text, as every sink
+		// of relaysink does.
+		b.sink.setFail(func(ev relaysink.Event) error {
+			return &relaysink.PublishError{Sink: "test", Topic: ev.Topic, Key: ev.Key, ID: ev.ID, Err: errors.New("refused")}
+		})
+		require.Equal(t, 1, b.work()) // failed: retry
+		b.clock.Advance(time.Minute)
+		require.Equal(t, 1, b.work()) // dead
+		out := logs.String()
+		require.Contains(t, out, "outbox delivery failed")
+		require.Contains(t, out, "outbox event dead")
+		lastError := b.rows()["pk-13800000000/1"].LastError
+		require.Contains(t, lastError, "refused")
+		sum := sha256.Sum256([]byte("pk-13800000000"))
+		if digest {
+			require.NotContains(t, out, "13800000000", "the key stays out of the logs")
+			require.NotContains(t, lastError, "13800000000", "and out of last_error")
+			// the attribute of both lines and the error text of both
+			require.Equal(t, 4, strings.Count(out, "key_digest="+hex.EncodeToString(sum[:8])), out)
+		} else {
+			require.Equal(t, 4, strings.Count(out, "key=pk-13800000000"), out) // attribute and error text, twice
+			require.Contains(t, lastError, "key=pk-13800000000")
+		}
+	}
 }
 
 // The batch is frozen at fetch: an event committed while Publish runs is not

@@ -7,6 +7,8 @@ package dispatch
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +55,7 @@ type Config struct {
 	Owner           string
 	LockTTL         time.Duration
 	StandbyInterval time.Duration
+	DigestKeys      bool
 	service.Common
 }
 
@@ -625,7 +628,7 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.OutboxFail(ctx, &relaydriver.OutboxFailParams{
-			ID: r.RowID, Error: relaytype.ErrorText(errs[i]), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
+			ID: r.RowID, Error: x.errText(errs[i]), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if err != nil {
 			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.ID, err)
@@ -634,13 +637,13 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
 			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.ID,
-				"key", r.Key, "seq", r.Seq, "attempts", res.Attempts, "error", relaytype.ErrorText(errs[i]))
+				x.keyAttr(r.Key), "seq", r.Seq, "attempts", res.Attempts, "error", x.errText(errs[i]))
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: outbox delivery failed; key paused", "target", x.cfg.Target,
-			"event_id", r.ID, "key", r.Key, "seq", r.Seq, "attempts", res.Attempts,
-			"next_attempt_at", next, "error", relaytype.ErrorText(errs[i]))
+			"event_id", r.ID, x.keyAttr(r.Key), "seq", r.Seq, "attempts", res.Attempts,
+			"next_attempt_at", next, "error", x.errText(errs[i]))
 	}
 	return n, nil
 }
@@ -724,4 +727,30 @@ func (x *Dispatcher) refreshMetrics(ctx context.Context) {
 		return
 	}
 	x.metrics.pending.Set(float64(st.Pending))
+}
+
+// keyAttr is the log attribute of an event's key: the key, or with
+// DigestKeys its digest.
+func (x *Dispatcher) keyAttr(key string) slog.Attr {
+	if !x.cfg.DigestKeys {
+		return slog.String("key", key)
+	}
+	return slog.String("key_digest", keyDigest(key))
+}
+
+// errText is a delivery failure's text for the logs and the row's
+// last_error (relaytype.ErrorText). With DigestKeys a sink's PublishError,
+// whose text names the event's key, names its digest instead.
+func (x *Dispatcher) errText(err error) string {
+	var pe *relaysink.PublishError
+	if x.cfg.DigestKeys && errors.As(err, &pe) {
+		err = fmt.Errorf("%s: publish %s key_digest=%s id=%s: %w", pe.Sink, pe.Topic, keyDigest(pe.Key), pe.ID, pe.Err)
+	}
+	return relaytype.ErrorText(err)
+}
+
+// keyDigest is the first 8 bytes of key's SHA-256, in hex.
+func keyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
 }

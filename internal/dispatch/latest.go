@@ -88,7 +88,7 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.LatestFail(ctx, &relaydriver.LatestFailParams{
-			Target: r.Target, Key: r.Key, Generation: r.Generation, Error: relaytype.ErrorText(errs[i]),
+			Target: r.Target, Key: r.Key, Generation: r.Generation, Error: x.errText(errs[i]),
 			NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if errors.Is(err, relaytype.ErrConflict) {
@@ -102,13 +102,13 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
 			x.log.ErrorContext(ctx, "relay: latest row dead", "target", x.cfg.Target, "event_id", latestEventID(r),
-				"key", r.Key, "version", r.Version, "attempts", res.Attempts, "error", relaytype.ErrorText(errs[i]))
+				x.keyAttr(r.Key), "version", r.Version, "attempts", res.Attempts, "error", x.errText(errs[i]))
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: latest row delivery failed", "target", x.cfg.Target,
-			"event_id", latestEventID(r), "key", r.Key, "version", r.Version, "attempts", res.Attempts,
-			"next_attempt_at", next, "error", relaytype.ErrorText(errs[i]))
+			"event_id", latestEventID(r), x.keyAttr(r.Key), "version", r.Version, "attempts", res.Attempts,
+			"next_attempt_at", next, "error", x.errText(errs[i]))
 	}
 	return n, nil
 }

@@ -191,6 +191,8 @@ func New(cfg Config) (*Capture, error) {
 	}
 	if c.dispatcher, err = relay.NewDispatcher(cfg.Store, cfg.Sink, relay.DispatcherConfig{Target: cfg.Target,
 		Kind: relay.DispatchEvents, MaxAttempts: RetryAttempts, Backoff: RetryBackoff,
+		// The key is the row's primary key: it stays out of the logs.
+		DigestKeys:   true,
 		PollInterval: cfg.PollInterval, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
