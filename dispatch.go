@@ -79,11 +79,12 @@ type DispatcherConfig struct {
 	// target lock, and so bounds how long a target waits after its active
 	// dispatcher stopped or died. Default DispatchStandbyIntervalDefault (1s).
 	StandbyInterval time.Duration
-	// DigestKeys makes the dispatcher's logs carry a digest of an event's key
-	// ("key_digest": the first 8 bytes of its SHA-256, in hex; the same key
-	// always gives the same digest) instead of the key, for keys that hold
-	// business values — a table's primary key, a phone number. Default off:
-	// the key itself is logged.
+	// DigestKeys makes the dispatcher's logs and the failure text it stores
+	// (last_error, a sink's PublishError text included) carry a digest of an
+	// event's key ("key_digest": the first 8 bytes of its SHA-256, in hex; the
+	// same key always gives the same digest) instead of the key, for keys that
+	// hold business values — a table's primary key, a phone number. Default
+	// off: the key itself is logged.
 	DigestKeys bool
 }
 

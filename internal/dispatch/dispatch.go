@@ -623,12 +623,13 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 			return n, fmt.Errorf("relay: dispatch %q: settle: %w", x.cfg.Target, context.Cause(ctx))
 		}
 		r := batch[i]
+		text := x.errText(errs[i])
 		next := now
 		if r.Attempts < len(x.cfg.Backoff) {
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.OutboxFail(ctx, &relaydriver.OutboxFailParams{
-			ID: r.RowID, Error: x.errText(errs[i]), NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
+			ID: r.RowID, Error: text, NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if err != nil {
 			return n, fmt.Errorf("relay: dispatch %q: record failure of event %s: %w", x.cfg.Target, r.ID, err)
@@ -637,13 +638,13 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
 			x.log.ErrorContext(ctx, "relay: outbox event dead", "target", x.cfg.Target, "event_id", r.ID,
-				x.keyAttr(r.Key), "seq", r.Seq, "attempts", res.Attempts, "error", x.errText(errs[i]))
+				x.keyAttr(r.Key), "seq", r.Seq, "attempts", res.Attempts, "error", text)
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: outbox delivery failed; key paused", "target", x.cfg.Target,
 			"event_id", r.ID, x.keyAttr(r.Key), "seq", r.Seq, "attempts", res.Attempts,
-			"next_attempt_at", next, "error", x.errText(errs[i]))
+			"next_attempt_at", next, "error", text)
 	}
 	return n, nil
 }

@@ -83,12 +83,13 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("relay: dispatch latest %q: settle: %w", x.cfg.Target, context.Cause(ctx))
 		}
 		r := batch[i]
+		text := x.errText(errs[i])
 		next := now
 		if r.Attempts < len(x.cfg.Backoff) {
 			next = now.Add(x.cfg.Backoff[r.Attempts]) // after the (Attempts+1)-th failure
 		}
 		res, err := ex.LatestFail(ctx, &relaydriver.LatestFailParams{
-			Target: r.Target, Key: r.Key, Generation: r.Generation, Error: x.errText(errs[i]),
+			Target: r.Target, Key: r.Key, Generation: r.Generation, Error: text,
 			NextAttemptAt: next, MaxAttempts: x.cfg.MaxAttempts, Now: now,
 		})
 		if errors.Is(err, relaytype.ErrConflict) {
@@ -102,13 +103,13 @@ func (x *Dispatcher) latestRound(ctx context.Context) (int, error) {
 		if res.Dead {
 			x.count(outcomeDeadLabel, 1)
 			x.log.ErrorContext(ctx, "relay: latest row dead", "target", x.cfg.Target, "event_id", latestEventID(r),
-				x.keyAttr(r.Key), "version", r.Version, "attempts", res.Attempts, "error", x.errText(errs[i]))
+				x.keyAttr(r.Key), "version", r.Version, "attempts", res.Attempts, "error", text)
 			continue
 		}
 		x.count(outcomeRetryLabel, 1)
 		x.log.WarnContext(ctx, "relay: latest row delivery failed", "target", x.cfg.Target,
 			"event_id", latestEventID(r), x.keyAttr(r.Key), "version", r.Version, "attempts", res.Attempts,
-			"next_attempt_at", next, "error", x.errText(errs[i]))
+			"next_attempt_at", next, "error", text)
 	}
 	return n, nil
 }

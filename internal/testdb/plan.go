@@ -38,7 +38,7 @@ func PrepareStale(t testing.TB, ctx context.Context, url, name, query string, ar
 	_, err = conn.Exec(ctx, fmt.Sprintf("PREPARE %s AS %s", name, query))
 	require.NoError(t, err)
 	p := &StalePlan{conn: conn, name: name, n: len(args)}
-	p.explain(t, ctx, args...)
+	p.Touched(t, ctx, args...)
 	return p
 }
 
@@ -49,11 +49,6 @@ func PrepareStale(t testing.TB, ctx context.Context, url, name, query string, ar
 // returns; one that scans a whole table reads the table. The second result
 // is the plan, one node a line with the rows it read, for a failure message.
 func (p *StalePlan) Touched(t testing.TB, ctx context.Context, args ...any) (int64, string) {
-	t.Helper()
-	return p.explain(t, ctx, args...)
-}
-
-func (p *StalePlan) explain(t testing.TB, ctx context.Context, args ...any) (int64, string) {
 	t.Helper()
 	require.Len(t, args, p.n, "arguments of %s", p.name)
 	tx, err := p.conn.Begin(ctx)

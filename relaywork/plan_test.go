@@ -1,4 +1,4 @@
-package relaywork
+package relaywork_test
 
 import (
 	"fmt"
@@ -7,8 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaymigrate"
+	"github.com/relayhq/relay/relaywork"
 )
 
 // TestClaimPlanDoesNotScanTheQueue: a claim's cost must not grow with the
@@ -18,25 +17,20 @@ import (
 // candidates to a scan of the whole queue, twice: 20,000 rows read per row
 // claimed, 90 ms a claim.
 func TestClaimPlanDoesNotScanTheQueue(t *testing.T) {
-	url := testdb.PGSchema(t)
-	d := testdb.PGDriverAt(t, url)
-	ctx := t.Context()
-	_, err := relaymigrate.Up(ctx, d, relayclock.System{}, MigrationLine())
-	require.NoError(t, err)
-
+	b := setup(t, relaywork.Config{})
 	insert := func(from, to int, state string) {
-		_, err := d.Pool().Exec(ctx, `INSERT INTO relay_work (queue, key, revision, processed_revision, state, created_at, updated_at)
+		_, err := b.pool.Exec(b.ctx, `INSERT INTO relay_work (queue, key, revision, processed_revision, state, created_at, updated_at)
 			SELECT 'q', 'k' || lpad(g::text, 6, '0'), 1, 0, $3, now(), now() FROM generate_series($1::int, $2::int) g`, from, to, state)
 		require.NoError(t, err)
 	}
 	insert(1, 2, "pending")
 	insert(3, 3, "idle")
 	const lease = int64(30_000_000) // µs
-	plan := testdb.PrepareStale(t, ctx, url, "claim", stmts["Claim"], nil, "q", 32, "w", lease)
+	plan := testdb.PrepareStale(t, b.ctx, b.url, "claim", relaywork.QueryForTest("Claim"), nil, "q", 32, "w", lease)
 
 	insert(4, 10_000, "idle")
 	insert(10_001, 20_000, "pending")
-	read, shape := plan.Touched(t, ctx, nil, "q", 32, "w", lease)
+	read, shape := plan.Touched(t, b.ctx, nil, "q", 32, "w", lease)
 	t.Logf("one claim of 32 on a 20,000-row queue read %d rows", read)
 	require.Less(t, read, int64(1_000), fmt.Sprintf("the claim scans the queue (%d rows read):\n%s", read, shape))
 }
