@@ -16,7 +16,7 @@ import (
 //go:embed queries.sql
 var queriesSQL string
 
-var stmts = sqlfile.MustParse("load/queries.sql", queriesSQL, "DrainProgress", "SubmitRate")
+var stmts = sqlfile.MustParse("load/queries.sql", queriesSQL, "DrainProgress", "DrainPending", "SubmitRate")
 
 // PollDefault is how often Drain looks at the messages.
 const PollDefault = 100 * time.Millisecond
@@ -39,26 +39,44 @@ type DrainResult struct {
 // not nil) after each look with the counts. It returns ErrDrainTimeout
 // (wrapped) when timeout passes first (0: no timeout) and ctx's error when
 // ctx ends.
+//
+// The watching must not take the CPU the chain needs to drain: one scan of
+// the tier's messages finds those undecided, the polls after it probe only
+// those by primary key, and the end is confirmed by another scan (which also
+// sees any message accepted after the first one).
 func Drain(ctx context.Context, pool *pgxpool.Pool, since time.Time, clock relaytype.Clock, timeout time.Duration,
 	progress func(done, total int)) (DrainResult, error) {
 	if pool == nil || clock == nil {
 		return DrainResult{}, errors.New("load: drain: pool and clock are required")
 	}
 	began := clock.Now()
+	var total int
+	var pending []int64
+	scan := true
 	for {
-		var total, done int
-		if err := pool.QueryRow(ctx, stmts["DrainProgress"], since, nil).Scan(&total, &done); err != nil {
+		var err error
+		if scan {
+			err = pool.QueryRow(ctx, stmts["DrainProgress"], since, nil).Scan(&total, &pending)
+		} else {
+			err = pool.QueryRow(ctx, stmts["DrainPending"], pending).Scan(&pending)
+		}
+		if err != nil {
 			return DrainResult{}, fmt.Errorf("load: drain: %w", err)
 		}
-		res := DrainResult{Total: total, Done: done, Elapsed: clock.Now().Sub(began)}
+		res := DrainResult{Total: total, Done: total - len(pending), Elapsed: clock.Now().Sub(began)}
 		if progress != nil {
-			progress(done, total)
+			progress(res.Done, total)
 		}
-		if done == total {
-			return res, nil
+		if len(pending) == 0 {
+			if scan {
+				return res, nil
+			}
+			scan = true // confirm at once: a message accepted after the last scan
+			continue
 		}
+		scan = false
 		if timeout > 0 && res.Elapsed >= timeout {
-			return res, fmt.Errorf("%w after %s: %d of %d messages decided", ErrDrainTimeout, timeout, done, total)
+			return res, fmt.Errorf("%w after %s: %d of %d messages decided", ErrDrainTimeout, timeout, res.Done, res.Total)
 		}
 		select {
 		case <-clock.After(PollDefault):

@@ -115,17 +115,24 @@ func TestDrain(t *testing.T) {
 		done <- err
 	}()
 	require.Equal(t, [2]int{2, 3}, <-seen)
+	// Between the first scan and the end Drain probes only message 4; a
+	// message accepted meanwhile is found by the scan that confirms the end.
+	b.message(6, 1, 1, start.Add(3*time.Second))
 	b.complete(4)
+	for got := <-seen; got != [2]int{3, 4}; got = <-seen {
+		require.Contains(t, [][2]int{{2, 3}, {3, 3}}, got)
+	}
+	b.complete(6)
 	require.NoError(t, <-done)
-	require.Equal(t, 3, res.Total)
-	require.Equal(t, 3, res.Done)
+	require.Equal(t, 4, res.Total)
+	require.Equal(t, 4, res.Done)
 
 	// A message never decided: the timeout ends the wait with the counts.
 	b.message(5, 1, 1, start.Add(2*time.Second))
 	res, err := load.Drain(b.ctx, b.pool, start, relayclock.System{}, time.Nanosecond, nil)
 	require.ErrorIs(t, err, load.ErrDrainTimeout)
-	require.ErrorContains(t, err, "3 of 4 messages decided")
-	require.Equal(t, load.DrainResult{Total: 4, Done: 3, Elapsed: res.Elapsed}, res)
+	require.ErrorContains(t, err, "4 of 5 messages decided")
+	require.Equal(t, load.DrainResult{Total: 5, Done: 4, Elapsed: res.Elapsed}, res)
 }
 
 // TestSubmitRate: full supplier submits are messages whose every

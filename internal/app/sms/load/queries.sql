@@ -2,9 +2,19 @@
 -- messages and its full supplier submit rate. Read only.
 
 -- name: DrainProgress
--- The tier's messages ($1: accepted at or after) and those decided for good.
-SELECT count(*), count(*) FILTER (WHERE state IN ('refused', 'completed'))
+-- The tier's messages ($1: accepted at or after): how many, and the ids of
+-- those not yet decided for good. One scan of the table; Drain runs it at
+-- the start and to confirm the end, and watches the ids in between.
+SELECT count(*), coalesce(array_agg(id) FILTER (WHERE state NOT IN ('refused', 'completed')), '{}')
 FROM sms_message WHERE accepted_at >= $1 AND ($2::timestamptz IS NULL OR accepted_at < $2);
+
+-- name: DrainPending
+-- Which of the ids $1 are not yet decided for good: primary-key probes, so
+-- a poll costs what is left, not the tier's whole table.
+SELECT coalesce(array_agg(m.id), '{}')
+FROM unnest($1::bigint[]) AS u(id)
+JOIN sms_message m ON m.id = u.id
+WHERE m.state NOT IN ('refused', 'completed');
 
 -- name: SubmitRate
 -- Messages accepted in [$1, $2) whose every recipient's attempt 1 had every
