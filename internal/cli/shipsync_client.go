@@ -66,6 +66,8 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"it; GOMEMLIMIT, when set, wins); 0: none")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
+	fullAnswers := fs.Bool("full-answers", false, "ask the shore for full answers (every event id as text, receipts "+
+		"with applied revision and time) instead of compact ones; costs more bytes down the link")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,6 +132,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--url: %w", err)
 	}
+	tr.FullAnswers = *fullAnswers
 	defer tr.Close()
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},

@@ -737,10 +737,18 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		return nil, err
 	}
 	faultpoint.Hit(faultpoint.ShipsyncClientAfterUpload)
-	if len(ur.Statuses) != len(batch) {
-		return nil, &RequestError{Status: 200, Detail: fmt.Sprintf("answer has %d statuses for %d events", len(ur.Statuses), len(batch))}
+	ids := make([]string, len(batch))
+	for i, s := range batch {
+		ids[i] = s.id
 	}
-	for i, st := range ur.Statuses {
+	statuses, err := wire.ExpandStatuses(ur, ids)
+	if err != nil {
+		return nil, &RequestError{Status: 200, Detail: err.Error(), Err: err}
+	}
+	if len(statuses) != len(batch) {
+		return nil, &RequestError{Status: 200, Detail: fmt.Sprintf("answer has %d statuses for %d events", len(statuses), len(batch))}
+	}
+	for i, st := range statuses {
 		if st.EventId != batch[i].id {
 			return nil, &RequestError{Status: 200, Detail: "answer statuses out of order"}
 		}
@@ -749,7 +757,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	var again, received []*slot
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
-	for i, st := range ur.Statuses {
+	for i, st := range statuses {
 		s := batch[i]
 		switch st.Status {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
@@ -808,6 +816,13 @@ func (c *Client) receipts(ctx context.Context) error {
 		for ctx.Err() == nil {
 			page, err := c.cfg.Transport.Receipts(ctx, cursor, 1000)
 			c.pulls.Add(1)
+			var rs []*pb.Receipt
+			if err == nil {
+				// A compact page carries plain APPLIED results as bare ids.
+				if rs, err = wire.ExpandReceipts(page, c.cfg.NodeID); err != nil {
+					err = &RequestError{Status: 200, Detail: err.Error(), Retryable: true, Err: err}
+				}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -823,13 +838,13 @@ func (c *Client) receipts(ctx context.Context) error {
 				continue
 			}
 			failures = 0
-			if err := c.applyReceipts(ctx, page); err != nil {
+			if err := c.applyReceipts(ctx, rs, page.NextCursor); err != nil {
 				return err
 			}
 			if page.NextCursor != "" {
 				cursor = page.NextCursor
 			}
-			if !page.More || len(page.Receipts) == 0 {
+			if !page.More || len(rs) == 0 {
 				break
 			}
 		}
@@ -838,12 +853,14 @@ func (c *Client) receipts(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error {
-	if len(page.Receipts) > 0 {
+// applyReceipts stores the terminal results rs of one page with the page's
+// next cursor.
+func (c *Client) applyReceipts(ctx context.Context, rs []*pb.Receipt, next string) error {
+	if len(rs) > 0 {
 		faultpoint.Hit(faultpoint.ShipsyncClientAfterReceipts)
 	}
-	ts := make([]terminal, 0, len(page.Receipts))
-	for _, r := range page.Receipts {
+	ts := make([]terminal, 0, len(rs))
+	for _, r := range rs {
 		if r.OriginNodeId != c.cfg.NodeID {
 			continue
 		}
@@ -860,7 +877,7 @@ func (c *Client) applyReceipts(ctx context.Context, page *pb.ReceiptPage) error 
 	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
-	n, err := c.cfg.Store.recordTerminal(ctx, ts, page.NextCursor, marks)
+	n, err := c.cfg.Store.recordTerminal(ctx, ts, next, marks)
 	if err != nil {
 		return err
 	}

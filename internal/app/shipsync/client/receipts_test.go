@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/relayclock"
 )
 
@@ -52,17 +53,22 @@ func TestReceiptsOfCompactEventsRecordEveryResult(t *testing.T) {
 	rejected.Reason = pb.RejectReason_REJECT_REASON_INVALID_FIELD
 	conflict := receipt(ids[0], pb.EventResult_EVENT_RESULT_CONFLICT_RECORDED)
 	conflict.ConflictId = "c-1"
-	require.NoError(t, c.applyReceipts(ctx, &pb.ReceiptPage{NextCursor: "1", Receipts: []*pb.Receipt{
+	require.NoError(t, c.applyReceipts(ctx, []*pb.Receipt{
 		rejected, conflict, receipt(ids[3], pb.EventResult_EVENT_RESULT_APPLIED),
 		receipt("ffffffff-0000-5000-8000-ffffffffffff", pb.EventResult_EVENT_RESULT_APPLIED), // not ours
-	}}))
+	}, "1"))
 	marks, err := st.Watermarks(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), marks[tp].TerminalNext, "0 and 1 final, 2 waits: the checkpoint stops at 2")
 	require.Equal(t, 1, c.Waiting())
 
-	require.NoError(t, c.applyReceipts(ctx, &pb.ReceiptPage{NextCursor: "2", Receipts: []*pb.Receipt{
-		receipt(ids[2], pb.EventResult_EVENT_RESULT_APPLIED)}}))
+	// The last one comes as a compact page would carry it: a bare id.
+	compact := wire.CompactReceipts(&pb.ReceiptPage{NextCursor: "2", Receipts: []*pb.Receipt{
+		receipt(ids[2], pb.EventResult_EVENT_RESULT_APPLIED)}}, "ship")
+	require.Empty(t, compact.Receipts)
+	rs, err := wire.ExpandReceipts(compact, "ship")
+	require.NoError(t, err)
+	require.NoError(t, c.applyReceipts(ctx, rs, compact.NextCursor))
 	marks, err = st.Watermarks(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), marks[tp].TerminalNext)

@@ -26,6 +26,10 @@ type Transport struct {
 	base  string
 	c     *http.Client
 	codec *wire.Codec // decompresses zstd answers
+	// FullAnswers asks for the full form of upload answers and receipt
+	// pages (every event by its id as text, receipts with their applied
+	// revision and time) instead of the compact one; set it before use.
+	FullAnswers bool
 }
 
 // TransportTimeoutDefault bounds one request. A batch of 4 MiB before
@@ -83,8 +87,9 @@ func (e *RequestError) Error() string {
 
 func (e *RequestError) Unwrap() error { return e.Err }
 
-// Upload posts one encoded batch and returns the per-event answer. wire is
-// the number of bytes sent (the body).
+// Upload posts one encoded batch and returns the per-event answer, in the
+// compact form when the shore supports it (wire.ExpandStatuses gives one
+// status per event either way).
 func (t *Transport) Upload(ctx context.Context, body []byte) (*pb.UploadResponse, error) {
 	var ur pb.UploadResponse
 	if err := t.do(ctx, http.MethodPost, shore.PathBatches, body, &ur); err != nil {
@@ -93,7 +98,9 @@ func (t *Transport) Upload(ctx context.Context, body []byte) (*pb.UploadResponse
 	return &ur, nil
 }
 
-// Receipts returns the page of receipts after cursor.
+// Receipts returns the page of receipts after cursor, in the compact form
+// when the shore supports it (wire.ExpandReceipts gives every receipt
+// either way).
 func (t *Transport) Receipts(ctx context.Context, cursor string, limit int) (*pb.ReceiptPage, error) {
 	q := url.Values{}
 	q.Set("cursor", cursor)
@@ -137,6 +144,11 @@ func (t *Transport) do(ctx context.Context, method, path string, body []byte, ou
 	// The shore compresses answers (upload statuses, receipt pages) on
 	// request: on a weak link they are as large as the uploads otherwise.
 	req.Header.Set("Accept-Encoding", wire.EncodingZstd)
+	// And to name only what the ship acts on: the events not RECEIVED, the
+	// plain APPLIED results as bare ids (the caller expands them).
+	if !t.FullAnswers {
+		req.Header.Set(wire.HeaderAnswers, wire.AnswersCompact)
+	}
 	resp, err := t.c.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package shipbench
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,9 @@ type Options struct {
 	// Partitions of the BULK topic (default 4); Uploads in flight (default
 	// 6, any number of them of one partition).
 	Partitions, Uploads int
+	// FullAnswers runs the client with --full-answers (the answers' full
+	// form, to compare the bytes coming down).
+	FullAnswers bool
 	// Timeout bounds the drain (default 1 h).
 	Timeout time.Duration
 	// Seed makes the backlog and the cuts repeatable.
@@ -132,6 +136,11 @@ type Result struct {
 	// all, receipt pulls after the upload phase included); RawBytes is the
 	// events' Protobuf size before compression.
 	BytesUp, BytesDown, RawBytes int64
+	// ShipDone is when the ship held a terminal result for every event
+	// (receipts are pulled on the ship's pace, after the shore's last);
+	// ShipBytesUp and ShipBytesDown had crossed the proxy then.
+	ShipDone                   time.Duration
+	ShipBytesUp, ShipBytesDown int64
 	// Connections and Cuts of the proxy.
 	Connections, Cuts int64
 	// RSSPeak is the client process's peak resident memory (VmHWM).
@@ -189,6 +198,10 @@ func (r *Result) Write(w io.Writer) {
 		100*r.Utilisation(), r.Rate, r.UploadBytes, 100*r.DrainUtilisation(), r.BytesUp, r.BytesDown, r.Connections, r.Cuts)
 	fmt.Fprintf(w, "on the wire:  %.1f B per event up (events %.1f B each before compression)\n", r.BytesPerEvent(),
 		float64(r.RawBytes)/float64(max(r.Events+r.Critical, 1)))
+	n := float64(max(r.Events+r.Critical, 1))
+	fmt.Fprintf(w, "both ways:    the ship held every result after %s: %.1f B per event up, %.1f B down, %.1f B in all\n",
+		r.ShipDone.Round(time.Second), float64(r.ShipBytesUp)/n, float64(r.ShipBytesDown)/n,
+		float64(r.ShipBytesUp+r.ShipBytesDown)/n)
 	fmt.Fprintf(w, "client RSS:   peak %.1f MiB\n", float64(r.RSSPeak)/(1<<20))
 	if n := len(r.CriticalLatency); n > 0 {
 		fmt.Fprintf(w, "CRITICAL:     written → receipt p50 %s, max %s; %d BULK events still waiting when the last one "+
@@ -284,7 +297,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--url", "https://127.0.0.1:"+port, "--ca", filepath.Join(o.Dir, "pki", "ca.crt"),
 		"--cert", filepath.Join(o.Dir, "pki", cf), "--key", filepath.Join(o.Dir, "pki", kf),
 		"--uploads", strconv.Itoa(o.Uploads), "--partition-in-flight", strconv.Itoa(o.Uploads), "--backoff-cap", "5s", "--progress-every", "10s", "--log-level", "warn",
-		"--memprofile", filepath.Join(o.Dir, "client.heap"))
+		"--memprofile", filepath.Join(o.Dir, "client.heap"), "--full-answers="+strconv.FormatBool(o.FullAnswers))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
@@ -390,6 +403,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Drain = time.Since(began)
 	st := proxy.Stats()
 	res.BytesUp, res.BytesDown, res.Connections, res.Cuts = st.BytesUp, st.BytesDown, st.Connections, st.Cuts
+	// The shore holds every receipt; the ship pulls them at its own pace.
+	// Until it holds them all, the answers it still needs have not crossed
+	// the link: count the bytes down at that moment.
+	if err := waitShipTerminal(ctx, filepath.Join(o.Dir, "client.db"), total, deadline, exited); err != nil {
+		return nil, err
+	}
+	res.ShipDone = time.Since(began)
+	st = proxy.Stats()
+	res.ShipBytesUp, res.ShipBytesDown = st.BytesUp, st.BytesDown
 	stopClient()
 	<-exited
 	if rss := peakRSS(cmd.Process.Pid); rss > res.RSSPeak {
@@ -687,4 +709,37 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// waitShipTerminal waits until the client's state store (read only, beside
+// the running client) holds a terminal result for total uplink events, the
+// client exits, or deadline passes.
+func waitShipTerminal(ctx context.Context, path string, total int64, deadline time.Time, exited <-chan error) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return fmt.Errorf("shipbench: client state: %w", err)
+	}
+	defer db.Close()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int64
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM event_state WHERE direction = 'up' AND state = 'TERMINAL'").
+			Scan(&n); err != nil {
+			return fmt.Errorf("shipbench: client state: %w", err)
+		}
+		if n >= total {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("shipbench: the ship holds %d of %d results after the shore had them all", n, total)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-exited:
+			return fmt.Errorf("shipbench: the client exited before it held every result (%v)", err)
+		case <-tick.C:
+		}
+	}
 }

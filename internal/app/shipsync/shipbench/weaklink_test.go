@@ -32,4 +32,9 @@ func TestWeaklinkSmall(t *testing.T) {
 	require.Positive(t, res.RSSPeak)
 	require.Positive(t, res.Received)
 	require.LessOrEqual(t, res.Received, res.Drain)
+	// The ship held every result only after the shore had them all, and
+	// the answers it pulled for them came down the link.
+	require.LessOrEqual(t, res.Drain, res.ShipDone)
+	require.GreaterOrEqual(t, res.ShipBytesDown, res.BytesDown)
+	require.Greater(t, res.ShipBytesDown, int64(16*3005), "at least 16 bytes of id per result came down")
 }

@@ -1854,12 +1854,18 @@ type UploadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The batch answered.
 	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
-	// One status per event, same order as the request.
+	// One status per event, same order as the request — or, when
+	// others_received is set, only the events that were not RECEIVED, still
+	// in the batch's order.
 	Statuses []*EventStatus `protobuf:"bytes,2,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	// Shore time of the answer.
-	ReceivedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReceivedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	// Compact answer (sent only to a client that asked for it with the
+	// request header X-Sync-Answers: compact): every event of the batch not
+	// named in statuses was RECEIVED.
+	OthersReceived bool `protobuf:"varint,4,opt,name=others_received,json=othersReceived,proto3" json:"others_received,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UploadResponse) Reset() {
@@ -1911,6 +1917,13 @@ func (x *UploadResponse) GetReceivedAt() *timestamppb.Timestamp {
 		return x.ReceivedAt
 	}
 	return nil
+}
+
+func (x *UploadResponse) GetOthersReceived() bool {
+	if x != nil {
+		return x.OthersReceived
+	}
+	return false
 }
 
 // Receipt is the terminal result of one uplink event.
@@ -2014,15 +2027,24 @@ func (x *Receipt) GetDecidedAt() *timestamppb.Timestamp {
 
 // ReceiptPage is one page of a node's receipts, oldest first.
 type ReceiptPage struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Receipts []*Receipt             `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page's receipts — or, in a compact page, those that are not a plain
+	// APPLIED (see applied_event_ids).
+	Receipts []*Receipt `protobuf:"bytes,1,rep,name=receipts,proto3" json:"receipts,omitempty"`
 	// Opaque cursor to ask for the next page; the node stores it once it has
 	// durably processed this page's receipts.
 	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	// True when more receipts are ready after this page.
-	More          bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	More bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	// Compact page (sent only to a client that asked for it with the request
+	// header X-Sync-Answers: compact): the events of the calling node whose
+	// result is APPLIED with no reason or conflict, as the 16 bytes of each
+	// event id one after another (a multiple of 16 bytes); their applied
+	// revision and decision time are left out. An event id that is not a
+	// canonical lower-case UUID is never put here, always in receipts.
+	AppliedEventIds []byte `protobuf:"bytes,4,opt,name=applied_event_ids,json=appliedEventIds,proto3" json:"applied_event_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReceiptPage) Reset() {
@@ -2074,6 +2096,13 @@ func (x *ReceiptPage) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *ReceiptPage) GetAppliedEventIds() []byte {
+	if x != nil {
+		return x.AppliedEventIds
+	}
+	return nil
 }
 
 // ConflictDecision is an arbitrated conflict's outcome for one node: apply
@@ -3461,12 +3490,13 @@ const file_shipsync_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x128\n" +
 	"\x06status\x18\x02 \x01(\x0e2 .relay.shipsync.v1.ReceiveStatusR\x06status\x127\n" +
 	"\x06reason\x18\x03 \x01(\x0e2\x1f.relay.shipsync.v1.RejectReasonR\x06reason\x12\x14\n" +
-	"\x05field\x18\x04 \x01(\tR\x05field\"\xa4\x01\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\"\xcd\x01\n" +
 	"\x0eUploadResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12:\n" +
 	"\bstatuses\x18\x02 \x03(\v2\x1e.relay.shipsync.v1.EventStatusR\bstatuses\x12;\n" +
 	"\vreceived_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt\"\xc2\x02\n" +
+	"receivedAt\x12'\n" +
+	"\x0fothers_received\x18\x04 \x01(\bR\x0eothersReceived\"\xc2\x02\n" +
 	"\aReceipt\x12$\n" +
 	"\x0eorigin_node_id\x18\x01 \x01(\tR\foriginNodeId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x126\n" +
@@ -3476,12 +3506,13 @@ const file_shipsync_proto_rawDesc = "" +
 	"conflictId\x12)\n" +
 	"\x10applied_revision\x18\x06 \x01(\tR\x0fappliedRevision\x129\n" +
 	"\n" +
-	"decided_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"z\n" +
+	"decided_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"\xa6\x01\n" +
 	"\vReceiptPage\x126\n" +
 	"\breceipts\x18\x01 \x03(\v2\x1a.relay.shipsync.v1.ReceiptR\breceipts\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12\x12\n" +
-	"\x04more\x18\x03 \x01(\bR\x04more\"\xb9\x03\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\x12*\n" +
+	"\x11applied_event_ids\x18\x04 \x01(\fR\x0fappliedEventIds\"\xb9\x03\n" +
 	"\x10ConflictDecision\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1f\n" +

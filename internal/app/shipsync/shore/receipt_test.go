@@ -1,6 +1,7 @@
 package shore_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 )
 
 // get fetches url with c and returns the status and body.
@@ -77,6 +79,9 @@ func TestReceiptsFeed(t *testing.T) {
 		}
 		return out
 	}
+	// Once all six are served they stay served (the horizon only moves
+	// on), so the pages below do not depend on other tests' transactions.
+	pageOf("", 10, 6)
 	p1 := pageOf("", 4, 4)
 	require.Equal(t, []string{uuidN(1), uuidN(2), uuidN(3), uuidN(4)}, ids(p1))
 	require.True(t, p1.More)
@@ -107,4 +112,89 @@ func TestReceiptsFeed(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, st, q)
 		require.Equal(t, pb.ErrorCode_ERROR_CODE_BAD_CURSOR, errorBody(t, b).Code, q)
 	}
+}
+
+// TestAnswersCompactOnRequest: with X-Sync-Answers: compact the upload
+// answer names only the events not RECEIVED and the receipt page carries
+// plain APPLIED results as bare ids; without the header both are whole. The
+// two forms expand to the same statuses and receipts.
+func TestAnswersCompactOnRequest(t *testing.T) {
+	t.Parallel()
+	s := serve(t, setup(t), func(c *shore.Config) { c.Limits.NodeRate, c.Limits.NodeBurst = 1000, 1000 })
+	s.addNode(t, "ship-1")
+	c := s.client(t, "node-ship-1")
+	ctx := t.Context()
+	do := func(method, path string, body []byte, compact bool) []byte {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, s.url+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", shore.ContentType)
+		if compact {
+			req.Header.Set(wire.HeaderAnswers, wire.AnswersCompact)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.Contains(t, resp.Header.Values("Vary"), "Accept-Encoding, "+wire.HeaderAnswers)
+		return b
+	}
+
+	// 30 events, the 20th of a rule the node may not write: refused.
+	evs := make([]*pb.ChangeEvent, 30)
+	ids := make([]string, len(evs))
+	for i := range evs {
+		evs[i] = event("ship-1", i+1)
+		ids[i] = evs[i].EventId
+	}
+	evs[19].RuleId = "crew-list"
+	body := s.encode(t, "ship-1", uuidN(400), evs...)
+	full := uploadResponse(t, do(http.MethodPost, shore.PathBatches, body, false))
+	compact := uploadResponse(t, do(http.MethodPost, shore.PathBatches, body, true)) // the resend: the stored answer
+	require.False(t, full.OthersReceived)
+	require.Len(t, full.Statuses, 30)
+	require.True(t, compact.OthersReceived)
+	require.Len(t, compact.Statuses, 1)
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED, compact.Statuses[0].Status)
+	got, err := wire.ExpandStatuses(compact, ids)
+	require.NoError(t, err)
+	for i := range got {
+		require.True(t, proto.Equal(full.Statuses[i], got[i]), "status %d", i)
+	}
+
+	for n := 1; n <= 6; n++ {
+		result, reason := "APPLIED", ""
+		if n == 4 {
+			result, reason = "REJECTED", "REJECT_REASON_TARGET_REFUSED"
+		}
+		_, err := s.d.Pool().Exec(ctx, `INSERT INTO sync_event_receipt (origin_node_id, event_id, result, reason, decided_at)
+			VALUES ('ship-1', $1, $2, $3, $4)`, uuidN(1000+n), result, reason, t0)
+		require.NoError(t, err)
+	}
+	var fullPage, compactPage pb.ReceiptPage
+	require.Eventually(t, func() bool {
+		require.NoError(t, proto.Unmarshal(do(http.MethodGet, shore.PathReceipts+"?limit=10", nil, false), &fullPage))
+		return len(fullPage.Receipts) == 6
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, proto.Unmarshal(do(http.MethodGet, shore.PathReceipts+"?limit=10", nil, true), &compactPage))
+	require.Len(t, compactPage.Receipts, 1, "only the REJECTED one stays whole")
+	require.Len(t, compactPage.AppliedEventIds, 5*16)
+	require.Equal(t, fullPage.NextCursor, compactPage.NextCursor)
+	rs, err := wire.ExpandReceipts(&compactPage, "ship-1")
+	require.NoError(t, err)
+	want := map[string]pb.EventResult{}
+	for _, r := range fullPage.Receipts {
+		want[r.EventId] = r.Result
+	}
+	gotResults := map[string]pb.EventResult{}
+	for _, r := range rs {
+		gotResults[r.EventId] = r.Result
+	}
+	require.Equal(t, want, gotResults)
 }

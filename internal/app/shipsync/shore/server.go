@@ -172,6 +172,8 @@ type request struct {
 	endpoint, node, id string
 	// zstd: the client accepts a zstd-compressed answer.
 	zstd bool
+	// compact: the client asked for compact answers (wire.HeaderAnswers).
+	compact bool
 }
 
 // guard admits a request: the global limits, the node's identity from its
@@ -179,7 +181,8 @@ type request struct {
 func (h *Handler) guard(endpoint string, next func(http.ResponseWriter, *http.Request, request)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := request{endpoint: endpoint, id: requestID(r.Header.Get("X-Request-Id")),
-			zstd: acceptsZstd(r.Header.Values("Accept-Encoding"))}
+			zstd:    acceptsZstd(r.Header.Values("Accept-Encoding")),
+			compact: strings.EqualFold(strings.TrimSpace(r.Header.Get(wire.HeaderAnswers)), wire.AnswersCompact)}
 		if ok, wait := h.lim.acquireGlobal(h.cfg.Clock.Now()); !ok {
 			h.limited(w, rq, wait, "the shore is at its request limit")
 			return
@@ -285,6 +288,9 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 		"batch_id", b.BatchID, "events", len(b.Events), "replayed", replayed)
 	h.count(rq, 0)
 	h.countEvents(resp)
+	if rq.compact {
+		resp = wire.CompactStatuses(resp)
+	}
 	h.write(w, rq, http.StatusOK, resp)
 }
 
@@ -313,6 +319,9 @@ func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
 		return
 	}
 	h.count(rq, 0)
+	if rq.compact {
+		page = wire.CompactReceipts(page, rq.node)
+	}
 	h.write(w, rq, http.StatusOK, page)
 }
 
@@ -411,7 +420,7 @@ func (h *Handler) write(w http.ResponseWriter, rq request, status int, m proto.M
 	}
 	w.Header().Set("Content-Type", ContentType)
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Add("Vary", "Accept-Encoding")
+	w.Header().Add("Vary", "Accept-Encoding, "+wire.HeaderAnswers)
 	if rq.zstd && len(b) >= wire.AnswerCompressMin {
 		b = h.cfg.Codec.CompressAnswer(b)
 		w.Header().Set("Content-Encoding", wire.EncodingZstd)
