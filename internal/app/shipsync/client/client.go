@@ -152,6 +152,9 @@ type Client struct {
 	// uploadMinor is the shore's latest upload_minor (heartbeat answers):
 	// batches go as protocol 1.1 (columns) once it is at least 1.
 	uploadMinor atomic.Uint32
+	// receiptPage is the shore's receipt_page_max (heartbeat answers; 0
+	// until one said it).
+	receiptPage atomic.Uint32
 }
 
 // New returns a Client for cfg.
@@ -814,7 +817,7 @@ func (c *Client) receipts(ctx context.Context) error {
 		case <-c.cfg.Clock.After(c.cfg.ReceiptEvery):
 		}
 		for ctx.Err() == nil {
-			page, err := c.cfg.Transport.Receipts(ctx, cursor, 1000)
+			page, err := c.cfg.Transport.Receipts(ctx, cursor, c.receiptLimit())
 			c.pulls.Add(1)
 			var rs []*pb.Receipt
 			if err == nil {
@@ -851,6 +854,22 @@ func (c *Client) receipts(ctx context.Context) error {
 		c.commitOffsets(ctx)
 	}
 	return nil
+}
+
+// Receipt pages the client asks for: ReceiptPageOld from a shore that has
+// not said its largest (every shore serves that many), else the shore's
+// largest up to ReceiptPageMax. One page costs a round trip of the link.
+const (
+	ReceiptPageOld = 1000
+	ReceiptPageMax = 10000
+)
+
+// receiptLimit is the receipt page size to ask for.
+func (c *Client) receiptLimit() int {
+	if n := c.receiptPage.Load(); n > 0 {
+		return min(int(n), ReceiptPageMax)
+	}
+	return ReceiptPageOld
 }
 
 // applyReceipts stores the terminal results rs of one page with the page's
@@ -1050,6 +1069,7 @@ func (c *Client) heartbeats(ctx context.Context) error {
 				c.mu.Unlock()
 			}
 			c.uploadMinor.Store(resp.UploadMinor)
+			c.receiptPage.Store(resp.ReceiptPageMax)
 			if resp.HeartbeatIntervalSeconds > 0 {
 				every = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
 			}

@@ -111,3 +111,16 @@ func TestUploadFallsBackToTheShoresVersion(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{wire.ColumnarVersion.String(), wire.CurrentVersion.String(), wire.ColumnarVersion.String()}, seen)
 }
+
+// TestReceiptPageFollowsTheShore: the client asks for the receipt page a
+// heartbeat answer allowed, up to its own bound, and for the size every
+// shore serves until one answered.
+func TestReceiptPageFollowsTheShore(t *testing.T) {
+	t.Parallel()
+	c := &Client{}
+	require.Equal(t, ReceiptPageOld, c.receiptLimit(), "no answer yet (or a shore that does not say)")
+	for said, want := range map[uint32]int{200: 200, 10000: 10000, 50000: ReceiptPageMax} {
+		c.receiptPage.Store(said)
+		require.Equal(t, want, c.receiptLimit(), "the shore said %d", said)
+	}
+}

@@ -3000,9 +3000,14 @@ type HeartbeatResponse struct {
 	// The highest minor of protocol major 1 the shore accepts in uploads
 	// (0 from a 1.0 shore, which does not send it). Senders use 1.1 upload
 	// bodies only when it is at least 1.
-	UploadMinor   uint32 `protobuf:"varint,4,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UploadMinor uint32 `protobuf:"varint,4,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
+	// The most receipts one page may ask for (GET /sync/v1/receipts?limit=).
+	// 0 from a shore that does not send it, which serves at most 1,000. On a
+	// link with a long round trip the page size bounds how fast receipts
+	// come down: one page per round trip.
+	ReceiptPageMax uint32 `protobuf:"varint,5,opt,name=receipt_page_max,json=receiptPageMax,proto3" json:"receipt_page_max,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -3059,6 +3064,13 @@ func (x *HeartbeatResponse) GetHeartbeatIntervalSeconds() uint32 {
 func (x *HeartbeatResponse) GetUploadMinor() uint32 {
 	if x != nil {
 		return x.UploadMinor
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetReceiptPageMax() uint32 {
+	if x != nil {
+		return x.ReceiptPageMax
 	}
 	return 0
 }
@@ -3588,13 +3600,14 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aeffective_bytes_per_second\x18\b \x01(\x01R\x17effectiveBytesPerSecond\x129\n" +
 	"\x19physical_bytes_per_second\x18\t \x01(\x01R\x16physicalBytesPerSecond\x12%\n" +
 	"\x0econfig_version\x18\n" +
-	" \x01(\x04R\rconfigVersion\"\xd8\x01\n" +
+	" \x01(\x04R\rconfigVersion\"\x82\x02\n" +
 	"\x11HeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12%\n" +
 	"\x0econfig_version\x18\x02 \x01(\x04R\rconfigVersion\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\rR\x18heartbeatIntervalSeconds\x12!\n" +
-	"\fupload_minor\x18\x04 \x01(\rR\vuploadMinor\"E\n" +
+	"\fupload_minor\x18\x04 \x01(\rR\vuploadMinor\x12(\n" +
+	"\x10receipt_page_max\x18\x05 \x01(\rR\x0ereceiptPageMax\"E\n" +
 	"\aRuleRef\x12\x17\n" +
 	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12!\n" +
 	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\"\x9d\x05\n" +

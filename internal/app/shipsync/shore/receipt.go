@@ -14,10 +14,15 @@ import (
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
-// Receipt page sizes.
+// Receipt page sizes. The heartbeat answer tells nodes ReceiptPageMax
+// (shores before it served at most ReceiptPageMaxOld): on a link with a
+// long round trip a node pulls one page per round trip, so the page size
+// bounds how fast receipts come down. A compact page of 10,000 plain
+// results is ≈ 160 KB.
 const (
 	ReceiptPageDefault = 500
-	ReceiptPageMax     = 1000
+	ReceiptPageMax     = 10000
+	ReceiptPageMaxOld  = 1000
 )
 
 // ErrBadCursor: a receipts cursor this shore did not make.

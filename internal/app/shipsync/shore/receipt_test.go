@@ -107,7 +107,7 @@ func TestReceiptsFeed(t *testing.T) {
 	require.Equal(t, []string{uuidN(8), uuidN(9)}, ids(pageOf(p3.NextCursor, 10, 2)))
 
 	// Bad cursors and limits are refused with BAD_CURSOR.
-	for _, q := range []string{"cursor=x", "cursor=1", "cursor=1.x", "limit=0x", "limit=5000", "cursor=-1.2"} {
+	for _, q := range []string{"cursor=x", "cursor=1", "cursor=1.x", "limit=0x", "limit=10001", "cursor=-1.2"} {
 		st, b := get(t, c, s.url+shore.PathReceipts+"?"+q)
 		require.Equal(t, http.StatusBadRequest, st, q)
 		require.Equal(t, pb.ErrorCode_ERROR_CODE_BAD_CURSOR, errorBody(t, b).Code, q)

@@ -361,6 +361,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		ConfigVersion:            ConfigVersionDefault,
 		HeartbeatIntervalSeconds: uint32(h.cfg.HeartbeatInterval / time.Second),
 		UploadMinor:              uint32(h.cfg.UploadMinor),
+		ReceiptPageMax:           ReceiptPageMax,
 	})
 }
 

@@ -416,6 +416,7 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	require.True(t, hr.ServerTime.AsTime().Equal(t0))
 	require.EqualValues(t, 60, hr.HeartbeatIntervalSeconds)
 	require.EqualValues(t, wire.UploadMinor, hr.UploadMinor, "the shore takes 1.1 uploads")
+	require.EqualValues(t, shore.ReceiptPageMax, hr.ReceiptPageMax, "the largest receipt page it serves")
 	other, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "1.0", NodeId: "ship-2"})
 	require.NoError(t, err)
 	status, _, rb2 := post(t, c, s.url+shore.PathHeartbeat, other)
