@@ -29,6 +29,8 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of the BULK topic")
 	fs.IntVar(&o.Uploads, "uploads", 6, "the client's batches in flight")
 	fs.BoolVar(&o.FullAnswers, "full-answers", false, "run the client with --full-answers (the shore's answers in full form)")
+	fs.BoolVar(&o.ApplyAfterUpload, "apply-after-upload", false, "start the shore's applier only once every event is received "+
+		"(as if the shore ran on other machines): the upload phase measures the client and the link alone")
 	fs.DurationVar(&o.Timeout, "timeout", time.Hour, "give up when the drain takes longer")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the backlog and the cuts")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", testdb.PGURLDefault), "PostgreSQL server of the shore (a scratch schema)")

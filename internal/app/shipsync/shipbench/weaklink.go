@@ -71,6 +71,13 @@ type Options struct {
 	// FullAnswers runs the client with --full-answers (the answers' full
 	// form, to compare the bytes coming down).
 	FullAnswers bool
+	// ApplyAfterUpload keeps the shore's applier stopped until the shore
+	// has received every event, as if it ran on other machines: the upload
+	// phase then measures the client and the link without the applier (and
+	// its databases) competing for the same cores. The CRITICAL events and
+	// the outage are triggered by events received instead of receipts, and
+	// the CRITICAL latency includes the wait for the applier.
+	ApplyAfterUpload bool
 	// Timeout bounds the drain (default 1 h).
 	Timeout time.Duration
 	// Seed makes the backlog and the cuts repeatable.
@@ -237,8 +244,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		PKIDir: filepath.Join(o.Dir, "pki"), Node: node, UrgentRules: []string{"alarm"}, // the CRITICAL rule
 		// Room for every upload in flight plus the receipt pulls and the
 		// heartbeats.
-		Limits: shore.Limits{NodeConcurrency: o.Uploads + 2},
-		Rules:  ShoreRules})
+		Limits:     shore.Limits{NodeConcurrency: o.Uploads + 2},
+		Rules:      ShoreRules,
+		DeferApply: o.ApplyAfterUpload})
 	if err != nil {
 		return nil, err
 	}
@@ -346,11 +354,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// every second on the same two cores): received = every stream's
 		// released events plus those held past a gap; receipts by the
 		// highest receipt id, confirmed with an exact count at the end.
+		var inbox int64
 		if res.Received == 0 {
-			var inbox int64
 			if err := sh.PG.Pool().QueryRow(ctx, "SELECT coalesce(sum(next_sequence - 1 + held), 0)::bigint "+
 				"FROM sync_stream WHERE origin_node_id = $1", node).Scan(&inbox); err != nil {
 				return nil, fmt.Errorf("shipbench: count received: %w", err)
+			}
+			if inbox >= total && o.ApplyAfterUpload {
+				if err := sh.StartApplier(ctx); err != nil {
+					return nil, err
+				}
+				fmt.Fprintf(o.Progress, "every event received: the shore's applier starts\n")
 			}
 			if inbox >= total {
 				res.Received = time.Since(began)
@@ -370,7 +384,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, fmt.Errorf("shipbench: count receipts: %w", err)
 			}
 		}
-		if !critDone && receipts >= total/5 {
+		// How far the drain is: receipts, or events received while the
+		// applier waits for the upload to end.
+		done := receipts
+		if o.ApplyAfterUpload && res.Received == 0 {
+			done = inbox
+		}
+		if !critDone && done >= total/5 {
 			critDone = true
 			mu.Lock()
 			if err := gen.critical(ctx, brokers, critTopic, o.Critical, critWritten); err != nil {
@@ -378,9 +398,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, err
 			}
 			mu.Unlock()
-			fmt.Fprintf(o.Progress, "%d CRITICAL events written with %d of %d receipts in\n", o.Critical, receipts, total)
+			fmt.Fprintf(o.Progress, "%d CRITICAL events written with %d of %d events done\n", o.Critical, done, total)
 		}
-		if !outageDone && o.Outage > 0 && receipts >= total*2/5 {
+		if !outageDone && o.Outage > 0 && done >= total*2/5 {
 			outageDone = true
 			proxy.SetDown(true)
 			outageAt = time.Now()

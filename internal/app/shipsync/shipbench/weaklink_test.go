@@ -2,6 +2,7 @@ package shipbench_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,4 +38,30 @@ func TestWeaklinkSmall(t *testing.T) {
 	require.LessOrEqual(t, res.Drain, res.ShipDone)
 	require.GreaterOrEqual(t, res.ShipBytesDown, res.BytesDown)
 	require.Greater(t, res.ShipBytesDown, int64(16*3005), "at least 16 bytes of id per result came down")
+}
+
+// TestWeaklinkApplyAfterUpload: with the shore's applier held back, nothing
+// is applied while the upload runs, then everything is, once.
+func TestWeaklinkApplyAfterUpload(t *testing.T) {
+	server := testdb.MariaDBServer()
+	var progress bytes.Buffer
+	res, err := shipbench.Run(t.Context(), shipbench.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
+		Dir: t.TempDir(), Relay: testbin.Relay(t), Events: 2000, Rows: 200, Critical: 5, Rate: 16 << 10, // ≈ 4 s of upload: progress lines to look at
+		Latency: 20 * time.Millisecond, CutProbability: 0.1, Outage: -1, Seed: 6, ApplyAfterUpload: true,
+		Timeout: 3 * time.Minute, Progress: &progress})
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	var out bytes.Buffer
+	res.Write(&out)
+	require.Equal(t, int64(2005), res.Applied, out.String())
+	require.Equal(t, int64(200), res.Rows, out.String())
+	before, _, found := strings.Cut(progress.String(), "every event received: the shore's applier starts")
+	require.True(t, found, progress.String())
+	lines := 0
+	for _, l := range strings.Split(before, "\n") {
+		if strings.Contains(l, " receipts; link ") {
+			lines++
+			require.Contains(t, l, ": 0/2005 receipts;", "a receipt before the applier started:\n%s", progress.String())
+		}
+	}
+	require.Positive(t, lines, "no progress line during the upload:\n%s", progress.String())
 }

@@ -43,7 +43,11 @@ type ShoreOptions struct {
 	Limits shore.Limits
 	// UrgentRules are applied on the urgent queue (Inbox.SetUrgentRules).
 	UrgentRules []string
-	Logger      *slog.Logger
+	// DeferApply leaves the applier stopped until Shore.StartApplier: the
+	// shore receives (and answers RECEIVED) but applies nothing, as when
+	// its applier runs on other machines than the one measured.
+	DeferApply bool
+	Logger     *slog.Logger
 }
 
 // Shore is an in-process shore: the data API over mutual TLS and an
@@ -58,6 +62,22 @@ type Shore struct {
 	// Handler serves the data API (its metrics count what it received).
 	Handler *shore.Handler
 	stops   []func()
+
+	applier  *apply.Applier
+	applying bool
+}
+
+// StartApplier starts the applier of a shore started with DeferApply (at
+// once otherwise); a second call does nothing.
+func (s *Shore) StartApplier(ctx context.Context) error {
+	if s.applying {
+		return nil
+	}
+	if err := s.applier.Start(ctx); err != nil {
+		return err
+	}
+	s.applying = true
+	return nil
 }
 
 // Close stops the server and the applier and closes the databases.
@@ -164,10 +184,16 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Start(ctx); err != nil {
-		return nil, err
+	s.applier = a
+	if !o.DeferApply {
+		if err := s.StartApplier(ctx); err != nil {
+			return nil, err
+		}
 	}
 	s.stops = append(s.stops, func() {
+		if !s.applying {
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := a.Stop(sctx); err != nil {
