@@ -17,18 +17,9 @@ import (
 // faster link: the client process drains every event through the proxy,
 // with cut connections and an outage, and each one is applied once.
 func TestWeaklinkSmall(t *testing.T) {
-	server := testdb.MariaDBServer()
-	var progress bytes.Buffer
-	res, err := shipbench.Run(t.Context(), shipbench.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
-		Dir: t.TempDir(), Relay: testbin.Relay(t), Events: 3000, Rows: 300, Critical: 5, Rate: 1 << 20,
-		Latency: 20 * time.Millisecond, CutProbability: 0.2, Outage: 2 * time.Second, Seed: 5,
-		Timeout: 3 * time.Minute, Progress: &progress})
-	require.NoError(t, err, "progress:\n%s", progress.String())
-	var out bytes.Buffer
-	res.Write(&out)
-	require.Equal(t, int64(3005), res.Applied, out.String())
-	require.Equal(t, int64(300), res.Rows, out.String())
-	require.Len(t, res.CriticalLatency, 5, out.String())
+	res, out, _ := runSmall(t, shipbench.Options{Events: 3000, Rows: 300, Critical: 5, Rate: 1 << 20,
+		CutProbability: 0.2, Outage: 2 * time.Second, Seed: 5})
+	require.Len(t, res.CriticalLatency, 5, out)
 	require.Positive(t, res.BytesUp)
 	require.Positive(t, res.RSSPeak)
 	require.Positive(t, res.Received)
@@ -43,25 +34,35 @@ func TestWeaklinkSmall(t *testing.T) {
 // TestWeaklinkApplyAfterUpload: with the shore's applier held back, nothing
 // is applied while the upload runs, then everything is, once.
 func TestWeaklinkApplyAfterUpload(t *testing.T) {
-	server := testdb.MariaDBServer()
-	var progress bytes.Buffer
-	res, err := shipbench.Run(t.Context(), shipbench.Options{PostgresURL: testdb.PGSchema(t), MariaDB: server,
-		Dir: t.TempDir(), Relay: testbin.Relay(t), Events: 2000, Rows: 200, Critical: 5, Rate: 16 << 10, // ≈ 4 s of upload: progress lines to look at
-		Latency: 20 * time.Millisecond, CutProbability: 0.1, Outage: -1, Seed: 6, ApplyAfterUpload: true,
-		Timeout: 3 * time.Minute, Progress: &progress})
-	require.NoError(t, err, "progress:\n%s", progress.String())
-	var out bytes.Buffer
-	res.Write(&out)
-	require.Equal(t, int64(2005), res.Applied, out.String())
-	require.Equal(t, int64(200), res.Rows, out.String())
-	before, _, found := strings.Cut(progress.String(), "every event received: the shore's applier starts")
-	require.True(t, found, progress.String())
+	// ≈ 4 s of upload on this link: progress lines to look at.
+	_, _, progress := runSmall(t, shipbench.Options{Events: 2000, Rows: 200, Critical: 5, Rate: 16 << 10,
+		CutProbability: 0.1, Outage: -1, Seed: 6, ApplyAfterUpload: true})
+	before, _, found := strings.Cut(progress, "every event received: the shore's applier starts")
+	require.True(t, found, progress)
 	lines := 0
 	for _, l := range strings.Split(before, "\n") {
 		if strings.Contains(l, " receipts; link ") {
 			lines++
-			require.Contains(t, l, ": 0/2005 receipts;", "a receipt before the applier started:\n%s", progress.String())
+			require.Contains(t, l, ": 0/2005 receipts;", "a receipt before the applier started:\n%s", progress)
 		}
 	}
-	require.Positive(t, lines, "no progress line during the upload:\n%s", progress.String())
+	require.Positive(t, lines, "no progress line during the upload:\n%s", progress)
+}
+
+// runSmall runs the benchmark with o on the test's servers, a fast local
+// link (20 ms each way) and a 3-minute bound, and requires every event
+// applied once, every row present. It returns the result, its printed
+// figures and the progress lines.
+func runSmall(t *testing.T, o shipbench.Options) (*shipbench.Result, string, string) {
+	t.Helper()
+	var progress bytes.Buffer
+	o.PostgresURL, o.MariaDB, o.Dir, o.Relay = testdb.PGSchema(t), testdb.MariaDBServer(), t.TempDir(), testbin.Relay(t)
+	o.Latency, o.Timeout, o.Progress = 20*time.Millisecond, 3*time.Minute, &progress
+	res, err := shipbench.Run(t.Context(), o)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	var out bytes.Buffer
+	res.Write(&out)
+	require.Equal(t, int64(o.Events+o.Critical), res.Applied, out.String())
+	require.Equal(t, int64(o.Rows), res.Rows, out.String())
+	return res, out.String(), progress.String()
 }
