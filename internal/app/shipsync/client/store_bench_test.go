@@ -2,12 +2,12 @@ package client
 
 import (
 	"context"
-	"crypto/sha1"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/relayclock"
@@ -25,9 +25,8 @@ func BenchmarkStoreLifecycle(b *testing.B) {
 	tp := TP{Topic: "sync.cdc.bench.ship.tank", Partition: 0}
 	const batch = 500
 	off := int64(0)
-	id := func(n int64) string {
-		h := sha1.Sum(fmt.Appendf(nil, "event-%d", n)) // random-looking like the real v5 ids
-		return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+	id := func(n int64) string { // random-looking, like the normaliser's v5 ids
+		return uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "event-%d", n)).String()
 	}
 	round := func() {
 		evs := make([]newEvent, batch)
