@@ -359,7 +359,7 @@ func (s *Store) Counts(ctx context.Context) (Counts, error) {
 
 // Applied looks up a downlink command applied on this node
 // (applied_command), for the normaliser's loop suppression.
-func (s *Store) Applied(ctx context.Context, eventID string) (normalize.AppliedCommand, bool, error) {
+func (s *Store) Applied(ctx context.Context, _, eventID string) (normalize.AppliedCommand, bool, error) {
 	var op, rev string
 	err := s.db.QueryRowContext(ctx, stmts["AppliedGet"], eventID).Scan(&op, &rev)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -13,7 +13,7 @@ import (
 // noApplied is an applied_command table with nothing in it.
 type noApplied struct{}
 
-func (noApplied) Applied(context.Context, string) (normalize.AppliedCommand, bool, error) {
+func (noApplied) Applied(context.Context, string, string) (normalize.AppliedCommand, bool, error) {
 	return normalize.AppliedCommand{}, false, nil
 }
 

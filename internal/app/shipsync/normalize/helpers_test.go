@@ -174,7 +174,7 @@ type applied struct {
 	err  error
 }
 
-func (a *applied) Applied(_ context.Context, id string) (normalize.AppliedCommand, bool, error) {
+func (a *applied) Applied(_ context.Context, _, id string) (normalize.AppliedCommand, bool, error) {
 	if a.err != nil {
 		return normalize.AppliedCommand{}, false, a.err
 	}

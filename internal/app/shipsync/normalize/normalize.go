@@ -53,6 +53,27 @@ type Config struct {
 	// SupportedMajors are the schema majors the emitted events are checked
 	// against (default wire.SupportedMajorsDefault).
 	SupportedMajors []uint32
+	// Side is where the captured database is: SideShip (the default), whose
+	// rules emit for UPLINK and BOTH, or SideShore, whose rules emit for
+	// DOWNLINK and BOTH (the shore's local writes become downlink commands).
+	Side Side
+}
+
+// Side is which end of the link a Normalizer captures.
+type Side int
+
+// Sides. The zero value is the ship.
+const (
+	SideShip Side = iota
+	SideShore
+)
+
+// emits reports whether a rule of direction d produces events on side s.
+func (s Side) emits(r *Rule) bool {
+	if s == SideShore {
+		return r.Direction == DirectionDownlink || r.Direction == DirectionBoth
+	}
+	return r.Uplink()
 }
 
 // Source is where the raw record was read: its queue topic, partition and
@@ -71,11 +92,14 @@ type AppliedCommand struct {
 	ResultRevision string
 }
 
-// AppliedLookup finds a downlink command this node applied, by the event id
-// the remote applier stamped into _sync_event_id. found is false when there
-// is none; err only for a failed lookup (ctx governs it).
+// AppliedLookup finds a remote change this side applied, by the id the
+// applier stamped into _sync_event_id and the _sync_origin it wrote beside
+// it: on a ship, a downlink command in applied_command (the origin is the
+// shore's and may be ignored); on the shore, an uplink event of that origin
+// node in the inbox. found is false when there is none; err only for a
+// failed lookup (ctx governs it).
 type AppliedLookup interface {
-	Applied(ctx context.Context, eventID string) (cmd AppliedCommand, found bool, err error)
+	Applied(ctx context.Context, origin, eventID string) (cmd AppliedCommand, found bool, err error)
 }
 
 // Disposition is what the client does with a normalised record.
@@ -114,7 +138,7 @@ const (
 	// Skip reasons.
 	ReasonTombstone      = "tombstone"       // Debezium's compaction marker after a delete
 	ReasonNoRule         = "no-rule"         // no rule selects the table (Block with Config.BlockUnknownTables)
-	ReasonDirection      = "direction"       // the rule is DOWNLINK only
+	ReasonDirection      = "direction"       // the rule does not sync this side's changes
 	ReasonFiltered       = "filtered"        // the row fails the rule's row filter
 	ReasonOutsideWindow  = "outside-window"  // business time before the dataset window's start
 	ReasonLoopSuppressed = "loop-suppressed" // the change is this node's remote applier's own write
@@ -192,7 +216,7 @@ func New(cfg Config, rules *RuleSet, applied AppliedLookup) (*Normalizer, error)
 	}
 	if applied == nil {
 		for _, r := range rules.Rules() {
-			if r.Revisioned && r.Uplink() {
+			if r.Revisioned && cfg.Side.emits(r) {
 				return nil, fmt.Errorf("normalize: applied lookup is nil but rule %q is revisioned", bound(r.ID, 64))
 			}
 		}
@@ -255,7 +279,10 @@ func (r *run) out(d Disposition, reason, detail string) Outcome {
 }
 
 func (r *run) do(ctx context.Context) (Outcome, error) {
-	if !r.rule.Uplink() {
+	if !r.n.cfg.Side.emits(r.rule) {
+		if r.n.cfg.Side == SideShore {
+			return r.out(Skip, ReasonDirection, "the rule is UPLINK only"), nil
+		}
 		return r.out(Skip, ReasonDirection, "the rule is DOWNLINK only"), nil
 	}
 	switch r.ev.Op {
@@ -412,7 +439,11 @@ func (r *run) origin(ctx context.Context) (Outcome, bool, error) {
 		if !ok {
 			return r.out(Block, ReasonUnknownOrigin, side+"._sync_event_id is not a UUID"), false, nil
 		}
-		cmd, found, err := r.n.applied.Applied(ctx, id)
+		var origin string
+		if oc, ok := syncColumn(img, ColumnOrigin).GetValue().(*pb.ColumnValue_StringValue); ok {
+			origin = oc.StringValue
+		}
+		cmd, found, err := r.n.applied.Applied(ctx, origin, id)
 		if err != nil {
 			return Outcome{}, false, fmt.Errorf("normalize: applied-command lookup: %w", err)
 		}

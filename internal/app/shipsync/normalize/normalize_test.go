@@ -320,3 +320,39 @@ func BenchmarkNormalize(b *testing.B) {
 		}
 	}
 }
+
+// TestShoreSide: on the shore, DOWNLINK and BOTH rules emit (the shore's
+// local writes become commands) and an UPLINK rule skips; the lookup gets
+// the origin the applier wrote beside the stamped id.
+func TestShoreSide(t *testing.T) {
+	t.Parallel()
+	shore := func(rs *normalize.RuleSet, a normalize.AppliedLookup) *normalize.Normalizer {
+		n, err := normalize.New(normalize.Config{NodeID: node, ConnectorID: "shore-mysql", Side: normalize.SideShore}, rs, a)
+		require.NoError(t, err)
+		return n
+	}
+	ins := rec{op: "c", after: localRow(1017, rev1)}
+	for _, dir := range []string{"DOWNLINK", "BOTH"} {
+		requireValid(t, run(t, shore(rules(t, `{"direction": "`+dir+`"}`), appliedTable()), ins))
+	}
+	o := run(t, shore(rules(t, `{"direction": "UPLINK"}`), appliedTable()), ins)
+	require.Equal(t, normalize.Skip, o.Disposition)
+	require.Equal(t, normalize.ReasonDirection, o.Reason)
+	require.Contains(t, o.Detail, "UPLINK only")
+
+	seen := &originSeen{applied: appliedTable()}
+	o = run(t, shore(rules(t, ""), seen), rec{op: "c", after: remoteRow(1017, rev1, cmdIns)})
+	require.Equal(t, normalize.ReasonLoopSuppressed, o.Reason)
+	require.Equal(t, []string{remoteRow(1017, rev1, cmdIns)["_sync_origin"].(string)}, seen.origins)
+}
+
+// originSeen records the origins the normaliser passed to the lookup.
+type originSeen struct {
+	*applied
+	origins []string
+}
+
+func (o *originSeen) Applied(ctx context.Context, origin, id string) (normalize.AppliedCommand, bool, error) {
+	o.origins = append(o.origins, origin)
+	return o.applied.Applied(ctx, origin, id)
+}
