@@ -251,6 +251,11 @@ const (
 	RejectReason_REJECT_REASON_RULE_UNKNOWN RejectReason = 11
 	// The event carries a column its rule does not let it write.
 	RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED RejectReason = 12
+	// A conflict decision (downlink) was made against a local revision the
+	// node no longer has: it is not written; the node reports its current
+	// revision and row (CommandAck, COMMAND_CONFLICT_REPORTED) so the shore
+	// can expire the case and open one on the new evidence.
+	RejectReason_REJECT_REASON_DECISION_STALE RejectReason = 13
 )
 
 // Enum value maps for RejectReason.
@@ -269,6 +274,7 @@ var (
 		10: "REJECT_REASON_TARGET_REFUSED",
 		11: "REJECT_REASON_RULE_UNKNOWN",
 		12: "REJECT_REASON_COLUMN_NOT_ALLOWED",
+		13: "REJECT_REASON_DECISION_STALE",
 	}
 	RejectReason_value = map[string]int32{
 		"REJECT_REASON_UNSPECIFIED":              0,
@@ -284,6 +290,7 @@ var (
 		"REJECT_REASON_TARGET_REFUSED":           10,
 		"REJECT_REASON_RULE_UNKNOWN":             11,
 		"REJECT_REASON_COLUMN_NOT_ALLOWED":       12,
+		"REJECT_REASON_DECISION_STALE":           13,
 	}
 )
 
@@ -3650,7 +3657,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aRECEIVE_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RECEIVE_STATUS_RECEIVED\x10\x01\x12$\n" +
 	" RECEIVE_STATUS_RETRYABLE_FAILURE\x10\x02\x12%\n" +
-	"!RECEIVE_STATUS_PERMANENT_REJECTED\x10\x03*\xe3\x03\n" +
+	"!RECEIVE_STATUS_PERMANENT_REJECTED\x10\x03*\x85\x04\n" +
 	"\fRejectReason\x12\x1d\n" +
 	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREJECT_REASON_MISSING_FIELD\x10\x01\x12\x1f\n" +
@@ -3665,7 +3672,8 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1cREJECT_REASON_TARGET_REFUSED\x10\n" +
 	"\x12\x1e\n" +
 	"\x1aREJECT_REASON_RULE_UNKNOWN\x10\v\x12$\n" +
-	" REJECT_REASON_COLUMN_NOT_ALLOWED\x10\f*\xc3\x01\n" +
+	" REJECT_REASON_COLUMN_NOT_ALLOWED\x10\f\x12 \n" +
+	"\x1cREJECT_REASON_DECISION_STALE\x10\r*\xc3\x01\n" +
 	"\vEventResult\x12\x1c\n" +
 	"\x18EVENT_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14EVENT_RESULT_APPLIED\x10\x01\x12\"\n" +
