@@ -105,6 +105,9 @@ const (
 	// ShipsyncClientBeforeOffsetCommit: the terminal checkpoint is stored;
 	// the consumer group is not committed yet (mid-commit).
 	ShipsyncClientBeforeOffsetCommit = "shipsync.client.before-offset-commit"
+	// ShipsyncShoreCDCAfterForward: the shore CDC consumer stored a poll's
+	// commands; its consumer group position is not committed yet.
+	ShipsyncShoreCDCAfterForward = "shipsync.shorecdc.after-forward"
 )
 
 var (

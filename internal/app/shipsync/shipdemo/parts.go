@@ -1,6 +1,7 @@
 package shipdemo
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -44,16 +45,20 @@ func CreateTables(ctx context.Context, dbs ...*sql.DB) error {
 }
 
 // Topics are the CDC topics of the ship database shipDB, one per table.
-func Topics(shipDB string) []string {
-	topics := make([]string, len(tables))
-	for i, t := range tables {
-		topics[i] = capture.TopicPrefixDefault + "." + Logical + "." + shipDB + "." + t.name
-	}
-	return topics
-}
+func Topics(shipDB string) []string { return TopicsOf(Logical, shipDB) }
 
 // TopicPrefix is what the client consumes: every topic of the capture.
 const TopicPrefix = capture.TopicPrefixDefault + "." + Logical + "."
+
+// TopicsOf are the CDC topics of database db captured under logical name
+// logical, one per table.
+func TopicsOf(logical, db string) []string {
+	topics := make([]string, len(tables))
+	for i, t := range tables {
+		topics[i] = capture.TopicPrefixDefault + "." + logical + "." + db + "." + t.name
+	}
+	return topics
+}
 
 // ShipRules are the node's uplink rules for the ship database shipDB.
 func ShipRules(shipDB string) []normalize.Rule {
@@ -62,6 +67,17 @@ func ShipRules(shipDB string) []normalize.Rule {
 		rules[i] = normalize.Rule{ID: t.name, Version: 1, Direction: normalize.DirectionUplink, Database: shipDB,
 			Table: t.name, KeyColumns: []string{"id"}, Revisioned: true, BusinessTimeColumn: t.timeCol,
 			Priority: t.priority}
+	}
+	return rules
+}
+
+// ShoreSideRules are the shore's downlink rules for its database shoreDB:
+// the same tables and ids as ShipRules, direction dir (DOWNLINK or BOTH),
+// as the shore's CDC consumer runs them.
+func ShoreSideRules(shoreDB string, dir normalize.Direction) []normalize.Rule {
+	rules := ShipRules(shoreDB)
+	for i := range rules {
+		rules[i].Direction = dir
 	}
 	return rules
 }
@@ -105,6 +121,9 @@ type CaptureOptions struct {
 	StateFile string
 	// Brokers are the Kafka-API brokers of the topics.
 	Brokers []string
+	// Logical is the capture's logical name, the third part of its topics'
+	// names (default Logical).
+	Logical string
 	Logger  *slog.Logger
 }
 
@@ -140,7 +159,7 @@ func StartCapture(ctx context.Context, o CaptureOptions) (*Capture, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := capture.New(capture.Config{DB: o.DB, Store: store, Sink: sink, Logical: Logical,
+	c, err := capture.New(capture.Config{DB: o.DB, Store: store, Sink: sink, Logical: cmp.Or(o.Logical, Logical),
 		PollInterval: CapturePollInterval, MaxCommitDelay: maxCommitDelay, Clock: clock, Logger: log})
 	if err != nil {
 		closeAll()

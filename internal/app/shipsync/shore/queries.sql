@@ -194,3 +194,79 @@ VALUES ($1, $2, $3, $4, $5, $6);
 -- name: ResendList
 SELECT node_id, source_connector_id, source_partition, from_sequence::text, to_sequence::text, created_at
 FROM sync_resend_request WHERE node_id = $1 ORDER BY request_id;
+
+-- name: ShoreEventInsertMany
+-- A poll's captured shore changes that need a row (forwarded or blocked),
+-- one array element each; returns the positions actually inserted (a
+-- position stored before was handled by an earlier run).
+INSERT INTO sync_shore_event (topic, part, off, event_id, rule_id, rule_version, result, reason, detail, commands,
+    created_at)
+SELECT t, p, o, e, r, rv, res, rs, d, n, $11
+FROM unnest($1::text[], $2::int[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[], $7::text[], $8::text[],
+    $9::text[], $10::int[]) AS u(t, p, o, e, r, rv, res, rs, d, n)
+ON CONFLICT DO NOTHING
+RETURNING topic, part, off;
+
+-- name: ShoreBlockedFirst
+-- The first blocked position of each partition.
+SELECT topic, part, min(off) FROM sync_shore_event WHERE result = 'BLOCKED' GROUP BY topic, part;
+
+-- name: DownlinkTargets
+-- The active nodes that sync each of the given rules (any version).
+SELECT DISTINCT r.rule_id, r.node_id
+FROM sync_node_rule r JOIN sync_node n ON n.node_id = r.node_id
+WHERE r.rule_id = ANY($1::text[]) AND n.state = 'active'
+ORDER BY r.rule_id, r.node_id;
+
+-- name: DownlinkAllocate
+-- Gives node $1 the next $2 sequence numbers (creating its stream) and
+-- returns the first; the row stays locked until the transaction ends.
+INSERT INTO sync_downlink_node (node_id, next_sequence, updated_at) VALUES ($1, 1 + $2, $3)
+ON CONFLICT (node_id) DO UPDATE SET next_sequence = sync_downlink_node.next_sequence + $2, updated_at = $3
+RETURNING next_sequence - $2;
+
+-- name: CommandInsertMany
+INSERT INTO sync_downlink_command (target_node_id, sequence, command_id, kind, source_event_id, rule_id, body,
+    created_at)
+SELECT n, s, c, k, e, r, b, $8
+FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $7::bytea[])
+    AS u(n, s, c, k, e, r, b);
+
+-- name: CommandPage
+SELECT sequence, body FROM sync_downlink_command
+WHERE target_node_id = $1 AND sequence > $2
+ORDER BY sequence
+LIMIT $3;
+
+-- name: CommandAckMany
+-- Stores each ack's result on its command unless it has one; returns the
+-- command ids of the node that exist (acked now or before).
+WITH a AS (
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::timestamptz[])
+        AS u(c, res, rs, rev, rw, at)
+), upd AS (
+    UPDATE sync_downlink_command d
+    SET result = a.res, reason = a.rs, current_revision = a.rev, current_row = a.rw, node_acked_at = a.at,
+        acked_at = $8
+    FROM a
+    WHERE d.target_node_id = $1 AND d.command_id = a.c AND d.result IS NULL
+    RETURNING d.command_id
+)
+SELECT d.command_id::text FROM sync_downlink_command d JOIN a ON d.command_id = a.c
+WHERE d.target_node_id = $1;
+
+-- name: DownlinkAdvance
+-- Moves node $1's acknowledged prefix to just below its first command
+-- without a result.
+UPDATE sync_downlink_node n
+SET acked_through = coalesce(
+        (SELECT min(c.sequence) - 1 FROM sync_downlink_command c WHERE c.target_node_id = n.node_id AND c.result IS NULL),
+        n.next_sequence - 1),
+    updated_at = $2
+WHERE n.node_id = $1;
+
+-- name: DownlinkState
+SELECT next_sequence - 1, acked_through FROM sync_downlink_node WHERE node_id = $1;
+
+-- name: InboxEventGet
+SELECT event FROM sync_inbox_event WHERE origin_node_id = $1 AND event_id = $2;

@@ -36,6 +36,8 @@ const (
 	PathHeartbeat = "/sync/v1/heartbeat"
 	PathConfig    = "/sync/v1/config"
 	PathReceipts  = "/sync/v1/receipts"
+	PathCommands  = "/sync/v1/commands"
+	PathAcks      = "/sync/v1/command-acks"
 )
 
 // Defaults of Limits and Config.
@@ -83,6 +85,9 @@ type Config struct {
 	Registry *Registry
 	// Inbox stores the batches. Required.
 	Inbox *Inbox
+	// Downlink serves the nodes' commands and stores their results
+	// (default: NewDownlink over the inbox's pool).
+	Downlink *Downlink
 	// Codec decodes batches; its limits are the batch limits. Required.
 	Codec *wire.Codec
 	// Clock stamps answers and drives the rate limits. Required.
@@ -139,11 +144,16 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Downlink == nil {
+		cfg.Downlink = NewDownlink(cfg.Inbox.pool, cfg.Clock)
+	}
 	h := &Handler{cfg: cfg, m: newMetrics(), lim: newLimiter(cfg.Limits), mux: http.NewServeMux()}
 	h.mux.Handle("POST "+PathBatches, h.guard("batches", h.batches))
 	h.mux.Handle("POST "+PathHeartbeat, h.guard("heartbeat", h.heartbeat))
 	h.mux.Handle("GET "+PathConfig, h.guard("config", h.config))
 	h.mux.Handle("GET "+PathReceipts, h.guard("receipts", h.receipts))
+	h.mux.Handle("GET "+PathCommands, h.guard("commands", h.commands))
+	h.mux.Handle("POST "+PathAcks, h.guard("command-acks", h.commandAcks))
 	return h, nil
 }
 
@@ -298,14 +308,9 @@ func (h *Handler) batches(w http.ResponseWriter, r *http.Request, rq request) {
 // node's terminal event results after cursor C (empty: from the start).
 func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
 	q := r.URL.Query()
-	limit := 0
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_BAD_CURSOR, "limit is not a number", "limit")
-			return
-		}
-		limit = n
+	limit, ok := h.limitParam(w, q.Get("limit"), rq)
+	if !ok {
+		return
 	}
 	page, err := h.cfg.Inbox.Receipts(r.Context(), rq.node, q.Get("cursor"), limit)
 	switch {
@@ -323,6 +328,85 @@ func (h *Handler) receipts(w http.ResponseWriter, r *http.Request, rq request) {
 		page = wire.CompactReceipts(page, rq.node)
 	}
 	h.write(w, rq, http.StatusOK, page)
+}
+
+// limitParam reads a page request's limit ("" is 0: the default),
+// answering the refusal itself (ok false).
+func (h *Handler) limitParam(w http.ResponseWriter, s string, rq request) (int, bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_BAD_CURSOR, "limit is not a number", "limit")
+		return 0, false
+	}
+	return n, true
+}
+
+// commands serves GET /sync/v1/commands?cursor=C&limit=N: the calling
+// node's downlink commands after cursor C (empty: from the start), in
+// sequence order.
+func (h *Handler) commands(w http.ResponseWriter, r *http.Request, rq request) {
+	q := r.URL.Query()
+	limit, ok := h.limitParam(w, q.Get("limit"), rq)
+	if !ok {
+		return
+	}
+	page, err := h.cfg.Downlink.Commands(r.Context(), rq.node, q.Get("cursor"), limit)
+	switch {
+	case errors.Is(err, ErrBadCommandCursor):
+		h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_BAD_CURSOR,
+			fmt.Sprintf("cursor or limit not valid (limit 1–%d)", CommandPageMax), "cursor")
+		return
+	case err != nil:
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: commands", "request_id", rq.id, "node_id", rq.node, "error", err)
+		h.unavailable(w, rq)
+		return
+	}
+	h.count(rq, 0)
+	h.write(w, rq, http.StatusOK, page)
+}
+
+// commandAcks serves POST /sync/v1/command-acks: the calling node's
+// terminal results for its commands, answered per ack after they are
+// stored.
+func (h *Handler) commandAcks(w http.ResponseWriter, r *http.Request, rq request) {
+	body, ok := h.readBody(w, r, rq)
+	if !ok {
+		return
+	}
+	var b pb.CommandAckBatch
+	if err := proto.Unmarshal(body, &b); err != nil {
+		h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, "not a CommandAckBatch", "")
+		return
+	}
+	if _, err := wire.CheckVersion(b.ProtocolVersion, h.cfg.Codec.Config().SupportedMajors); err != nil {
+		eb := wire.ErrorBody(err)
+		eb.RequestId, eb.Field = rq.id, "protocol_version"
+		h.count(rq, eb.Code)
+		h.write(w, rq, http.StatusBadRequest, eb)
+		return
+	}
+	switch {
+	case b.NodeId != rq.node:
+		h.refuse(w, rq, http.StatusForbidden, pb.ErrorCode_ERROR_CODE_NODE_MISMATCH,
+			"node_id of the acks differs from the node of the client certificate", "node_id")
+		return
+	case len(b.Acks) > AckBatchMax:
+		h.refuse(w, rq, http.StatusRequestEntityTooLarge, pb.ErrorCode_ERROR_CODE_BATCH_TOO_LARGE,
+			fmt.Sprintf("at most %d acks per request", AckBatchMax), "acks")
+		return
+	}
+	statuses, err := h.cfg.Downlink.Ack(r.Context(), rq.node, b.Acks)
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: command acks", "request_id", rq.id, "node_id", rq.node,
+			"error", err)
+		h.unavailable(w, rq)
+		return
+	}
+	h.count(rq, 0)
+	h.write(w, rq, http.StatusOK, &pb.CommandAckResponse{Statuses: statuses})
 }
 
 // heartbeat serves POST /sync/v1/heartbeat: it records the node's health

@@ -74,7 +74,7 @@ const maxErrorText = 200
 // package: its code, whether a retry can help, and a bounded message. An
 // error of no class here is ERROR_CODE_INTERNAL and retryable.
 func ErrorBody(err error) *shipsyncpb.ErrorBody {
-	b := &shipsyncpb.ErrorBody{Code: Code(err), Message: boundText(err.Error(), maxErrorText)}
+	b := &shipsyncpb.ErrorBody{Code: Code(err), Message: Bound(err.Error(), maxErrorText)}
 	b.Retryable = b.Code == shipsyncpb.ErrorCode_ERROR_CODE_INTERNAL
 	var fe *FieldError
 	if errors.As(err, &fe) {
@@ -104,9 +104,10 @@ func Code(err error) shipsyncpb.ErrorCode {
 	}
 }
 
-// boundText cuts s to at most n bytes on a rune boundary and replaces
-// invalid UTF-8, so a message is always short, printable text.
-func boundText(s string, n int) string {
+// Bound cuts s to at most n bytes on a rune boundary and replaces invalid
+// UTF-8, so a message, reason or detail stored or logged is always short
+// text.
+func Bound(s string, n int) string {
 	if !utf8.ValidString(s) {
 		s = string([]rune(s)) // invalid bytes become U+FFFD
 	}

@@ -275,7 +275,7 @@ func checkValue(c *pb.ColumnValue) (string, pb.RejectReason) {
 }
 
 func fieldErr(field, problem string, reason pb.RejectReason) *FieldError {
-	return &FieldError{Field: boundText(field, 96), Problem: problem, Reason: reason}
+	return &FieldError{Field: Bound(field, 96), Problem: problem, Reason: reason}
 }
 
 func checkTime(field string, ts *timestamppb.Timestamp) error {
