@@ -188,7 +188,7 @@ type item struct {
 	reason          pb.RejectReason
 	detail          string
 	learnt          string
-	found           found
+	found           Found
 	foundInTarget   bool
 }
 
@@ -219,21 +219,21 @@ func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Del
 	faultpoint.Hit(faultpoint.ShipsyncApplyAfterLock)
 
 	// Steps 4–6: the writes.
-	var ws []write
+	var ws []Conditional
 	var wi []*item
 	for _, it := range items {
 		if it.outcome == outNone && it.plan.Action == Write {
-			ws = append(ws, write{inboxID: it.inboxID, ev: it.ev, rule: it.ruleDef, op: it.plan.Op})
+			ws = append(ws, ChangeWrite(ruleTable(it.ruleDef), it.ev, it.plan.Op, it.ev.EventId, it.inboxID))
 			wi = append(wi, it)
 		}
 	}
-	changed, refused, err := a.cfg.Target.apply(ctx, ws, now)
+	changed, refused, err := a.cfg.Target.Apply(ctx, ws, now)
 	if err != nil {
 		return fail(len(ds), relay.Retry(classOf(err), fmt.Errorf("apply: target write: %w", err)))
 	}
 	faultpoint.Hit(faultpoint.ShipsyncApplyAfterTarget)
 	var committed []int64
-	var unchanged []write
+	var unchanged []Conditional
 	var ui []*item
 	for i, it := range wi {
 		switch {
@@ -256,16 +256,16 @@ func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Del
 		}
 	}
 	faultpoint.Hit(faultpoint.ShipsyncApplyAfterRecorded)
-	fs, err := a.cfg.Target.inspect(ctx, unchanged)
+	fs, err := a.cfg.Target.Inspect(ctx, unchanged)
 	if err != nil {
 		return fail(len(ds), relay.Retry(classOf(err), err))
 	}
 	for i, it := range ui {
 		switch f := fs[i]; {
-		case f.applied:
+		case f.Applied:
 			it.outcome, it.learnt = outApplied, "ledger"
 			continue
-		case f.exists && f.eventID == it.eventID && f.revision == it.ev.ResultRevision:
+		case f.Exists && f.EventID == it.eventID && f.Revision == it.ev.ResultRevision:
 			// §10.3: the row holds this very event's write (made by an
 			// earlier attempt): idempotent success.
 			it.outcome, it.learnt = outApplied, "target"
@@ -288,6 +288,19 @@ func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Del
 		out[i] = relay.Succeeded()
 	}
 	return out
+}
+
+// ruleTable is the target table a registered rule writes.
+func ruleTable(r *shore.Rule) *Table { return &Table{Name: r.TargetTable, Columns: r.Columns} }
+
+// ChangeWrite is the conditional write of change ev to table: op's
+// statement (OpFor) over ev's key, after image and base revision, stamped
+// with ev's result revision and origin and with eventID — the event's own
+// id on the shore, the downlink command's id on a ship (whose loop
+// suppression looks the command up by it). ref goes into the ledger row.
+func ChangeWrite(table *Table, ev *pb.ChangeEvent, op Op, eventID string, ref int64) Conditional {
+	return Conditional{Table: table, Op: op, Key: ev.PrimaryKey, Values: ev.GetAfter().GetColumns(), Base: ev.BaseRevision,
+		Stamp: Stamp{Revision: ev.ResultRevision, Origin: ev.OriginNodeId, EventID: eventID}, Ref: ref}
 }
 
 func fail(n int, r relay.Result) []relay.Result {
@@ -551,8 +564,8 @@ func bounded(s string) string {
 func (a *Applier) recordConflict(ctx context.Context, tx pgx.Tx, it *item, now time.Time) (string, error) {
 	cur := it.head
 	if it.foundInTarget {
-		cur = Head{Found: it.found.exists, Revision: it.found.revision, Origin: it.found.origin, EventID: it.found.eventID,
-			Tombstone: !it.found.exists}
+		cur = Head{Found: it.found.Exists, Revision: it.found.Revision, Origin: it.found.Origin, EventID: it.found.EventID,
+			Tombstone: !it.found.Exists}
 	} else if !cur.Found {
 		cur.Tombstone = true
 	}
@@ -587,9 +600,9 @@ func (a *Applier) recordConflict(ctx context.Context, tx pgx.Tx, it *item, now t
 	foundIn := "record_head"
 	if it.foundInTarget {
 		foundIn = "target"
-		if it.found.row != nil {
+		if it.found.Row != nil {
 			var err error
-			if row, err = proto.Marshal(it.found.row); err != nil {
+			if row, err = proto.Marshal(it.found.Row); err != nil {
 				return "", fmt.Errorf("conflict evidence: %w", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 )
@@ -58,6 +59,66 @@ func TestApplyInOrder(t *testing.T) {
 	// Processing again changes nothing: every event has its receipt.
 	b.work(t)
 	require.Equal(t, 6, b.count(t, "SELECT count(*) FROM sync_event_receipt"))
+}
+
+// TestDeleteIsStampedBeforeItDeletes: the applier deletes a row in two
+// statements of one transaction — it first stamps the row with the event's
+// id and origin (the revision kept), then deletes it where it is still at
+// the base revision — so the captured delete's before image names the
+// event that deleted it (the shore's capture tells the platform's delete
+// from a local one by it). The trigger capture, installed on the shore
+// table, shows the stamp as a remote update and the delete carrying it.
+func TestDeleteIsStampedBeforeItDeletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	_, err := capture.Install(ctx, b.mdb, capture.InstallConfig{NodeID: "shore", Tables: []string{"voyage"}})
+	require.NoError(t, err)
+	var s stream
+	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")), s.ev(2, del, 1, rev(1), rev(2), nil))
+	b.work(t)
+	require.Equal(t, applied, b.receipt(t, 1))
+	require.Equal(t, applied, b.receipt(t, 2))
+	_, ok := b.row(t, 1)
+	require.False(t, ok)
+	require.Equal(t, 2, b.mcount(t, "SELECT count(*) FROM sync_applied_event"), "one ledger row per event, the delete's once")
+
+	type change struct{ Op, Before, After string }
+	rows, err := b.mdb.QueryContext(ctx, `SELECT op,
+		coalesce(concat_ws('/', JSON_VALUE(before_json, '$._sync_event_id'), JSON_VALUE(before_json, '$._sync_origin'),
+			JSON_VALUE(before_json, '$._sync_revision')), ''),
+		coalesce(concat_ws('/', JSON_VALUE(after_json, '$._sync_event_id'), JSON_VALUE(after_json, '$._sync_origin'),
+			JSON_VALUE(after_json, '$._sync_revision')), '')
+		FROM _sync_changelog ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []change
+	for rows.Next() {
+		var c change
+		require.NoError(t, rows.Scan(&c.Op, &c.Before, &c.After))
+		got = append(got, c)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []change{
+		{Op: "c", Before: "", After: uuidN(1) + "/ship-1/" + rev(1)},
+		{Op: "u", Before: uuidN(1) + "/ship-1/" + rev(1), After: uuidN(2) + "/ship-1/" + rev(1)},
+		{Op: "d", Before: uuidN(2) + "/ship-1/" + rev(1), After: ""},
+	}, got, "insert, the delete's stamp (revision kept), the delete carrying the stamp")
+
+	// A delete over a revision the row no longer has neither stamps nor
+	// deletes: a conflict, the row as the local write left it.
+	b.receive(t, s.ev(3, ins, 2, "", rev(3), str("two")))
+	b.work(t)
+	_, err = b.mdb.ExecContext(ctx, "UPDATE voyage SET note = 'local' WHERE id = 2")
+	require.NoError(t, err)
+	b.receive(t, s.ev(4, del, 2, rev(3), rev(4), nil))
+	b.work(t)
+	require.Equal(t, "CONFLICT_RECORDED", b.receipt(t, 4).Result)
+	r, ok := b.row(t, 2)
+	require.True(t, ok)
+	require.Equal(t, "local", r.Note)
+	require.Empty(t, r.EventID, "the local write cleared the event id and the conflicting delete did not stamp")
+	require.Equal(t, 3, b.mcount(t, "SELECT count(*) FROM sync_applied_event"))
 }
 
 // TestConflicts: a change over a revision the shore no longer has is a

@@ -77,17 +77,7 @@ func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	if p, ok := checkShape(rule, ev); !ok {
 		return p
 	}
-	op := OpUpdate
-	switch ev.Operation {
-	case pb.Operation_OPERATION_INSERT:
-		op = OpInsert
-	case pb.Operation_OPERATION_DELETE:
-		op = OpDelete
-	case pb.Operation_OPERATION_SNAPSHOT:
-		if ev.BaseRevision == "" {
-			op = OpInsert
-		}
-	}
+	op := OpFor(ev)
 	if !head.Found {
 		return Plan{Action: Write, Op: op}
 	}
@@ -110,6 +100,23 @@ func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	return Plan{Action: Write, Op: op}
 }
 
+// OpFor is the statement that writes change ev: an INSERT inserts, a
+// DELETE deletes, an UPDATE updates, and a SNAPSHOT row is inserted when it
+// carries no base revision and updated over it when it does.
+func OpFor(ev *pb.ChangeEvent) Op {
+	switch ev.Operation {
+	case pb.Operation_OPERATION_INSERT:
+		return OpInsert
+	case pb.Operation_OPERATION_DELETE:
+		return OpDelete
+	case pb.Operation_OPERATION_SNAPSHOT:
+		if ev.BaseRevision == "" {
+			return OpInsert
+		}
+	}
+	return OpUpdate
+}
+
 // checkShape rejects an event its rule cannot write: unknown rule, another
 // table, a key that is not the rule's, a column the rule does not carry.
 func checkShape(rule *shore.Rule, ev *pb.ChangeEvent) (Plan, bool) {
@@ -123,40 +130,59 @@ func checkShape(rule *shore.Rule, ev *pb.ChangeEvent) (Plan, bool) {
 	if ev.Table != rule.SourceTable {
 		return reject(pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "table is not the rule's source table")
 	}
-	if len(ev.PrimaryKey) != len(rule.KeyColumns) {
-		return reject(pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "primary_key has %d columns, the rule's key %d",
-			len(ev.PrimaryKey), len(rule.KeyColumns))
+	if r, detail := CheckRow(rule.KeyColumns, rule.Columns, ev.PrimaryKey, ev.GetAfter().GetColumns(),
+		"primary_key", "after.columns"); r != pb.RejectReason_REJECT_REASON_UNSPECIFIED {
+		return reject(r, "%s", detail)
 	}
-	for i, c := range ev.PrimaryKey {
-		if c.Name != rule.KeyColumns[i] {
-			return reject(pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "primary_key[%d] is not key column %d of the rule", i, i)
+	return Plan{}, true
+}
+
+// CheckRow checks a row a change writes against its table's shape: key must
+// name exactly keyColumns in order, none NULL; every one of values must be
+// one of columns and not a platform column, and a key column among them
+// must hold the key's value (a key change is a DELETE and an INSERT, never
+// an UPDATE). It returns the reason and a payload-free detail naming
+// keyField[i] or valuesField[i], or REJECT_REASON_UNSPECIFIED when the row
+// fits.
+func CheckRow(keyColumns, columns []string, key, values []*pb.ColumnValue, keyField, valuesField string) (pb.RejectReason, string) {
+	if len(key) != len(keyColumns) {
+		return pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, fmt.Sprintf("%s has %d columns, the rule's key %d",
+			keyField, len(key), len(keyColumns))
+	}
+	for i, c := range key {
+		if c.GetName() != keyColumns[i] {
+			return pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, fmt.Sprintf("%s[%d] is not key column %d of the rule", keyField, i, i)
+		}
+		if c.GetValue() == nil {
+			return pb.RejectReason_REJECT_REASON_MISSING_FIELD, fmt.Sprintf("%s[%d] has no value", keyField, i)
 		}
 		if c.GetNull() {
-			return reject(pb.RejectReason_REJECT_REASON_INVALID_FIELD, "primary_key[%d] is NULL", i)
+			return pb.RejectReason_REJECT_REASON_INVALID_FIELD, fmt.Sprintf("%s[%d] is NULL", keyField, i)
 		}
 	}
-	allowed := make(map[string]bool, len(rule.Columns))
-	for _, c := range rule.Columns {
+	allowed := make(map[string]bool, len(columns))
+	for _, c := range columns {
 		allowed[c] = true
 	}
-	for i, c := range ev.GetAfter().GetColumns() {
-		if !allowed[c.Name] {
-			return reject(pb.RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED, "after.columns[%d] is not a column of the rule", i)
+	for i, c := range values {
+		if !allowed[c.GetName()] {
+			return pb.RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED, fmt.Sprintf("%s[%d] is not a column of the rule", valuesField, i)
 		}
-		if strings.HasPrefix(strings.ToLower(c.Name), "_sync_") {
-			return reject(pb.RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED, "after.columns[%d] is a platform column", i)
+		if strings.HasPrefix(strings.ToLower(c.GetName()), "_sync_") {
+			return pb.RejectReason_REJECT_REASON_COLUMN_NOT_ALLOWED, fmt.Sprintf("%s[%d] is a platform column", valuesField, i)
+		}
+		if c.GetValue() == nil {
+			return pb.RejectReason_REJECT_REASON_MISSING_FIELD, fmt.Sprintf("%s[%d] has no value", valuesField, i)
 		}
 	}
-	// A key column in the after image must hold the key's value: a key
-	// change is a DELETE and an INSERT, never an UPDATE.
-	for _, k := range ev.PrimaryKey {
-		for i, c := range ev.GetAfter().GetColumns() {
-			if c.Name == k.Name && !sameValue(c, k) {
-				return reject(pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, "after.columns[%d] changes a key column", i)
+	for _, k := range key {
+		for i, c := range values {
+			if c.GetName() == k.GetName() && !sameValue(c, k) {
+				return pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS, fmt.Sprintf("%s[%d] changes a key column", valuesField, i)
 			}
 		}
 	}
-	return Plan{}, true
+	return pb.RejectReason_REJECT_REASON_UNSPECIFIED, ""
 }
 
 // sameValue reports whether two column values are equal.

@@ -13,9 +13,11 @@
 //  3. Decide compares the event's base revision with the record head: a
 //     mismatch is a conflict without touching the target;
 //  4. otherwise the target write runs with the revision in its WHERE clause
-//     (INSERT: the row must not exist), together with a row in the target's
-//     applied-event ledger (sync_applied_event) written only when the write
-//     changed a row — one transaction for the whole batch;
+//     (INSERT: the row must not exist; DELETE: the row is first stamped with
+//     the event's id and origin, so the captured delete names the event),
+//     together with a row in the target's applied-event ledger
+//     (sync_applied_event) written only when the write changed a row — one
+//     transaction for the whole batch;
 //  5. TARGET_COMMITTED is recorded for the written events at once, on its
 //     own (so a crash after it finalizes without asking the target);
 //  6. a write that changed no row is looked up: the ledger holding the event
@@ -29,4 +31,9 @@
 // attempt goes through the same steps and learns what happened from the job
 // (step 5) or the ledger (step 6), so an event takes effect on the target at
 // most once and ends with exactly one receipt.
+//
+// The conditional write itself (Target, Conditional, Target.Apply and
+// Target.Inspect) is shared with a ship's remote applier (package remote),
+// which writes downlink commands into the ship's database the same way,
+// its ledger rows keyed by the command's id.
 package apply

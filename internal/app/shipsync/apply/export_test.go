@@ -11,7 +11,7 @@ import (
 // WriteOnly runs the target half of an apply alone — what a process that
 // died right after the target's commit leaves behind.
 func (t *Target) WriteOnly(ctx context.Context, inboxID int64, ev *pb.ChangeEvent, rule *shore.Rule, op Op, now time.Time) (bool, error) {
-	changed, refused, err := t.apply(ctx, []write{{inboxID: inboxID, ev: ev, rule: rule, op: op}}, now)
+	changed, refused, err := t.Apply(ctx, []Conditional{ChangeWrite(ruleTable(rule), ev, op, ev.EventId, inboxID)}, now)
 	if err != nil {
 		return false, err
 	}

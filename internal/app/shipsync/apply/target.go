@@ -13,11 +13,12 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
-	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
 )
 
-// Target is the shore's business database (MariaDB or MySQL): the tables the
+// Target is a business database (MariaDB or MySQL) the platform writes
+// remote changes into — the shore's, by the applier of this package, or a
+// ship's, by the ship's remote applier (package remote): the tables the
 // rules write, each with the platform's _sync_revision, _sync_origin,
 // _sync_event_id and _sync_updated_at columns, and the applied-event ledger
 // sync_applied_event (EnsureLedger). Safe for concurrent use.
@@ -64,10 +65,12 @@ func (t *Target) DB() *sql.DB { return t.db }
 func (t *Target) Close() error { return t.db.Close() }
 
 // EnsureLedger creates the applied-event ledger if it does not exist: one
-// row per event whose write changed the target, written in the write's own
-// transaction, so "did this event's write happen?" has a definite answer
-// even after a crash between the target's commit and PostgreSQL's, and even
-// when the row was deleted or changed again since.
+// row per write that changed the target, keyed by its stamp's origin and
+// event id (on a ship: the shore's node id and the command id, inbox_id
+// holding the command's sequence), written in the write's own transaction,
+// so "did this write happen?" has a definite answer even after a crash
+// between the target's commit and the applier's own store's, and even when
+// the row was deleted or changed again since.
 func (t *Target) EnsureLedger(ctx context.Context) error {
 	_, err := t.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sync_applied_event (
 		origin_node_id VARCHAR(64) NOT NULL,
@@ -82,22 +85,54 @@ func (t *Target) EnsureLedger(ctx context.Context) error {
 	return nil
 }
 
-// write is one conditional write of the target.
-type write struct {
-	inboxID int64
-	ev      *pb.ChangeEvent
-	rule    *shore.Rule
-	op      Op
+// Table is what a conditional write needs to know of its table: its name
+// (quoted into SQL) and the columns read back as a conflict's evidence (the
+// key's included; the _sync_ columns are always read). The shore fills it
+// from its rule registry, the ship's remote applier from its rules and the
+// table's own columns.
+type Table struct {
+	Name    string
+	Columns []string
 }
 
-// refusal is a write the target refused for good (a value it cannot hold,
-// a constraint): the event is REJECTED TARGET_REFUSED.
-type refusal struct {
-	number uint16
+// Stamp is the platform metadata a write leaves on its row: the revision
+// the row is at after it, the node whose change it is, and the id of what
+// wrote it (an uplink event on the shore, a downlink command on a ship;
+// lower-case UUID text). A write's ledger row is keyed by (Origin,
+// EventID).
+type Stamp struct {
+	Revision, Origin, EventID string
 }
 
-func (r *refusal) Error() string {
-	return fmt.Sprintf("target refused the write (MySQL error %d)", r.number)
+// Conditional is one conditional write of a target table. An insert needs
+// the row to be absent; an update and a delete need it at Base. Nothing of a write
+// makes a new revision: the row gets Stamp (seed 004 §5.2, a remote apply
+// writes the given revision, origin and event id).
+type Conditional struct {
+	Table *Table
+	Op    Op
+	// Key is the row's primary key, in key order.
+	Key []*pb.ColumnValue
+	// Values are the columns an insert or update writes; the key columns
+	// are skipped by an update and added from Key by an insert.
+	Values []*pb.ColumnValue
+	// Base is the revision an update or delete expects the row at.
+	Base  string
+	Stamp Stamp
+	// Ref is the applier's own reference, kept in the ledger row: the
+	// shore's inbox id, a ship's command sequence.
+	Ref int64
+}
+
+// RefusedError is a write the target refused for good (a value it cannot
+// hold, a constraint): the change is REJECTED TARGET_REFUSED. Number is the
+// MySQL error number.
+type RefusedError struct {
+	Number uint16
+}
+
+func (r *RefusedError) Error() string {
+	return fmt.Sprintf("target refused the write (MySQL error %d)", r.Number)
 }
 
 // errDupKey is MySQL's duplicate-entry error number.
@@ -126,14 +161,15 @@ func permanent(err error) (uint16, bool) {
 	return 0, false
 }
 
-// apply runs ws in one target transaction, one round trip: each write
+// Apply runs ws in one target transaction, one round trip: each write
 // followed by its ledger row, kept only if the write changed a row. It
 // reports per write whether it changed one, and the writes the target
-// refused for good. When the target refuses a write the batch is rolled
-// back and every write runs alone, so only the refused one fails (a
-// duplicate key on an insert is no refusal: the row exists, nothing
-// changed).
-func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, []error, error) {
+// refused for good (a *RefusedError). When the target refuses a write the
+// batch is rolled back and every write runs alone, so only the refused one
+// fails (a duplicate key on an insert is no refusal: the row exists,
+// nothing changed). An error is the target's failure as a whole (an outage,
+// a schema to fix): nothing was written; ctx governs the round trips.
+func (t *Target) Apply(ctx context.Context, ws []Conditional, now time.Time) ([]bool, []error, error) {
 	if len(ws) == 0 {
 		return nil, nil, nil
 	}
@@ -152,11 +188,11 @@ func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, 
 		switch {
 		case err == nil:
 			changed[i] = c[0]
-		case n == errDupKey && ws[i].op == OpInsert:
+		case n == errDupKey && ws[i].Op == OpInsert:
 			// The key exists (a row the record head did not know of):
-			// nothing changed; inspect tells applied from conflict.
+			// nothing changed; Inspect tells applied from conflict.
 		case ok:
-			refused[i] = &refusal{number: n}
+			refused[i] = &RefusedError{Number: n}
 		default:
 			return nil, nil, err
 		}
@@ -165,7 +201,7 @@ func (t *Target) apply(ctx context.Context, ws []write, now time.Time) ([]bool, 
 }
 
 // run is one transaction of writes as one multi-statement round trip.
-func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, error) {
+func (t *Target) run(ctx context.Context, ws []Conditional, now time.Time) ([]bool, error) {
 	var q strings.Builder
 	var args []driver.NamedValue
 	add := func(vs ...any) {
@@ -177,13 +213,16 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 	// under its record lock either way, and no gap locks are taken that
 	// would make concurrent batches deadlock.
 	q.WriteString("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION;\n")
-	for _, w := range ws {
-		if err := statement(&q, add, w, now); err != nil {
+	counts := make([]int, len(ws))
+	for i, w := range ws {
+		n, err := statement(&q, add, w, now)
+		if err != nil {
 			return nil, err
 		}
+		counts[i] = n
 		q.WriteString("INSERT INTO sync_applied_event (origin_node_id, event_id, inbox_id, applied_at) " +
 			"SELECT ?, ?, ?, ? FROM DUAL WHERE ROW_COUNT() = 1 ON DUPLICATE KEY UPDATE inbox_id = inbox_id;\n")
-		add(w.ev.OriginNodeId, strings.ToLower(w.ev.EventId), w.inboxID, now)
+		add(w.Stamp.Origin, strings.ToLower(w.Stamp.EventID), w.Ref, now)
 	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
@@ -201,7 +240,7 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 			mr, ok := res.(mysql.Result)
 			if !ok {
 				err = errors.New("apply: the MySQL driver gave no per-statement results")
-			} else if affected = mr.AllRowsAffected(); !consistent(affected, len(ws)) {
+			} else if affected = mr.AllRowsAffected(); !consistent(affected, counts) {
 				err = fmt.Errorf("apply: statement results %v do not match %d writes and their ledger rows", affected, len(ws))
 			}
 		}
@@ -226,36 +265,56 @@ func (t *Target) run(ctx context.Context, ws []write, now time.Time) ([]bool, er
 		return nil, err
 	}
 	out := make([]bool, len(ws))
-	for i := range ws {
-		out[i] = affected[2+2*i] == 1
+	at := 2
+	for i, n := range counts {
+		out[i] = affected[at+n-1] == 1
+		at += n + 1
 	}
 	return out, nil
 }
 
 // consistent reports whether the per-statement results of SET
-// TRANSACTION, START TRANSACTION and n writes each followed by its ledger statement are whole:
-// every write changed at most one row, and its ledger row exists exactly
-// when it did.
-func consistent(affected []int64, n int) bool {
-	if len(affected) != 2+2*n {
+// TRANSACTION, START TRANSACTION and the writes (counts[i] statements each,
+// the last one the write proper: a delete is stamped first) each followed
+// by its ledger statement are whole: every statement changed at most one
+// row, and a write's ledger row exists exactly when the write proper
+// changed one. A delete's stamp may change nothing (a row stamped so
+// already) without making the batch inconsistent.
+func consistent(affected []int64, counts []int) bool {
+	want := 2
+	for _, n := range counts {
+		want += n + 1
+	}
+	if len(affected) != want {
 		return false
 	}
-	for i := range n {
-		w, l := affected[2+2*i], affected[3+2*i]
-		if w < 0 || w > 1 || l != w {
+	at := 2
+	for _, n := range counts {
+		for _, a := range affected[at : at+n+1] {
+			if a < 0 || a > 1 {
+				return false
+			}
+		}
+		if affected[at+n-1] != affected[at+n] {
 			return false
 		}
+		at += n + 1
 	}
 	return true
 }
 
-// statement appends w's conditional statement to q and its arguments.
-func statement(q *strings.Builder, add func(...any), w write, now time.Time) error {
-	table := quote(w.rule.TargetTable)
-	ev := w.ev
-	meta := []any{ev.ResultRevision, ev.OriginNodeId, strings.ToLower(ev.EventId), now}
+// statement appends w's conditional statements to q and their arguments,
+// and returns how many it appended: one, or for a delete two — the row is
+// first stamped with the deleting write's event id and origin (its
+// revision kept), so the captured delete's before image names who deleted
+// it: loop suppression on the other side tells the platform's delete from
+// a local one by it (normalize's origin check; the capture triggers keep
+// the metadata of an update that sets a new event id).
+func statement(q *strings.Builder, add func(...any), w Conditional, now time.Time) (int, error) {
+	table := quote(w.Table.Name)
+	meta := []any{w.Stamp.Revision, w.Stamp.Origin, strings.ToLower(w.Stamp.EventID), now}
 	where := func() error {
-		for i, k := range ev.PrimaryKey {
+		for i, k := range w.Key {
 			v, err := value(k)
 			if err != nil {
 				return fmt.Errorf("primary_key[%d]: %w", i, err)
@@ -267,27 +326,26 @@ func statement(q *strings.Builder, add func(...any), w write, now time.Time) err
 			add(v)
 		}
 		q.WriteString(" AND `_sync_revision` = ?;\n")
-		add(ev.BaseRevision)
+		add(w.Base)
 		return nil
 	}
-	switch w.op {
+	switch w.Op {
 	case OpInsert:
-		cols := ev.GetAfter().GetColumns()
-		names := make([]string, 0, len(cols)+len(ev.PrimaryKey)+4)
+		names := make([]string, 0, len(w.Values)+len(w.Key)+4)
 		var vals []any
 		have := map[string]bool{}
-		for i, c := range cols {
+		for i, c := range w.Values {
 			v, err := value(c)
 			if err != nil {
-				return fmt.Errorf("after.columns[%d]: %w", i, err)
+				return 0, fmt.Errorf("after.columns[%d]: %w", i, err)
 			}
 			names, vals, have[c.Name] = append(names, quote(c.Name)), append(vals, v), true
 		}
-		for i, k := range ev.PrimaryKey {
+		for i, k := range w.Key {
 			if !have[k.Name] {
 				v, err := value(k)
 				if err != nil {
-					return fmt.Errorf("primary_key[%d]: %w", i, err)
+					return 0, fmt.Errorf("primary_key[%d]: %w", i, err)
 				}
 				names, vals = append(names, quote(k.Name)), append(vals, v)
 			}
@@ -295,44 +353,50 @@ func statement(q *strings.Builder, add func(...any), w write, now time.Time) err
 		names = append(names, "`_sync_revision`", "`_sync_origin`", "`_sync_event_id`", "`_sync_updated_at`")
 		vals = append(vals, meta...)
 		// A plain insert: when a row has the key already, the duplicate-key
-		// error ends the batch and the writes run alone (apply), where it
+		// error ends the batch and the writes run alone (Apply), where it
 		// means "nothing changed". No upsert (its no-op update would fire
 		// the table's update triggers) and no NOT EXISTS check (its shared
 		// gap locks deadlock concurrent batches).
 		fmt.Fprintf(q, "INSERT INTO %s (%s) VALUES (%s);\n", table, strings.Join(names, ", "),
 			strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "))
 		add(vals...)
-		return nil
+		return 1, nil
 	case OpUpdate:
 		fmt.Fprintf(q, "UPDATE %s SET ", table)
 		key := map[string]bool{}
-		for _, k := range ev.PrimaryKey {
+		for _, k := range w.Key {
 			key[k.Name] = true
 		}
-		for i, c := range ev.GetAfter().GetColumns() {
+		for i, c := range w.Values {
 			if key[c.Name] {
 				continue
 			}
 			v, err := value(c)
 			if err != nil {
-				return fmt.Errorf("after.columns[%d]: %w", i, err)
+				return 0, fmt.Errorf("after.columns[%d]: %w", i, err)
 			}
 			q.WriteString(quote(c.Name) + " = ?, ")
 			add(v)
 		}
 		q.WriteString("`_sync_revision` = ?, `_sync_origin` = ?, `_sync_event_id` = ?, `_sync_updated_at` = ? WHERE ")
 		add(meta...)
-		return where()
+		return 1, where()
 	case OpDelete:
+		fmt.Fprintf(q, "UPDATE %s SET `_sync_event_id` = ?, `_sync_origin` = ? WHERE ", table)
+		add(strings.ToLower(w.Stamp.EventID), w.Stamp.Origin)
+		if err := where(); err != nil {
+			return 0, err
+		}
 		fmt.Fprintf(q, "DELETE FROM %s WHERE ", table)
-		return where()
+		return 2, where()
 	}
-	return fmt.Errorf("apply: unknown op %d", w.op)
+	return 0, fmt.Errorf("apply: unknown op %d", w.Op)
 }
 
-// quote quotes an identifier the rule registry validated (letters, digits,
-// underscores).
-func quote(name string) string { return "`" + name + "`" }
+// quote quotes an identifier. The shore's rule registry admits only plain
+// identifiers; a ship's rules name their tables and columns as the ship's
+// database does, so a backtick is doubled as MySQL quoting wants.
+func quote(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 
 // value is a column value as a driver argument.
 func value(c *pb.ColumnValue) (any, error) {
@@ -365,20 +429,23 @@ func value(c *pb.ColumnValue) (any, error) {
 	return nil, errors.New("no value")
 }
 
-// found is what inspect learnt of a write that changed no row.
-type found struct {
-	// applied: the ledger holds the event (an earlier attempt wrote it).
-	applied bool
-	// The target row as it is (exists false: no row).
-	exists                    bool
-	revision, origin, eventID string
-	row                       *pb.RowImage
+// Found is what Inspect learnt of a write that changed no row.
+type Found struct {
+	// Applied: the ledger holds the write's stamp (an earlier attempt
+	// wrote it).
+	Applied bool
+	// The target row as it is (Exists false: no row; the other fields are
+	// then empty). Row holds Table.Columns, as text where the value is
+	// valid UTF-8 and as bytes otherwise, NULL as null.
+	Exists                    bool
+	Revision, Origin, EventID string
+	Row                       *pb.RowImage
 }
 
-// inspect looks up writes that changed no row: the ledger first, then the
-// row itself.
-func (t *Target) inspect(ctx context.Context, ws []write) ([]found, error) {
-	out := make([]found, len(ws))
+// Inspect looks up writes that changed no row: the ledger first, then the
+// row itself (not read when the ledger answers). ctx governs the reads.
+func (t *Target) Inspect(ctx context.Context, ws []Conditional) ([]Found, error) {
+	out := make([]Found, len(ws))
 	if len(ws) == 0 {
 		return out, nil
 	}
@@ -390,7 +457,7 @@ func (t *Target) inspect(ctx context.Context, ws []write) ([]found, error) {
 			q.WriteString(", ")
 		}
 		q.WriteString("(?, ?)")
-		args = append(args, w.ev.OriginNodeId, strings.ToLower(w.ev.EventId))
+		args = append(args, w.Stamp.Origin, strings.ToLower(w.Stamp.EventID))
 	}
 	q.WriteString(")")
 	rows, err := t.db.QueryContext(ctx, q.String(), args...)
@@ -410,8 +477,8 @@ func (t *Target) inspect(ctx context.Context, ws []write) ([]found, error) {
 		return nil, fmt.Errorf("apply: read ledger: %w", err)
 	}
 	for i, w := range ws {
-		if inLedger[[2]string{w.ev.OriginNodeId, strings.ToLower(w.ev.EventId)}] {
-			out[i].applied = true
+		if inLedger[[2]string{w.Stamp.Origin, strings.ToLower(w.Stamp.EventID)}] {
+			out[i].Applied = true
 			continue
 		}
 		if out[i], err = t.readRow(ctx, w); err != nil {
@@ -421,20 +488,20 @@ func (t *Target) inspect(ctx context.Context, ws []write) ([]found, error) {
 	return out, nil
 }
 
-// readRow reads w's target row: its _sync columns and the rule's columns.
-func (t *Target) readRow(ctx context.Context, w write) (found, error) {
+// readRow reads w's target row: its _sync columns and the table's columns.
+func (t *Target) readRow(ctx context.Context, w Conditional) (Found, error) {
 	var q strings.Builder
-	cols := w.rule.Columns
+	cols := w.Table.Columns
 	q.WriteString("SELECT `_sync_revision`, `_sync_origin`, coalesce(`_sync_event_id`, '')")
 	for _, c := range cols {
 		q.WriteString(", " + quote(c))
 	}
-	fmt.Fprintf(&q, " FROM %s WHERE ", quote(w.rule.TargetTable))
-	args := make([]any, 0, len(w.ev.PrimaryKey))
-	for i, k := range w.ev.PrimaryKey {
+	fmt.Fprintf(&q, " FROM %s WHERE ", quote(w.Table.Name))
+	args := make([]any, 0, len(w.Key))
+	for i, k := range w.Key {
 		v, err := value(k)
 		if err != nil {
-			return found{}, err
+			return Found{}, err
 		}
 		if i > 0 {
 			q.WriteString(" AND ")
@@ -442,23 +509,23 @@ func (t *Target) readRow(ctx context.Context, w write) (found, error) {
 		q.WriteString(quote(k.Name) + " = ?")
 		args = append(args, v)
 	}
-	var f found
+	var f Found
 	vals := make([]sql.RawBytes, len(cols))
-	dest := []any{&f.revision, &f.origin, &f.eventID}
+	dest := []any{&f.Revision, &f.Origin, &f.EventID}
 	for i := range vals {
 		dest = append(dest, &vals[i])
 	}
 	rows, err := t.db.QueryContext(ctx, q.String(), args...)
 	if err != nil {
-		return found{}, fmt.Errorf("apply: read target row: %w", err)
+		return Found{}, fmt.Errorf("apply: read target row: %w", err)
 	}
 	defer rows.Close()
 	if rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return found{}, fmt.Errorf("apply: read target row: %w", err)
+			return Found{}, fmt.Errorf("apply: read target row: %w", err)
 		}
-		f.exists = true
-		f.row = &pb.RowImage{}
+		f.Exists = true
+		f.Row = &pb.RowImage{}
 		for i, c := range cols {
 			cv := &pb.ColumnValue{Name: c}
 			switch b := vals[i]; {
@@ -469,11 +536,11 @@ func (t *Target) readRow(ctx context.Context, w write) (found, error) {
 			default:
 				cv.Value = &pb.ColumnValue_BytesValue{BytesValue: append([]byte(nil), b...)}
 			}
-			f.row.Columns = append(f.row.Columns, cv)
+			f.Row.Columns = append(f.Row.Columns, cv)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return found{}, fmt.Errorf("apply: read target row: %w", err)
+		return Found{}, fmt.Errorf("apply: read target row: %w", err)
 	}
 	return f, nil
 }

@@ -118,7 +118,7 @@ func reconcile(ctx context.Context, d *relaypgx.Driver, mdb *sql.DB, w *workload
 
 	// 4. Every applied event wrote its row exactly once, and nothing else
 	// wrote: inserts and updates by event id, deletes by the revision they
-	// removed.
+	// removed and by their stamp (an update carrying their id).
 	bad = nil
 	writes := map[string]int{}
 	lrows, err := mdb.QueryContext(ctx, "SELECT op, coalesce(event_id, ''), revision FROM write_log")
@@ -148,6 +148,14 @@ func reconcile(ctx context.Context, d *relaypgx.Driver, mdb *sql.DB, w *workload
 			bad = append(bad, fmt.Sprintf("event %s (%s) wrote %d times", id, p.ev.Operation, writes[k]))
 		}
 		delete(writes, k)
+		if p.ev.Operation == pb.Operation_OPERATION_DELETE {
+			// The applier stamps the row with the delete's id just before
+			// it deletes it, in the same transaction.
+			if writes["u/"+id] != 1 {
+				bad = append(bad, fmt.Sprintf("event %s (DELETE) stamped %d times", id, writes["u/"+id]))
+			}
+			delete(writes, "u/"+id)
+		}
 	}
 	for k, n := range writes {
 		bad = append(bad, fmt.Sprintf("unexpected write %s ×%d", k, n))
