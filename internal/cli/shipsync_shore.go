@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/cdc"
+	"github.com/relayhq/relay/internal/app/shipsync/shorecdc"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/dsn"
@@ -126,6 +128,16 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		"answered RETRYABLE_FAILURE until the gap is filled")
 	uploadMinor := fs.Int("upload-minor", wire.UploadMinor, "the highest upload minor offered to nodes: 1 lets them send "+
 		"events column by column (protocol 1.1), 0 holds them at 1.0; both are accepted either way")
+	cdcBrokers := fs.String("cdc-brokers", "", "Kafka-API brokers of the shore database's CDC topics, comma-separated: "+
+		"run the shore CDC consumer, which turns the shore's own writes into downlink commands (empty: off)")
+	cdcPrefix := fs.String("cdc-prefix", "sync.cdc.shore.", "the shore CDC consumer reads every topic whose name starts with this")
+	cdcRules := fs.String("cdc-rules", "", "the shore's rules file (JSON, docs/shipsync/normalize.md; its database and "+
+		"tables are the shore's): DOWNLINK and BOTH rules are forwarded. Required with --cdc-brokers")
+	cdcTypes := fs.String("cdc-types", "", "JSON file typing the columns of envelopes without a schema (docs/shipsync/cdc.md)")
+	nodeID := fs.String("node-id", "shore", "the shore's node id: the _sync_origin its capture writes on local writes and "+
+		"the origin of its commands")
+	cdcConnector := fs.String("cdc-connector-id", "capture-shore", "source_connector_id of the shore's events")
+	cdcGroup := fs.String("cdc-group", "shipsync-shore-cdc", "consumer group of the shore CDC consumer (run one per group)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -197,6 +209,40 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		log.Warn("shipsync shore: no --target: events are received and held for an applier, not applied here")
 	}
 	go watchGaps(ctx, inbox, clock, *gapGrace, *resendEvery, log)
+	cdcFailed := make(chan error, 1)
+	if *cdcBrokers != "" {
+		if *cdcRules == "" {
+			return errors.New("shipsync shore: --cdc-rules is required with --cdc-brokers")
+		}
+		rules, err := loadRulesFlag("cdc-rules", *cdcRules)
+		if err != nil {
+			return err
+		}
+		types, err := loadTypesFlag("cdc-types", *cdcTypes)
+		if err != nil {
+			return err
+		}
+		dl := shore.NewDownlink(d.Pool(), clock)
+		n, err := shorecdc.NewNormalizer(*nodeID, *cdcConnector, 0, rules, dl)
+		if err != nil {
+			return err
+		}
+		dec, err := cdc.New(cdc.Config{Types: types})
+		if err != nil {
+			return err
+		}
+		consumer, err := shorecdc.New(shorecdc.Config{Brokers: splitList(*cdcBrokers), TopicPrefix: *cdcPrefix,
+			Group: *cdcGroup, Downlink: dl, Decoder: dec, Normalizer: n, Clock: clock, Logger: log})
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := consumer.Run(ctx); err != nil {
+				cdcFailed <- fmt.Errorf("shipsync shore: cdc consumer: %w", err)
+			}
+		}()
+		fmt.Fprintf(env.Stdout, "shipsync shore: forwarding the shore's changes from topics %s* as node %s\n", *cdcPrefix, *nodeID)
+	}
 	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
 		stopHTTP, err := startHTTP(log, mc)
 		if err != nil {
@@ -220,6 +266,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	case <-ctx.Done():
 		err = nil
 	case err = <-served:
+	case err = <-cdcFailed:
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
 	defer cancel()

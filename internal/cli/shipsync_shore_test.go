@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -71,4 +72,26 @@ func TestShipsyncShoreCommand(t *testing.T) {
 
 	stop()
 	require.NoError(t, <-done)
+}
+
+// TestShipsyncShoreCDCFlags: the shore CDC consumer needs its rules file,
+// and a bad one is refused naming the flag, before anything is served.
+func TestShipsyncShoreCDCFlags(t *testing.T) {
+	t.Parallel()
+	url := testdb.PGSchema(t)
+	dir := filepath.Join(t.TempDir(), "pki")
+	for _, a := range [][]string{{"init"}, {"server"}} {
+		var out bytes.Buffer
+		require.NoError(t, cli.Run(t.Context(), append([]string{"shipsync", "pki"}, append(a, "--dir", dir)...), &out, &out))
+	}
+	bad := filepath.Join(t.TempDir(), "rules.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"rules": [{"id": "x"}]}`), 0o600))
+	base := []string{"shipsync", "shore", "--postgres", url, "--migrate", "--addr", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+		"--client-ca", filepath.Join(dir, "ca.crt"), "--log-level", "off", "--cdc-brokers", "127.0.0.1:1"}
+	var out bytes.Buffer
+	err := cli.Run(t.Context(), base, &out, &out)
+	require.ErrorContains(t, err, "--cdc-rules is required with --cdc-brokers")
+	err = cli.Run(t.Context(), append(base, "--cdc-rules", bad), &out, &out)
+	require.ErrorContains(t, err, "--cdc-rules "+bad)
 }
