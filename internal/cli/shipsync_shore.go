@@ -16,8 +16,8 @@ import (
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
-	"github.com/relayhq/relay/internal/app/shipsync/shorecdc"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/shorecdc"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relayclock"
