@@ -1,13 +1,13 @@
 package apply_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
-	"github.com/relayhq/relay/internal/app/shipsync/capture"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 )
@@ -66,14 +66,28 @@ func TestApplyInOrder(t *testing.T) {
 // id and origin (the revision kept), then deletes it where it is still at
 // the base revision — so the captured delete's before image names the
 // event that deleted it (the shore's capture tells the platform's delete
-// from a local one by it). The trigger capture, installed on the shore
-// table, shows the stamp as a remote update and the delete carrying it.
+// from a local one by it). Triggers on the shore table record what a
+// capture sees: every update's new metadata and every deleted row's.
 func TestDeleteIsStampedBeforeItDeletes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	_, err := capture.Install(ctx, b.mdb, capture.InstallConfig{NodeID: "shore", Tables: []string{"voyage"}})
-	require.NoError(t, err)
+	for _, q := range []string{
+		"CREATE TABLE seen (seq INT AUTO_INCREMENT PRIMARY KEY, op CHAR(1), meta VARCHAR(200))",
+		"CREATE TRIGGER voyage_au AFTER UPDATE ON voyage FOR EACH ROW INSERT INTO seen (op, meta) " +
+			"VALUES ('u', concat_ws('/', NEW._sync_event_id, NEW._sync_origin, NEW._sync_revision))",
+		"CREATE TRIGGER voyage_ad AFTER DELETE ON voyage FOR EACH ROW INSERT INTO seen (op, meta) " +
+			"VALUES ('d', concat_ws('/', OLD._sync_event_id, OLD._sync_origin, OLD._sync_revision))",
+	} {
+		_, err := b.mdb.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	seen := func() []string {
+		var all string
+		require.NoError(t, b.mdb.QueryRowContext(ctx, "SELECT coalesce(group_concat(concat(op, ' ', meta) "+
+			"ORDER BY seq SEPARATOR '|'), '') FROM seen").Scan(&all))
+		return strings.Split(all, "|")
+	}
 	var s stream
 	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")), s.ev(2, del, 1, rev(1), rev(2), nil))
 	b.work(t)
@@ -82,42 +96,23 @@ func TestDeleteIsStampedBeforeItDeletes(t *testing.T) {
 	_, ok := b.row(t, 1)
 	require.False(t, ok)
 	require.Equal(t, 2, b.mcount(t, "SELECT count(*) FROM sync_applied_event"), "one ledger row per event, the delete's once")
-
-	type change struct{ Op, Before, After string }
-	rows, err := b.mdb.QueryContext(ctx, `SELECT op,
-		coalesce(concat_ws('/', JSON_VALUE(before_json, '$._sync_event_id'), JSON_VALUE(before_json, '$._sync_origin'),
-			JSON_VALUE(before_json, '$._sync_revision')), ''),
-		coalesce(concat_ws('/', JSON_VALUE(after_json, '$._sync_event_id'), JSON_VALUE(after_json, '$._sync_origin'),
-			JSON_VALUE(after_json, '$._sync_revision')), '')
-		FROM _sync_changelog ORDER BY id`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var got []change
-	for rows.Next() {
-		var c change
-		require.NoError(t, rows.Scan(&c.Op, &c.Before, &c.After))
-		got = append(got, c)
-	}
-	require.NoError(t, rows.Err())
-	require.Equal(t, []change{
-		{Op: "c", Before: "", After: uuidN(1) + "/ship-1/" + rev(1)},
-		{Op: "u", Before: uuidN(1) + "/ship-1/" + rev(1), After: uuidN(2) + "/ship-1/" + rev(1)},
-		{Op: "d", Before: uuidN(2) + "/ship-1/" + rev(1), After: ""},
-	}, got, "insert, the delete's stamp (revision kept), the delete carrying the stamp")
+	require.Equal(t, []string{"u " + uuidN(2) + "/ship-1/" + rev(1), "d " + uuidN(2) + "/ship-1/" + rev(1)}, seen(),
+		"the delete's stamp (revision kept), then the delete carrying it")
 
 	// A delete over a revision the row no longer has neither stamps nor
 	// deletes: a conflict, the row as the local write left it.
 	b.receive(t, s.ev(3, ins, 2, "", rev(3), str("two")))
 	b.work(t)
-	_, err = b.mdb.ExecContext(ctx, "UPDATE voyage SET note = 'local' WHERE id = 2")
+	_, err := b.mdb.ExecContext(ctx, "UPDATE voyage SET note = 'local', _sync_revision = ?, _sync_origin = 'shore', "+
+		"_sync_event_id = NULL WHERE id = 2", rev(50))
 	require.NoError(t, err)
 	b.receive(t, s.ev(4, del, 2, rev(3), rev(4), nil))
 	b.work(t)
 	require.Equal(t, "CONFLICT_RECORDED", b.receipt(t, 4).Result)
 	r, ok := b.row(t, 2)
 	require.True(t, ok)
-	require.Equal(t, "local", r.Note)
-	require.Empty(t, r.EventID, "the local write cleared the event id and the conflicting delete did not stamp")
+	require.Equal(t, row{Note: "local", Revision: rev(50)}, r)
+	require.Len(t, seen(), 3, "only the local write's update since")
 	require.Equal(t, 3, b.mcount(t, "SELECT count(*) FROM sync_applied_event"))
 }
 

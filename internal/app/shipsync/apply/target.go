@@ -91,8 +91,19 @@ func (t *Target) EnsureLedger(ctx context.Context) error {
 // from its rule registry, the ship's remote applier from its rules and the
 // table's own columns.
 type Table struct {
+	// Schema, when set, is the database Name is in (a ship's rules name
+	// it); empty: the connection's database.
+	Schema  string
 	Name    string
 	Columns []string
+}
+
+// sql is the table's name as SQL.
+func (t *Table) sql() string {
+	if t.Schema == "" {
+		return quote(t.Name)
+	}
+	return quote(t.Schema) + "." + quote(t.Name)
 }
 
 // Stamp is the platform metadata a write leaves on its row: the revision
@@ -311,7 +322,7 @@ func consistent(affected []int64, counts []int) bool {
 // a local one by it (normalize's origin check; the capture triggers keep
 // the metadata of an update that sets a new event id).
 func statement(q *strings.Builder, add func(...any), w Conditional, now time.Time) (int, error) {
-	table := quote(w.Table.Name)
+	table := w.Table.sql()
 	meta := []any{w.Stamp.Revision, w.Stamp.Origin, strings.ToLower(w.Stamp.EventID), now}
 	where := func() error {
 		for i, k := range w.Key {
@@ -445,7 +456,31 @@ type Found struct {
 // Inspect looks up writes that changed no row: the ledger first, then the
 // row itself (not read when the ledger answers). ctx governs the reads.
 func (t *Target) Inspect(ctx context.Context, ws []Conditional) ([]Found, error) {
+	inLedger, err := t.Applied(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Found, len(ws))
+	for i, w := range ws {
+		if inLedger[i] {
+			out[i].Applied = true
+			continue
+		}
+		if out[i], err = t.readRow(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Applied reports per write whether the ledger holds its stamp: whether a
+// write with that stamp changed the target before. A writer with no record
+// head of its own (a ship's remote applier) asks before it writes, since a
+// write can succeed twice — an insert again after a later delete — and the
+// second attempt then fails its ledger row (Apply refuses it as a whole and
+// writes nothing). ctx governs the read.
+func (t *Target) Applied(ctx context.Context, ws []Conditional) ([]bool, error) {
+	out := make([]bool, len(ws))
 	if len(ws) == 0 {
 		return out, nil
 	}
@@ -477,13 +512,7 @@ func (t *Target) Inspect(ctx context.Context, ws []Conditional) ([]Found, error)
 		return nil, fmt.Errorf("apply: read ledger: %w", err)
 	}
 	for i, w := range ws {
-		if inLedger[[2]string{w.Stamp.Origin, strings.ToLower(w.Stamp.EventID)}] {
-			out[i].Applied = true
-			continue
-		}
-		if out[i], err = t.readRow(ctx, w); err != nil {
-			return nil, err
-		}
+		out[i] = inLedger[[2]string{w.Stamp.Origin, strings.ToLower(w.Stamp.EventID)}]
 	}
 	return out, nil
 }
@@ -496,7 +525,7 @@ func (t *Target) readRow(ctx context.Context, w Conditional) (Found, error) {
 	for _, c := range cols {
 		q.WriteString(", " + quote(c))
 	}
-	fmt.Fprintf(&q, " FROM %s WHERE ", quote(w.Table.Name))
+	fmt.Fprintf(&q, " FROM %s WHERE ", w.Table.sql())
 	args := make([]any, 0, len(w.Key))
 	for i, k := range w.Key {
 		v, err := value(k)
