@@ -108,6 +108,9 @@ const (
 	// ShipsyncShoreCDCAfterForward: the shore CDC consumer stored a poll's
 	// commands; its consumer group position is not committed yet.
 	ShipsyncShoreCDCAfterForward = "shipsync.shorecdc.after-forward"
+	// ShipsyncArbiterAfterShoreWrite: the arbiter wrote a decision to the
+	// shore database; the case is not marked dispatched yet.
+	ShipsyncArbiterAfterShoreWrite = "shipsync.arbiter.after-shore-write"
 )
 
 var (

@@ -32,7 +32,7 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("apply/queries.sql", queriesSQL, "EventLoad", "HeadLockMany", "JobCommittedMany",
-	"HeadUpsertMany", "ReceiptInsertMany", "JobFinalMany", "ConflictActive", "ConflictInsert", "EvidenceInsert")
+	"HeadUpsertMany", "ReceiptInsertMany", "JobFinalMany")
 
 // Defaults of Config.
 const (
@@ -569,61 +569,34 @@ func (a *Applier) recordConflict(ctx context.Context, tx pgx.Tx, it *item, now t
 	} else if !cur.Found {
 		cur.Tombstone = true
 	}
-	var id string
-	for range 2 {
-		err := tx.QueryRow(ctx, stmts["ConflictActive"], it.rule, it.pkHash).Scan(&id)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("conflict case: %w", err)
-		}
-		id = newUUID()
-		tag, err := tx.Exec(ctx, stmts["ConflictInsert"], id, it.rule, int64(it.ev.RuleVersion), it.pkHash, it.pkText,
-			ActiveConflictKey(it.rule, it.pkHash, cur.Revision, it.ev.ResultRevision), now)
-		if err != nil {
-			return "", fmt.Errorf("conflict case: %w", err)
-		}
-		if tag.RowsAffected() == 1 {
-			if err := shore.RecordAudit(ctx, tx, now, applierAudit, "conflict.detected", "conflict", id,
-				fmt.Sprintf("rule %s, %s over %s", it.rule, it.ev.Operation, shortRev(cur.Revision))); err != nil {
-				return "", fmt.Errorf("conflict audit: %w", err)
-			}
-			break
-		}
-		id = "" // another transaction created it meanwhile: read it
-	}
-	if id == "" {
-		return "", errors.New("conflict case: neither found nor created")
-	}
-	var row []byte
 	foundIn := "record_head"
+	var row *pb.RowImage
 	if it.foundInTarget {
-		foundIn = "target"
-		if it.found.Row != nil {
-			var err error
-			if row, err = proto.Marshal(it.found.Row); err != nil {
-				return "", fmt.Errorf("conflict evidence: %w", err)
-			}
-		}
+		foundIn, row = "target", it.found.Row
 	}
-	_, err := tx.Exec(ctx, stmts["EvidenceInsert"], id, it.origin, it.eventID, it.ev.Operation.String(), it.ev.BaseRevision,
-		it.ev.ResultRevision, cur.Revision, cur.Origin, cur.EventID, cur.Tombstone, row, foundIn, now)
+	id, opened, err := shore.OpenConflict(ctx, tx, it.rule, it.ev.RuleVersion, it.pkHash, it.pkText, shore.Evidence{
+		Origin: it.origin, EventID: it.eventID, Operation: it.ev.Operation, Base: it.ev.BaseRevision,
+		Result: it.ev.ResultRevision, CurrentRevision: cur.Revision, CurrentOrigin: cur.Origin, CurrentEventID: cur.EventID,
+		CurrentTombstone: cur.Tombstone, CurrentRow: row, FoundIn: foundIn}, now)
 	if err != nil {
-		return "", fmt.Errorf("conflict evidence: %w", err)
+		return "", err
+	}
+	if opened {
+		if err := shore.RecordAudit(ctx, tx, now, applierAudit, "conflict.detected", "conflict", id,
+			fmt.Sprintf("rule %s, %s over %s", it.rule, it.ev.Operation, shortRev(cur.Revision))); err != nil {
+			return "", fmt.Errorf("conflict audit: %w", err)
+		}
 	}
 	return id, nil
 }
 
-// ActiveConflictKey is seed 004 §11.2's key: rule, record, and the two
-// revisions in sorted order, so the same pair met from either side is one
-// case.
-func ActiveConflictKey(rule string, pkHash []byte, current, incoming string) string {
-	a, b := current, incoming
-	if b < a {
-		a, b = b, a
-	}
-	return rule + "/" + hex.EncodeToString(pkHash) + "/" + a + "/" + b
+// SetHead sets a record's head in tx (the arbiter's write of a decision
+// moves it as an applied event does).
+func SetHead(ctx context.Context, tx pgx.Tx, rule string, pkHash []byte, revision, origin, eventID string, tombstone bool,
+	now time.Time) error {
+	_, err := tx.Exec(ctx, stmts["HeadUpsertMany"], []string{rule}, [][]byte{pkHash}, []string{revision}, []string{origin},
+		[]string{eventID}, []bool{tombstone}, now)
+	return err
 }
 
 func shortRev(r string) string {

@@ -57,21 +57,3 @@ SELECT i, s, l, $4 FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(i, s, 
 ON CONFLICT (inbox_id) DO UPDATE SET state = EXCLUDED.state, learnt_by = EXCLUDED.learnt_by,
     updated_at = EXCLUDED.updated_at;
 
--- name: ConflictActive
-SELECT conflict_id::text FROM sync_conflict_case
-WHERE rule_id = $1 AND pk_hash = $2
-  AND state IN ('DETECTED', 'AUTO_DECIDING', 'PENDING_MANUAL', 'DECIDED', 'DISPATCHED')
-FOR UPDATE;
-
--- name: ConflictInsert
-INSERT INTO sync_conflict_case (conflict_id, rule_id, rule_version, pk_hash, pk_text, active_conflict_key, state,
-    created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'DETECTED', $7, $7)
-ON CONFLICT DO NOTHING;
-
--- name: EvidenceInsert
-INSERT INTO sync_conflict_evidence (conflict_id, origin_node_id, event_id, operation, incoming_base_revision,
-    incoming_result_revision, current_revision, current_origin_node_id, current_event_id, current_tombstone,
-    current_row, found_in, recorded_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-ON CONFLICT (conflict_id, origin_node_id, event_id) DO NOTHING;

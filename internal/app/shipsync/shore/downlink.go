@@ -147,7 +147,7 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 			return fmt.Errorf("%w: forward: %w", ErrStore, err)
 		}
 		// The new forwarded changes' commands, per node in queue order.
-		perNode := map[string][]*pb.ChangeEvent{}
+		perNode := map[string][]queued{}
 		for _, c := range changes {
 			if !fresh[pos{c.Topic, c.Partition, c.Offset}] {
 				continue
@@ -158,50 +158,84 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 			}
 			res.Forwarded++
 			for _, node := range targets[c.Event.RuleId] {
-				perNode[node] = append(perNode[node], c.Event)
+				ev := c.Event
+				perNode[node] = append(perNode[node], queued{kind: "change", id: CommandID(node, ev.EventId),
+					sourceEvent: &ev.EventId, rule: ev.RuleId, body: func(seq int64) *pb.Command {
+						e := proto.Clone(ev).(*pb.ChangeEvent)
+						e.SourceSequence = uint64(seq)
+						return &pb.Command{Body: &pb.Command_Change{Change: e}}
+					}})
 			}
 		}
-		nodes := make([]string, 0, len(perNode))
-		for n := range perNode {
-			nodes = append(nodes, n)
+		n, err := enqueue(ctx, tx, perNode, now)
+		if err != nil {
+			return err
 		}
-		slices.Sort(nodes) // one lock order for every writer of node streams
-		var cn, ck, cr []string
-		var cs []int64
-		var ci, ce []string
-		var cb [][]byte
-		for _, node := range nodes {
-			evs := perNode[node]
-			var first int64
-			if err := tx.QueryRow(ctx, stmts["DownlinkAllocate"], node, len(evs), now).Scan(&first); err != nil {
-				return fmt.Errorf("%w: allocate commands: %w", ErrStore, err)
-			}
-			for i, ev := range evs {
-				seq := first + int64(i)
-				id := CommandID(node, ev.EventId)
-				e := proto.Clone(ev).(*pb.ChangeEvent)
-				e.SourceSequence = uint64(seq)
-				body, err := proto.Marshal(&pb.Command{CommandId: id, Sequence: uint64(seq), CreatedAt: timestamppb.New(now),
-					Body: &pb.Command_Change{Change: e}})
-				if err != nil {
-					return fmt.Errorf("shore: command body: %w", err)
-				}
-				cn, cs, ci, ck, ce, cr, cb = append(cn, node), append(cs, seq), append(ci, id), append(ck, "change"),
-					append(ce, ev.EventId), append(cr, ev.RuleId), append(cb, body)
-			}
-		}
-		if len(cn) > 0 {
-			if _, err := tx.Exec(ctx, stmts["CommandInsertMany"], cn, cs, ci, ck, ce, cr, cb, now); err != nil {
-				return fmt.Errorf("%w: store commands: %w", ErrStore, err)
-			}
-		}
-		res.Commands = len(cn)
+		res.Commands = n
 		return nil
 	})
 	if err != nil && !errors.Is(err, ErrStore) {
 		err = fmt.Errorf("%w: forward: %w", ErrStore, err)
 	}
 	return res, err
+}
+
+// queued is one command to store for a node; body makes its body for the
+// sequence number it gets (id, sequence and creation time are filled in).
+type queued struct {
+	kind, id, rule string
+	sourceEvent    *string
+	conflict       *string
+	body           func(seq int64) *pb.Command
+}
+
+// enqueue stores each node's commands in order, numbered in the node's
+// stream, in tx. Nodes are locked in sorted order (one lock order for every
+// writer of node streams). It returns how many it stored.
+func enqueue(ctx context.Context, tx pgx.Tx, perNode map[string][]queued, now time.Time) (int, error) {
+	nodes := make([]string, 0, len(perNode))
+	for n := range perNode {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	var cn, ck, cr, ci []string
+	var cs []int64
+	var ce, cf []*string
+	var cb [][]byte
+	for _, node := range nodes {
+		qs := perNode[node]
+		var first int64
+		if err := tx.QueryRow(ctx, stmts["DownlinkAllocate"], node, len(qs), now).Scan(&first); err != nil {
+			return 0, fmt.Errorf("%w: allocate commands: %w", ErrStore, err)
+		}
+		for i, q := range qs {
+			seq := first + int64(i)
+			cmd := q.body(seq)
+			cmd.CommandId, cmd.Sequence, cmd.CreatedAt = q.id, uint64(seq), timestamppb.New(now)
+			body, err := proto.Marshal(cmd)
+			if err != nil {
+				return 0, fmt.Errorf("shore: command body: %w", err)
+			}
+			cn, cs, ci, ck = append(cn, node), append(cs, seq), append(ci, q.id), append(ck, q.kind)
+			ce, cr, cb, cf = append(ce, q.sourceEvent), append(cr, q.rule), append(cb, body), append(cf, q.conflict)
+		}
+	}
+	if len(cn) == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, stmts["CommandInsertMany"], cn, cs, ci, ck, ce, cr, cb, cf, now); err != nil {
+		return 0, fmt.Errorf("%w: store commands: %w", ErrStore, err)
+	}
+	return len(cn), nil
+}
+
+// EnqueueDecision stores conflict conflictID's decision d as a command for
+// node, in tx, and returns the command's id and sequence number.
+func EnqueueDecision(ctx context.Context, tx pgx.Tx, node, conflictID string, d *pb.ConflictDecision, now time.Time) (string, error) {
+	id := CommandID(node, d.DecisionId)
+	_, err := enqueue(ctx, tx, map[string][]queued{node: {{kind: "decision", id: id, rule: d.RuleId, conflict: &conflictID,
+		body: func(int64) *pb.Command { return &pb.Command{Body: &pb.Command_Decision{Decision: d}} }}}}, now)
+	return id, err
 }
 
 func cmpStr(a, b string) string {
@@ -414,25 +448,38 @@ func (d *Downlink) State(ctx context.Context, node string) (DownlinkState, error
 	return s, nil
 }
 
-// InboxEvent returns the uplink event origin uploaded as eventID, as
-// received; found false when the inbox has none. The shore's capture
-// consumer uses it to recognise the applier's writes.
-func (d *Downlink) InboxEvent(ctx context.Context, origin, eventID string) (*pb.ChangeEvent, bool, error) {
-	id, err := uuid.Parse(eventID)
+// AppliedChange tells what the platform wrote to the shore database under
+// the id it stamped into a row's _sync_event_id: an uplink event of origin
+// (the applier's write) or a conflict decision (the arbiter's), as the
+// operation and the revision the row got. found is false when the id names
+// neither. The shore's CDC consumer uses it to recognise the platform's own
+// writes.
+func (d *Downlink) AppliedChange(ctx context.Context, origin, id string) (op pb.Operation, revision string, found bool, err error) {
+	u, err := uuid.Parse(id)
 	if err != nil {
-		return nil, false, nil
+		return 0, "", false, nil
 	}
 	var raw []byte
-	err = d.pool.QueryRow(ctx, stmts["InboxEventGet"], origin, id.String()).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
+	err = d.pool.QueryRow(ctx, stmts["InboxEventGet"], origin, u.String()).Scan(&raw)
+	if err == nil {
+		var ev pb.ChangeEvent
+		if err := proto.Unmarshal(raw, &ev); err != nil {
+			return 0, "", false, fmt.Errorf("shore: inbox event %s: stored body unreadable: %w", u, err)
+		}
+		return ev.Operation, ev.ResultRevision, true, nil
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: inbox event: %w", ErrStore, err)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", false, fmt.Errorf("%w: inbox event: %w", ErrStore, err)
 	}
-	var ev pb.ChangeEvent
-	if err := proto.Unmarshal(raw, &ev); err != nil {
-		return nil, false, fmt.Errorf("shore: inbox event %s: stored body unreadable: %w", id, err)
+	var tomb bool
+	err = d.pool.QueryRow(ctx, stmts["DecisionApplied"], u.String()).Scan(&tomb, &revision)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, "", false, nil
+	case err != nil:
+		return 0, "", false, fmt.Errorf("%w: conflict decision: %w", ErrStore, err)
+	case tomb:
+		return pb.Operation_OPERATION_DELETE, revision, true, nil
 	}
-	return &ev, true, nil
+	return pb.Operation_OPERATION_UPDATE, revision, true, nil
 }

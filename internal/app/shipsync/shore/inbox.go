@@ -424,23 +424,34 @@ func (in *Inbox) row(ev *pb.ChangeEvent, sender string, allowed map[ruleKey]bool
 	if err != nil {
 		return nil, &wire.FieldError{Field: "event", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
 	}
-	key := &pb.RowImage{Columns: ev.PrimaryKey}
-	keyRaw, err := proto.MarshalOptions{Deterministic: true}.Marshal(key)
-	if err != nil {
-		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
-	}
-	keyHash := sha256.Sum256(keyRaw)
-	keyText, err := protojson.MarshalOptions{}.Marshal(key)
+	keyHash, keyText, err := RecordKey(ev.PrimaryKey)
 	if err != nil {
 		return nil, &wire.FieldError{Field: "primary_key", Problem: "not serializable", Reason: pb.RejectReason_REJECT_REASON_INVALID_FIELD}
 	}
 	sum := sha256.Sum256(raw)
 	return &inboxRow{
 		origin: ev.OriginNodeId, eventID: ev.EventId, rule: ev.RuleId, ruleVersion: int64(ev.RuleVersion),
-		pkHash: keyHash[:], pkText: string(keyText), connector: ev.SourceConnectorId, partition: ev.SourcePartition,
+		pkHash: keyHash, pkText: keyText, connector: ev.SourceConnectorId, partition: ev.SourcePartition,
 		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10), seq: ev.SourceSequence,
 		schema: ev.SchemaVersion, contentHash: sum[:], event: raw,
 	}, nil
+}
+
+// RecordKey is a record's key as the shore stores it: the SHA-256 of the
+// key columns' deterministic Protobuf encoding (record heads, conflicts and
+// the apply queue are keyed by it) and their JSON text (for operators).
+func RecordKey(pk []*pb.ColumnValue) (hash []byte, text string, err error) {
+	key := &pb.RowImage{Columns: pk}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(key)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(raw)
+	j, err := protojson.MarshalOptions{}.Marshal(key)
+	if err != nil {
+		return nil, "", err
+	}
+	return sum[:], string(j), nil
 }
 
 // Heartbeat records node's heartbeat at the clock's now.

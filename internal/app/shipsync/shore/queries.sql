@@ -146,16 +146,18 @@ SELECT rule_id, rule_version FROM sync_node_rule WHERE node_id = $1 ORDER BY rul
 
 -- name: RuleInsert
 INSERT INTO sync_rule (rule_id, rule_version, source_table, target_table, key_columns, columns,
-    insert_over_tombstone, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    insert_over_tombstone, created_at, conflict_policy, lww_column, lww_max_skew_ms, lww_tie)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT DO NOTHING;
 
 -- name: RuleGetMany
-SELECT r.rule_id, r.rule_version, r.source_table, r.target_table, r.key_columns, r.columns, r.insert_over_tombstone
+SELECT r.rule_id, r.rule_version, r.source_table, r.target_table, r.key_columns, r.columns, r.insert_over_tombstone,
+    r.conflict_policy, r.lww_column, r.lww_max_skew_ms, r.lww_tie
 FROM sync_rule r JOIN unnest($1::text[], $2::bigint[]) AS u(id, v) ON r.rule_id = u.id AND r.rule_version = u.v;
 
 -- name: RuleRegistered
-SELECT rule_id, rule_version, source_table, target_table, key_columns, columns, insert_over_tombstone
+SELECT rule_id, rule_version, source_table, target_table, key_columns, columns, insert_over_tombstone,
+    conflict_policy, lww_column, lww_max_skew_ms, lww_tie
 FROM sync_rule ORDER BY rule_id, rule_version;
 
 -- name: ReceiptPage
@@ -227,10 +229,10 @@ RETURNING next_sequence - $2;
 
 -- name: CommandInsertMany
 INSERT INTO sync_downlink_command (target_node_id, sequence, command_id, kind, source_event_id, rule_id, body,
-    created_at)
-SELECT n, s, c, k, e, r, b, $8
-FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $7::bytea[])
-    AS u(n, s, c, k, e, r, b);
+    conflict_id, created_at)
+SELECT n, s, c, k, e, r, b, f, $9
+FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $7::bytea[], $8::uuid[])
+    AS u(n, s, c, k, e, r, b, f);
 
 -- name: CommandPage
 SELECT sequence, body FROM sync_downlink_command
@@ -270,3 +272,27 @@ SELECT next_sequence - 1, acked_through FROM sync_downlink_node WHERE node_id = 
 
 -- name: InboxEventGet
 SELECT event FROM sync_inbox_event WHERE origin_node_id = $1 AND event_id = $2;
+
+-- name: ConflictActiveGet
+SELECT conflict_id::text FROM sync_conflict_case
+WHERE rule_id = $1 AND pk_hash = $2
+  AND state IN ('DETECTED', 'AUTO_DECIDING', 'PENDING_MANUAL', 'DECIDED', 'DISPATCHED')
+FOR UPDATE;
+
+-- name: ConflictCreate
+INSERT INTO sync_conflict_case (conflict_id, rule_id, rule_version, pk_hash, pk_text, active_conflict_key, state,
+    created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'DETECTED', $7, $7)
+ON CONFLICT DO NOTHING;
+
+-- name: ConflictEvidenceAdd
+INSERT INTO sync_conflict_evidence (conflict_id, origin_node_id, event_id, operation, incoming_base_revision,
+    incoming_result_revision, current_revision, current_origin_node_id, current_event_id, current_tombstone,
+    current_row, found_in, recorded_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (conflict_id, origin_node_id, event_id) DO NOTHING;
+
+-- name: DecisionApplied
+-- A conflict decision by id: what the arbiter wrote to the shore database
+-- under that id (the shore CDC consumer's loop suppression).
+SELECT tombstone, decided_revision FROM sync_conflict_decision WHERE decision_id = $1;

@@ -38,7 +38,10 @@ var queriesSQL string
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
 	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
-	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList")
+	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList",
+	"ShoreEventInsertMany", "ShoreBlockedFirst", "DownlinkTargets", "DownlinkAllocate", "CommandInsertMany", "CommandPage",
+	"CommandAckMany", "DownlinkAdvance", "DownlinkState", "InboxEventGet", "ConflictActiveGet", "ConflictCreate",
+	"ConflictEvidenceAdd", "DecisionApplied")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.

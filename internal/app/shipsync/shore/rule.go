@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -31,6 +32,50 @@ type Rule struct {
 	// InsertOverTombstone lets an INSERT re-create a record whose last known
 	// state is deleted. Default (RegisterRule) true.
 	InsertOverTombstone bool
+	// Conflict is how the rule's conflicts are decided (zero: MANUAL).
+	Conflict ConflictPolicy
+}
+
+// Conflict policies.
+const (
+	PolicyManual         = "MANUAL"
+	PolicyShoreWins      = "SHORE_WINS"
+	PolicyLastWriterWins = "LAST_WRITER_WINS"
+)
+
+// MaxSkewDefault is how far in the future a LAST_WRITER_WINS business time
+// may be (against the shore's clock) and still count.
+const MaxSkewDefault = 5 * time.Minute
+
+// ConflictPolicy says how a rule's conflicts are decided.
+type ConflictPolicy struct {
+	// Policy is PolicyManual (the default), PolicyShoreWins or
+	// PolicyLastWriterWins.
+	Policy string
+	// TimeColumn is LAST_WRITER_WINS's business time column (one of the
+	// rule's columns).
+	TimeColumn string
+	// MaxSkew bounds how far in the future a time may be (default
+	// MaxSkewDefault); a later one goes to an operator.
+	MaxSkew time.Duration
+	// TieDescending: equal times go to the higher node id (default the
+	// lower).
+	TieDescending bool
+}
+
+func (p ConflictPolicy) withDefaults() ConflictPolicy {
+	p.Policy = cmp.Or(p.Policy, PolicyManual)
+	if p.MaxSkew == 0 {
+		p.MaxSkew = MaxSkewDefault
+	}
+	return p
+}
+
+func (p ConflictPolicy) tie() string {
+	if p.TieDescending {
+		return "NODE_DESC"
+	}
+	return "NODE_ASC"
 }
 
 // identifier is what a target table or column name may be: it is quoted
@@ -72,6 +117,18 @@ func (r *Rule) validate() error {
 			return fmt.Errorf("key column %q is not among the columns", k)
 		}
 	}
+	switch p := r.Conflict; p.Policy {
+	case PolicyManual, PolicyShoreWins:
+	case PolicyLastWriterWins:
+		if !slices.Contains(r.Columns, p.TimeColumn) {
+			return fmt.Errorf("conflict policy %s: time column %q is not among the columns", p.Policy, p.TimeColumn)
+		}
+		if p.MaxSkew < 0 {
+			return errors.New("conflict policy: max skew must not be negative")
+		}
+	default:
+		return fmt.Errorf("conflict policy %q: must be %s, %s or %s", p.Policy, PolicyManual, PolicyShoreWins, PolicyLastWriterWins)
+	}
 	return nil
 }
 
@@ -82,13 +139,15 @@ func (r *Registry) RegisterRule(ctx context.Context, rule Rule, a Audit) error {
 	if err := a.validate(); err != nil {
 		return err
 	}
+	rule.Conflict = rule.Conflict.withDefaults()
 	if err := rule.validate(); err != nil {
 		return fmt.Errorf("shore: register rule: %w", err)
 	}
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		now := r.clock.Now()
 		tag, err := tx.Exec(ctx, stmts["RuleInsert"], rule.ID, int64(rule.Version), rule.SourceTable, rule.TargetTable,
-			rule.KeyColumns, rule.Columns, rule.InsertOverTombstone, now)
+			rule.KeyColumns, rule.Columns, rule.InsertOverTombstone, now, rule.Conflict.Policy, rule.Conflict.TimeColumn,
+			rule.Conflict.MaxSkew.Milliseconds(), rule.Conflict.tie())
 		if err != nil {
 			return err
 		}
@@ -114,7 +173,7 @@ func (r *Registry) RegisterRule(ctx context.Context, rule Rule, a Audit) error {
 func (r *Rule) equal(o *Rule) bool {
 	return r.ID == o.ID && r.Version == o.Version && r.SourceTable == o.SourceTable && r.TargetTable == o.TargetTable &&
 		slices.Equal(r.KeyColumns, o.KeyColumns) && slices.Equal(r.Columns, o.Columns) &&
-		r.InsertOverTombstone == o.InsertOverTombstone
+		r.InsertOverTombstone == o.InsertOverTombstone && r.Conflict == o.Conflict
 }
 
 // RuleRef names a rule version.
@@ -160,11 +219,13 @@ func (r *Registry) RegisteredRules(ctx context.Context) ([]*Rule, error) {
 func collectRules(rows pgx.Rows) (map[RuleRef]*Rule, error) {
 	out := map[RuleRef]*Rule{}
 	var r Rule
-	var v int64
+	var v, skew int64
+	var tie string
 	_, err := pgx.ForEachRow(rows, []any{&r.ID, &v, &r.SourceTable, &r.TargetTable, &r.KeyColumns, &r.Columns,
-		&r.InsertOverTombstone}, func() error {
+		&r.InsertOverTombstone, &r.Conflict.Policy, &r.Conflict.TimeColumn, &skew, &tie}, func() error {
 		rule := r
 		rule.Version = uint64(v)
+		rule.Conflict.MaxSkew, rule.Conflict.TieDescending = time.Duration(skew)*time.Millisecond, tie == "NODE_DESC"
 		rule.KeyColumns, rule.Columns = slices.Clone(r.KeyColumns), slices.Clone(r.Columns)
 		out[RuleRef{rule.ID, rule.Version}] = &rule
 		return nil

@@ -72,22 +72,23 @@ type Normalizer interface {
 
 // NewNormalizer returns the shore's normaliser: rules on the shore side,
 // origin nodeID (the shore's node id, which the capture writes into
-// _sync_origin on local writes), the applier's writes recognised through
-// the inbox.
+// _sync_origin on local writes), the platform's own writes recognised
+// through the inbox and the conflict decisions.
 func NewNormalizer(nodeID, connectorID string, epoch uint32, rules *normalize.RuleSet, d *shore.Downlink) (*normalize.Normalizer, error) {
 	return normalize.New(normalize.Config{NodeID: nodeID, ConnectorID: connectorID, ReplayEpoch: epoch,
 		Side: normalize.SideShore}, rules, inboxLookup{d})
 }
 
-// inboxLookup finds the uplink event the shore applier stamped into a row.
+// inboxLookup finds what the platform stamped into a row: an uplink event
+// the applier wrote or a decision the arbiter wrote.
 type inboxLookup struct{ d *shore.Downlink }
 
 func (l inboxLookup) Applied(ctx context.Context, origin, eventID string) (normalize.AppliedCommand, bool, error) {
-	ev, found, err := l.d.InboxEvent(ctx, origin, eventID)
+	op, rev, found, err := l.d.AppliedChange(ctx, origin, eventID)
 	if err != nil || !found {
 		return normalize.AppliedCommand{}, false, err
 	}
-	return normalize.AppliedCommand{Operation: ev.Operation, ResultRevision: ev.ResultRevision}, true, nil
+	return normalize.AppliedCommand{Operation: op, ResultRevision: rev}, true, nil
 }
 
 // Stats count what the consumer did since it started.

@@ -1,0 +1,438 @@
+package arbiter_test
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaymigrate"
+)
+
+const node = "ship-1"
+
+var t0 = time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+
+// rig is a migrated shore (PostgreSQL), its database (MariaDB) with table
+// crew, node ship-1 syncing rule crew, and a fake clock.
+type rig struct {
+	pg     *relaypgx.Driver
+	db     *sql.DB
+	target *apply.Target
+	clock  *relayclock.Fake
+	dl     *shore.Downlink
+	reg    *shore.Registry
+}
+
+func newRig(t *testing.T, policy shore.ConflictPolicy) *rig {
+	t.Helper()
+	ctx := t.Context()
+	pg := testdb.PGDriver(t)
+	clock := relayclock.NewFake(t0)
+	_, err := relaymigrate.Up(ctx, pg, clock, shore.MigrationLines(pg)...)
+	require.NoError(t, err)
+	db, dsn := testdb.MariaDBWithDSN(t)
+	_, err = db.ExecContext(ctx, "CREATE TABLE crew (id BIGINT PRIMARY KEY, name VARCHAR(80) NOT NULL, "+
+		"updated_at DATETIME(6) NULL, "+apply.SyncColumns+")")
+	require.NoError(t, err)
+	target, err := apply.OpenTarget(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = target.Close() })
+	require.NoError(t, target.EnsureLedger(ctx))
+	p := pki.Dir{Path: filepath.Join(t.TempDir(), "pki"), Clock: clock}
+	_, err = p.InitCA()
+	require.NoError(t, err)
+	cert, err := p.IssueNode(node, "")
+	require.NoError(t, err)
+	reg := shore.NewRegistry(pg.Pool(), clock)
+	who := shore.Audit{Actor: "tester"}
+	_, err = reg.Add(ctx, cert, who)
+	require.NoError(t, err)
+	require.NoError(t, reg.AllowRule(ctx, node, "crew", 1, who))
+	require.NoError(t, reg.RegisterRule(ctx, shore.Rule{ID: "crew", Version: 1, SourceTable: "crew", TargetTable: "crew",
+		KeyColumns: []string{"id"}, Columns: []string{"id", "name", "updated_at"}, InsertOverTombstone: true,
+		Conflict: policy}, who))
+	return &rig{pg: pg, db: db, target: target, clock: clock, dl: shore.NewDownlink(pg.Pool(), clock), reg: reg}
+}
+
+func (r *rig) arbiter(t *testing.T, instance string, mutate func(*arbiter.Config)) *arbiter.Arbiter {
+	t.Helper()
+	cfg := arbiter.Config{Pool: r.pg.Pool(), Target: r.target, Instance: instance, Clock: r.clock}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	a, err := arbiter.New(cfg)
+	require.NoError(t, err)
+	return a
+}
+
+func str(name, v string) *pb.ColumnValue {
+	return &pb.ColumnValue{Name: name, Value: &pb.ColumnValue_StringValue{StringValue: v}}
+}
+
+func key(id int64) []*pb.ColumnValue {
+	return []*pb.ColumnValue{{Name: "id", Value: &pb.ColumnValue_IntValue{IntValue: id}}}
+}
+
+// shoreRow writes the shore's row id as a local write at revision rev.
+func (r *rig) shoreRow(t *testing.T, id int64, name string, at time.Time, rev string) {
+	t.Helper()
+	_, err := r.db.ExecContext(t.Context(), "REPLACE INTO crew (id, name, updated_at, _sync_revision, _sync_origin, "+
+		"_sync_event_id, _sync_updated_at) VALUES (?, ?, ?, ?, 'shore', NULL, ?)", id, name, at, rev, at)
+	require.NoError(t, err)
+}
+
+// shoreGet reads the shore's row id: name, revision, origin, event id
+// (ok false: no row).
+func (r *rig) shoreGet(t *testing.T, id int64) (name, rev, origin, eventID string, ok bool) {
+	t.Helper()
+	var ev sql.NullString
+	err := r.db.QueryRowContext(t.Context(), "SELECT name, _sync_revision, _sync_origin, _sync_event_id FROM crew WHERE id = ?",
+		id).Scan(&name, &rev, &origin, &ev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", "", "", false
+	}
+	require.NoError(t, err)
+	return name, rev, origin, ev.String, true
+}
+
+// uplinkConflict stores the node's event (as ingress does) and records it
+// as a conflict against the shore's revision cur (as the applier does when
+// the target's row is at cur), returning the case id.
+func (r *rig) uplinkConflict(t *testing.T, id int64, op pb.Operation, base, result string, after *pb.RowImage, cur string,
+	curTomb bool) string {
+	t.Helper()
+	ctx := t.Context()
+	ev := &pb.ChangeEvent{EventId: uuid.NewString(), OriginNodeId: node, RuleId: "crew", RuleVersion: 1, PrimaryKey: key(id),
+		Operation: op, BaseRevision: base, ResultRevision: result, After: after}
+	body, err := proto.Marshal(ev)
+	require.NoError(t, err)
+	hash, text, err := shore.RecordKey(ev.PrimaryKey)
+	require.NoError(t, err)
+	_, err = r.pg.Pool().Exec(ctx, `INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id,
+		rule_id, rule_version, pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
+		schema_version, content_hash, event, received_at)
+		VALUES ($1, $2, $1, 'b', 'crew', 1, $3, $4, 'c', 'p', 0, (SELECT count(*) + 1 FROM sync_inbox_event), '1.0', '\x00', $5, $6)`,
+		node, ev.EventId, hash, text, body, t0)
+	require.NoError(t, err)
+	var cid string
+	require.NoError(t, pgx.BeginFunc(ctx, r.pg.Pool(), func(tx pgx.Tx) error {
+		cid, _, err = shore.OpenConflict(ctx, tx, "crew", 1, hash, text, shore.Evidence{Origin: node, EventID: ev.EventId,
+			Operation: op, Base: base, Result: result, CurrentRevision: cur, CurrentOrigin: "shore", CurrentTombstone: curTomb,
+			FoundIn: "target"}, r.clock.Now())
+		return err
+	}))
+	return cid
+}
+
+func (r *rig) state(t *testing.T, id string) (state, reason string) {
+	t.Helper()
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT state, state_reason FROM sync_conflict_case WHERE conflict_id = $1",
+		id).Scan(&state, &reason))
+	return state, reason
+}
+
+// decisionCommand returns the node's only pending command, a decision.
+func (r *rig) commands(t *testing.T) []*pb.Command {
+	t.Helper()
+	page, err := r.dl.Commands(t.Context(), node, "", 100)
+	require.NoError(t, err)
+	return page.Commands
+}
+
+func (r *rig) ack(t *testing.T, a *pb.CommandAck) {
+	t.Helper()
+	sts, err := r.dl.Ack(t.Context(), node, []*pb.CommandAck{a})
+	require.NoError(t, err)
+	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[0].Status, sts[0].Field)
+}
+
+func row(id int64, name string, at time.Time) *pb.RowImage {
+	return &pb.RowImage{Columns: []*pb.ColumnValue{key(id)[0], str("name", name),
+		{Name: "updated_at", Value: &pb.ColumnValue_TimestampValue{TimestampValue: timestamppb.New(at)}}}}
+}
+
+func step(t *testing.T, a *arbiter.Arbiter) arbiter.StepResult {
+	t.Helper()
+	res, err := a.Step(t.Context())
+	require.NoError(t, err)
+	return res
+}
+
+// TestShoreWinsSameBase: both sides updated the record from the same base;
+// SHORE_WINS keeps the shore's row and sends it to the node, conditional on
+// the node's revision; the node's answer acknowledges the case.
+func TestShoreWinsSameBase(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	res := step(t, a)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, res)
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateDispatched, st)
+	name, rev, _, _, _ := r.shoreGet(t, 1)
+	require.Equal(t, "shore's", name, "the shore keeps its row")
+	require.Equal(t, "rev-s1", rev)
+	cmds := r.commands(t)
+	require.Len(t, cmds, 1)
+	d := cmds[0].GetDecision()
+	require.NotNil(t, d)
+	require.Equal(t, cid, d.ConflictId)
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	require.Equal(t, "rev-s1", d.DecidedRevision)
+	require.Equal(t, "shore's", d.GetDecidedValue().Columns[1].GetStringValue())
+
+	r.ack(t, &pb.CommandAck{CommandId: cmds[0].CommandId, Result: pb.CommandResult_COMMAND_APPLIED})
+	require.Equal(t, arbiter.StepResult{Answers: 1}, step(t, a))
+	st, _ = r.state(t, cid)
+	require.Equal(t, arbiter.StateAcknowledged, st)
+	require.Equal(t, arbiter.StepResult{}, step(t, a), "nothing left")
+
+	// The decision is append-only.
+	_, err := r.pg.Pool().Exec(ctx, "UPDATE sync_conflict_decision SET reason = 'x'")
+	require.ErrorContains(t, err, "append-only")
+	_, err = r.pg.Pool().Exec(ctx, "DELETE FROM sync_conflict_decision")
+	require.ErrorContains(t, err, "append-only")
+}
+
+// TestLastWriterWinsNodeLater: the node's change is later, so its version
+// is written to the shore (conditionally, stamped with the decision, so
+// the shore's capture recognises it) and the node is told to keep it.
+func TestLastWriterWinsNodeLater(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyLastWriterWins, TimeColumn: "updated_at"})
+	r.shoreRow(t, 1, "shore's", t0.Add(-2*time.Hour), "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0.Add(-time.Hour)),
+		"rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	name, rev, origin, stamp, ok := r.shoreGet(t, 1)
+	require.True(t, ok)
+	require.Equal(t, "node's", name)
+	require.Equal(t, "rev-n1", rev)
+	require.Equal(t, node, origin)
+	d := r.commands(t)[0].GetDecision()
+	require.Equal(t, d.DecisionId, stamp)
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	require.Equal(t, "rev-n1", d.DecidedRevision)
+	// What the shore's CDC consumer will look up for that write.
+	op, res, found, err := r.dl.AppliedChange(t.Context(), node, stamp)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, pb.Operation_OPERATION_UPDATE, op)
+	require.Equal(t, "rev-n1", res)
+	var head string
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT current_revision FROM sync_record_head WHERE rule_id = 'crew'").Scan(&head))
+	require.Equal(t, "rev-n1", head)
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateDispatched, st)
+}
+
+// TestDeleteVersusUpdateGoesManual: the node deleted a record the shore
+// updated; a delete has no business time, so LAST_WRITER_WINS hands it to
+// an operator, whose decision (the delete) is re-checked, written to the
+// shore and sent down as a tombstone the node already has.
+func TestDeleteVersusUpdateGoesManual(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyLastWriterWins, TimeColumn: "updated_at"})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_DELETE, "rev-0", "tomb-n1", nil, "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Manual: 1}, step(t, a))
+	st, reason := r.state(t, cid)
+	require.Equal(t, arbiter.StatePending, st)
+	require.Contains(t, reason, "node's record is deleted")
+
+	_, err := a.Decide(ctx, cid, arbiter.ManualDecision{Choice: "NODE", Reason: "the voyage was cancelled"})
+	require.ErrorContains(t, err, "operator and a reason")
+	seen := "rev-s0"
+	_, err = a.Decide(ctx, cid, arbiter.ManualDecision{Choice: "NODE", Operator: "duty officer", Reason: "cancelled",
+		SeenShoreRevision: &seen})
+	require.ErrorIs(t, err, arbiter.ErrStale, "the operator saw another shore revision")
+	seen = "rev-s1"
+	d, err := a.Decide(ctx, cid, arbiter.ManualDecision{Choice: "NODE", Operator: "duty officer", Reason: "cancelled",
+		SeenShoreRevision: &seen})
+	require.NoError(t, err)
+	require.True(t, d.Tombstone)
+	require.Equal(t, arbiter.StepResult{Dispatched: 1}, step(t, a))
+	_, _, _, _, ok := r.shoreGet(t, 1)
+	require.False(t, ok, "the shore's row is deleted")
+	cmd := r.commands(t)[0].GetDecision()
+	require.True(t, cmd.GetTombstone())
+	require.Empty(t, cmd.ExpectedLocalRevision, "the node's record must be absent")
+	var actor, action string
+	require.NoError(t, r.pg.Pool().QueryRow(ctx, `SELECT actor, action FROM sync_audit_event WHERE object_id = $1
+		AND action = 'conflict.decided'`, cid).Scan(&actor, &action))
+	require.Equal(t, "duty officer", actor)
+	_, err = a.Decide(ctx, cid, arbiter.ManualDecision{Choice: "SHORE", Operator: "x", Reason: "y"})
+	require.ErrorIs(t, err, arbiter.ErrState)
+}
+
+// TestInsertVersusInsert: both sides created the record; SHORE_WINS sends
+// the shore's row to the node over the node's own insert.
+func TestInsertVersusInsert(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 5, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 5, pb.Operation_OPERATION_INSERT, "", "rev-n1", row(5, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	d := r.commands(t)[0].GetDecision()
+	require.Equal(t, cid, d.ConflictId)
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	require.Equal(t, "rev-s1", d.DecidedRevision)
+}
+
+// TestStaleManualDecision: the shore's row changed after the case went to
+// an operator: the decision is refused until the evidence is refreshed.
+func TestStaleManualDecision(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyManual})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Manual: 1}, step(t, a))
+	r.shoreRow(t, 1, "shore's again", t0, "rev-s2")
+	_, err := a.Decide(t.Context(), cid, arbiter.ManualDecision{Choice: "SHORE", Operator: "op", Reason: "keep"})
+	require.ErrorIs(t, err, arbiter.ErrStale)
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StatePending, st)
+	require.NoError(t, a.Cancel(t.Context(), cid, "op", "superseded by the shore's edit"))
+	st, _ = r.state(t, cid)
+	require.Equal(t, arbiter.StateCancelled, st)
+}
+
+// TestDecisionStale: the node no longer holds the revision the decision
+// expected (it changed the record again); its DECISION_STALE answer
+// expires the case and the node's newer version opens a new one, which is
+// decided afresh.
+func TestDecisionStale(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	cmd := r.commands(t)[0]
+	r.ack(t, &pb.CommandAck{CommandId: cmd.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		Reason: pb.RejectReason_REJECT_REASON_DECISION_STALE, CurrentRevision: "rev-n2", CurrentValue: row(1, "node's again", t0)})
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	st, reason := r.state(t, cid)
+	require.Equal(t, arbiter.StateExpired, st)
+	require.Contains(t, reason, "DECISION_STALE")
+	var next string
+	require.NoError(t, r.pg.Pool().QueryRow(ctx, "SELECT superseded_by::text FROM sync_conflict_case WHERE conflict_id = $1",
+		cid).Scan(&next))
+	st, _ = r.state(t, next)
+	require.Equal(t, arbiter.StateDispatched, st)
+	cmds := r.commands(t)
+	require.Len(t, cmds, 2)
+	d := cmds[1].GetDecision()
+	require.Equal(t, next, d.ConflictId)
+	require.Equal(t, "rev-n2", d.ExpectedLocalRevision, "the new decision expects the node's newer revision")
+	require.Equal(t, "rev-s1", d.DecidedRevision)
+}
+
+// TestNodeReportedConflict: the node met the shore's change at another
+// revision; its report opens a case (the node's row as evidence), decided
+// by the rule's policy.
+func TestNodeReportedConflict(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's", t0, "rev-s2")
+	ev := &pb.ChangeEvent{EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-s1", ResultRevision: "rev-s2", After: row(1, "shore's", t0)}
+	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: ev}})
+	require.NoError(t, err)
+	cmd := r.commands(t)[0]
+	r.ack(t, &pb.CommandAck{CommandId: cmd.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	cmds := r.commands(t)
+	require.Len(t, cmds, 2)
+	d := cmds[1].GetDecision()
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	require.Equal(t, "rev-s2", d.DecidedRevision)
+	var foundIn string
+	require.NoError(t, r.pg.Pool().QueryRow(ctx, "SELECT found_in FROM sync_conflict_evidence WHERE conflict_id = $1",
+		d.ConflictId).Scan(&foundIn))
+	require.Equal(t, "node", foundIn)
+}
+
+// TestLeaseTakeover: an arbiter that claimed a case and stopped before
+// deciding (a crash) holds it only until its lease runs out; a second
+// arbiter then takes it over and decides it, and the first one's late
+// write is refused.
+func TestLeaseTakeover(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	crash := errors.New("killed mid-lease")
+	first := r.arbiter(t, "arb-1", func(c *arbiter.Config) {
+		arbiter.SetBeforeDecide(c, func(string) error { return crash })
+	})
+	_, err := first.Step(t.Context())
+	require.ErrorIs(t, err, crash)
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateAutoDeciding, st)
+
+	second := r.arbiter(t, "arb-2", nil)
+	require.Equal(t, arbiter.StepResult{}, step(t, second), "the lease is still the first arbiter's")
+	r.clock.Advance(arbiter.LeaseDefault + time.Second)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, second))
+	st, _ = r.state(t, cid)
+	require.Equal(t, arbiter.StateDispatched, st)
+	require.ErrorIs(t, first.SetStateForTest(t.Context(), cid, "arb-1", arbiter.StateExpired), arbiter.ErrLeaseLost)
+	var owner sql.NullString
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT lease_owner FROM sync_conflict_case WHERE conflict_id = $1",
+		cid).Scan(&owner))
+	require.False(t, owner.Valid, "a dispatched case is leased to no one")
+}
+
+// TestShoreChangedBeforeTheWrite: the node's version won, but the shore's
+// row changed between the verdict and the write: nothing is overwritten,
+// the case expires.
+func TestShoreChangedBeforeTheWrite(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyLastWriterWins, TimeColumn: "updated_at"})
+	r.shoreRow(t, 1, "shore's", t0.Add(-2*time.Hour), "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0.Add(-time.Hour)),
+		"rev-s1", false)
+	a := r.arbiter(t, "arb-1", func(c *arbiter.Config) {
+		arbiter.SetBeforeDispatch(c, func(string) error {
+			r.shoreRow(t, 1, "edited meanwhile", t0, "rev-s2")
+			return nil
+		})
+	})
+	require.Equal(t, arbiter.StepResult{Decided: 1, Expired: 1}, step(t, a))
+	st, reason := r.state(t, cid)
+	require.Equal(t, arbiter.StateExpired, st)
+	require.Contains(t, reason, "changed before the decision was written")
+	name, rev, _, _, _ := r.shoreGet(t, 1)
+	require.Equal(t, "edited meanwhile", name)
+	require.Equal(t, "rev-s2", rev)
+	require.Empty(t, r.commands(t), "nothing is sent")
+}

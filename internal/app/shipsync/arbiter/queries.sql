@@ -1,0 +1,89 @@
+-- name: CaseClaim
+-- Takes up to $4 cases to work on: new ones (which start AUTO_DECIDING),
+-- ones whose arbiter's lease ran out (taken over), and decided ones not
+-- dispatched yet; leases them to $1 until $2 + $3 ms.
+UPDATE sync_conflict_case c
+SET lease_owner = $1, lease_until = $2::timestamptz + $3 * interval '1 millisecond', attempts = c.attempts + 1,
+    state = CASE WHEN c.state = 'DETECTED' THEN 'AUTO_DECIDING' ELSE c.state END, updated_at = $2
+WHERE c.conflict_id IN (
+    SELECT conflict_id FROM sync_conflict_case
+    WHERE state IN ('DETECTED', 'AUTO_DECIDING', 'DECIDED') AND (lease_until IS NULL OR lease_until <= $2)
+    ORDER BY updated_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED)
+RETURNING c.conflict_id::text, c.state, c.rule_id, c.rule_version, c.pk_hash, c.pk_text;
+
+-- name: CaseGet
+SELECT conflict_id::text, state, rule_id, rule_version, pk_hash, pk_text, coalesce(lease_owner, ''),
+    coalesce(manual_due, 'epoch'::timestamptz), state_reason, coalesce(superseded_by::text, '')
+FROM sync_conflict_case WHERE conflict_id = $1;
+
+-- name: CaseLockOwned
+-- Locks case $1 if $2 still holds its lease (the fence of every write an
+-- arbiter makes after deciding).
+SELECT state FROM sync_conflict_case WHERE conflict_id = $1 AND lease_owner = $2 FOR UPDATE;
+
+-- name: CaseLock
+SELECT state FROM sync_conflict_case WHERE conflict_id = $1 FOR UPDATE;
+
+-- name: CaseSetState
+UPDATE sync_conflict_case
+SET state = $2, state_reason = $3, manual_due = $4, lease_owner = NULL, lease_until = NULL, updated_at = $5
+WHERE conflict_id = $1;
+
+-- name: CaseSupersede
+UPDATE sync_conflict_case SET superseded_by = $2 WHERE conflict_id = $1;
+
+-- name: EvidenceLatest
+SELECT origin_node_id, event_id::text, operation, incoming_base_revision, incoming_result_revision, current_revision,
+    current_origin_node_id, current_event_id, current_tombstone, current_row, found_in
+FROM sync_conflict_evidence WHERE conflict_id = $1
+ORDER BY evidence_id DESC
+LIMIT 1;
+
+-- name: EvidenceList
+SELECT origin_node_id, event_id::text, operation, incoming_base_revision, incoming_result_revision, current_revision,
+    current_origin_node_id, current_event_id, current_tombstone, current_row, found_in, recorded_at
+FROM sync_conflict_evidence WHERE conflict_id = $1
+ORDER BY evidence_id;
+
+-- name: InboxEventBody
+SELECT event FROM sync_inbox_event WHERE origin_node_id = $1 AND event_id = $2;
+
+-- name: DecisionInsert
+INSERT INTO sync_conflict_decision (decision_id, conflict_id, decided_by, policy, choice, winner_node_id, node_id,
+    expected_node_revision, decided_row, tombstone, decided_revision, expected_shore_revision, reason, decided_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
+
+-- name: DecisionGet
+SELECT decision_id::text, decided_by, policy, choice, winner_node_id, node_id, expected_node_revision, decided_row,
+    tombstone, decided_revision, expected_shore_revision, reason, decided_at
+FROM sync_conflict_decision WHERE conflict_id = $1;
+
+-- name: AnswersClaim
+-- Node answers the arbiter must act on: every answer to a decision, and
+-- every conflict a node reported against a change.
+SELECT target_node_id, sequence, command_id::text, kind, coalesce(conflict_id::text, ''), result, reason,
+    current_revision, current_row, body
+FROM sync_downlink_command
+WHERE processed_at IS NULL AND result IS NOT NULL AND (kind = 'decision' OR result = 'COMMAND_CONFLICT_REPORTED')
+ORDER BY acked_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- name: AnswerProcessed
+UPDATE sync_downlink_command SET processed_at = $3 WHERE target_node_id = $1 AND sequence = $2;
+
+-- name: DecisionAnswers
+-- How the decision commands of case $1 were answered: how many, how many
+-- applied (now or before).
+SELECT count(*), count(*) FILTER (WHERE result IN ('COMMAND_APPLIED', 'COMMAND_ALREADY_APPLIED'))
+FROM sync_downlink_command WHERE conflict_id = $1 AND kind = 'decision';
+
+-- name: CaseList
+SELECT c.conflict_id::text, c.state, c.rule_id, c.pk_text, c.state_reason, c.created_at, c.updated_at,
+    (SELECT count(*) FROM sync_conflict_evidence e WHERE e.conflict_id = c.conflict_id)
+FROM sync_conflict_case c
+WHERE ($1 = '' OR c.state = $1)
+ORDER BY c.created_at, c.conflict_id
+LIMIT $2;
