@@ -16,6 +16,8 @@ func shipsyncRoles() map[string]command {
 		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +
 			"node's rules, keep the state in SQLite, upload batches to the shore over mutual TLS, pull receipts and " +
 			"commit the consumer group only up to the contiguous terminal checkpoint (docs/shipsync/client.md)", runShipsyncClient},
+		"conflict": {"the shore's conflict cases: list, show (evidence and decision), decide by hand (re-checked " +
+			"against the shore's row, audited) and cancel (docs/shipsync/conflicts.md)", runShipsyncConflict},
 		"demo": {"the whole uplink on this machine: a ship database with the trigger capture → CDC topics (Kafka " +
 			"API, in process) → ship client → shore over mutual TLS → shore database, with progress, then the two " +
 			"databases compared row by row and every event reconciled", runShipsyncDemo},

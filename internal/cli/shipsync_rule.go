@@ -40,6 +40,13 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 	key := fs.String("key", "", "add: comma-separated key columns, in key order")
 	cols := fs.String("columns", "", "add: comma-separated columns an event may carry (the key included)")
 	noTomb := fs.Bool("no-insert-over-tombstone", false, "add: an INSERT of a deleted record is a conflict, not a re-creation")
+	fs.StringVar(&r.Conflict.Policy, "conflict-policy", shore.PolicyManual, "add: how the rule's conflicts are decided: "+
+		"MANUAL (an operator), SHORE_WINS (the shore's row) or LAST_WRITER_WINS (the later --lww-column)")
+	fs.StringVar(&r.Conflict.TimeColumn, "lww-column", "", "add: LAST_WRITER_WINS's business time column")
+	fs.DurationVar(&r.Conflict.MaxSkew, "lww-max-skew", shore.MaxSkewDefault, "add: a LAST_WRITER_WINS time further "+
+		"than this in the future goes to an operator")
+	fs.BoolVar(&r.Conflict.TieDescending, "lww-tie-descending", false, "add: equal LAST_WRITER_WINS times go to the "+
+		"higher node id (default the lower)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -73,10 +80,14 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RULE\tVERSION\tSOURCE\tTARGET\tKEY\tCOLUMNS\tINSERT OVER TOMBSTONE")
+		fmt.Fprintln(tw, "RULE\tVERSION\tSOURCE\tTARGET\tKEY\tCOLUMNS\tINSERT OVER TOMBSTONE\tCONFLICTS")
 		for _, r := range rules {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%t\n", r.ID, r.Version, r.SourceTable, r.TargetTable,
-				strings.Join(r.KeyColumns, ","), strings.Join(r.Columns, ","), r.InsertOverTombstone)
+			policy := r.Conflict.Policy
+			if policy == shore.PolicyLastWriterWins {
+				policy += " (" + r.Conflict.TimeColumn + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%t\t%s\n", r.ID, r.Version, r.SourceTable, r.TargetTable,
+				strings.Join(r.KeyColumns, ","), strings.Join(r.Columns, ","), r.InsertOverTombstone, policy)
 		}
 		return tw.Flush()
 	default:

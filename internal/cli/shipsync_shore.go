@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/shorecdc"
@@ -138,6 +139,9 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		"the origin of its commands")
 	cdcConnector := fs.String("cdc-connector-id", "capture-shore", "source_connector_id of the shore's events")
 	cdcGroup := fs.String("cdc-group", "shipsync-shore-cdc", "consumer group of the shore CDC consumer (run one per group)")
+	arbiterOn := fs.Bool("arbiter", false, "run the conflict arbiter (needs --target): decide cases by each rule's "+
+		"policy, write winning versions to the shore database, send decisions to the nodes, act on their answers")
+	arbiterEvery := fs.Duration("arbiter-every", 2*time.Second, "how often the arbiter looks for work when idle")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -209,6 +213,28 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		log.Warn("shipsync shore: no --target: events are received and held for an applier, not applied here")
 	}
 	go watchGaps(ctx, inbox, clock, *gapGrace, *resendEvery, log)
+	if *arbiterOn {
+		if *target == "" {
+			return errors.New("shipsync shore: --arbiter needs --target (decisions are written to the shore database)")
+		}
+		t, err := apply.OpenTarget(*target)
+		if err != nil {
+			return fmt.Errorf("--target %s: %w", dsn.Redact(*target), dsn.Scrub(err, *target))
+		}
+		defer t.Close()
+		name := *instance
+		if name == "" {
+			host, _ := os.Hostname()
+			name = cmp.Or(host, "shore") + "-" + randomHex(3)
+		}
+		a, err := arbiter.New(arbiter.Config{Pool: d.Pool(), Target: t, ShoreNode: *nodeID, Instance: name, Clock: clock,
+			Logger: log})
+		if err != nil {
+			return err
+		}
+		go func() { _ = a.Run(ctx, *arbiterEvery) }()
+		fmt.Fprintf(env.Stdout, "shipsync shore: arbitrating conflicts as %s\n", name)
+	}
 	cdcFailed := make(chan error, 1)
 	if *cdcBrokers != "" {
 		if *cdcRules == "" {

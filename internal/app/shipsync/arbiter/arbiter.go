@@ -794,13 +794,16 @@ func (a *Arbiter) Decide(ctx context.Context, id string, m ManualDecision) (*Dec
 }
 
 // Cancel closes a case no decision has been made for (DETECTED or
-// PENDING_MANUAL), by an operator with a reason.
-func (a *Arbiter) Cancel(ctx context.Context, id, operator, reason string) error {
+// PENDING_MANUAL), by an operator with a reason, audited.
+func Cancel(ctx context.Context, pool *pgxpool.Pool, clock relaytype.Clock, id, operator, reason string) error {
 	if strings.TrimSpace(operator) == "" || strings.TrimSpace(reason) == "" {
 		return errors.New("arbiter: cancelling needs an operator and a reason")
 	}
-	now := a.cfg.Clock.Now()
-	return pgx.BeginFunc(ctx, a.cfg.Pool, func(tx pgx.Tx) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return ErrNotFound
+	}
+	now := clock.Now()
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var state string
 		err := tx.QueryRow(ctx, stmts["CaseLock"], id).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -834,4 +837,97 @@ func (a *Arbiter) caseOf(ctx context.Context, id string) (kase, error) {
 		return kase{}, ErrNotFound
 	}
 	return c, err
+}
+
+// Summary is one case in a listing.
+type Summary struct {
+	ID, State, Rule, Key, Reason string
+	Created, Updated             time.Time
+	Evidence                     int
+}
+
+// List returns up to limit cases (in state, "" for all), oldest first.
+func List(ctx context.Context, pool *pgxpool.Pool, state string, limit int) ([]Summary, error) {
+	rows, err := pool.Query(ctx, stmts["CaseList"], state, limit)
+	if err != nil {
+		return nil, fmt.Errorf("arbiter: list: %w", err)
+	}
+	var out []Summary
+	var s Summary
+	_, err = pgx.ForEachRow(rows, []any{&s.ID, &s.State, &s.Rule, &s.Key, &s.Reason, &s.Created, &s.Updated, &s.Evidence},
+		func() error {
+			out = append(out, s)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("arbiter: list: %w", err)
+	}
+	return out, nil
+}
+
+// Sighting is one piece of a case's evidence as an operator sees it.
+type Sighting struct {
+	Origin, EventID, Operation, Base, Result string
+	CurrentRevision, CurrentOrigin           string
+	CurrentTombstone                         bool
+	CurrentRow                               *pb.RowImage
+	FoundIn                                  string
+	At                                       time.Time
+}
+
+// Detail is a case with its evidence and its decision (nil: none yet).
+type Detail struct {
+	Summary
+	Superseded string
+	ManualDue  time.Time
+	Evidence   []Sighting
+	Decision   *Decision
+}
+
+// Show returns case id in full.
+func Show(ctx context.Context, pool *pgxpool.Pool, id string) (*Detail, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, ErrNotFound
+	}
+	var d Detail
+	var rv int64
+	var hash []byte
+	var owner string
+	err := pool.QueryRow(ctx, stmts["CaseGet"], id).Scan(&d.ID, &d.State, &d.Rule, &rv, &hash, &d.Key, &owner, &d.ManualDue,
+		&d.Reason, &d.Superseded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("arbiter: show: %w", err)
+	}
+	rows, err := pool.Query(ctx, stmts["EvidenceList"], id)
+	if err != nil {
+		return nil, fmt.Errorf("arbiter: show: %w", err)
+	}
+	var s Sighting
+	var row []byte
+	_, err = pgx.ForEachRow(rows, []any{&s.Origin, &s.EventID, &s.Operation, &s.Base, &s.Result, &s.CurrentRevision,
+		&s.CurrentOrigin, new(string), &s.CurrentTombstone, &row, &s.FoundIn, &s.At}, func() error {
+		x := s
+		if len(row) > 0 {
+			x.CurrentRow = &pb.RowImage{}
+			if err := proto.Unmarshal(row, x.CurrentRow); err != nil {
+				return err
+			}
+		}
+		d.Evidence = append(d.Evidence, x)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("arbiter: show: %w", err)
+	}
+	d.Summary.Evidence = len(d.Evidence)
+	a := &Arbiter{cfg: Config{Pool: pool}}
+	if dec, err := a.loadDecision(ctx, id); err == nil {
+		d.Decision = dec
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	return &d, nil
 }

@@ -316,7 +316,8 @@ func TestStaleManualDecision(t *testing.T) {
 	require.ErrorIs(t, err, arbiter.ErrStale)
 	st, _ := r.state(t, cid)
 	require.Equal(t, arbiter.StatePending, st)
-	require.NoError(t, a.Cancel(t.Context(), cid, "op", "superseded by the shore's edit"))
+	require.NoError(t, arbiter.Cancel(t.Context(), r.pg.Pool(), r.clock, cid, "op", "superseded by the shore's edit"))
+	require.ErrorIs(t, arbiter.Cancel(t.Context(), r.pg.Pool(), r.clock, cid, "op", "again"), arbiter.ErrState)
 	st, _ = r.state(t, cid)
 	require.Equal(t, arbiter.StateCancelled, st)
 }
