@@ -15,10 +15,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/app/shipsync/remote"
 	"github.com/relayhq/relay/internal/flow"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaytype"
@@ -68,6 +70,13 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	fullAnswers := fs.Bool("full-answers", false, "ask the shore for full answers (every event id as text, receipts "+
 		"with applied revision and time) instead of compact ones; costs more bytes down the link")
+	shipDB := fs.String("ship-db", os.Getenv("SHIPSYNC_SHIP_DB"), "the ship's business database (go-sql-driver DSN, "+
+		"user:pw@tcp(host:3306)/db; default $SHIPSYNC_SHIP_DB): with it the client pulls the shore's downlink commands, "+
+		"applies them there and acknowledges them; without it no command is pulled")
+	shoreNode := fs.String("shore-node-id", remote.ShoreNodeIDDefault, "the shore's node id: the _sync_origin a "+
+		"conflict decision's write carries on the ship")
+	commandPoll := fs.Duration("command-poll", client.CommandPollEveryDefault, "how often the downlink asks for "+
+		"commands when the shore had none ready (a page with more after it is followed at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,18 +143,37 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	}
 	tr.FullAnswers = *fullAnswers
 	defer tr.Close()
+	var applier client.RemoteApplier
+	if *shipDB != "" {
+		target, err := apply.OpenTarget(*shipDB)
+		if err != nil {
+			return fmt.Errorf("--ship-db: %w", err)
+		}
+		defer target.Close()
+		if err := target.EnsureLedger(ctx); err != nil {
+			return fmt.Errorf("--ship-db: %w", err)
+		}
+		if applier, err = remote.New(remote.Config{Target: target, Rules: rules, Clock: clock, ShoreNodeID: *shoreNode,
+			Logger: log}); err != nil {
+			return err
+		}
+	}
 	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
 		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
 			MaxTracked: *maxTracked,
 			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap},
 			Uploads: *uploads, LaneInFlight: *laneInFlight, ReceiptEvery: *receiptEvery, KafkaOpts: kopts,
+			Remote: applier, CommandPollEvery: *commandPoll,
 			Monotonic: func() time.Duration { return time.Since(started) }})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "shipsync client: node %s consuming sync.cdc.%s.* from %s, uploading to %s\n",
 		node, *logical, *brokers, *url)
+	if applier != nil {
+		fmt.Fprintln(env.Stdout, "shipsync client: downlink on: the shore's commands are applied to --ship-db")
+	}
 	if *every > 0 {
 		go func() {
 			for {

@@ -107,6 +107,17 @@ type Config struct {
 	// different partition (default 2). On a link whose round trip is long
 	// against a batch's transfer time, more keep the link busy.
 	Uploads int
+	// Remote, when set, turns the downlink on: the shore's commands are
+	// pulled, applied to the ship's database through it, and acknowledged
+	// (docs/shipsync/client.md, "Downlink"). Nil: no commands are pulled.
+	Remote RemoteApplier
+	// CommandPollEvery is how long the downlink waits after a page that
+	// said no more commands are ready (default CommandPollEveryDefault); a
+	// page with more after it is followed at once.
+	CommandPollEvery time.Duration
+	// CommandPage is how many commands one pull asks for (default
+	// CommandPageDefault, at most CommandPageMax).
+	CommandPage int
 }
 
 // Defaults of Config.
@@ -122,6 +133,13 @@ type Stats struct {
 	Batches, Resends, Uploaded, Received  int64
 	Terminal, WireBytes, RawBytes         int64
 	UploadFailures, ReceiptPulls, Commits int64
+	// The downlink: command pages pulled, commands stored, applied (any
+	// result), results the shore acknowledged, failed rounds.
+	CommandPulls, CommandsStored, CommandsApplied, CommandsAcked, DownlinkFailures int64
+	// DownlinkCheckpoint is the saved downlink platform checkpoint as last
+	// read (DownlinkMark.Acked: the next command sequence past those
+	// applied and acknowledged; 0 before any).
+	DownlinkCheckpoint uint64
 }
 
 // Client runs the ship side of the uplink: it consumes the CDC topics,
@@ -149,6 +167,10 @@ type Client struct {
 	batches, resends, uploaded, recvd atomic.Int64
 	terminal, wireBytes, rawBytes     atomic.Int64
 	uploadFailures, pulls, commits    atomic.Int64
+	commandPulls, commandsStored      atomic.Int64
+	commandsApplied, commandsAcked    atomic.Int64
+	downFailures                      atomic.Int64
+	downCheckpoint                    atomic.Uint64
 	// uploadMinor is the shore's latest upload_minor (heartbeat answers):
 	// batches go as protocol 1.1 (columns) once it is at least 1.
 	uploadMinor atomic.Uint32
@@ -194,6 +216,13 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ReceiptEvery <= 0 {
 		cfg.ReceiptEvery = time.Second
 	}
+	if cfg.CommandPollEvery <= 0 {
+		cfg.CommandPollEvery = CommandPollEveryDefault
+	}
+	if cfg.CommandPage <= 0 {
+		cfg.CommandPage = CommandPageDefault
+	}
+	cfg.CommandPage = min(cfg.CommandPage, CommandPageMax)
 	if cfg.Group == "" {
 		cfg.Group = "shipsync-client-" + cfg.NodeID
 	}
@@ -228,7 +257,10 @@ func (c *Client) Stats() Stats {
 	return Stats{Read: c.read.Load(), Produced: c.produced.Load(), Skipped: c.skipped.Load(), Blocked: c.blocked.Load(),
 		Batches: c.batches.Load(), Resends: c.resends.Load(), Uploaded: c.uploaded.Load(), Received: c.recvd.Load(),
 		Terminal: c.terminal.Load(), WireBytes: c.wireBytes.Load(), RawBytes: c.rawBytes.Load(),
-		UploadFailures: c.uploadFailures.Load(), ReceiptPulls: c.pulls.Load(), Commits: c.commits.Load()}
+		UploadFailures: c.uploadFailures.Load(), ReceiptPulls: c.pulls.Load(), Commits: c.commits.Load(),
+		CommandPulls: c.commandPulls.Load(), CommandsStored: c.commandsStored.Load(),
+		CommandsApplied: c.commandsApplied.Load(), CommandsAcked: c.commandsAcked.Load(),
+		DownlinkFailures: c.downFailures.Load(), DownlinkCheckpoint: c.downCheckpoint.Load()}
 }
 
 // Waiting returns how many events the client tracks that are not yet
@@ -283,6 +315,9 @@ func (c *Client) Run(ctx context.Context) error {
 	loops := []func(context.Context) error{c.consume, c.receipts, c.heartbeats}
 	for range c.cfg.Uploads {
 		loops = append(loops, c.upload)
+	}
+	if c.cfg.Remote != nil {
+		loops = append(loops, c.downlink)
 	}
 	for _, loop := range loops {
 		wg.Add(1)
@@ -1029,10 +1064,15 @@ func Build(parts Parts, cfg Config) (*Client, error) {
 // Progress is a one-line summary of the counters.
 func (c *Client) Progress() string {
 	s := c.Stats()
-	return fmt.Sprintf("read %d, produced %d, skipped %d, blocked %d; uploaded %d in %d batches (%d resent, %d failures), "+
+	line := fmt.Sprintf("read %d, produced %d, skipped %d, blocked %d; uploaded %d in %d batches (%d resent, %d failures), "+
 		"received %d, terminal %d; %d B on the wire for %d B of events; waiting %d",
 		s.Read, s.Produced, s.Skipped, s.Blocked, s.Uploaded, s.Batches, s.Resends, s.UploadFailures, s.Received,
 		s.Terminal, s.WireBytes, s.RawBytes, c.Waiting())
+	if c.cfg.Remote == nil {
+		return line
+	}
+	return line + fmt.Sprintf("; downlink: %d commands stored, %d applied, %d acknowledged (%d failures), "+
+		"checkpoint %d", s.CommandsStored, s.CommandsApplied, s.CommandsAcked, s.DownlinkFailures, s.DownlinkCheckpoint)
 }
 
 // heartbeats reports the node's health and backlog to the shore, and

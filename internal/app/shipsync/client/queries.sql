@@ -51,7 +51,11 @@ INSERT INTO client_meta (name, value) VALUES (?, ?)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 
 -- name: AppliedGet
-SELECT operation, result_revision FROM applied_command WHERE command_id = ?;
+-- A command whose write did not happen (a conflict, a rejection) explains
+-- no captured row; one still PENDING may have written (its result comes
+-- after the write).
+SELECT operation, result_revision FROM applied_command
+WHERE command_id = ? AND result NOT IN ('CONFLICT_REPORTED', 'REJECTED');
 
 -- name: BacklogByRule
 SELECT rule_id, count(*), coalesce(sum(raw_bytes), 0), min(captured_at)
@@ -68,3 +72,57 @@ SELECT event_id, rule_id, topic, part, off, state, coalesce(result, ''), raw_byt
 -- name: BlockedList
 SELECT event_id, topic, part, off, rule_id, coalesce(reason, ''), updated_at
 FROM event_state WHERE state = 'BLOCKED' ORDER BY topic, part, off LIMIT ?;
+
+-- name: CommandSequence
+SELECT sequence FROM inbound_command WHERE command_id = ?;
+
+-- name: CommandInsert
+INSERT INTO inbound_command (command_id, sequence, kind, body, state, received_at)
+VALUES (?, ?, ?, ?, 'RECEIVED', ?)
+ON CONFLICT DO NOTHING;
+
+-- name: CommandsUnapplied
+SELECT body FROM inbound_command WHERE state <> 'TERMINAL' ORDER BY sequence LIMIT ?;
+
+-- name: CommandIntent
+-- Before the write: the normaliser may meet the write's capture before
+-- the apply returns. A row there already (a retry) stays as it is.
+INSERT INTO applied_command (command_id, operation, result_revision, result, applied_at)
+VALUES (?, ?, ?, 'PENDING', ?)
+ON CONFLICT (command_id) DO NOTHING;
+
+-- name: CommandResult
+UPDATE inbound_command SET state = 'TERMINAL', result = ?, reason = ?, current_revision = ?, ack = ?, applied_at = ?
+WHERE command_id = ? AND state <> 'TERMINAL';
+
+-- name: AppliedResult
+UPDATE applied_command SET result = ?, applied_at = ? WHERE command_id = ?;
+
+-- name: CommandsUnacked
+SELECT command_id, ack FROM inbound_command WHERE acked = 0 AND state = 'TERMINAL' ORDER BY sequence LIMIT ?;
+
+-- name: CommandAcked
+UPDATE inbound_command SET acked = 1, ack_status = ?, acked_at = ? WHERE command_id = ? AND acked = 0;
+
+-- name: DownlinkMarkSave
+-- The downlink checkpoints, from the commands themselves (stored
+-- sequences are contiguous): read_next past the last stored, received_next
+-- the first without a result, terminal_next the first not acknowledged
+-- (the platform checkpoint). 0 while nothing is stored. (WHERE true: an
+-- upsert from a SELECT needs one, or SQLite reads ON as a join's.)
+INSERT INTO partition_watermark (direction, grp, topic, part, read_next, received_next, terminal_next, next_seq, updated_at)
+SELECT 'down', ?1, 'commands', 0, n,
+    coalesce((SELECT min(sequence) FROM inbound_command WHERE state <> 'TERMINAL'), n),
+    coalesce((SELECT min(sequence) FROM inbound_command WHERE acked = 0), n), n, ?2
+FROM (SELECT coalesce((SELECT max(sequence) + 1 FROM inbound_command), 0) AS n) WHERE true
+ON CONFLICT (direction, grp, topic, part) DO UPDATE SET
+    read_next = excluded.read_next, received_next = excluded.received_next,
+    terminal_next = excluded.terminal_next, next_seq = excluded.next_seq, updated_at = excluded.updated_at;
+
+-- name: DownlinkMark
+SELECT read_next, received_next, terminal_next FROM partition_watermark
+WHERE direction = 'down' AND grp = ? AND topic = 'commands' AND part = 0;
+
+-- name: CommandCounts
+SELECT CASE WHEN state = 'TERMINAL' THEN result ELSE 'RECEIVED' END, acked, count(*)
+FROM inbound_command GROUP BY 1, 2;

@@ -33,7 +33,9 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList", "BlockedList")
+	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList", "BlockedList",
+	"CommandSequence", "CommandInsert", "CommandsUnapplied", "CommandIntent", "CommandResult", "AppliedResult",
+	"CommandsUnacked", "CommandAcked", "DownlinkMarkSave", "DownlinkMark", "CommandCounts")
 
 // MigrationLine returns the client's migration line (SQLite).
 func MigrationLine() relaymigrate.Line {

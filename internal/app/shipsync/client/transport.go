@@ -21,7 +21,8 @@ import (
 )
 
 // Transport is the client's side of the data API: uploads, receipts,
-// heartbeats, over HTTPS with the node's certificate.
+// heartbeats, downlink commands and their acks, over HTTPS with the node's
+// certificate.
 type Transport struct {
 	base  string
 	c     *http.Client
@@ -102,24 +103,54 @@ func (t *Transport) Upload(ctx context.Context, body []byte) (*pb.UploadResponse
 // when the shore supports it (wire.ExpandReceipts gives every receipt
 // either way).
 func (t *Transport) Receipts(ctx context.Context, cursor string, limit int) (*pb.ReceiptPage, error) {
-	q := url.Values{}
-	q.Set("cursor", cursor)
-	q.Set("limit", strconv.Itoa(limit))
 	var page pb.ReceiptPage
-	if err := t.do(ctx, http.MethodGet, shore.PathReceipts+"?"+q.Encode(), nil, &page); err != nil {
+	if err := t.page(ctx, shore.PathReceipts, cursor, limit, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
 }
 
-// Heartbeat posts hb.
-func (t *Transport) Heartbeat(ctx context.Context, hb *pb.Heartbeat) (*pb.HeartbeatResponse, error) {
-	body, err := proto.Marshal(hb)
-	if err != nil {
+// Commands returns the page of the node's downlink commands after cursor
+// ("": from the first), at most limit of them, in sequence order.
+func (t *Transport) Commands(ctx context.Context, cursor string, limit int) (*pb.CommandPage, error) {
+	var page pb.CommandPage
+	if err := t.page(ctx, shore.PathCommands, cursor, limit, &page); err != nil {
 		return nil, err
 	}
+	return &page, nil
+}
+
+// page gets one page of path after cursor into out.
+func (t *Transport) page(ctx context.Context, path, cursor string, limit int, out proto.Message) error {
+	q := url.Values{}
+	q.Set("cursor", cursor)
+	q.Set("limit", strconv.Itoa(limit))
+	return t.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, out)
+}
+
+// Acks posts the results of downlink commands; the answer holds one status
+// per ack, in order, once the shore stored them.
+func (t *Transport) Acks(ctx context.Context, b *pb.CommandAckBatch) (*pb.CommandAckResponse, error) {
+	var r pb.CommandAckResponse
+	if err := t.post(ctx, shore.PathAcks, b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// post posts msg to path and reads the answer into out.
+func (t *Transport) post(ctx context.Context, path string, msg, out proto.Message) error {
+	body, err := proto.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return t.do(ctx, http.MethodPost, path, body, out)
+}
+
+// Heartbeat posts hb.
+func (t *Transport) Heartbeat(ctx context.Context, hb *pb.Heartbeat) (*pb.HeartbeatResponse, error) {
 	var r pb.HeartbeatResponse
-	if err := t.do(ctx, http.MethodPost, shore.PathHeartbeat, body, &r); err != nil {
+	if err := t.post(ctx, shore.PathHeartbeat, hb, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
