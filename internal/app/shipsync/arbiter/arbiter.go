@@ -493,7 +493,10 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 	if err := protojson.Unmarshal([]byte(c.pkText), &key); err != nil {
 		return false, fmt.Errorf("arbiter: record key: %w", err)
 	}
-	origin := d.WinnerNode
+	// The decided version's origin, on both sides: the winner's (the
+	// shore row's own origin for SHORE), the shore's for an operator's
+	// value or delete.
+	origin := cmp.Or(d.WinnerNode, a.cfg.ShoreNode)
 	if d.Choice == "VALUE" || d.Choice == "DELETE" {
 		origin = a.cfg.ShoreNode
 	}
@@ -534,7 +537,8 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 	}
 	now := a.cfg.Clock.Now()
 	msg := &pb.ConflictDecision{DecisionId: d.ID, ConflictId: c.id, RuleId: c.rule, RuleVersion: uint64(c.ruleVersion),
-		RecordKey: key.Columns, ExpectedLocalRevision: d.ExpectedNode, DecidedRevision: d.Revision, Reason: bounded(d.Reason)}
+		RecordKey: key.Columns, ExpectedLocalRevision: d.ExpectedNode, DecidedRevision: d.Revision, Reason: bounded(d.Reason),
+		DecidedOriginNodeId: origin}
 	if d.Tombstone {
 		msg.Outcome = &pb.ConflictDecision_Tombstone{Tombstone: true}
 	} else {

@@ -199,6 +199,7 @@ func TestShoreWinsSameBase(t *testing.T) {
 	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
 	require.Equal(t, "rev-s1", d.DecidedRevision)
 	require.Equal(t, "shore's", d.GetDecidedValue().Columns[1].GetStringValue())
+	require.Equal(t, "shore", d.DecidedOriginNodeId, "the shore row's own origin")
 
 	r.ack(t, &pb.CommandAck{CommandId: cmds[0].CommandId, Result: pb.CommandResult_COMMAND_APPLIED})
 	require.Equal(t, arbiter.StepResult{Answers: 1}, step(t, a))
@@ -231,6 +232,7 @@ func TestLastWriterWinsNodeLater(t *testing.T) {
 	require.Equal(t, node, origin)
 	d := r.commands(t)[0].GetDecision()
 	require.Equal(t, d.DecisionId, stamp)
+	require.Equal(t, node, d.DecidedOriginNodeId)
 	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
 	require.Equal(t, "rev-n1", d.DecidedRevision)
 	// What the shore's CDC consumer will look up for that write.

@@ -41,7 +41,8 @@ type Config struct {
 	// Clock stamps acks and _sync_updated_at. Required.
 	Clock relaytype.Clock
 	// ShoreNodeID is the shore's node id: the _sync_origin a decision's
-	// write carries (default ShoreNodeIDDefault).
+	// write carries when the decision names no origin (default
+	// ShoreNodeIDDefault).
 	ShoreNodeID string
 	// Logger (default: discard).
 	Logger *slog.Logger
@@ -282,7 +283,8 @@ func (a *Applier) planDecision(ctx context.Context, cmd *pb.Command, d *pb.Confl
 		pb.Operation_OPERATION_INSERT: apply.OpInsert, pb.Operation_OPERATION_UPDATE: apply.OpUpdate}[decisionOp(d)]
 	w := apply.Conditional{Table: t, Op: op, Key: d.RecordKey, Values: d.GetDecidedValue().GetColumns(),
 		Base: d.ExpectedLocalRevision, Ref: ref(cmd),
-		Stamp: apply.Stamp{Revision: d.DecidedRevision, Origin: a.cfg.ShoreNodeID, EventID: cmd.CommandId}}
+		Stamp: apply.Stamp{Revision: d.DecidedRevision, Origin: cmp.Or(d.DecidedOriginNodeId, a.cfg.ShoreNodeID),
+			EventID: cmd.CommandId}}
 	return plan{write: w, decision: true, absentDone: op == apply.OpDelete && d.ExpectedLocalRevision == ""}, nil
 }
 

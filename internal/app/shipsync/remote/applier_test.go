@@ -130,6 +130,13 @@ func TestDecisions(t *testing.T) {
 	require.Equal(t, applied, resultOf(b.apply(t, decision(6, 8, "", rev(14), "made"))))
 	r, _ = b.row(t, 8)
 	require.Equal(t, row{Note: "made", Revision: rev(14), Origin: "shore", EventID: cmdID(6)}, r)
+	// A decision naming the winner's origin writes it (the node's version
+	// won: both sides carry the node as origin).
+	won := decision(8, 9, "", rev(16), "theirs")
+	won.GetDecision().DecidedOriginNodeId = "ship-1"
+	require.Equal(t, applied, resultOf(b.apply(t, won)))
+	r, _ = b.row(t, 9)
+	require.Equal(t, row{Note: "theirs", Revision: rev(16), Origin: "ship-1", EventID: cmdID(8)}, r)
 	require.Equal(t, result{Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED, Reason: pb.RejectReason_REJECT_REASON_DECISION_STALE,
 		Revision: rev(14), Value: map[string]string{"id": "8", "note": "made"}},
 		resultOf(b.apply(t, decision(7, 8, "", rev(15), "other"))), "a row exists now")

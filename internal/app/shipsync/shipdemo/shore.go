@@ -23,6 +23,8 @@ import (
 type ShoreRule struct {
 	ID, Table string
 	Columns   []string
+	// Conflict is how the rule's conflicts are decided (zero: MANUAL).
+	Conflict shore.ConflictPolicy
 }
 
 // ShoreOptions configure StartShore.
@@ -129,7 +131,7 @@ func setupShore(ctx context.Context, d *relaypgx.Driver, o ShoreOptions) error {
 			return err
 		}
 		if err := reg.RegisterRule(ctx, shore.Rule{ID: r.ID, Version: 1, SourceTable: r.Table, TargetTable: r.Table,
-			KeyColumns: []string{"id"}, Columns: r.Columns, InsertOverTombstone: true}, who); err != nil {
+			KeyColumns: []string{"id"}, Columns: r.Columns, InsertOverTombstone: true, Conflict: r.Conflict}, who); err != nil {
 			return err
 		}
 	}

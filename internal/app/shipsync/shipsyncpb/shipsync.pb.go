@@ -2133,9 +2133,12 @@ type ConflictDecision struct {
 	// Revision the node writes with the decided outcome.
 	DecidedRevision string `protobuf:"bytes,9,opt,name=decided_revision,json=decidedRevision,proto3" json:"decided_revision,omitempty"`
 	// Why (policy name or the operator's reason).
-	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The node whose change the decided version is (its _sync_origin on both
+	// sides); empty from a shore that does not send it: the shore's node.
+	DecidedOriginNodeId string `protobuf:"bytes,11,opt,name=decided_origin_node_id,json=decidedOriginNodeId,proto3" json:"decided_origin_node_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ConflictDecision) Reset() {
@@ -2245,6 +2248,13 @@ func (x *ConflictDecision) GetDecidedRevision() string {
 func (x *ConflictDecision) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *ConflictDecision) GetDecidedOriginNodeId() string {
+	if x != nil {
+		return x.DecidedOriginNodeId
 	}
 	return ""
 }
@@ -3531,7 +3541,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12*\n" +
-	"\x11applied_event_ids\x18\x04 \x01(\fR\x0fappliedEventIds\"\xb9\x03\n" +
+	"\x11applied_event_ids\x18\x04 \x01(\fR\x0fappliedEventIds\"\xee\x03\n" +
 	"\x10ConflictDecision\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12\x1f\n" +
@@ -3546,7 +3556,8 @@ const file_shipsync_proto_rawDesc = "" +
 	"\ttombstone\x18\b \x01(\bH\x00R\ttombstone\x12)\n" +
 	"\x10decided_revision\x18\t \x01(\tR\x0fdecidedRevision\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reasonB\t\n" +
+	" \x01(\tR\x06reason\x123\n" +
+	"\x16decided_origin_node_id\x18\v \x01(\tR\x13decidedOriginNodeIdB\t\n" +
 	"\aoutcome\"\xb0\x01\n" +
 	"\rResendRequest\x12.\n" +
 	"\x13source_connector_id\x18\x01 \x01(\tR\x11sourceConnectorId\x12)\n" +
