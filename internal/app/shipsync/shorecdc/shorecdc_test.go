@@ -257,7 +257,7 @@ func TestApplierWritesAreSuppressed(t *testing.T) {
 	// unexplained insert, the local insert.
 	waitFor(t, "every record read", func() bool {
 		s := c.Stats()
-		return s.Read >= 6 && s.Blocked == 1 && s.Forwarded == 1
+		return s.Skipped+s.Blocked+s.Forwarded >= 6
 	})
 	s := c.Stats()
 	require.Equal(t, int64(4), s.Skipped, "the applier's insert, its stamp, its delete and the delete's tombstone")
