@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/dsn/mysqldsn"
@@ -539,7 +540,7 @@ func (t *Target) readRow(ctx context.Context, w Conditional) (Found, error) {
 		args = append(args, v)
 	}
 	var f Found
-	vals := make([]sql.RawBytes, len(cols))
+	vals := make([]any, len(cols))
 	dest := []any{&f.Revision, &f.Origin, &f.EventID}
 	for i := range vals {
 		dest = append(dest, &vals[i])
@@ -557,13 +558,21 @@ func (t *Target) readRow(ctx context.Context, w Conditional) (Found, error) {
 		f.Row = &pb.RowImage{}
 		for i, c := range cols {
 			cv := &pb.ColumnValue{Name: c}
-			switch b := vals[i]; {
-			case b == nil:
+			// The pool parses DATE and DATETIME values into times (UTC);
+			// everything else arrives as text or bytes.
+			switch v := vals[i].(type) {
+			case nil:
 				cv.Value = &pb.ColumnValue_Null{Null: true}
-			case utf8.Valid(b):
-				cv.Value = &pb.ColumnValue_StringValue{StringValue: string(b)}
+			case time.Time:
+				cv.Value = &pb.ColumnValue_TimestampValue{TimestampValue: timestamppb.New(v)}
+			case []byte:
+				if utf8.Valid(v) {
+					cv.Value = &pb.ColumnValue_StringValue{StringValue: string(v)}
+				} else {
+					cv.Value = &pb.ColumnValue_BytesValue{BytesValue: v}
+				}
 			default:
-				cv.Value = &pb.ColumnValue_BytesValue{BytesValue: append([]byte(nil), b...)}
+				cv.Value = &pb.ColumnValue_StringValue{StringValue: fmt.Sprint(v)}
 			}
 			f.Row.Columns = append(f.Row.Columns, cv)
 		}

@@ -28,7 +28,7 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("arbiter/queries.sql", queriesSQL, "CaseClaim", "CaseGet", "CaseLockOwned", "CaseLock",
-	"CaseSetState", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody", "DecisionInsert", "DecisionGet",
+	"CaseSetState", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody", "DecisionAttempt", "DecisionInsert", "DecisionGet",
 	"AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList")
 
 // Defaults of Config.
@@ -351,7 +351,8 @@ func (a *Arbiter) readShore(ctx context.Context, rule *shore.Rule, key []*pb.Col
 	return v, nil
 }
 
-// decisionNamespace makes decision ids: one decision per case.
+// decisionNamespace makes decision ids: UUIDv5 of the case (and the
+// attempt, from the second on).
 var decisionNamespace = uuid.MustParse("0b7e4f0c-3a5d-4e8b-9c61-2f4d8a9e1c37")
 
 // Decision is a case's decision as stored.
@@ -372,15 +373,35 @@ func (a *Arbiter) decision(c kase, l *loaded, winner, by, policy, reason string)
 		d.ExpectedNode = l.Node.Revision
 	}
 	if winner == WinnerShore {
-		d.Choice, d.WinnerNode, d.Tombstone, d.Row = "SHORE", l.Shore.Node, !l.Shore.Exists, l.Shore.Row
+		d.Choice, d.WinnerNode, d.Tombstone, d.Row = "SHORE", l.Shore.Node, !l.Shore.Exists, keyed(l.Shore.Row, l.key)
 		d.Revision = l.Shore.Revision
 		if !l.Shore.Exists {
 			d.Revision = cmp.Or(l.tomb, uuid.NewSHA1(decisionNamespace, []byte(c.id+"/tombstone")).String())
 		}
 		return d
 	}
-	d.Choice, d.WinnerNode, d.Tombstone, d.Row, d.Revision = "NODE", l.Node.Node, !l.Node.Exists, l.Node.Row, l.Node.Revision
+	d.Choice, d.WinnerNode, d.Tombstone, d.Row, d.Revision = "NODE", l.Node.Node, !l.Node.Exists, keyed(l.Node.Row, l.key),
+		l.Node.Revision
 	return d
+}
+
+// keyed is row with its key columns holding the record key's own values: a
+// row read back from a database holds them as text, and a decision must
+// not look like it changes the key.
+func keyed(row *pb.RowImage, key []*pb.ColumnValue) *pb.RowImage {
+	if row == nil {
+		return nil
+	}
+	out := &pb.RowImage{Columns: make([]*pb.ColumnValue, len(row.Columns))}
+	for i, c := range row.Columns {
+		out.Columns[i] = c
+		for _, k := range key {
+			if k.GetName() == c.GetName() {
+				out.Columns[i] = &pb.ColumnValue{Name: c.Name, Value: k.Value}
+			}
+		}
+	}
+	return out
 }
 
 // storeDecision appends d to case id (held by owner; "" for an operator's
@@ -399,7 +420,14 @@ func (a *Arbiter) storeDecision(ctx context.Context, id, owner string, d *Decisi
 		if err := a.lock(ctx, tx, id, owner, StatePending); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, stmts["DecisionInsert"], d.ID, id, d.DecidedBy, d.Policy, d.Choice, d.WinnerNode, d.Node,
+		var attempt int
+		if err := tx.QueryRow(ctx, stmts["DecisionAttempt"], id).Scan(&attempt); err != nil {
+			return err
+		}
+		if attempt > 1 {
+			d.ID = uuid.NewSHA1(decisionNamespace, []byte(fmt.Sprintf("%s/%d", id, attempt))).String()
+		}
+		if _, err := tx.Exec(ctx, stmts["DecisionInsert"], d.ID, id, attempt, d.DecidedBy, d.Policy, d.Choice, d.WinnerNode, d.Node,
 			d.ExpectedNode, row, d.Tombstone, d.Revision, d.ExpectedShore, d.Reason, now); err != nil {
 			return fmt.Errorf("arbiter: store decision: %w", err)
 		}

@@ -50,15 +50,20 @@ ORDER BY evidence_id;
 -- name: InboxEventBody
 SELECT event FROM sync_inbox_event WHERE origin_node_id = $1 AND event_id = $2;
 
+-- name: DecisionAttempt
+SELECT count(*) + 1 FROM sync_conflict_decision WHERE conflict_id = $1;
+
 -- name: DecisionInsert
-INSERT INTO sync_conflict_decision (decision_id, conflict_id, decided_by, policy, choice, winner_node_id, node_id,
+INSERT INTO sync_conflict_decision (decision_id, conflict_id, attempt, decided_by, policy, choice, winner_node_id, node_id,
     expected_node_revision, decided_row, tombstone, decided_revision, expected_shore_revision, reason, decided_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
 
 -- name: DecisionGet
 SELECT decision_id::text, decided_by, policy, choice, winner_node_id, node_id, expected_node_revision, decided_row,
     tombstone, decided_revision, expected_shore_revision, reason, decided_at
-FROM sync_conflict_decision WHERE conflict_id = $1;
+FROM sync_conflict_decision WHERE conflict_id = $1
+ORDER BY attempt DESC
+LIMIT 1;
 
 -- name: AnswersClaim
 -- Node answers the arbiter must act on: every answer to a decision, and

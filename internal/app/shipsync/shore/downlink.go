@@ -131,17 +131,12 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 		if err != nil {
 			return fmt.Errorf("%w: forward: %w", ErrStore, err)
 		}
-		type pos struct {
-			t string
-			p int32
-			o int64
-		}
-		fresh := map[pos]bool{}
+		fresh := map[position]bool{}
 		var t string
 		var p int32
 		var o int64
 		if _, err := pgx.ForEachRow(rows, []any{&t, &p, &o}, func() error {
-			fresh[pos{t, p, o}] = true
+			fresh[position{t, p, o}] = true
 			return nil
 		}); err != nil {
 			return fmt.Errorf("%w: forward: %w", ErrStore, err)
@@ -149,7 +144,7 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 		// The new forwarded changes' commands, per node in queue order.
 		perNode := map[string][]queued{}
 		for _, c := range changes {
-			if !fresh[pos{c.Topic, c.Partition, c.Offset}] {
+			if !fresh[position{c.Topic, c.Partition, c.Offset}] {
 				continue
 			}
 			if c.Blocked {
@@ -172,12 +167,47 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 			return err
 		}
 		res.Commands = n
-		return nil
+		return followHeads(ctx, tx, changes, fresh, now)
 	})
 	if err != nil && !errors.Is(err, ErrStore) {
 		err = fmt.Errorf("%w: forward: %w", ErrStore, err)
 	}
 	return res, err
+}
+
+// position is a record's place in the capture queue.
+type position struct {
+	t string
+	p int32
+	o int64
+}
+
+// followHeads moves the record heads of the new forwarded changes, in
+// queue order, so a head says what the shore database holds after the
+// shore's own writes too (an upload made over an older revision is then a
+// conflict with the right evidence, and one made over this one is
+// written).
+func followHeads(ctx context.Context, tx pgx.Tx, changes []ShoreChange, fresh map[position]bool, now time.Time) error {
+	var b pgx.Batch
+	for _, c := range changes {
+		if c.Blocked || !fresh[position{c.Topic, c.Partition, c.Offset}] {
+			continue
+		}
+		ev := c.Event
+		hash, _, err := RecordKey(ev.PrimaryKey)
+		if err != nil {
+			return fmt.Errorf("shore: record key: %w", err)
+		}
+		b.Queue(stmts["HeadFollowShore"], ev.RuleId, hash, ev.ResultRevision, ev.OriginNodeId,
+			ev.Operation == pb.Operation_OPERATION_DELETE, now, ev.BaseRevision)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("%w: record heads: %w", ErrStore, err)
+	}
+	return nil
 }
 
 // queued is one command to store for a node; body makes its body for the

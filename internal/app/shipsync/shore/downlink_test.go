@@ -150,3 +150,42 @@ func TestCommandsAndAcks(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(row, &img))
 	require.True(t, proto.Equal(conflict.CurrentValue, &img))
 }
+
+// TestForwardFollowsHeads: the shore's own changes move a record's head
+// along their chain of revisions (so an upload made over the shore's
+// latest revision is written, and one made over an older one conflicts
+// with the right evidence); a change made over another revision than the
+// head's leaves it alone.
+func TestForwardFollowsHeads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dl := shore.NewDownlink(b.d.Pool(), b.clock)
+	ctx := t.Context()
+	change := func(off int64, base, result string, op pb.Operation) shore.ShoreChange {
+		c := shoreChange(off, 500+int(off))
+		c.Event.PrimaryKey = []*pb.ColumnValue{{Name: "id", Value: &pb.ColumnValue_IntValue{IntValue: 7}}}
+		c.Event.Operation, c.Event.BaseRevision, c.Event.ResultRevision = op, base, result
+		return c
+	}
+	head := func() (rev string, tomb bool) {
+		t.Helper()
+		require.NoError(t, b.d.Pool().QueryRow(ctx, "SELECT current_revision, tombstone FROM sync_record_head").Scan(&rev, &tomb))
+		return rev, tomb
+	}
+	_, err := dl.Forward(ctx, []shore.ShoreChange{change(1, "", "rev-1", pb.Operation_OPERATION_INSERT),
+		change(2, "rev-1", "rev-2", pb.Operation_OPERATION_UPDATE)})
+	require.NoError(t, err)
+	rev, tomb := head()
+	require.Equal(t, "rev-2", rev)
+	require.False(t, tomb)
+	_, err = dl.Forward(ctx, []shore.ShoreChange{change(3, "rev-other", "rev-3", pb.Operation_OPERATION_UPDATE)})
+	require.NoError(t, err)
+	rev, _ = head()
+	require.Equal(t, "rev-2", rev, "a change over another revision leaves the head")
+	_, err = dl.Forward(ctx, []shore.ShoreChange{change(4, "rev-2", "tomb-4", pb.Operation_OPERATION_DELETE),
+		change(5, "", "rev-5", pb.Operation_OPERATION_INSERT)})
+	require.NoError(t, err)
+	rev, tomb = head()
+	require.Equal(t, "rev-5", rev, "deleted, then inserted again")
+	require.False(t, tomb)
+}

@@ -296,3 +296,16 @@ ON CONFLICT (conflict_id, origin_node_id, event_id) DO NOTHING;
 -- A conflict decision by id: what the arbiter wrote to the shore database
 -- under that id (the shore CDC consumer's loop suppression).
 SELECT tombstone, decided_revision FROM sync_conflict_decision WHERE decision_id = $1;
+
+-- name: HeadFollowShore
+-- The shore's own change of a record moves its head when the head is at
+-- the revision the change was made over ($7; '' : no row), so the head
+-- stays what the shore database holds: a head another change moved on is
+-- left alone.
+INSERT INTO sync_record_head (rule_id, pk_hash, current_revision, origin_node_id, event_id, tombstone, updated_at)
+VALUES ($1, $2, $3, $4, NULL, $5, $6)
+ON CONFLICT (rule_id, pk_hash) DO UPDATE SET current_revision = EXCLUDED.current_revision,
+    origin_node_id = EXCLUDED.origin_node_id, event_id = NULL, tombstone = EXCLUDED.tombstone,
+    updated_at = EXCLUDED.updated_at,
+    recent_revisions = (ARRAY[sync_record_head.current_revision] || sync_record_head.recent_revisions)[1:8]
+WHERE sync_record_head.current_revision = $7 OR ($7 = '' AND sync_record_head.tombstone);

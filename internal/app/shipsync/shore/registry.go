@@ -41,7 +41,7 @@ var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList",
 	"ShoreEventInsertMany", "ShoreBlockedFirst", "DownlinkTargets", "DownlinkAllocate", "CommandInsertMany", "CommandPage",
 	"CommandAckMany", "DownlinkAdvance", "DownlinkState", "InboxEventGet", "ConflictActiveGet", "ConflictCreate",
-	"ConflictEvidenceAdd", "DecisionApplied")
+	"ConflictEvidenceAdd", "DecisionApplied", "HeadFollowShore")
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.

@@ -37,12 +37,15 @@ ALTER TABLE sync_conflict_evidence DROP CONSTRAINT sync_conflict_evidence_found_
 ALTER TABLE sync_conflict_evidence ADD CONSTRAINT sync_conflict_evidence_found_in_check
     CHECK (found_in IN ('record_head', 'target', 'node'));
 
--- A case's decision. Never updated or deleted (a trigger refuses it): a
+-- A case's decisions. Never updated or deleted (a trigger refuses it): a
 -- decision that turns out stale expires its case, and the newer evidence
--- opens a new case with a decision of its own.
+-- opens a new case with a decision of its own; a decision a node rejects
+-- sends the case to an operator, whose decision is a new row (attempt 2,
+-- …). The latest attempt is the case's decision.
 CREATE TABLE sync_conflict_decision (
     decision_id       uuid        PRIMARY KEY,
-    conflict_id       uuid        NOT NULL UNIQUE REFERENCES sync_conflict_case (conflict_id),
+    conflict_id       uuid        NOT NULL REFERENCES sync_conflict_case (conflict_id),
+    attempt           integer     NOT NULL CHECK (attempt >= 1),
     -- 'policy' or the operator's name.
     decided_by        text        NOT NULL,
     policy            text        NOT NULL,
@@ -63,6 +66,8 @@ CREATE TABLE sync_conflict_decision (
     reason            text        NOT NULL,
     decided_at        timestamptz NOT NULL
 );
+
+CREATE UNIQUE INDEX sync_conflict_decision_attempt ON sync_conflict_decision (conflict_id, attempt);
 
 CREATE FUNCTION sync_conflict_decision_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
