@@ -3,10 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/relayhq/relay/internal/app/shipsync/converge"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -16,7 +21,12 @@ import (
 // shore over mutual TLS → shore database, then compares the two databases
 // row by row and reconciles every event.
 func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
-	fs := newFlags(env, "shipsync demo", "shipsync demo [--rows 500] [--updates N] [--deletes N] [--postgres URL] [--mariadb DSN]")
+	fs := newFlags(env, "shipsync demo", "shipsync demo [--both-ways] [--rows 500] [--updates N] [--deletes N] [--edits N] "+
+		"[--postgres URL] [--mariadb DSN]")
+	bothWays := fs.Bool("both-ways", false, "sync both ways: the ship's and the shore's databases edited at once (the "+
+		"same rows on both sides) while the link flaps; conflicts arbitrated (crew: later business time wins, "+
+		"fuel_log: the shore wins), an operator deciding what no policy can; then both databases compared")
+	edits := fs.Int("edits", 120, "--both-ways: changes each side makes at once after its inserts")
 	rows := fs.Int("rows", 500, "rows the workload inserts into each of the ship's two tables")
 	updates := fs.Int("updates", 0, "row updates after the inserts (default: --rows)")
 	deletes := fs.Int("deletes", 0, "row deletes after the inserts (default: --rows / 10)")
@@ -37,6 +47,8 @@ func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
 	if *rows < 1 || *updates < 0 || *deletes < 0 || *writers < 1 {
 		return errors.New("shipsync demo: --rows and --writers must be positive, --updates and --deletes not negative")
 	}
+	rowsSet := false
+	fs.Visit(func(f *flag.Flag) { rowsSet = rowsSet || f.Name == "rows" })
 	schemaURL, drop, err := scratchSchema(ctx, *pgURL, fmt.Sprintf("relay_shipdemo_%d", os.Getpid()))
 	if err != nil {
 		return fmt.Errorf("shipsync demo: %w", err)
@@ -47,6 +59,14 @@ func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if *bothWays {
+		n := 40
+		if rowsSet {
+			n = *rows
+		}
+		return runBothWays(ctx, env, converge.Options{PostgresURL: schemaURL, MariaDB: *mariaDSN, Dir: dir, Rows: n,
+			Edits: *edits, Flaps: true, Seed: *seed, Progress: env.Stdout, Timeout: *timeout})
+	}
 	fmt.Fprintln(env.Stdout, "shipsync demo: ship database → trigger capture → CDC topics (Kafka API, in process) → "+
 		"ship client (SQLite state) → shore (mutual TLS, PostgreSQL inbox, applier) → shore database")
 	res, err := shipdemo.Run(ctx, shipdemo.Options{PostgresURL: schemaURL, MariaDB: *mariaDSN, Dir: dir, Rows: *rows,
@@ -68,4 +88,34 @@ func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
 		return errors.New("shipsync demo: reconciliation failed")
 	}
 	return nil
+}
+
+// runBothWays runs the two-way demo and prints its counts and checks.
+func runBothWays(ctx context.Context, env *Env, o converge.Options) error {
+	fmt.Fprintln(env.Stdout, "shipsync demo --both-ways: ship and shore databases, each captured; ship client (uplink "+
+		"and downlink commands) ↔ flapping link ↔ shore (applier, shore CDC consumer, conflict arbiter)")
+	res, err := converge.Run(ctx, o)
+	if err != nil {
+		return fmt.Errorf("shipsync demo: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "done in %s: the ship changed %d rows and uploaded %d events (%s); the shore changed %d and "+
+		"forwarded %d as commands; commands: %s; conflict cases: %s (%d decided by the operator); link cut %d times\n",
+		res.Elapsed.Round(time.Millisecond), res.ShipWrites, res.Uplink, countsText(res.Receipts), res.ShoreWrites,
+		res.Forwarded, countsText(res.Commands), countsText(res.Cases), res.Manual, res.Outages)
+	fmt.Fprintln(env.Stdout, "reconciliation:")
+	shipdemo.WriteChecks(env.Stdout, res.Checks)
+	if !res.OK() {
+		return errors.New("shipsync demo: reconciliation failed")
+	}
+	return nil
+}
+
+// countsText is "k n, …" in key order.
+func countsText(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
