@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
-	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
-	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
 	"github.com/relayhq/relay/internal/app/shipsync/remote"
 	"github.com/relayhq/relay/internal/flow"
@@ -101,24 +98,13 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rf, err := os.Open(*rulesFile)
+	rules, err := loadRulesFlag("rules", *rulesFile)
 	if err != nil {
-		return fmt.Errorf("--rules: %w", err)
+		return err
 	}
-	rules, err := normalize.LoadRules(rf)
-	_ = rf.Close()
+	types, err := loadTypesFlag("types", *typesFile)
 	if err != nil {
-		return fmt.Errorf("--rules %s: %w", *rulesFile, err)
-	}
-	var types cdc.TypeMap
-	if *typesFile != "" {
-		data, err := os.ReadFile(*typesFile)
-		if err != nil {
-			return fmt.Errorf("--types: %w", err)
-		}
-		if err := json.Unmarshal(data, &types); err != nil {
-			return fmt.Errorf("--types %s: %w", *typesFile, err)
-		}
+		return err
 	}
 	var window *flow.Window
 	if *bulkWindow != "" {
