@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
@@ -139,9 +140,13 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		"the origin of its commands")
 	cdcConnector := fs.String("cdc-connector-id", "capture-shore", "source_connector_id of the shore's events")
 	cdcGroup := fs.String("cdc-group", "shipsync-shore-cdc", "consumer group of the shore CDC consumer (run one per group)")
+	cdcInstance := fs.String("cdc-group-instance-id", "", "static membership of --cdc-group (KIP-345): a shore process "+
+		"restarted under the same id takes the partitions back at once instead of after the session timeout (empty: dynamic)")
 	arbiterOn := fs.Bool("arbiter", false, "run the conflict arbiter (needs --target): decide cases by each rule's "+
 		"policy, write winning versions to the shore database, send decisions to the nodes, act on their answers")
 	arbiterEvery := fs.Duration("arbiter-every", 2*time.Second, "how often the arbiter looks for work when idle")
+	arbiterLease := fs.Duration("arbiter-lease", arbiter.LeaseDefault, "how long a case the arbiter claimed stays its "+
+		"own; a case whose lease ran out (its arbiter died) is taken over by any arbiter, a restarted one included")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
@@ -150,6 +155,9 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shipsync shore: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if *arbiterLease <= 0 {
+		return errors.New("shipsync shore: --arbiter-lease must be positive")
 	}
 	if *certFile == "" || *keyFile == "" || *clientCA == "" {
 		return errors.New("shipsync shore: --tls-cert, --tls-key and --client-ca are required (mutual TLS; make them with relay shipsync pki)")
@@ -228,7 +236,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 			name = cmp.Or(host, "shore") + "-" + randomHex(3)
 		}
 		a, err := arbiter.New(arbiter.Config{Pool: d.Pool(), Target: t, ShoreNode: *nodeID, Instance: name, Clock: clock,
-			Logger: log})
+			Lease: *arbiterLease, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -257,8 +265,12 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		var kopts []kgo.Opt
+		if *cdcInstance != "" {
+			kopts = append(kopts, kgo.InstanceID(*cdcInstance))
+		}
 		consumer, err := shorecdc.New(shorecdc.Config{Brokers: splitList(*cdcBrokers), TopicPrefix: *cdcPrefix,
-			Group: *cdcGroup, Downlink: dl, Decoder: dec, Normalizer: n, Clock: clock, Logger: log})
+			Group: *cdcGroup, KafkaOpts: kopts, Downlink: dl, Decoder: dec, Normalizer: n, Clock: clock, Logger: log})
 		if err != nil {
 			return err
 		}

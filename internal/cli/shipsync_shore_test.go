@@ -75,7 +75,8 @@ func TestShipsyncShoreCommand(t *testing.T) {
 }
 
 // TestShipsyncShoreCDCFlags: the shore CDC consumer needs its rules file,
-// and a bad one is refused naming the flag, before anything is served.
+// and a bad one is refused naming the flag, before anything is served; so
+// is an arbiter lease that is not positive.
 func TestShipsyncShoreCDCFlags(t *testing.T) {
 	t.Parallel()
 	url := testdb.PGSchema(t)
@@ -94,4 +95,6 @@ func TestShipsyncShoreCDCFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--cdc-rules is required with --cdc-brokers")
 	err = cli.Run(t.Context(), append(base, "--cdc-rules", bad), &out, &out)
 	require.ErrorContains(t, err, "--cdc-rules "+bad)
+	err = cli.Run(t.Context(), append(base, "--arbiter-lease", "0"), &out, &out)
+	require.ErrorContains(t, err, "--arbiter-lease must be positive")
 }

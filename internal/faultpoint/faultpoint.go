@@ -108,9 +108,22 @@ const (
 	// ShipsyncShoreCDCAfterForward: the shore CDC consumer stored a poll's
 	// commands; its consumer group position is not committed yet.
 	ShipsyncShoreCDCAfterForward = "shipsync.shorecdc.after-forward"
+	// ShipsyncArbiterAfterClaim: the arbiter claimed a case and holds its
+	// lease; no verdict is stored (seed 004 §23.3, "arbiter mid-lease": a
+	// restarted arbiter takes the case over once the lease runs out).
+	ShipsyncArbiterAfterClaim = "shipsync.arbiter.after-claim"
 	// ShipsyncArbiterAfterShoreWrite: the arbiter wrote a decision to the
 	// shore database; the case is not marked dispatched yet.
 	ShipsyncArbiterAfterShoreWrite = "shipsync.arbiter.after-shore-write"
+	// ShipsyncRemoteAfterWrite: the ship's database committed a downlink
+	// command's write (and its ledger row); the result is not recorded in
+	// the client's state ("ship applier mid-command": the command is
+	// applied again after a restart and answered from the ledger).
+	ShipsyncRemoteAfterWrite = "shipsync.remote.after-write"
+	// ShipsyncClientAfterAcks: the shore answered a batch of command acks;
+	// the client has not marked them answered ("client mid-ack": they are
+	// sent again, and the shore keeps the first result).
+	ShipsyncClientAfterAcks = "shipsync.client.after-acks"
 )
 
 var (

@@ -214,6 +214,7 @@ func (a *Arbiter) claim(ctx context.Context) ([]kase, error) {
 // work takes a claimed case through its verdict and its dispatch.
 func (a *Arbiter) work(ctx context.Context, c kase, res *StepResult) error {
 	if c.state == StateAutoDeciding {
+		faultpoint.Hit(faultpoint.ShipsyncArbiterAfterClaim)
 		if a.cfg.beforeDecide != nil {
 			if err := a.cfg.beforeDecide(c.id); err != nil {
 				return err

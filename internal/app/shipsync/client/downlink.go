@@ -9,6 +9,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
+	"github.com/relayhq/relay/internal/faultpoint"
 )
 
 // RemoteApplier applies downlink commands to the ship's database
@@ -191,6 +192,7 @@ func (c *Client) ackCommands(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		faultpoint.Hit(faultpoint.ShipsyncClientAfterAcks)
 		if len(resp.Statuses) != len(acks) {
 			return &RequestError{Status: 200, Retryable: true,
 				Detail: fmt.Sprintf("answer has %d statuses for %d acks", len(resp.Statuses), len(acks))}

@@ -16,6 +16,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/sqlfile"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -164,6 +165,7 @@ func (a *Applier) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandAck, e
 			a.log.Warn("shipsync remote: the ship database refuses a command's value", "command", id, "err", refused[0])
 			return a.reject(id, pb.RejectReason_REJECT_REASON_TARGET_REFUSED, refused[0].Error()), nil
 		case changed[0]:
+			faultpoint.Hit(faultpoint.ShipsyncRemoteAfterWrite)
 			return a.done(&pb.CommandAck{CommandId: id, Result: pb.CommandResult_COMMAND_APPLIED}), nil
 		}
 	}
