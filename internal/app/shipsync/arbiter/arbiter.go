@@ -28,8 +28,8 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("arbiter/queries.sql", queriesSQL, "CaseClaim", "CaseGet", "CaseLockOwned", "CaseLock",
-	"CaseSetState", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody", "DecisionAttempt", "DecisionInsert", "DecisionGet",
-	"AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList")
+	"CaseSetState", "CaseRecord", "DecisionTime", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody",
+	"DecisionAttempt", "DecisionInsert", "DecisionGet", "AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList")
 
 // Defaults of Config.
 const (
@@ -470,8 +470,9 @@ func (a *Arbiter) lock(ctx context.Context, tx pgx.Tx, id, owner, want string) e
 	return nil
 }
 
-// setState moves case id (held by owner) to state with reason, audited.
-func (a *Arbiter) setState(ctx context.Context, id, owner, state, reason, action string) error {
+// setState moves case id (held by owner) to state with reason, audited;
+// then, in the same transaction, runs each of then.
+func (a *Arbiter) setState(ctx context.Context, id, owner, state, reason, action string, then ...func(pgx.Tx) error) error {
 	now := a.cfg.Clock.Now()
 	var due any
 	if state == StatePending {
@@ -484,9 +485,85 @@ func (a *Arbiter) setState(ctx context.Context, id, owner, state, reason, action
 		if _, err := tx.Exec(ctx, stmts["CaseSetState"], id, state, bounded(reason), due, now); err != nil {
 			return err
 		}
-		return shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: "arbiter " + a.cfg.Instance, Reason: bounded(reason)},
-			action, "conflict", id, state)
+		if err := shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: "arbiter " + a.cfg.Instance, Reason: bounded(reason)},
+			action, "conflict", id, state); err != nil {
+			return err
+		}
+		for _, f := range then {
+			if err := f(tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// carryLate moves the evidence recorded for case id after its decision
+// (made at decided) to the record's next case, opened by the first of it
+// unless one is open, and notes that case as id's successor; it runs in
+// the transaction that closes id (ACKNOWLEDGED or EXPIRED). A case keeps
+// taking evidence until it closes — the shore's later change the node met,
+// the node's later change the shore met — and a decision made before that
+// evidence does not answer it (seed 004 §11.2: new evidence makes the old
+// decision expire): without this the evidence would close with the case,
+// and the record stay different on the two sides with every case closed.
+func (a *Arbiter) carryLate(ctx context.Context, tx pgx.Tx, id string, decided, now time.Time) error {
+	rows, err := tx.Query(ctx, stmts["EvidenceList"], id)
+	if err != nil {
+		return err
+	}
+	var late []shore.Evidence
+	var ev shore.Evidence
+	var op string
+	var row []byte
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&ev.Origin, &ev.EventID, &op, &ev.Base, &ev.Result, &ev.CurrentRevision,
+		&ev.CurrentOrigin, &ev.CurrentEventID, &ev.CurrentTombstone, &row, &ev.FoundIn, &at}, func() error {
+		if !at.After(decided) {
+			return nil
+		}
+		x := ev
+		x.Operation = pb.Operation(pb.Operation_value[op])
+		if len(row) > 0 {
+			x.CurrentRow = &pb.RowImage{}
+			if err := proto.Unmarshal(row, x.CurrentRow); err != nil {
+				return fmt.Errorf("arbiter: evidence row: %w", err)
+			}
+		}
+		late = append(late, x)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("arbiter: late evidence of %s: %w", id, err)
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	var rule string
+	var version int64
+	var hash []byte
+	var text, next string
+	if err := tx.QueryRow(ctx, stmts["CaseRecord"], id).Scan(&rule, &version, &hash, &text, &next); err != nil {
+		return err
+	}
+	for _, e := range late {
+		to, opened, err := shore.OpenConflict(ctx, tx, rule, uint64(version), hash, text, e, now)
+		if err != nil {
+			return err
+		}
+		if opened {
+			if err := shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: "arbiter " + a.cfg.Instance}, "conflict.detected",
+				"conflict", to, "evidence recorded after the decision of "+id); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			if _, err := tx.Exec(ctx, stmts["CaseSupersede"], id, to); err != nil {
+				return err
+			}
+			next = to
+		}
+	}
+	return nil
 }
 
 func bounded(s string) string {
@@ -559,7 +636,9 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 				}
 				if !fs[0].Applied {
 					return false, a.setState(ctx, c.id, a.cfg.Instance, StateExpired,
-						"the shore's row changed before the decision was written", "conflict.expired")
+						"the shore's row changed before the decision was written", "conflict.expired", func(tx pgx.Tx) error {
+							return a.carryLate(ctx, tx, c.id, d.At, a.cfg.Clock.Now())
+						})
 				}
 			}
 		}
@@ -700,6 +779,10 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 	if state != StateDispatched {
 		return nil // answered before, or closed otherwise
 	}
+	var decided time.Time
+	if err := tx.QueryRow(ctx, stmts["DecisionTime"], id).Scan(&decided); err != nil {
+		return fmt.Errorf("case %s: decision: %w", id, err)
+	}
 	who := shore.Audit{Actor: "arbiter " + a.cfg.Instance}
 	switch result {
 	case "COMMAND_APPLIED", "COMMAND_ALREADY_APPLIED":
@@ -713,7 +796,10 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 		if _, err := tx.Exec(ctx, stmts["CaseSetState"], id, StateAcknowledged, "", nil, now); err != nil {
 			return err
 		}
-		return shore.RecordAudit(ctx, tx, now, who, "conflict.acknowledged", "conflict", id, StateAcknowledged)
+		if err := shore.RecordAudit(ctx, tx, now, who, "conflict.acknowledged", "conflict", id, StateAcknowledged); err != nil {
+			return err
+		}
+		return a.carryLate(ctx, tx, id, decided, now)
 	case "COMMAND_CONFLICT_REPORTED":
 		why := "the node no longer holds the revision the decision expected"
 		if reason != "" {
@@ -726,7 +812,7 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 			return err
 		}
 		if d == nil {
-			return nil
+			return a.carryLate(ctx, tx, id, decided, now)
 		}
 		hash, text, err := shore.RecordKey(d.RecordKey)
 		if err != nil {
@@ -745,7 +831,10 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 		if _, err := tx.Exec(ctx, stmts["CaseSupersede"], id, next); err != nil {
 			return err
 		}
-		return shore.RecordAudit(ctx, tx, now, who, "conflict.detected", "conflict", next, "superseding "+id)
+		if err := shore.RecordAudit(ctx, tx, now, who, "conflict.detected", "conflict", next, "superseding "+id); err != nil {
+			return err
+		}
+		return a.carryLate(ctx, tx, id, decided, now)
 	default:
 		why := "the node rejected the decision"
 		if reason != "" {

@@ -324,19 +324,27 @@ func TestStaleManualDecision(t *testing.T) {
 	require.Equal(t, arbiter.StateCancelled, st)
 }
 
+// shoreWinsDispatched is a SHORE_WINS case of record 1 (the node's rev-n1
+// met the shore's rev-s1), decided and dispatched: the rig, the case, the
+// arbiter and the decision command.
+func shoreWinsDispatched(t *testing.T) (*rig, string, *arbiter.Arbiter, *pb.Command) {
+	t.Helper()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	return r, cid, a, r.commands(t)[0]
+}
+
 // TestDecisionStale: the node no longer holds the revision the decision
 // expected (it changed the record again); its DECISION_STALE answer
 // expires the case and the node's newer version opens a new one, which is
 // decided afresh.
 func TestDecisionStale(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r, cid, a, cmd := shoreWinsDispatched(t)
 	ctx := t.Context()
-	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
-	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
-	a := r.arbiter(t, "arb-1", nil)
-	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
-	cmd := r.commands(t)[0]
 	r.ack(t, &pb.CommandAck{CommandId: cmd.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
 		Reason: pb.RejectReason_REJECT_REASON_DECISION_STALE, CurrentRevision: "rev-n2", CurrentValue: row(1, "node's again", t0)})
 	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
@@ -438,4 +446,96 @@ func TestShoreChangedBeforeTheWrite(t *testing.T) {
 	require.Equal(t, "edited meanwhile", name)
 	require.Equal(t, "rev-s2", rev)
 	require.Empty(t, r.commands(t), "nothing is sent")
+}
+
+// TestAnswersInCommandOrder: the node met two of the shore's changes of a
+// record (it had deleted the record) and answered both — stored, here, the
+// later one first. The arbiter records them in the order of the commands,
+// so the case's latest evidence is the shore's later change: the one its
+// row holds, which the decision sends. (Found by the two-way crash
+// harness: answers were taken by the time they were stored, and one ack
+// batch stores many at one time, so in any order; the earlier change was
+// the latest evidence, the shore's row no longer matched it, and the case
+// expired with the record different on the two sides.)
+func TestAnswersInCommandOrder(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's second", t0, "rev-s2")
+	var changes []shore.ShoreChange
+	for i, rev := range []string{"rev-s1", "rev-s2"} {
+		base := "rev-0"
+		if i > 0 {
+			base = "rev-s1"
+		}
+		changes = append(changes, shore.ShoreChange{Topic: "t", Partition: 0, Offset: int64(i), Event: &pb.ChangeEvent{
+			EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+			Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: base, ResultRevision: rev, After: row(1, rev, t0)}})
+	}
+	_, err := r.dl.Forward(ctx, changes)
+	require.NoError(t, err)
+	cmds := r.commands(t)
+	require.Len(t, cmds, 2)
+	var acks []*pb.CommandAck
+	for _, c := range []*pb.Command{cmds[1], cmds[0]} {
+		acks = append(acks, &pb.CommandAck{CommandId: c.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED})
+	}
+	sts, err := r.dl.Ack(ctx, node, acks)
+	require.NoError(t, err)
+	require.Len(t, sts, 2)
+	_, err = r.pg.Pool().Exec(ctx, "UPDATE sync_downlink_command SET acked_at = acked_at - interval '1 second' "+
+		"WHERE command_id = $1", cmds[1].CommandId)
+	require.NoError(t, err)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Answers: 2, Decided: 1, Dispatched: 1}, step(t, a))
+	cmds = r.commands(t)
+	require.Len(t, cmds, 3)
+	d := cmds[2].GetDecision()
+	require.Equal(t, "rev-s2", d.DecidedRevision, "decided against the shore's later change")
+	require.Empty(t, d.ExpectedLocalRevision, "the node has no row")
+}
+
+// TestLateEvidenceOpensANewCase: evidence that reaches a case after its
+// decision — here the node met the shore's next change while the decision
+// was on its way — is not answered by that decision: when the node
+// acknowledges it, the case closes and the late evidence opens the
+// record's next case, which is decided in its turn. (Found by the two-way
+// crash harness: the evidence closed with the case, and the record stayed
+// different on the two sides with every case closed.)
+func TestLateEvidenceOpensANewCase(t *testing.T) {
+	t.Parallel()
+	r, cid, a, decision := shoreWinsDispatched(t)
+	ctx := t.Context()
+
+	// The shore changes the record again; the node meets that change
+	// before the decision and reports it: evidence for the dispatched case.
+	r.clock.Advance(time.Second)
+	r.shoreRow(t, 1, "shore's again", t0, "rev-s2")
+	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
+		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-s1", ResultRevision: "rev-s2",
+		After: row(1, "shore's again", t0)}}})
+	require.NoError(t, err)
+	change := r.commands(t)[1]
+	r.ack(t, &pb.CommandAck{CommandId: change.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
+	require.Equal(t, arbiter.StepResult{Answers: 1}, step(t, a))
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateDispatched, st, "the evidence went to the open case")
+
+	// The node applies the decision: the case is acknowledged, and the late
+	// evidence opens the next case, decided against the shore's row now.
+	r.ack(t, &pb.CommandAck{CommandId: decision.CommandId, Result: pb.CommandResult_COMMAND_APPLIED})
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	st, _ = r.state(t, cid)
+	require.Equal(t, arbiter.StateAcknowledged, st)
+	var next string
+	require.NoError(t, r.pg.Pool().QueryRow(ctx, "SELECT coalesce(superseded_by::text, '') FROM sync_conflict_case "+
+		"WHERE conflict_id = $1", cid).Scan(&next))
+	require.NotEmpty(t, next, "the late evidence opened the next case")
+	cmds := r.commands(t)
+	require.Len(t, cmds, 3)
+	d := cmds[2].GetDecision()
+	require.Equal(t, next, d.ConflictId)
+	require.Equal(t, "rev-s2", d.DecidedRevision)
 }

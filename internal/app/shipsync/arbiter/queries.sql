@@ -31,6 +31,15 @@ UPDATE sync_conflict_case
 SET state = $2, state_reason = $3, manual_due = $4, lease_owner = NULL, lease_until = NULL, updated_at = $5
 WHERE conflict_id = $1;
 
+-- name: CaseRecord
+-- A case's record and the case that superseded it ('' : none).
+SELECT rule_id, rule_version, pk_hash, pk_text, coalesce(superseded_by::text, '')
+FROM sync_conflict_case WHERE conflict_id = $1;
+
+-- name: DecisionTime
+-- When case $1's latest decision was made.
+SELECT max(decided_at) FROM sync_conflict_decision WHERE conflict_id = $1;
+
 -- name: CaseSupersede
 UPDATE sync_conflict_case SET superseded_by = $2 WHERE conflict_id = $1;
 
@@ -67,12 +76,15 @@ LIMIT 1;
 
 -- name: AnswersClaim
 -- Node answers the arbiter must act on: every answer to a decision, and
--- every conflict a node reported against a change.
+-- every conflict a node reported against a change — in the order the node
+-- met the commands, not the order their answers were stored in (one ack
+-- batch stores many at one acked_at): a record's later evidence must be
+-- recorded after its earlier one.
 SELECT target_node_id, sequence, command_id::text, kind, coalesce(conflict_id::text, ''), result, reason,
     current_revision, current_row, body
 FROM sync_downlink_command
 WHERE processed_at IS NULL AND result IS NOT NULL AND (kind = 'decision' OR result = 'COMMAND_CONFLICT_REPORTED')
-ORDER BY acked_at
+ORDER BY target_node_id, sequence
 LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
