@@ -811,8 +811,12 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 		if err := shore.RecordAudit(ctx, tx, now, who, "conflict.expired", "conflict", id, why); err != nil {
 			return err
 		}
-		if d == nil {
-			return a.carryLate(ctx, tx, id, decided, now)
+		// The evidence recorded after the decision first: the node's answer
+		// is newer than all of it (the decision's revision is what the
+		// shore holds now, the node's what it holds), so it must be the
+		// next case's latest evidence, the one that case is decided on.
+		if err := a.carryLate(ctx, tx, id, decided, now); err != nil || d == nil {
+			return err
 		}
 		hash, text, err := shore.RecordKey(d.RecordKey)
 		if err != nil {
@@ -831,10 +835,7 @@ func (a *Arbiter) decisionAnswer(ctx context.Context, tx pgx.Tx, id, result, rea
 		if _, err := tx.Exec(ctx, stmts["CaseSupersede"], id, next); err != nil {
 			return err
 		}
-		if err := shore.RecordAudit(ctx, tx, now, who, "conflict.detected", "conflict", next, "superseding "+id); err != nil {
-			return err
-		}
-		return a.carryLate(ctx, tx, id, decided, now)
+		return shore.RecordAudit(ctx, tx, now, who, "conflict.detected", "conflict", next, "superseding "+id)
 	default:
 		why := "the node rejected the decision"
 		if reason != "" {

@@ -539,3 +539,42 @@ func TestLateEvidenceOpensANewCase(t *testing.T) {
 	require.Equal(t, next, d.ConflictId)
 	require.Equal(t, "rev-s2", d.DecidedRevision)
 }
+
+// TestStaleAnswerAfterLateEvidence: the node met an older change of the
+// shore's (sent before the decision) after the case was decided, so that
+// evidence reached the dispatched case late; then the node answered the
+// decision DECISION_STALE. The late evidence goes to the next case first
+// and the node's answer last: the next case is decided on the answer — the
+// shore's row now against the node's — not on the older evidence, whose
+// shore revision is no longer the shore's (found by the two-way crash
+// harness: that case expired and nothing reopened it).
+func TestStaleAnswerAfterLateEvidence(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	ctx := t.Context()
+	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
+		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-0", ResultRevision: "rev-s0",
+		After: row(1, "shore's older", t0)}}})
+	require.NoError(t, err)
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	cmds := r.commands(t)
+	change, decision := cmds[0], cmds[1]
+	r.clock.Advance(time.Second)
+	r.ack(t, &pb.CommandAck{CommandId: change.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
+	require.Equal(t, arbiter.StepResult{Answers: 1}, step(t, a), "late evidence for the dispatched case")
+	r.ack(t, &pb.CommandAck{CommandId: decision.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		Reason: pb.RejectReason_REJECT_REASON_DECISION_STALE, CurrentRevision: "rev-n2", CurrentValue: row(1, "node's again", t0)})
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateExpired, st)
+	cmds = r.commands(t)
+	require.Len(t, cmds, 3)
+	d := cmds[2].GetDecision()
+	require.Equal(t, "rev-s1", d.DecidedRevision, "the shore's row")
+	require.Equal(t, "rev-n2", d.ExpectedLocalRevision, "the node's revision in its answer")
+}
