@@ -612,6 +612,12 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 		switch {
 		case d.Tombstone && d.ExpectedShore == "":
 			w.Op = 0 // already absent on the shore
+		case !d.Tombstone && strings.EqualFold(d.Revision, d.ExpectedShore):
+			// The shore holds the decided version already (the node's
+			// version is the shore's). Written anyway, the write would be
+			// conditional on the revision it writes and match again on
+			// every retry, its ledger row already there.
+			w.Op = 0
 		case d.Tombstone:
 			w.Op = apply.OpDelete
 		case d.ExpectedShore == "":

@@ -578,3 +578,32 @@ func TestStaleAnswerAfterLateEvidence(t *testing.T) {
 	require.Equal(t, "rev-s1", d.DecidedRevision, "the shore's row")
 	require.Equal(t, "rev-n2", d.ExpectedLocalRevision, "the node's revision in its answer")
 }
+
+// TestNodeHoldsTheShoresRevision: a node reported a conflict while holding
+// the very revision the shore's change made (another node, or an older
+// client, may); the times are equal, the node wins by its id, and its
+// version is the shore's already: nothing is written to the shore — a
+// write conditional on the revision it writes would match again on every
+// retry after a crash, its ledger row already there (found by the two-way
+// crash harness: the arbiter failed on that case for good) — and the
+// decision is sent.
+func TestNodeHoldsTheShoresRevision(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyLastWriterWins, TimeColumn: "updated_at"})
+	ctx := t.Context()
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
+		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-0", ResultRevision: "rev-s1",
+		After: row(1, "shore's", t0)}}})
+	require.NoError(t, err)
+	r.ack(t, &pb.CommandAck{CommandId: r.commands(t)[0].CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-s1", CurrentValue: row(1, "shore's", t0)})
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	_, rev, origin, eventID, ok := r.shoreGet(t, 1)
+	require.True(t, ok)
+	require.Equal(t, []string{"rev-s1", "shore", ""}, []string{rev, origin, eventID}, "the shore's row untouched")
+	d := r.commands(t)[1].GetDecision()
+	require.Equal(t, "rev-s1", d.DecidedRevision)
+}

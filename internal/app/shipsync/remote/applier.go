@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -177,9 +176,14 @@ func (a *Applier) Apply(ctx context.Context, cmd *pb.Command) (*pb.CommandAck, e
 	switch {
 	case f.Applied, p.absentDone && !f.Exists:
 		return a.done(&pb.CommandAck{CommandId: id, Result: pb.CommandResult_COMMAND_ALREADY_APPLIED}), nil
-	case f.Exists && strings.EqualFold(f.EventID, id) && f.Revision == p.write.Stamp.Revision:
-		// The row holds this very command's write (the ledger row of an
-		// earlier attempt is the usual witness; this is the other).
+	case f.Exists && f.Revision == p.write.Stamp.Revision:
+		// The row holds the version the command writes: this very
+		// command's write (the ledger row of an earlier attempt is the
+		// usual witness; this is the other), or the same revision brought
+		// by another command — a decision that sent the shore's row
+		// before the change that made it arrived (the arbiter reads the
+		// shore's row, the shore's CDC consumer may lag behind it). A
+		// revision names one version: nothing conflicts.
 		return a.done(&pb.CommandAck{CommandId: id, Result: pb.CommandResult_COMMAND_ALREADY_APPLIED}), nil
 	}
 	ack := &pb.CommandAck{CommandId: id, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED, CurrentRevision: f.Revision,

@@ -142,6 +142,28 @@ func TestDecisions(t *testing.T) {
 		resultOf(b.apply(t, decision(7, 8, "", rev(15), "other"))), "a row exists now")
 }
 
+// TestSameRevisionIsNoConflict: the ship's row already holds the revision
+// a command writes, brought by another command — a decision sent the
+// shore's row before the change that made it arrived. The change is
+// ALREADY_APPLIED, not a conflict, and writes nothing; so is a decision
+// whose decided revision the row holds while it expected an older one.
+// (Found by the two-way crash harness: reported as a conflict between a
+// revision and itself, the case was decided for the node and its write to
+// the shore, conditional on the revision it wrote, matched again on every
+// retry.)
+func TestSameRevisionIsNoConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.Equal(t, applied, resultOf(b.apply(t, change(1, ins, 1, "", rev(1), "one"))))
+	require.Equal(t, applied, resultOf(b.apply(t, decision(2, 1, rev(1), rev(3), "shore's"))))
+	changes := b.count(t, "SELECT count(*) FROM _sync_changelog")
+	require.Equal(t, alreadyApplied, resultOf(b.apply(t, change(3, upd, 1, rev(2), rev(3), "shore's"))))
+	require.Equal(t, alreadyApplied, resultOf(b.apply(t, decision(4, 1, rev(2), rev(3), "shore's"))))
+	require.Equal(t, changes, b.count(t, "SELECT count(*) FROM _sync_changelog"), "nothing written")
+	r, _ := b.row(t, 1)
+	require.Equal(t, row{Note: "shore's", Revision: rev(3), Origin: "shore", EventID: cmdID(2)}, r)
+}
+
 // TestRejections: a command the ship cannot apply is COMMAND_REJECTED with
 // a stable reason, alone; bad input never panics and never errors.
 func TestRejections(t *testing.T) {
