@@ -162,6 +162,17 @@ func (r *rig) ack(t *testing.T, a *pb.CommandAck) {
 	require.Equal(t, pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED, sts[0].Status, sts[0].Field)
 }
 
+// forward stores the shore's update of record 1 from base to result (its
+// row named name) as the shore CDC consumer does: a change command for the
+// node.
+func (r *rig) forward(t *testing.T, base, result, name string) {
+	t.Helper()
+	_, err := r.dl.Forward(t.Context(), []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
+		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: base, ResultRevision: result, After: row(1, name, t0)}}})
+	require.NoError(t, err)
+}
+
 func row(id int64, name string, at time.Time) *pb.RowImage {
 	return &pb.RowImage{Columns: []*pb.ColumnValue{key(id)[0], str("name", name),
 		{Name: "updated_at", Value: &pb.ColumnValue_TimestampValue{TimestampValue: timestamppb.New(at)}}}}
@@ -511,11 +522,7 @@ func TestLateEvidenceOpensANewCase(t *testing.T) {
 	// before the decision and reports it: evidence for the dispatched case.
 	r.clock.Advance(time.Second)
 	r.shoreRow(t, 1, "shore's again", t0, "rev-s2")
-	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
-		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
-		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-s1", ResultRevision: "rev-s2",
-		After: row(1, "shore's again", t0)}}})
-	require.NoError(t, err)
+	r.forward(t, "rev-s1", "rev-s2", "shore's again")
 	change := r.commands(t)[1]
 	r.ack(t, &pb.CommandAck{CommandId: change.CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
 		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
@@ -551,12 +558,7 @@ func TestLateEvidenceOpensANewCase(t *testing.T) {
 func TestStaleAnswerAfterLateEvidence(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
-	ctx := t.Context()
-	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
-		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
-		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-0", ResultRevision: "rev-s0",
-		After: row(1, "shore's older", t0)}}})
-	require.NoError(t, err)
+	r.forward(t, "rev-0", "rev-s0", "shore's older")
 	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
 	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
 	a := r.arbiter(t, "arb-1", nil)
@@ -590,13 +592,8 @@ func TestStaleAnswerAfterLateEvidence(t *testing.T) {
 func TestNodeHoldsTheShoresRevision(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyLastWriterWins, TimeColumn: "updated_at"})
-	ctx := t.Context()
 	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
-	_, err := r.dl.Forward(ctx, []shore.ShoreChange{{Topic: "t", Partition: 0, Offset: 0, Event: &pb.ChangeEvent{
-		EventId: uuid.NewString(), OriginNodeId: "shore", RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
-		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: "rev-0", ResultRevision: "rev-s1",
-		After: row(1, "shore's", t0)}}})
-	require.NoError(t, err)
+	r.forward(t, "rev-0", "rev-s1", "shore's")
 	r.ack(t, &pb.CommandAck{CommandId: r.commands(t)[0].CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
 		CurrentRevision: "rev-s1", CurrentValue: row(1, "shore's", t0)})
 	a := r.arbiter(t, "arb-1", nil)
