@@ -117,9 +117,9 @@ func TestDeleteIsStampedBeforeItDeletes(t *testing.T) {
 }
 
 // TestConflicts: a change over a revision the shore no longer has is a
-// conflict, never a write — found from the record head, or from the target
-// row when the shore database changed underneath — and one record has one
-// active case that collects the evidence.
+// conflict, never a write — found by the conditional write, with the target
+// row as evidence, also when the shore database changed underneath — and
+// one record has one active case that collects the evidence.
 func TestConflicts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -168,6 +168,30 @@ func TestConflicts(t *testing.T) {
 	require.Equal(t, 3, b.count(t, "SELECT count(*) FROM sync_audit_event WHERE action = 'conflict.detected'"))
 	require.Equal(t, 4, b.count(t, "SELECT count(*) FROM sync_apply_job WHERE state = 'CONFLICT_CAPTURED'"))
 	require.Equal(t, 2, b.mcount(t, "SELECT count(*) FROM sync_applied_event"), "only the two first inserts wrote")
+}
+
+// TestStaleHeadIsNoConflict: the record head lags behind the shore
+// database — a local change of the shore's (or an arbiter's decision
+// written just before it) that the head has not followed yet — and a ship
+// change made over the row the shore database holds is written, not
+// recorded as a conflict against the head's older revision. (Found by the
+// two-way crash harness: the head-only conflict named a revision the shore
+// no longer held, its case expired, and the record stayed different.)
+func TestStaleHeadIsNoConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var s stream
+	b.receive(t, s.ev(1, ins, 1, "", rev(1), str("one")))
+	b.work(t)
+	_, err := b.mdb.ExecContext(t.Context(), "UPDATE voyage SET note = 'local', _sync_revision = ?, _sync_origin = 'shore', "+
+		"_sync_event_id = NULL WHERE id = 1", rev(50))
+	require.NoError(t, err)
+	b.receive(t, s.ev(2, upd, 1, rev(50), rev(51), str("ship over local")))
+	b.work(t)
+	require.Equal(t, applied, b.receipt(t, 2))
+	r, _ := b.row(t, 1)
+	require.Equal(t, row{Note: "ship over local", Revision: rev(51), EventID: uuidN(2)}, r)
+	require.Zero(t, b.count(t, "SELECT count(*) FROM sync_conflict_case"))
 }
 
 // TestRejects: an event the shore cannot apply gets a REJECTED receipt with

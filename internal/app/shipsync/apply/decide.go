@@ -69,10 +69,17 @@ type Plan struct {
 // Decide is the pure decision of §10.3 steps 3–4 for ev under rule (nil:
 // not registered) given the record's head. seed 004 §11.1: INSERT needs no
 // current record (or a tombstone the rule allows re-creating); UPDATE and
-// DELETE need the current revision to equal base_revision. When the shore
-// knows nothing of the record, the target's own revision decides (the write
-// is conditional). A SNAPSHOT row is written like an INSERT when it carries no
-// base revision and like an UPDATE when it does.
+// DELETE need the current revision to equal base_revision. The target's
+// own revision decides that — the write is conditional, and a write that
+// changes nothing is inspected and recorded as a conflict with the row it
+// met — because the head may lag behind the target: the shore's own writes
+// move it only when the shore CDC consumer forwards them, and an arbiter
+// writing a decision moves it after the write, so a local change made in
+// between never moved it. A head-only conflict would record a revision the
+// shore no longer holds; its case would expire and nothing reopen it. The
+// head still recognises a repeated change (Repeat) and a re-insert over a
+// tombstone the rule forbids. A SNAPSHOT row is written like an INSERT when
+// it carries no base revision and like an UPDATE when it does.
 func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	if p, ok := checkShape(rule, ev); !ok {
 		return p
@@ -87,15 +94,8 @@ func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	if r := ev.ResultRevision; r != "" && (r == head.Revision || slices.Contains(head.Recent, r)) {
 		return Plan{Action: Repeat, Op: op}
 	}
-	switch op {
-	case OpInsert:
-		if !head.Tombstone || !rule.InsertOverTombstone {
-			return Plan{Action: Conflict, Op: op}
-		}
-	default:
-		if head.Tombstone || head.Revision != ev.BaseRevision {
-			return Plan{Action: Conflict, Op: op}
-		}
+	if op == OpInsert && head.Tombstone && !rule.InsertOverTombstone {
+		return Plan{Action: Conflict, Op: op}
 	}
 	return Plan{Action: Write, Op: op}
 }
