@@ -218,6 +218,11 @@ func readRowFile(path string) (*pb.RowImage, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseRow(data)
+}
+
+// parseRow is readRowFile's parser.
+func parseRow(data []byte) (*pb.RowImage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -231,6 +236,9 @@ func readRowFile(path string) (*pb.RowImage, error) {
 			return nil, err
 		}
 		name, _ := k.(string)
+		if name == "" {
+			return nil, errors.New("a column name is empty")
+		}
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("column %s: %w", relaytype.QuoteValue(name), err)
@@ -249,6 +257,12 @@ func readRowFile(path string) (*pb.RowImage, error) {
 			return nil, fmt.Errorf("column %s: a value must be a string, number, boolean or null", relaytype.QuoteValue(name))
 		}
 		row.Columns = append(row.Columns, c)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("text after the JSON object")
 	}
 	return row, nil
 }
