@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/relayhq/relay/internal/app/shipsync/converge"
 	"github.com/relayhq/relay/internal/app/shipsync/shipcrash"
 	"github.com/relayhq/relay/internal/app/shipsync/shorecrash"
 	"github.com/relayhq/relay/internal/testdb"
@@ -17,7 +18,9 @@ import (
 // runShipsyncChaos runs a crash harness with this binary as the killed
 // processes: --side shore (the default) the shore's
 // (internal/app/shipsync/shorecrash), --side ship the ship client's
-// (internal/app/shipsync/shipcrash). Each runs in a fresh PostgreSQL schema
+// (internal/app/shipsync/shipcrash), --side both the two-way convergence
+// run with the shore and the client killed (internal/app/shipsync/converge).
+// Each runs in a fresh PostgreSQL schema
 // and fresh MariaDB databases (dropped afterwards) and prints its progress
 // and the reconciliation. Any problem found is an error (exit 1).
 func runShipsyncChaos(ctx context.Context, env *Env, args []string) error {
@@ -30,8 +33,10 @@ func runShipsyncChaos(ctx context.Context, env *Env, args []string) error {
 		return runShoreChaos(ctx, env, rest)
 	case "ship":
 		return runShipChaos(ctx, env, rest)
+	case "both":
+		return runBothChaos(ctx, env, rest)
 	}
-	return fmt.Errorf("shipsync chaos: --side %s: want shore or ship", relaytype.QuoteValue(side))
+	return fmt.Errorf("shipsync chaos: --side %s: want shore, ship or both", relaytype.QuoteValue(side))
 }
 
 // chaosSide takes --side out of args (default "shore"): the two sides have
@@ -50,7 +55,7 @@ func chaosSide(args []string) (side string, rest []string, err error) {
 		}
 		if !hasVal {
 			if i+1 >= len(args) {
-				return "", nil, errors.New("shipsync chaos: --side needs a value (shore or ship)")
+				return "", nil, errors.New("shipsync chaos: --side needs a value (shore, ship or both)")
 			}
 			i++
 			val = args[i]
@@ -73,8 +78,9 @@ type chaosRun struct {
 
 func newChaosRun(fs *flag.FlagSet, name string) *chaosRun {
 	r := &chaosRun{name: name}
-	fs.String("side", "shore", "which side's crash harness: shore (the shore process killed) or ship (the ship client "+
-		"killed, the shore restarted, the link cut)")
+	fs.String("side", "shore", "which crash harness: shore (the shore process killed), ship (the ship client "+
+		"killed, the shore restarted, the link cut) or both (both databases edited at once, the shore and the client "+
+		"killed at the downlink's and the arbiter's fault points)")
 	r.keep = fs.Bool("keep", false, "keep the PostgreSQL schema and the MariaDB databases (their names are printed), "+
 		"to look at after a failed run")
 	r.pgURL = fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
@@ -207,6 +213,59 @@ func runShipChaos(ctx context.Context, env *Env, args []string) error {
 	res.Write(env.Stdout)
 	if !res.OK() {
 		return errors.New("shipsync chaos --side ship: reconciliation failed")
+	}
+	return nil
+}
+
+// runBothChaos runs the two-way convergence run as a crash harness.
+func runBothChaos(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "shipsync chaos --side both", "shipsync chaos --side both [--rows N] [--edits N] [--kills K] "+
+		"[--client-kills K] [--fault-probability P] [--flaps] [--seed S] [--postgres URL] [--mariadb DSN]")
+	c := &converge.Chaos{}
+	o := converge.Options{Chaos: c}
+	fs.IntVar(&o.Rows, "rows", 20, "rows each side inserts per table before the edits")
+	fs.IntVar(&o.Edits, "edits", 100, "changes each side makes at least while the other side edits too (they go on "+
+		"until the kills are over), most on rows both sides edit")
+	fs.IntVar(&c.ShoreKills, "kills", converge.ShoreKillsDefault, "SIGKILLs of the shore process (data API, applier, "+
+		"shore CDC consumer, arbiter); every other life is armed at one of its fault points in turn")
+	fs.IntVar(&c.ClientKills, "client-kills", converge.ClientKillsDefault, "SIGKILLs of the ship client (uplink and "+
+		"remote applier); every other life is armed at one of its fault points in turn")
+	fs.Float64Var(&c.FaultProbability, "fault-probability", converge.FaultProbabilityDefault,
+		"chance that passing the armed fault point kills an armed life")
+	fs.DurationVar(&c.Lease, "arbiter-lease", converge.LeaseDefault, "the shore's arbiter lease: how long a case "+
+		"claimed by a life that died waits to be taken over")
+	fs.BoolVar(&o.Flaps, "flaps", false, "also cut the link between client and shore on and off while both sides edit")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the edits and the kill plan")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for quiet after this long (default 2m)")
+	r := newChaosRun(fs, "converge")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("shipsync chaos: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if o.Rows < 10 || o.Edits < 1 || c.ShoreKills < 0 || c.ClientKills < 0 || c.FaultProbability < 0 ||
+		c.FaultProbability > 1 || c.Lease <= 0 {
+		return errors.New("shipsync chaos: --rows ≥ 10, --edits ≥ 1, --kills, --client-kills ≥ 0, " +
+			"--fault-probability in [0, 1], --arbiter-lease > 0")
+	}
+	if err := r.prepare(ctx, env); err != nil {
+		return err
+	}
+	defer r.close()
+	c.Binary = *r.binary
+	o.Keep, o.PostgresURL, o.MariaDB, o.Dir, o.Progress = *r.keep, r.schemaURL, *r.mariadb, r.dir, env.Stdout
+	fmt.Fprintln(env.Stdout, "relay shipsync chaos --side both: a ship and a shore database edited at once on shared "+
+		"rows, the shore process (applier, shore CDC consumer, arbiter) and the ship client (uplink, remote applier) "+
+		"killed with SIGKILL at random moments and at their fault points; then both databases, every event, command "+
+		"and conflict are reconciled")
+	res, err := converge.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	res.Write(env.Stdout)
+	if !res.OK() {
+		return errors.New("shipsync chaos --side both: reconciliation failed")
 	}
 	return nil
 }

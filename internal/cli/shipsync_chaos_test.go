@@ -48,6 +48,24 @@ func TestShipsyncShipCrash(t *testing.T) {
 	require.NotContains(t, got, "PROBLEM")
 }
 
+// TestShipsyncBothCrash runs the two-way harness through the CLI, short:
+// both databases edited at once, the shore process and the ship client
+// killed at random and at their fault points; every check must pass.
+func TestShipsyncBothCrash(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Relay(t)
+	got, err := run(t, "shipsync", "chaos", "--side", "both", "--binary", bin, "--rows", "10", "--edits", "40",
+		"--kills", "4", "--client-kills", "2", "--fault-probability", "0.5", "--seed", "3", "--postgres", testdb.PGURL())
+	t.Log("\n" + got)
+	require.NoError(t, err)
+	require.Regexp(t, `shore: +4 SIGKILLs at random, \d+ deaths at fault points`, got)
+	require.Regexp(t, `client: +2 SIGKILLs at random, \d+ deaths at fault points`, got)
+	require.Contains(t, got, "fault point shipsync.arbiter.after-claim")
+	require.Contains(t, got, "reconcile: ok (7 checks)")
+	require.NotContains(t, got, "FAIL")
+	require.NotContains(t, got, "PROBLEM")
+}
+
 func TestShipsyncChaosFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -71,6 +89,19 @@ func TestShipsyncChaosFlags(t *testing.T) {
 		{"extra"},
 	} {
 		_, err := run(t, append([]string{"shipsync", "chaos", "--side", "ship", "--binary", "relay-not-started"}, args...)...)
+		require.Error(t, err, "%v", args)
+	}
+	for _, args := range [][]string{
+		{"--rows", "5"},
+		{"--edits", "0"},
+		{"--kills", "-1"},
+		{"--client-kills", "-1"},
+		{"--fault-probability", "2"},
+		{"--arbiter-lease", "0s"},
+		{"--changes", "10"}, // the ship side's
+		{"extra"},
+	} {
+		_, err := run(t, append([]string{"shipsync", "chaos", "--side", "both", "--binary", "relay-not-started"}, args...)...)
 		require.Error(t, err, "%v", args)
 	}
 	for _, args := range [][]string{{"--side", "bridge"}, {"--side"}, {"--side=ship", "--changes=1"}} {

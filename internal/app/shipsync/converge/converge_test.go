@@ -8,6 +8,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/shipsync/converge"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
+	"github.com/relayhq/relay/internal/testbin"
 	"github.com/relayhq/relay/internal/testdb"
 )
 
@@ -28,6 +29,32 @@ func TestConvergence(t *testing.T) {
 	require.True(t, res.OK(), out.String())
 	require.Positive(t, res.Cases["ACKNOWLEDGED"], "the edits made conflicts, and they were decided")
 	require.Positive(t, res.Outages, "the link was cut")
+	require.Positive(t, res.Uplink)
+	require.Positive(t, res.Forwarded)
+}
+
+// TestConvergenceUnderKills is the convergence run with the shore and the
+// ship client as relay processes killed with SIGKILL while both sides
+// edit — at random moments and at the fault points of seed 004 §23.3 — and
+// restarted: every check must still pass, and some lives must have died at
+// a fault point.
+func TestConvergenceUnderKills(t *testing.T) {
+	var progress bytes.Buffer
+	res, err := converge.Run(t.Context(), converge.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
+		Dir: t.TempDir(), Rows: 20, Edits: 100, Seed: 7, Progress: &progress,
+		Chaos: &converge.Chaos{Binary: testbin.Relay(t), ShoreKills: 8, ClientKills: 4, FaultProbability: 0.5}})
+	require.NoError(t, err, progress.String())
+	var out bytes.Buffer
+	res.Write(&out)
+	t.Logf("%s\n%s", progress.String(), out.String())
+	require.True(t, res.OK(), out.String())
+	faults := 0
+	for _, n := range res.Fired() {
+		faults += n
+	}
+	require.Positive(t, faults, "some lives died at a fault point")
+	require.GreaterOrEqual(t, res.Shore.Lives, 9, "every planned shore kill landed")
+	require.GreaterOrEqual(t, res.Client.Lives, 5, "every planned client kill landed")
 	require.Positive(t, res.Uplink)
 	require.Positive(t, res.Forwarded)
 }

@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -12,22 +13,26 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/relayhq/relay/internal/app/shipsync/shipcrash"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/kafkaread"
 )
 
 // quietFor is how long nothing may change before the system counts as
 // quiet (longer than the capture's wait for a changelog hole).
 const quietFor = 3 * time.Second
 
-// quiesce waits until every part is idle and nothing changed for quietFor.
-func (r *run) quiesce(ctx context.Context, fail <-chan error, phase string) error {
+// quiesce waits until every part is idle and nothing changed for quietFor
+// (with Chaos, also until both processes can be stopped cleanly). It reads
+// only persisted state: a process cannot be asked.
+func (r *run) quiesce(ctx context.Context, phase string) error {
 	deadline := time.Now().Add(r.o.Timeout)
 	var last string
 	since, shown := time.Now(), time.Now()
 	for {
 		select {
-		case err := <-fail:
+		case err := <-r.fail:
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
@@ -40,51 +45,150 @@ func (r *run) quiesce(ctx context.Context, fail <-chan error, phase string) erro
 		if fp != last {
 			last, since = fp, time.Now()
 		}
-		if !busy && time.Since(since) >= quietFor {
-			fmt.Fprintf(r.o.Progress, "quiet after %s: %s\n", phase, fp)
+		if !busy && time.Since(since) >= quietFor && (r.chaos == nil || r.chaos.ready()) {
+			r.out("quiet after %s: %s", phase, fp)
 			return nil
 		}
 		if time.Since(shown) >= 2*time.Second {
-			fmt.Fprintf(r.o.Progress, "%s: %s\n", phase, fp)
+			r.out("%s: %s", phase, fp)
 			shown = time.Now()
 		}
 		if time.Now().After(deadline) {
+			if r.chaos != nil {
+				fp += "\nthe client's last output:\n" + r.chaos.client.Tail(2000) + "\nthe shore's:\n" + r.chaos.shore.Tail(2000)
+			}
 			return fmt.Errorf("converge: not quiet %s after the %s: %s", r.o.Timeout, phase, fp)
 		}
 	}
 }
 
-// fingerprint summarises every counter that moves while work is going on,
-// and whether work is known to be pending.
+// fingerprint summarises every persisted counter that moves while work is
+// going on, and whether work is known to be pending.
 func (r *run) fingerprint(ctx context.Context) (string, bool, error) {
-	var inbox, receipts, shoreEvents, cmds, unanswered, unprocessed, active, cases int
-	err := r.sh.PG.Pool().QueryRow(ctx, `SELECT
+	var inbox, receipts, shoreEvents, blocked, cmds, unanswered, unprocessed, active, cases int
+	err := r.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM sync_inbox_event), (SELECT count(*) FROM sync_event_receipt),
-		(SELECT count(*) FROM sync_shore_event), (SELECT count(*) FROM sync_downlink_command),
+		(SELECT count(*) FROM sync_shore_event), (SELECT count(*) FROM sync_shore_event WHERE result = 'BLOCKED'),
+		(SELECT count(*) FROM sync_downlink_command),
 		(SELECT count(*) FROM sync_downlink_command WHERE result IS NULL),
 		(SELECT count(*) FROM sync_downlink_command WHERE processed_at IS NULL AND result IS NOT NULL
 			AND (kind = 'decision' OR result = 'COMMAND_CONFLICT_REPORTED')),
 		(SELECT count(*) FROM sync_conflict_case WHERE state IN ('DETECTED', 'AUTO_DECIDING', 'DECIDED', 'DISPATCHED')),
-		(SELECT count(*) FROM sync_conflict_case)`).Scan(&inbox, &receipts, &shoreEvents, &cmds, &unanswered, &unprocessed,
-		&active, &cases)
+		(SELECT count(*) FROM sync_conflict_case)`).Scan(&inbox, &receipts, &shoreEvents, &blocked, &cmds, &unanswered,
+		&unprocessed, &active, &cases)
 	if err != nil {
 		return "", false, fmt.Errorf("converge: shore state: %w", err)
 	}
-	var shipLog, shoreLog int64
-	if err := r.ship.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM _sync_changelog").Scan(&shipLog); err != nil {
+	cl, err := r.clientState(ctx)
+	if err != nil {
 		return "", false, err
 	}
-	if err := r.shoreDB.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) FROM _sync_changelog").Scan(&shoreLog); err != nil {
+	shipDone, shipWhy, err := shipcrash.CaptureDone(ctx, r.ship, r.shipCap)
+	if err != nil {
 		return "", false, err
 	}
-	s, c := r.cl.Stats(), r.cdcc.Stats()
-	waiting := r.cl.Waiting()
-	fp := fmt.Sprintf("ship log %d, client read %d produced %d terminal %d waiting %d, commands applied %d acked %d | "+
-		"shore log %d, inbox %d receipts %d, shore cdc read %d forwarded %d, commands %d (%d unanswered), cases %d (%d open)",
-		shipLog, s.Read, s.Produced, s.Terminal, waiting, s.CommandsApplied, s.CommandsAcked, shoreLog, inbox, receipts, c.Read,
-		shoreEvents, cmds, unanswered, cases, active)
-	busy := unanswered > 0 || unprocessed > 0 || active > 0 || inbox != receipts || waiting > 0
+	shoreDone, shoreWhy, err := shipcrash.CaptureDone(ctx, r.shoreDB, r.shoreCap)
+	if err != nil {
+		return "", false, err
+	}
+	shipEnd, err := topicEnds(ctx, r.brokers, shipdemo.Topics(r.shipName))
+	if err != nil {
+		return "", false, err
+	}
+	shoreEnd, err := topicEnds(ctx, r.brokers, shipdemo.TopicsOf("shore", r.shoreName))
+	if err != nil {
+		return "", false, err
+	}
+	committed, err := kafkaread.Committed(ctx, r.brokers, shoreCDCGroup)
+	if err != nil {
+		return "", false, err
+	}
+	var shoreRead int64
+	for _, ps := range committed {
+		for _, o := range ps {
+			shoreRead += o
+		}
+	}
+	fp := fmt.Sprintf("ship: %s; client events %d (%d open, %d blocked), checkpoint %d of %d records, commands %d "+
+		"(%d without result, %d not acknowledged) | shore: %s; inbox %d receipts %d; shore cdc at %d of %d records, "+
+		"forwarded %d (%d blocked); commands %d (%d unanswered); cases %d (%d open)",
+		cmp.Or(shipWhy, "captured"), cl.events, cl.open, cl.blocked, cl.terminal, shipEnd, cl.commands, cl.unapplied,
+		cl.unacked, cmp.Or(shoreWhy, "captured"), inbox, receipts, shoreRead, shoreEnd, shoreEvents, blocked, cmds,
+		unanswered, cases, active)
+	busy := !shipDone || !shoreDone || unanswered > 0 || unprocessed > 0 || active > 0 || inbox != receipts ||
+		cl.open > 0 || cl.unapplied > 0 || cl.unacked > 0 || (cl.terminal < shipEnd && cl.blocked == 0) ||
+		(shoreRead < shoreEnd && blocked == 0)
 	return fp, busy, nil
+}
+
+// clientCounts is what the client's state file says.
+type clientCounts struct {
+	// events produced, open (neither terminal nor blocked), blocked, and
+	// by state; terminal is the sum of the partitions' terminal
+	// checkpoints.
+	events, open, blocked int
+	byState               map[string]int
+	terminal              int64
+	// commands stored, without a result, with a result the shore has not
+	// answered.
+	commands, unapplied, unacked int
+}
+
+// clientState reads the client's state file (nothing yet before the
+// client made its tables).
+func (r *run) clientState(ctx context.Context) (clientCounts, error) {
+	c := clientCounts{byState: map[string]int{}}
+	rows, err := r.state.QueryContext(ctx, "SELECT state, count(*) FROM event_state WHERE direction = 'up' GROUP BY state")
+	if err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return c, nil
+		}
+		return c, fmt.Errorf("converge: client state: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return c, err
+		}
+		c.byState[st] = n
+		c.events += n
+		switch st {
+		case "TERMINAL":
+		case "BLOCKED":
+			c.blocked += n
+		default:
+			c.open += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	err = r.state.QueryRowContext(ctx, `SELECT
+		(SELECT coalesce(sum(terminal_next), 0) FROM partition_watermark WHERE direction = 'up'),
+		(SELECT count(*) FROM inbound_command), (SELECT count(*) FROM inbound_command WHERE state <> 'TERMINAL'),
+		(SELECT count(*) FROM inbound_command WHERE state = 'TERMINAL' AND acked = 0)`).Scan(&c.terminal, &c.commands,
+		&c.unapplied, &c.unacked)
+	if err != nil && !strings.Contains(err.Error(), "no such table") {
+		return c, fmt.Errorf("converge: client state: %w", err)
+	}
+	return c, nil
+}
+
+// topicEnds is the sum of the end offsets of topics' partitions.
+func topicEnds(ctx context.Context, brokers, topics []string) (int64, error) {
+	var n int64
+	for _, t := range topics {
+		ends, err := kafkaread.Ends(ctx, brokers, t)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range ends {
+			n += e
+		}
+	}
+	return n, nil
 }
 
 func check(name string, ok bool, details ...string) shipdemo.Check {
@@ -96,7 +200,7 @@ func check(name string, ok bool, details ...string) shipdemo.Check {
 
 // reconcile runs the checks into res.
 func (r *run) reconcile(ctx context.Context, res *Result) error {
-	pool := r.sh.PG.Pool()
+	pool := r.pool
 	var err error
 	// 1. Both databases hold the same rows.
 	for _, t := range []struct{ name, cols string }{
@@ -119,7 +223,7 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 		}
 		for k, v := range shore {
 			if _, ok := ship[k]; !ok {
-				diff = append(diff, fmt.Sprintf("id %s: only on the shore %q", k, v))
+				diff = append(diff, fmt.Sprintf("id %s: only on the shore %q; cases: %s", k, v, r.casesOf(ctx, t.name, k)))
 			}
 		}
 		slices.Sort(diff)
@@ -137,12 +241,12 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 	if res.Receipts, err = countBy(ctx, pool, "SELECT result, count(*) FROM sync_event_receipt GROUP BY 1"); err != nil {
 		return err
 	}
-	counts, err := r.st.Counts(ctx)
+	counts, err := r.clientState(ctx)
 	if err != nil {
 		return err
 	}
 	var open []string
-	for st, n := range counts.ByState {
+	for st, n := range counts.byState {
 		if st != "TERMINAL" && n > 0 {
 			open = append(open, fmt.Sprintf("%d %s", n, st))
 		}
@@ -202,6 +306,8 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 			unexplained = append(unexplained, id+": acknowledged without its decision")
 		case state == "EXPIRED" && reason == "":
 			unexplained = append(unexplained, id+": expired without a reason")
+		case state == "PENDING_MANUAL":
+			res.Pending++ // an operator's task, with its evidence
 		case state != "ACKNOWLEDGED" && state != "EXPIRED" && state != "CANCELLED":
 			unexplained = append(unexplained, fmt.Sprintf("%s: still %s (%s)", id, state, reason))
 		}
@@ -210,8 +316,8 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Checks = append(res.Checks, check(fmt.Sprintf("every conflict is accounted for: decided and acknowledged, "+
-		"or expired with its reason (%s; %d decided by the operator)", mapText(res.Cases), res.Manual), len(unexplained) == 0,
-		unexplained...))
+		"expired with its reason, or waiting for an operator with its evidence (%s; %d decided by the operator)",
+		mapText(res.Cases), res.Manual), len(unexplained) == 0, unexplained...))
 	// 5. No change looped back: no revision made on one side came back
 	// from the other as a change of its own, and each side's changes are
 	// exactly its own writes.
@@ -253,7 +359,7 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 	res.Checks = append(res.Checks, check(fmt.Sprintf("no change looped back: the ship uploaded exactly its own %d changes, "+
 		"the shore forwarded exactly its own %d, no revision went both ways", ship, shore), len(loops) == 0, loops...))
 	// 6. Nothing blocked.
-	blockedShip := int(counts.ByState["BLOCKED"])
+	blockedShip := counts.blocked
 	res.Checks = append(res.Checks, check("nothing is blocked on either side", blocked == 0 && blockedShip == 0,
 		fmt.Sprintf("shore: %d, ship: %d", blocked, blockedShip)))
 	return nil
@@ -262,7 +368,7 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 // casesOf describes the conflict cases of record id of table t, for a
 // failed check's details.
 func (r *run) casesOf(ctx context.Context, t, id string) string {
-	rows, err := r.sh.PG.Pool().Query(ctx, `SELECT c.state, c.state_reason,
+	rows, err := r.pool.Query(ctx, `SELECT c.state, c.state_reason,
 		(SELECT string_agg(e.found_in || ':' || e.operation || ' ' || left(e.incoming_result_revision, 8) || ' met ' ||
 			left(e.current_revision, 8), ', ' ORDER BY e.evidence_id) FROM sync_conflict_evidence e WHERE e.conflict_id = c.conflict_id)
 		FROM sync_conflict_case c WHERE c.rule_id = $1 AND c.pk_text LIKE '%"' || $2 || '"%' ORDER BY c.created_at`, t, id)

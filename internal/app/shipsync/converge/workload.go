@@ -89,15 +89,16 @@ func (r *run) inserts(ctx context.Context) error {
 	for k := int64(1); k <= int64(r.o.Rows); k++ {
 		r.shipIDs, r.shoreIDs = append(r.shipIDs, k), append(r.shoreIDs, shoreBase+k)
 	}
-	fmt.Fprintf(r.o.Progress, "inserted %d rows per table on each side\n", r.o.Rows)
+	r.out("inserted %d rows per table on each side", r.o.Rows)
 	return errors.Join(errs...)
 }
 
-// edits has both sides make Edits changes at once: three in four on a hot
-// set of rows of both sides (the conflicts), the rest on any row; updates
-// mostly, some deletes and new rows. A share of the ship's crew updates
-// carry a business time a day ahead.
-func (r *run) edits(ctx context.Context) error {
+// edits has both sides make Edits changes at once, and go on until `until`
+// is closed: three in four on a hot set of rows of both sides (the
+// conflicts), the rest on any row; updates mostly, some deletes and new
+// rows. A share of the ship's crew updates carry a business time a day
+// ahead.
+func (r *run) edits(ctx context.Context, until <-chan struct{}) error {
 	ship, shore := r.sides()
 	all := append(append([]int64(nil), r.shipIDs...), r.shoreIDs...)
 	hot := append(append([]int64(nil), r.shipIDs[:min(8, len(r.shipIDs))]...), r.shoreIDs[:min(8, len(r.shoreIDs))]...)
@@ -109,7 +110,7 @@ func (r *run) edits(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(r.o.Seed, uint64(10+i)))
-			for range r.o.Edits {
+			for k := 0; k < r.o.Edits || !closed(until); k++ {
 				t := []string{"crew", "fuel_log"}[rng.IntN(2)]
 				id := all[rng.IntN(len(all))]
 				if rng.IntN(4) > 0 {
@@ -147,16 +148,26 @@ func (r *run) edits(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // operator decides every PENDING_MANUAL case as an operator would, keeping
 // the shore's version; it returns how many it decided.
 func (r *run) operator(ctx context.Context) (int, error) {
-	cases, err := arbiter.List(ctx, r.sh.PG.Pool(), arbiter.StatePending, 1000)
+	cases, err := arbiter.List(ctx, r.pool, arbiter.StatePending, 1000)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, c := range cases {
-		_, err := r.arb.Decide(ctx, c.ID, arbiter.ManualDecision{Choice: "SHORE", Operator: "converge operator",
+		_, err := r.op.Decide(ctx, c.ID, arbiter.ManualDecision{Choice: "SHORE", Operator: "converge operator",
 			Reason: "keep the shore's version (" + c.Reason + ")"})
 		if errors.Is(err, arbiter.ErrStale) || errors.Is(err, arbiter.ErrState) {
 			continue // newer evidence: the next round sees it

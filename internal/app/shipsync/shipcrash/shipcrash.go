@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -228,7 +226,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// The Kafka-API cluster, on a fixed port the client processes reach.
-	kport, err := freePort()
+	kport, err := supervise.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +262,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cleanup = append(cleanup, shore.Abort)
 	// The client's first heartbeat goes at its start: the shore serves by
 	// then.
-	for !serving(shoreAddr) {
+	for !supervise.Serving(shoreAddr) {
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -376,7 +374,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			out("  step %2d: client killed %s; %d changes written", i+1, what, wl.Writes())
 			if armed {
 				// Give the armed life time to reach its point.
-				waitFault(ctx, cl, 2*time.Second)
+				supervise.WaitFault(ctx, cl, 2*time.Second)
 			}
 		case "capture":
 			what, armed, err := kill(capt, CapturePoints, &capKills)
@@ -385,7 +383,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			out("  step %2d: capture killed %s", i+1, what)
 			if armed {
-				waitFault(ctx, capt, 2*time.Second)
+				supervise.WaitFault(ctx, capt, 2*time.Second)
 			}
 		case "shore":
 			what, err := shore.Kill("")
@@ -441,7 +439,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	deadline := time.Now().Add(o.Timeout)
 	said := time.Now()
 	for {
-		q, why, err := captureDone(ctx, ship, capState)
+		q, why, err := CaptureDone(ctx, ship, capState)
 		if err == nil && q {
 			q, why, err = quiet(ctx, state, brokers, shipName, res.Writes)
 		}
@@ -450,7 +448,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		// The last lives must have set up their signal handling before
 		// they are asked to stop cleanly.
-		if q && cl.Uptime() > time.Second && capt.Uptime() > time.Second && serving(shoreAddr) {
+		if q && cl.Uptime() > time.Second && capt.Uptime() > time.Second && supervise.Serving(shoreAddr) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -497,14 +495,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// captureDone reports whether the capture has sent every change: its
-// watermark at the changelog's last id, nothing left in its queue or its
-// outbox (a capture killed after Kafka took records and before it marked
-// them sent sends them again: the topic then holds more records than
-// there were changes, so the client's event count alone cannot tell).
-func captureDone(ctx context.Context, ship, capState *sql.DB) (bool, string, error) {
+// CaptureDone reports whether a trigger capture has sent every change of
+// the database db it captures, read from capState (the capture's SQLite
+// state file), or else what it still has to do: done is its watermark at
+// the changelog's last id with nothing left in its queue or its outbox (a
+// capture killed after Kafka took records and before it marked them sent
+// sends them again: the topic then holds more records than there were
+// changes, so the client's event count alone cannot tell).
+func CaptureDone(ctx context.Context, db, capState *sql.DB) (bool, string, error) {
 	var last, watermark, queued, unsent int64
-	if err := ship.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM _sync_changelog").Scan(&last); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM _sync_changelog").Scan(&last); err != nil {
 		return false, "", fmt.Errorf("shipcrash: changelog: %w", err)
 	}
 	err := capState.QueryRowContext(ctx, "SELECT (SELECT COALESCE(MAX(watermark), 0) FROM relay_cursor), "+
@@ -573,24 +573,6 @@ func quiet(ctx context.Context, state *sql.DB, brokers []string, shipName string
 	return true, "", nil
 }
 
-// waitFault waits up to d for the role's current life to die at a fault
-// point.
-func waitFault(ctx context.Context, r *supervise.Role, d time.Duration) {
-	count := func() int {
-		n := 0
-		for _, f := range r.Stats().Faults {
-			n += f
-		}
-		return n
-	}
-	before, until := count(), time.Now().Add(d)
-	for count() == before && time.Now().Before(until) {
-		if sleepCtx(ctx, 50*time.Millisecond) != nil {
-			return
-		}
-	}
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -598,23 +580,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// serving reports whether addr accepts connections.
-func serving(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
-}
-
-func freePort() (int, error) {
-	a, err := supervise.FreeAddr()
-	if err != nil {
-		return 0, err
-	}
-	_, p, _ := net.SplitHostPort(a)
-	return strconv.Atoi(p)
 }
