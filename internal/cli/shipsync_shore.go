@@ -240,7 +240,11 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() { _ = a.Run(ctx, *arbiterEvery) }()
+		go func() {
+			if err := a.Run(ctx, *arbiterEvery); err != nil {
+				log.Error("shipsync shore: arbiter stopped", "error", err)
+			}
+		}()
 		fmt.Fprintf(env.Stdout, "shipsync shore: arbitrating conflicts as %s\n", name)
 	}
 	cdcFailed := make(chan error, 1)
