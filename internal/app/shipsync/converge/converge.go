@@ -231,50 +231,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			f()
 		}
 	}()
-	if err := r.databases(ctx, &cleanup); err != nil {
-		return nil, err
-	}
-	kopts := []kfake.Opt{kfake.NumBrokers(1),
-		kfake.SeedTopics(2, append(shipdemo.TopicsOf(shipdemo.Logical, r.shipName), shipdemo.TopicsOf("shore", r.shoreName)...)...)}
-	if o.Chaos != nil {
-		// The processes reach the cluster at a fixed port.
-		port, err := supervise.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		kopts = append(kopts, kfake.Ports(port))
-	}
-	cluster, err := kfake.NewCluster(kopts...)
+	runCtx, err := r.setUp(ctx, &cleanup)
 	if err != nil {
-		return nil, fmt.Errorf("converge: kafka: %w", err)
-	}
-	cleanup = append(cleanup, cluster.Close)
-	r.brokers = cluster.ListenAddrs()
-
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	cleanup = append(cleanup, func() { cancel(); wg.Wait() })
-	start := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				r.fail <- fmt.Errorf("converge: %s: %w", name, err)
-			}
-		}()
-	}
-	if err := r.captures(ctx, start, &cleanup); err != nil {
-		return nil, err
-	}
-	if o.Chaos != nil {
-		err = r.startProcesses(ctx, &cleanup)
-	} else {
-		err = r.startInProcess(ctx, start, &cleanup)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := r.openState(ctx, &cleanup); err != nil {
 		return nil, err
 	}
 	r.out("ship database %s, shore database %s: tables %s, capture on both; crew: LAST_WRITER_WINS (updated_at), "+
@@ -353,6 +311,59 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Elapsed = time.Since(began)
 	return res, nil
+}
+
+// setUp makes the databases, the queue, the captures and the parts (in
+// process, or as processes with Chaos) and opens the state the checks
+// read; the parts run under the returned context until cleanup.
+func (r *run) setUp(ctx context.Context, cleanup *[]func()) (context.Context, error) {
+	if err := r.databases(ctx, cleanup); err != nil {
+		return nil, err
+	}
+	kopts := []kfake.Opt{kfake.NumBrokers(1),
+		kfake.SeedTopics(2, append(shipdemo.TopicsOf(shipdemo.Logical, r.shipName), shipdemo.TopicsOf("shore", r.shoreName)...)...)}
+	if r.o.Chaos != nil {
+		// The processes reach the cluster at a fixed port.
+		port, err := supervise.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		kopts = append(kopts, kfake.Ports(port))
+	}
+	cluster, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("converge: kafka: %w", err)
+	}
+	*cleanup = append(*cleanup, cluster.Close)
+	r.brokers = cluster.ListenAddrs()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	*cleanup = append(*cleanup, func() { cancel(); wg.Wait() })
+	start := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil && runCtx.Err() == nil {
+				r.fail <- fmt.Errorf("converge: %s: %w", name, err)
+			}
+		}()
+	}
+	if err := r.captures(ctx, start, cleanup); err != nil {
+		return nil, err
+	}
+	if r.o.Chaos != nil {
+		err = r.startProcesses(ctx, cleanup)
+	} else {
+		err = r.startInProcess(ctx, start, cleanup)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.openState(ctx, cleanup); err != nil {
+		return nil, err
+	}
+	return runCtx, nil
 }
 
 // databases makes the two scratch databases with the tables and the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
 	"github.com/relayhq/relay/internal/app/shipsync/converge"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
 	"github.com/relayhq/relay/internal/testbin"
@@ -57,4 +58,19 @@ func TestConvergenceUnderKills(t *testing.T) {
 	require.GreaterOrEqual(t, res.Client.Lives, 5, "every planned client kill landed")
 	require.Positive(t, res.Uplink)
 	require.Positive(t, res.Forwarded)
+}
+
+// TestBench runs the benchmark small: both directions deliver every
+// change, and the conflict round settles with the shore's edits on both
+// sides.
+func TestBench(t *testing.T) {
+	var progress bytes.Buffer
+	res, err := converge.Bench(t.Context(), converge.BenchOptions{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
+		Dir: t.TempDir(), Rows: 200, Rounds: 1, Conflicts: 20, Progress: &progress})
+	require.NoError(t, err, progress.String())
+	t.Log(progress.String())
+	require.Len(t, res.Uplink, 1)
+	require.Len(t, res.Downlink, 1)
+	require.True(t, res.Converged, progress.String())
+	require.Positive(t, res.Cases[arbiter.StateAcknowledged])
 }
