@@ -1,0 +1,290 @@
+// Package eta estimates when a node's backlog will have drained: the
+// compressed size of what is left (raw bytes times a moving average of the
+// compressed/raw ratio of recent batches), the effective throughput (bytes
+// of payload that reached a terminal result, over the time the link was
+// actually usable and allowed — retries count in the physical figure only),
+// the rate at which new backlog arrives, and the transfer windows the
+// remaining time is mapped onto. It gives a P50 and a P90 completion time
+// from the spread of the last 24 hours' throughput, says "cannot predict"
+// when the backlog is not shrinking, and marks an estimate low-confidence
+// when it rests on less than ten minutes of samples or on the default
+// ratio. It is pure: the caller passes the clock's now and its samples.
+package eta
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/relayhq/relay/internal/flow"
+)
+
+// Defaults.
+const (
+	// RatioDefault is the compressed/raw ratio assumed before any batch was
+	// measured: conservative (changes of narrow rows compress to about a
+	// fifth to a third).
+	RatioDefault = 0.5
+	// RatioAlphaDefault weighs a new batch in the moving average.
+	RatioAlphaDefault = 0.2
+	// WindowDefault is the span the effective throughput is measured over.
+	WindowDefault = 30 * time.Minute
+	// HistoryDefault is the span the P50/P90 spread is taken from.
+	HistoryDefault = 24 * time.Hour
+	// ConfidentAfter is how much active transfer time the throughput must
+	// rest on for a confident estimate.
+	ConfidentAfter = 10 * time.Minute
+)
+
+// Ratio is the exponential moving average of compressed/raw bytes of
+// recent successful batches. The zero value uses the defaults.
+type Ratio struct {
+	// Alpha weighs each new batch (default RatioAlphaDefault).
+	Alpha float64
+	// Default is the ratio before any batch (default RatioDefault).
+	Default float64
+	v       float64
+	n       int
+}
+
+// Observe adds one successful batch of raw bytes sent as compressed bytes;
+// an empty batch is ignored.
+func (r *Ratio) Observe(raw, compressed int64) {
+	if raw <= 0 || compressed < 0 {
+		return
+	}
+	x := float64(compressed) / float64(raw)
+	if r.n == 0 {
+		r.v = x
+	} else {
+		a := cmp.Or(r.Alpha, RatioAlphaDefault)
+		r.v = a*x + (1-a)*r.v
+	}
+	r.n++
+}
+
+// Value is the ratio and whether it rests on measured batches (false: the
+// default, low confidence).
+func (r *Ratio) Value() (float64, bool) {
+	if r.n == 0 {
+		return cmp.Or(r.Default, RatioDefault), false
+	}
+	return r.v, true
+}
+
+// Interval is one stretch of transfer: when it ended, how long the link was
+// usable and allowed during it (Active; outages and closed windows are not
+// active), the payload bytes that reached a terminal result in it
+// (Effective, compressed wire bytes of first sends only) and every byte
+// sent (Physical, retries included).
+type Interval struct {
+	End                 time.Time
+	Active              time.Duration
+	Effective, Physical int64
+}
+
+// Meter keeps the intervals of the last History. The zero value uses the
+// defaults; it is not safe for concurrent use.
+type Meter struct {
+	// Window is the span the throughput is measured over (default
+	// WindowDefault); History how long intervals are kept for the spread
+	// (default HistoryDefault).
+	Window, History time.Duration
+	ivs             []Interval
+}
+
+// Add records an interval (in End order) and drops those older than the
+// history.
+func (m *Meter) Add(iv Interval) {
+	m.ivs = append(m.ivs, iv)
+	cut := iv.End.Add(-cmp.Or(m.History, HistoryDefault))
+	i := 0
+	for i < len(m.ivs) && m.ivs[i].End.Before(cut) {
+		i++
+	}
+	m.ivs = m.ivs[i:]
+}
+
+// Rates returns the effective and physical throughput over the window
+// ending at now, in bytes per active second, and the active time they rest
+// on (0, 0, 0 without active time).
+func (m *Meter) Rates(now time.Time) (effective, physical float64, active time.Duration) {
+	from := now.Add(-cmp.Or(m.Window, WindowDefault))
+	var eff, phys int64
+	for _, iv := range m.ivs {
+		if iv.End.After(from) && !iv.End.After(now) {
+			eff, phys, active = eff+iv.Effective, phys+iv.Physical, active+iv.Active
+		}
+	}
+	if active <= 0 {
+		return 0, 0, 0
+	}
+	s := active.Seconds()
+	return float64(eff) / s, float64(phys) / s, active
+}
+
+// Quantile is the q-quantile (0…1) of the effective throughput of the
+// intervals of the last history before now, each weighed by its active
+// time (0 without any).
+func (m *Meter) Quantile(now time.Time, q float64) float64 {
+	from := now.Add(-cmp.Or(m.History, HistoryDefault))
+	type rate struct {
+		r float64
+		w time.Duration
+	}
+	var rs []rate
+	var total time.Duration
+	for _, iv := range m.ivs {
+		if iv.End.After(from) && !iv.End.After(now) && iv.Active > 0 {
+			rs = append(rs, rate{float64(iv.Effective) / iv.Active.Seconds(), iv.Active})
+			total += iv.Active
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.SortFunc(rs, func(a, b rate) int { return cmp.Compare(a.r, b.r) })
+	target := time.Duration(q * float64(total))
+	var acc time.Duration
+	for _, r := range rs {
+		acc += r.w
+		if acc >= target {
+			return r.r
+		}
+	}
+	return rs[len(rs)-1].r
+}
+
+// Input is what an estimate is made from.
+type Input struct {
+	Now time.Time
+	// RemainingRaw is the backlog's raw (uncompressed) size.
+	RemainingRaw int64
+	Ratio        *Ratio
+	Meter        *Meter
+	// IncomingRate is how fast new backlog arrives, raw bytes per second
+	// (converted with the ratio).
+	IncomingRate float64
+	// Window is when transfer is allowed (nil: always).
+	Window *flow.Window
+	// RateLimit is the node's configured limit in bytes per second (0:
+	// none), shown beside the estimate.
+	RateLimit float64
+}
+
+// Estimate is an ETA with every input it was computed from, so a reader
+// sees why, not only a date.
+type Estimate struct {
+	ComputedAt time.Time
+	// RemainingBytes is the backlog's estimated compressed size; Ratio the
+	// compressed/raw ratio used.
+	RemainingBytes int64
+	Ratio          float64
+	// Effective and Physical are the throughput over the window, Incoming
+	// the new backlog's compressed rate, Net = Effective − Incoming (bytes
+	// per second); Active the transfer time they rest on.
+	Effective, Physical, Incoming, Net float64
+	Active                             time.Duration
+	RateLimit                          float64
+	Window                             string
+	// Predictable is false when no completion can be given (Reason says
+	// why: the backlog does not shrink, or the window never opens).
+	Predictable bool
+	Reason      string
+	// LowConfidence with the reasons (too little sample time, the default
+	// ratio).
+	LowConfidence bool
+	Why           []string
+	// P50 and P90 are the completion times (zero: cannot be given at
+	// that level); P50 from the median throughput of the last history,
+	// P90 from its 10th percentile.
+	P50, P90 time.Time
+}
+
+// Compute makes the estimate for in.
+func Compute(in Input) Estimate {
+	ratio, measured := RatioDefault, false
+	if in.Ratio != nil {
+		ratio, measured = in.Ratio.Value()
+	}
+	m := in.Meter
+	if m == nil {
+		m = &Meter{}
+	}
+	e := Estimate{ComputedAt: in.Now, Ratio: ratio, RemainingBytes: int64(math.Ceil(float64(in.RemainingRaw) * ratio)),
+		Incoming: in.IncomingRate * ratio, RateLimit: in.RateLimit, Window: "always"}
+	if in.Window != nil {
+		e.Window = in.Window.String()
+	}
+	e.Effective, e.Physical, e.Active = m.Rates(in.Now)
+	e.Net = e.Effective - e.Incoming
+	if !measured {
+		e.LowConfidence, e.Why = true, append(e.Why, "no measured compression ratio yet: the default is assumed")
+	}
+	if e.Active < ConfidentAfter {
+		e.LowConfidence, e.Why = true, append(e.Why, "less than 10 minutes of transfer measured")
+	}
+	if e.RemainingBytes == 0 {
+		e.Predictable, e.P50, e.P90 = true, in.Now, in.Now
+		return e
+	}
+	if e.Net <= 0 {
+		e.Reason = "the backlog is not shrinking (effective throughput does not exceed the incoming rate)"
+		return e
+	}
+	finish := func(rate float64) (time.Time, bool) {
+		net := rate - e.Incoming
+		if net <= 0 {
+			return time.Time{}, false
+		}
+		need := time.Duration(float64(e.RemainingBytes) / net * float64(time.Second))
+		return AfterOpen(in.Window, in.Now, need)
+	}
+	p50 := m.Quantile(in.Now, 0.5)
+	if p50 == 0 {
+		p50 = e.Effective
+	}
+	var ok bool
+	if e.P50, ok = finish(p50); !ok {
+		e.Reason = "cannot predict at the median throughput (the window never opens or the backlog does not shrink)"
+		return e
+	}
+	e.Predictable = true
+	if p10 := m.Quantile(in.Now, 0.1); p10 > 0 {
+		e.P90, _ = finish(p10)
+	} else {
+		e.P90 = e.P50
+	}
+	return e
+}
+
+// AfterOpen is the instant by which window w (nil: always open) has been
+// open for need from from on; false when it never opens enough.
+func AfterOpen(w *flow.Window, from time.Time, need time.Duration) (time.Time, bool) {
+	if need <= 0 {
+		return from, true
+	}
+	if w == nil || w.Always() {
+		return from.Add(need), true
+	}
+	t := from
+	for range 10000 {
+		next := w.NextChange(t)
+		if next.IsZero() {
+			if w.Open(t) {
+				return t.Add(need), true
+			}
+			return time.Time{}, false
+		}
+		if w.Open(t) {
+			span := next.Sub(t)
+			if span >= need {
+				return t.Add(need), true
+			}
+			need -= span
+		}
+		t = next
+	}
+	return time.Time{}, false
+}
