@@ -231,7 +231,9 @@ func (a *Arbiter) work(ctx context.Context, c kase, res *StepResult) error {
 			return a.setState(ctx, c.id, a.cfg.Instance, StatePending, v.Reason, "conflict.manual")
 		case Expire:
 			res.Expired++
-			return a.setState(ctx, c.id, a.cfg.Instance, StateExpired, v.Reason, "conflict.expired")
+			return a.setState(ctx, c.id, a.cfg.Instance, StateExpired, v.Reason, "conflict.expired", func(tx pgx.Tx) error {
+				return a.reopen(ctx, tx, c, d)
+			})
 		}
 		dec := a.decision(c, d, v.Winner, "policy", d.Rule.Conflict.Policy, v.Reason)
 		if err := a.storeDecision(ctx, c.id, a.cfg.Instance, dec, shore.Audit{Actor: "arbiter " + a.cfg.Instance,
@@ -470,6 +472,37 @@ func (a *Arbiter) lock(ctx context.Context, tx pgx.Tx, id, owner, want string) e
 	return nil
 }
 
+// reopen opens (or adds to) the record's next case when case c expires
+// because the shore's row moved on: the shore's row as it is now against
+// the node's version in the latest evidence. Without it a record could stay
+// different on the two sides with every case closed, when the change that
+// moved the shore's row had met the node before (its evidence is in the
+// expired case) and nothing else is on its way. Nothing is opened when the
+// two versions are the same.
+func (a *Arbiter) reopen(ctx context.Context, tx pgx.Tx, c kase, l *loaded) error {
+	if l.Shore.Exists == l.Node.Exists && (!l.Shore.Exists || strings.EqualFold(l.Shore.Revision, l.Node.Revision)) {
+		return nil
+	}
+	op, result := pb.Operation_OPERATION_UPDATE, l.Shore.Revision
+	if !l.Shore.Exists {
+		op, result = pb.Operation_OPERATION_DELETE, cmp.Or(l.tomb, uuid.NewSHA1(decisionNamespace, []byte(c.id+"/absent")).String())
+	}
+	now := a.cfg.Clock.Now()
+	next, _, err := shore.OpenConflict(ctx, tx, c.rule, uint64(c.ruleVersion), c.pkHash, c.pkText, shore.Evidence{
+		Origin: a.cfg.ShoreNode, EventID: uuid.NewSHA1(decisionNamespace, []byte(c.id+"/reopen")).String(), Operation: op,
+		Result: result, CurrentRevision: l.Node.Revision, CurrentOrigin: l.Node.Node, CurrentTombstone: !l.Node.Exists,
+		CurrentRow: l.Node.Row, FoundIn: "node"}, now)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "UPDATE sync_conflict_case SET superseded_by = coalesce(superseded_by, $2) WHERE conflict_id = $1",
+		c.id, next); err != nil {
+		return err
+	}
+	return shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: "arbiter " + a.cfg.Instance}, "conflict.detected", "conflict",
+		next, "reopened from "+c.id+": the shore's row moved on")
+}
+
 // setState moves case id (held by owner) to state with reason, audited;
 // then, in the same transaction, runs each of then.
 func (a *Arbiter) setState(ctx context.Context, id, owner, state, reason, action string, then ...func(pgx.Tx) error) error {
@@ -641,9 +674,16 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 					return false, err
 				}
 				if !fs[0].Applied {
+					l, err := a.dispute(ctx, c)
+					if err != nil {
+						return false, err
+					}
 					return false, a.setState(ctx, c.id, a.cfg.Instance, StateExpired,
 						"the shore's row changed before the decision was written", "conflict.expired", func(tx pgx.Tx) error {
-							return a.carryLate(ctx, tx, c.id, d.At, a.cfg.Clock.Now())
+							if err := a.carryLate(ctx, tx, c.id, d.At, a.cfg.Clock.Now()); err != nil {
+								return err
+							}
+							return a.reopen(ctx, tx, c, l)
 						})
 				}
 			}
@@ -670,14 +710,45 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 		if _, err := shore.EnqueueDecision(ctx, tx, d.Node, c.id, msg, now); err != nil {
 			return err
 		}
+		if d.Choice == "SHORE" {
+			// The decision keeps the shore's row: it must still be the
+			// shore's row. Checked holding the node's command stream (the
+			// shore CDC consumer needs it to forward a change), so a
+			// shore change made before this check and forwarded is seen
+			// here, and one made after is forwarded after the decision.
+			cur, err := a.readShore(ctx, rule, key.Columns)
+			if err != nil {
+				return err
+			}
+			if cur.Exists == d.Tombstone || (cur.Exists && !strings.EqualFold(cur.Revision, d.Revision)) {
+				return errShoreMoved
+			}
+		}
 		if _, err := tx.Exec(ctx, stmts["CaseSetState"], c.id, StateDispatched, "", nil, now); err != nil {
 			return err
 		}
 		return shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: "arbiter " + a.cfg.Instance}, "conflict.dispatched",
 			"conflict", c.id, "to "+d.Node)
 	})
+	if errors.Is(err, errShoreMoved) {
+		l, err := a.dispute(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		return false, a.setState(ctx, c.id, a.cfg.Instance, StateExpired,
+			"the shore's row changed before the decision was sent", "conflict.expired", func(tx pgx.Tx) error {
+				if err := a.carryLate(ctx, tx, c.id, d.At, a.cfg.Clock.Now()); err != nil {
+					return err
+				}
+				return a.reopen(ctx, tx, c, l)
+			})
+	}
 	return err == nil, err
 }
+
+// errShoreMoved: the shore's row is no longer the one a SHORE decision
+// keeps (the dispatch is rolled back, the case expires and reopens).
+var errShoreMoved = errors.New("arbiter: the shore's row moved on")
 
 func (a *Arbiter) loadDecision(ctx context.Context, id string) (*Decision, error) {
 	var d Decision

@@ -604,3 +604,55 @@ func TestNodeHoldsTheShoresRevision(t *testing.T) {
 	d := r.commands(t)[1].GetDecision()
 	require.Equal(t, "rev-s1", d.DecidedRevision)
 }
+
+// TestExpiredCaseReopens: the shore's row moved on after the conflict was
+// recorded (its change met the node before and is evidence of the expired
+// case, nothing else is on its way); the case expires and the record's
+// next case — the shore's row now against the node's version — is decided,
+// so the two sides do not stay different with every case closed.
+func TestExpiredCaseReopens(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	r.shoreRow(t, 1, "shore's again", t0, "rev-s2")
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Expired: 1}, step(t, a))
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateExpired, st)
+	var next string
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT superseded_by::text FROM sync_conflict_case WHERE conflict_id = $1",
+		cid).Scan(&next))
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, a))
+	d := r.commands(t)[0].GetDecision()
+	require.Equal(t, next, d.ConflictId)
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	require.Equal(t, "rev-s2", d.DecidedRevision)
+	require.Equal(t, "shore's again", d.GetDecidedValue().Columns[1].GetStringValue())
+}
+
+// TestShoreMovedBeforeTheSend: a SHORE decision whose row the shore
+// changed (here: deleted) before it was sent is not sent — it would bring
+// back a row the shore no longer has, after the shore's own change — the
+// case expires and the record's next case takes the shore's row as it is.
+func TestShoreMovedBeforeTheSend(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	a := r.arbiter(t, "arb-1", func(c *arbiter.Config) {
+		arbiter.SetBeforeDispatch(c, func(string) error {
+			_, err := r.db.ExecContext(t.Context(), "DELETE FROM crew WHERE id = 1")
+			return err
+		})
+	})
+	require.Equal(t, arbiter.StepResult{Decided: 1, Expired: 1}, step(t, a))
+	st, reason := r.state(t, cid)
+	require.Equal(t, arbiter.StateExpired, st)
+	require.Contains(t, reason, "before the decision was sent")
+	require.Empty(t, r.commands(t), "nothing is sent")
+	var next string
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT superseded_by::text FROM sync_conflict_case WHERE conflict_id = $1",
+		cid).Scan(&next))
+	require.NotEmpty(t, next)
+}
