@@ -1,6 +1,7 @@
 package shore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ func (d *Downlink) Forward(ctx context.Context, changes []ShoreChange) (ForwardR
 				n = len(targets[c.Event.RuleId])
 			}
 			topic, part, off, event = append(topic, c.Topic), append(part, c.Partition), append(off, c.Offset), append(event, id)
-			rule, version = append(rule, cmpStr(c.RuleID, c.Event.GetRuleId())), append(version, int64(max(c.RuleVersion, c.Event.GetRuleVersion())))
+			rule, version = append(rule, cmp.Or(c.RuleID, c.Event.GetRuleId())), append(version, int64(max(c.RuleVersion, c.Event.GetRuleVersion())))
 			result, reason, detail, count = append(result, r), append(reason, wire.Bound(c.Reason, 64)), append(detail, wire.Bound(c.Detail, 200)), append(count, int32(n))
 		}
 		rows, err := tx.Query(ctx, stmts["ShoreEventInsertMany"], topic, part, off, event, rule, version, result,
@@ -266,13 +267,6 @@ func EnqueueDecision(ctx context.Context, tx pgx.Tx, node, conflictID string, d 
 	_, err := enqueue(ctx, tx, map[string][]queued{node: {{kind: "decision", id: id, rule: d.RuleId, conflict: &conflictID,
 		body: func(int64) *pb.Command { return &pb.Command{Body: &pb.Command_Decision{Decision: d}} }}}}, now)
 	return id, err
-}
-
-func cmpStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // downlinkTargets returns, per rule id, the active nodes syncing it.
