@@ -78,6 +78,12 @@ func AppendText(dst []byte, text string, f MsgFmt) ([]byte, error) {
 		if err != nil {
 			return dst, textErr(f, "GB18030 encoder refused the text")
 		}
+		// The encoder maps some private-use characters (U+E000–U+E864) to
+		// codes that decode as other characters; a handset would show the
+		// wrong text, so such text is refused rather than sent changed.
+		if back, err := simplifiedchinese.GB18030.NewDecoder().String(b); err != nil || back != text {
+			return dst, textErr(f, "text has a character without an exact GB18030 code (send it as UCS2)")
+		}
 		return append(dst, b...), nil
 	}
 	return dst, textErr(f, "no text coding")

@@ -42,6 +42,10 @@ func TestTextCodingErrors(t *testing.T) {
 	require.ErrorIs(t, err, cmpp.ErrEncoding)
 	_, err = cmpp.AppendText(nil, "\xff", cmpp.FmtGB)
 	require.ErrorIs(t, err, cmpp.ErrEncoding)
+	// A private-use character the GB18030 encoder would code as another
+	// character (found by FuzzSplit) is refused, not sent changed.
+	_, err = cmpp.AppendText(nil, "ok\ue800", cmpp.FmtGB)
+	require.ErrorIs(t, err, cmpp.ErrEncoding)
 	_, err = cmpp.AppendText(nil, "x", 2)
 	require.ErrorIs(t, err, cmpp.ErrEncoding)
 
