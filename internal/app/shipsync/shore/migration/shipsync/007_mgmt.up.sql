@@ -1,0 +1,1 @@
+-- 007: management API idempotency keys and an append-only audit log (filled in below)
