@@ -1,0 +1,1 @@
+-- shipsync 008: rules release lifecycle (placeholder, filled in below)
