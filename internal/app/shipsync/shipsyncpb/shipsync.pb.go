@@ -2900,8 +2900,21 @@ type Heartbeat struct {
 	PhysicalBytesPerSecond  float64 `protobuf:"fixed64,9,opt,name=physical_bytes_per_second,json=physicalBytesPerSecond,proto3" json:"physical_bytes_per_second,omitempty"`
 	// The config version the node runs.
 	ConfigVersion uint64 `protobuf:"varint,10,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the uploader did since the previous heartbeat, for the shore's
+	// throughput history and ETA (absent from nodes that do not measure it).
+	Interval *TransferInterval `protobuf:"bytes,11,opt,name=interval,proto3" json:"interval,omitempty"`
+	// The moving average of compressed/raw bytes of recent batches, and
+	// whether it rests on measured batches (false: a default was assumed).
+	CompressionRatio         float64 `protobuf:"fixed64,12,opt,name=compression_ratio,json=compressionRatio,proto3" json:"compression_ratio,omitempty"`
+	CompressionRatioMeasured bool    `protobuf:"varint,13,opt,name=compression_ratio_measured,json=compressionRatioMeasured,proto3" json:"compression_ratio_measured,omitempty"`
+	// When bulk transfer is allowed, in the node's window syntax (empty:
+	// always), and the time zone it is read in.
+	TransferWindow     string `protobuf:"bytes,14,opt,name=transfer_window,json=transferWindow,proto3" json:"transfer_window,omitempty"`
+	TransferWindowZone string `protobuf:"bytes,15,opt,name=transfer_window_zone,json=transferWindowZone,proto3" json:"transfer_window_zone,omitempty"`
+	// The node's upload limit in bytes per second (0: none).
+	UploadRateLimit float64 `protobuf:"fixed64,16,opt,name=upload_rate_limit,json=uploadRateLimit,proto3" json:"upload_rate_limit,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -3004,6 +3017,133 @@ func (x *Heartbeat) GetConfigVersion() uint64 {
 	return 0
 }
 
+func (x *Heartbeat) GetInterval() *TransferInterval {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetCompressionRatio() float64 {
+	if x != nil {
+		return x.CompressionRatio
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetCompressionRatioMeasured() bool {
+	if x != nil {
+		return x.CompressionRatioMeasured
+	}
+	return false
+}
+
+func (x *Heartbeat) GetTransferWindow() string {
+	if x != nil {
+		return x.TransferWindow
+	}
+	return ""
+}
+
+func (x *Heartbeat) GetTransferWindowZone() string {
+	if x != nil {
+		return x.TransferWindowZone
+	}
+	return ""
+}
+
+func (x *Heartbeat) GetUploadRateLimit() float64 {
+	if x != nil {
+		return x.UploadRateLimit
+	}
+	return 0
+}
+
+// TransferInterval is one stretch of a node's uploading, between two
+// heartbeats.
+type TransferInterval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the stretch was, and how much of it the node was actually
+	// sending with a working link (waits for a window, for work or after a
+	// failure are not active).
+	ElapsedSeconds float64 `protobuf:"fixed64,1,opt,name=elapsed_seconds,json=elapsedSeconds,proto3" json:"elapsed_seconds,omitempty"`
+	ActiveSeconds  float64 `protobuf:"fixed64,2,opt,name=active_seconds,json=activeSeconds,proto3" json:"active_seconds,omitempty"`
+	// Wire bytes of events the shore durably received on their first send
+	// (effective), and every wire byte sent, retries and failures included
+	// (physical).
+	EffectiveBytes uint64 `protobuf:"varint,3,opt,name=effective_bytes,json=effectiveBytes,proto3" json:"effective_bytes,omitempty"`
+	PhysicalBytes  uint64 `protobuf:"varint,4,opt,name=physical_bytes,json=physicalBytes,proto3" json:"physical_bytes,omitempty"`
+	// Raw bytes of the new events captured in the stretch.
+	IncomingRawBytes uint64 `protobuf:"varint,5,opt,name=incoming_raw_bytes,json=incomingRawBytes,proto3" json:"incoming_raw_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TransferInterval) Reset() {
+	*x = TransferInterval{}
+	mi := &file_shipsync_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferInterval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferInterval) ProtoMessage() {}
+
+func (x *TransferInterval) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferInterval.ProtoReflect.Descriptor instead.
+func (*TransferInterval) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TransferInterval) GetElapsedSeconds() float64 {
+	if x != nil {
+		return x.ElapsedSeconds
+	}
+	return 0
+}
+
+func (x *TransferInterval) GetActiveSeconds() float64 {
+	if x != nil {
+		return x.ActiveSeconds
+	}
+	return 0
+}
+
+func (x *TransferInterval) GetEffectiveBytes() uint64 {
+	if x != nil {
+		return x.EffectiveBytes
+	}
+	return 0
+}
+
+func (x *TransferInterval) GetPhysicalBytes() uint64 {
+	if x != nil {
+		return x.PhysicalBytes
+	}
+	return 0
+}
+
+func (x *TransferInterval) GetIncomingRawBytes() uint64 {
+	if x != nil {
+		return x.IncomingRawBytes
+	}
+	return 0
+}
+
 // HeartbeatResponse answers a Heartbeat.
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3029,7 +3169,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3181,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3194,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{21}
+	return file_shipsync_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
@@ -3103,7 +3243,7 @@ type RuleRef struct {
 
 func (x *RuleRef) Reset() {
 	*x = RuleRef{}
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3255,7 @@ func (x *RuleRef) String() string {
 func (*RuleRef) ProtoMessage() {}
 
 func (x *RuleRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3268,7 @@ func (x *RuleRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleRef.ProtoReflect.Descriptor instead.
 func (*RuleRef) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{22}
+	return file_shipsync_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RuleRef) GetRuleId() string {
@@ -3183,7 +3323,7 @@ type NodeConfig struct {
 
 func (x *NodeConfig) Reset() {
 	*x = NodeConfig{}
-	mi := &file_shipsync_proto_msgTypes[23]
+	mi := &file_shipsync_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3335,7 @@ func (x *NodeConfig) String() string {
 func (*NodeConfig) ProtoMessage() {}
 
 func (x *NodeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[23]
+	mi := &file_shipsync_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3348,7 @@ func (x *NodeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfig.ProtoReflect.Descriptor instead.
 func (*NodeConfig) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{23}
+	return file_shipsync_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeConfig) GetNodeId() string {
@@ -3330,7 +3470,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_shipsync_proto_msgTypes[24]
+	mi := &file_shipsync_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3482,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[24]
+	mi := &file_shipsync_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3495,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{24}
+	return file_shipsync_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ErrorBody) GetCode() ErrorCode {
@@ -3604,7 +3744,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x01(\x04R\x06events\x12\x1b\n" +
 	"\traw_bytes\x18\x03 \x01(\x04R\brawBytes\x12<\n" +
 	"\x1aestimated_compressed_bytes\x18\x04 \x01(\x04R\x18estimatedCompressedBytes\x12H\n" +
-	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\x85\x04\n" +
+	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\xb8\x06\n" +
 	"\tHeartbeat\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12%\n" +
@@ -3618,7 +3758,19 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aeffective_bytes_per_second\x18\b \x01(\x01R\x17effectiveBytesPerSecond\x129\n" +
 	"\x19physical_bytes_per_second\x18\t \x01(\x01R\x16physicalBytesPerSecond\x12%\n" +
 	"\x0econfig_version\x18\n" +
-	" \x01(\x04R\rconfigVersion\"\x82\x02\n" +
+	" \x01(\x04R\rconfigVersion\x12?\n" +
+	"\binterval\x18\v \x01(\v2#.relay.shipsync.v1.TransferIntervalR\binterval\x12+\n" +
+	"\x11compression_ratio\x18\f \x01(\x01R\x10compressionRatio\x12<\n" +
+	"\x1acompression_ratio_measured\x18\r \x01(\bR\x18compressionRatioMeasured\x12'\n" +
+	"\x0ftransfer_window\x18\x0e \x01(\tR\x0etransferWindow\x120\n" +
+	"\x14transfer_window_zone\x18\x0f \x01(\tR\x12transferWindowZone\x12*\n" +
+	"\x11upload_rate_limit\x18\x10 \x01(\x01R\x0fuploadRateLimit\"\xe0\x01\n" +
+	"\x10TransferInterval\x12'\n" +
+	"\x0felapsed_seconds\x18\x01 \x01(\x01R\x0eelapsedSeconds\x12%\n" +
+	"\x0eactive_seconds\x18\x02 \x01(\x01R\ractiveSeconds\x12'\n" +
+	"\x0feffective_bytes\x18\x03 \x01(\x04R\x0eeffectiveBytes\x12%\n" +
+	"\x0ephysical_bytes\x18\x04 \x01(\x04R\rphysicalBytes\x12,\n" +
+	"\x12incoming_raw_bytes\x18\x05 \x01(\x04R\x10incomingRawBytes\"\x82\x02\n" +
 	"\x11HeartbeatResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12%\n" +
@@ -3735,7 +3887,7 @@ func file_shipsync_proto_rawDescGZIP() []byte {
 }
 
 var file_shipsync_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_shipsync_proto_goTypes = []any{
 	(Operation)(0),                // 0: relay.shipsync.v1.Operation
 	(ContentEncoding)(0),          // 1: relay.shipsync.v1.ContentEncoding
@@ -3766,39 +3918,40 @@ var file_shipsync_proto_goTypes = []any{
 	(*SubsystemHealth)(nil),       // 26: relay.shipsync.v1.SubsystemHealth
 	(*BacklogSummary)(nil),        // 27: relay.shipsync.v1.BacklogSummary
 	(*Heartbeat)(nil),             // 28: relay.shipsync.v1.Heartbeat
-	(*HeartbeatResponse)(nil),     // 29: relay.shipsync.v1.HeartbeatResponse
-	(*RuleRef)(nil),               // 30: relay.shipsync.v1.RuleRef
-	(*NodeConfig)(nil),            // 31: relay.shipsync.v1.NodeConfig
-	(*ErrorBody)(nil),             // 32: relay.shipsync.v1.ErrorBody
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*TransferInterval)(nil),      // 29: relay.shipsync.v1.TransferInterval
+	(*HeartbeatResponse)(nil),     // 30: relay.shipsync.v1.HeartbeatResponse
+	(*RuleRef)(nil),               // 31: relay.shipsync.v1.RuleRef
+	(*NodeConfig)(nil),            // 32: relay.shipsync.v1.NodeConfig
+	(*ErrorBody)(nil),             // 33: relay.shipsync.v1.ErrorBody
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_shipsync_proto_depIdxs = []int32{
-	33, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
+	34, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
 	8,  // 1: relay.shipsync.v1.RowImage.columns:type_name -> relay.shipsync.v1.ColumnValue
 	8,  // 2: relay.shipsync.v1.ChangeEvent.primary_key:type_name -> relay.shipsync.v1.ColumnValue
 	0,  // 3: relay.shipsync.v1.ChangeEvent.operation:type_name -> relay.shipsync.v1.Operation
 	9,  // 4: relay.shipsync.v1.ChangeEvent.before:type_name -> relay.shipsync.v1.RowImage
 	9,  // 5: relay.shipsync.v1.ChangeEvent.after:type_name -> relay.shipsync.v1.RowImage
-	33, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
-	33, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
+	34, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
+	34, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
 	10, // 8: relay.shipsync.v1.EventList.events:type_name -> relay.shipsync.v1.ChangeEvent
 	13, // 9: relay.shipsync.v1.EventColumns.event_id:type_name -> relay.shipsync.v1.IdColumn
 	13, // 10: relay.shipsync.v1.EventColumns.base_revision:type_name -> relay.shipsync.v1.IdColumn
 	13, // 11: relay.shipsync.v1.EventColumns.result_revision:type_name -> relay.shipsync.v1.IdColumn
 	13, // 12: relay.shipsync.v1.EventColumns.trace_id:type_name -> relay.shipsync.v1.IdColumn
-	33, // 13: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
+	34, // 13: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 14: relay.shipsync.v1.UploadBatch.content_encoding:type_name -> relay.shipsync.v1.ContentEncoding
 	2,  // 15: relay.shipsync.v1.EventStatus.status:type_name -> relay.shipsync.v1.ReceiveStatus
 	3,  // 16: relay.shipsync.v1.EventStatus.reason:type_name -> relay.shipsync.v1.RejectReason
 	15, // 17: relay.shipsync.v1.UploadResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
-	33, // 18: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
+	34, // 18: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
 	4,  // 19: relay.shipsync.v1.Receipt.result:type_name -> relay.shipsync.v1.EventResult
 	3,  // 20: relay.shipsync.v1.Receipt.reason:type_name -> relay.shipsync.v1.RejectReason
-	33, // 21: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	34, // 21: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
 	17, // 22: relay.shipsync.v1.ReceiptPage.receipts:type_name -> relay.shipsync.v1.Receipt
 	8,  // 23: relay.shipsync.v1.ConflictDecision.record_key:type_name -> relay.shipsync.v1.ColumnValue
 	9,  // 24: relay.shipsync.v1.ConflictDecision.decided_value:type_name -> relay.shipsync.v1.RowImage
-	33, // 25: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
+	34, // 25: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
 	10, // 26: relay.shipsync.v1.Command.change:type_name -> relay.shipsync.v1.ChangeEvent
 	19, // 27: relay.shipsync.v1.Command.decision:type_name -> relay.shipsync.v1.ConflictDecision
 	20, // 28: relay.shipsync.v1.Command.resend:type_name -> relay.shipsync.v1.ResendRequest
@@ -3806,23 +3959,24 @@ var file_shipsync_proto_depIdxs = []int32{
 	5,  // 30: relay.shipsync.v1.CommandAck.result:type_name -> relay.shipsync.v1.CommandResult
 	3,  // 31: relay.shipsync.v1.CommandAck.reason:type_name -> relay.shipsync.v1.RejectReason
 	9,  // 32: relay.shipsync.v1.CommandAck.current_value:type_name -> relay.shipsync.v1.RowImage
-	33, // 33: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
+	34, // 33: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
 	23, // 34: relay.shipsync.v1.CommandAckBatch.acks:type_name -> relay.shipsync.v1.CommandAck
 	15, // 35: relay.shipsync.v1.CommandAckResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
 	6,  // 36: relay.shipsync.v1.SubsystemHealth.state:type_name -> relay.shipsync.v1.HealthState
-	33, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
-	33, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	34, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
+	34, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	6,  // 39: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
 	26, // 40: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
 	27, // 41: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
-	33, // 42: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	30, // 43: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
-	7,  // 44: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	29, // 42: relay.shipsync.v1.Heartbeat.interval:type_name -> relay.shipsync.v1.TransferInterval
+	34, // 43: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	31, // 44: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
+	7,  // 45: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_shipsync_proto_init() }
@@ -3860,7 +4014,7 @@ func file_shipsync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shipsync_proto_rawDesc), len(file_shipsync_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
