@@ -1,0 +1,1 @@
+-- shipsync client snapshot tasks (filled in next)

@@ -1,0 +1,1 @@
+-- shipsync snapshots (filled in next)
