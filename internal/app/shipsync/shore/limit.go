@@ -35,6 +35,7 @@ type limiter struct {
 	cfg      Limits
 	mu       sync.Mutex
 	inflight int
+	peak     int // the highest inflight since the limiter was made
 	global   bucket
 	nodes    map[string]*nodeLimit
 }
@@ -60,7 +61,15 @@ func (l *limiter) acquireGlobal(now time.Time) (ok bool, wait time.Duration) {
 		return false, wait
 	}
 	l.inflight++
+	l.peak = max(l.peak, l.inflight)
 	return true, 0
+}
+
+// peakInflight returns the most requests in flight at once so far.
+func (l *limiter) peakInflight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.peak
 }
 
 func (l *limiter) releaseGlobal() {

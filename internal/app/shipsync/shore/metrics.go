@@ -14,6 +14,9 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	events   *prometheus.CounterVec
 	batches  *prometheus.CounterVec
+	// inflight: requests admitted by the global limits and not yet
+	// answered (seed 004 §18 sync_server_requests_in_flight).
+	inflight prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -30,12 +33,20 @@ func newMetrics() *metrics {
 			Name: "relay_shipsync_shore_batches_total",
 			Help: "Upload batches decoded, by the form of their event list: rows (protocol 1.0) or columns (1.1).",
 		}, []string{"form"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "relay_shipsync_shore_requests_in_flight",
+			Help: "Data API requests admitted by the global limits and not yet answered.",
+		}),
 	}
 }
 
 // Collectors returns the handler's Prometheus collectors, to register.
 func (h *Handler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.m.requests, h.m.events, h.m.batches}
+	return []prometheus.Collector{h.m.requests, h.m.events, h.m.batches, h.m.inflight,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "relay_shipsync_shore_requests_in_flight_peak",
+			Help: "The most data API requests in flight at once since the process started (a sampled gauge misses short peaks).",
+		}, func() float64 { return float64(h.lim.peakInflight()) })}
 }
 
 // Batch forms, the label of relay_shipsync_shore_batches_total.

@@ -198,6 +198,8 @@ func (h *Handler) guard(endpoint string, next func(http.ResponseWriter, *http.Re
 			return
 		}
 		defer h.lim.releaseGlobal()
+		h.m.inflight.Inc()
+		defer h.m.inflight.Dec()
 		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 			h.refuse(w, rq, http.StatusUnauthorized, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED,
 				"no verified client certificate (mutual TLS is required)", "")
