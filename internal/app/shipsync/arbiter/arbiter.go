@@ -444,8 +444,11 @@ func (a *Arbiter) storeDecision(ctx context.Context, id, owner string, d *Decisi
 				return err
 			}
 		}
-		return shore.RecordAudit(ctx, tx, now, who, "conflict.decided", "conflict", id,
-			fmt.Sprintf("%s (%s): %s", d.Choice, d.Policy, bounded(d.Reason)))
+		after := fmt.Sprintf("%s (%s): %s", d.Choice, d.Policy, bounded(d.Reason))
+		if owner == "" {
+			return shore.RecordAuditChange(ctx, tx, now, who, "conflict.decided", "conflict", id, StatePending, after)
+		}
+		return shore.RecordAudit(ctx, tx, now, who, "conflict.decided", "conflict", id, after)
 	})
 }
 
@@ -1018,9 +1021,25 @@ func Cancel(ctx context.Context, pool *pgxpool.Pool, clock relaytype.Clock, id, 
 		if _, err := tx.Exec(ctx, stmts["CaseSetState"], id, StateCancelled, bounded(reason), nil, now); err != nil {
 			return err
 		}
-		return shore.RecordAudit(ctx, tx, now, shore.Audit{Actor: operator, Reason: reason}, "conflict.cancelled",
-			"conflict", id, StateCancelled)
+		return shore.RecordAuditChange(ctx, tx, now, shore.Audit{Actor: operator, Reason: reason}, "conflict.cancelled",
+			"conflict", id, state, StateCancelled)
 	})
+}
+
+// Versions returns what an operator compares before deciding case id by
+// hand: the node's version from its latest evidence, the shore's row as the
+// shore database holds it now, and the shore revision the evidence was
+// recorded against (a decision is refused when the row now is another).
+func (a *Arbiter) Versions(ctx context.Context, id string) (*Dispute, error) {
+	c, err := a.caseOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.dispute(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return &l.Dispute, nil
 }
 
 // caseOf reads case id.

@@ -130,8 +130,8 @@ SELECT event_id::text, content_hash FROM sync_inbox_event
 WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);
 
 -- name: AuditInsert
-INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason, trace_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
 -- name: AuditList
 SELECT at, actor, action, object_type, object_id, coalesce(before, ''), coalesce(after, ''), reason

@@ -98,10 +98,36 @@ func (a Audit) validate() error {
 	return nil
 }
 
-// audit appends one audit row in tx.
+// audit appends one audit row in tx, with the trace id ctx carries
+// (WithTrace).
 func audit(ctx context.Context, tx pgx.Tx, at time.Time, a Audit, action, objType, objID string, before, after *string) error {
-	_, err := tx.Exec(ctx, stmts["AuditInsert"], at, a.Actor, action, objType, objID, before, after, a.Reason)
+	_, err := tx.Exec(ctx, stmts["AuditInsert"], at, a.Actor, action, objType, objID, before, after, a.Reason, TraceOf(ctx))
 	return err
+}
+
+// traceKey is the context key of WithTrace.
+type traceKey struct{}
+
+// WithTrace returns ctx carrying trace, the id of the request on whose
+// behalf audit entries written under it are made (the management API's
+// request id): each entry records it.
+func WithTrace(ctx context.Context, trace string) context.Context {
+	return context.WithValue(ctx, traceKey{}, trace)
+}
+
+// TraceOf returns the trace id ctx carries ("" : none).
+func TraceOf(ctx context.Context) string {
+	s, _ := ctx.Value(traceKey{}).(string)
+	return s
+}
+
+// RecordAuditChange appends an audit row in tx like RecordAudit, with a
+// summary of the object before the change too (payload-free).
+func RecordAuditChange(ctx context.Context, tx pgx.Tx, at time.Time, a Audit, action, objType, objID, before, after string) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	return audit(ctx, tx, at, a, action, objType, objID, &before, &after)
 }
 
 func ptr(s string) *string { return &s }
