@@ -2913,8 +2913,14 @@ type Heartbeat struct {
 	TransferWindowZone string `protobuf:"bytes,15,opt,name=transfer_window_zone,json=transferWindowZone,proto3" json:"transfer_window_zone,omitempty"`
 	// The node's upload limit in bytes per second (0: none).
 	UploadRateLimit float64 `protobuf:"fixed64,16,opt,name=upload_rate_limit,json=uploadRateLimit,proto3" json:"upload_rate_limit,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when the node's validation refused the rule set offered by a
+	// config version: the node keeps running its previous set.
+	ConfigRejection *ConfigRejection `protobuf:"bytes,17,opt,name=config_rejection,json=configRejection,proto3" json:"config_rejection,omitempty"`
+	// What the node did with each expiry approval it was offered (reported
+	// until the config no longer offers the approval).
+	ExpiryReports []*ExpiryReport `protobuf:"bytes,18,rep,name=expiry_reports,json=expiryReports,proto3" json:"expiry_reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -3059,6 +3065,156 @@ func (x *Heartbeat) GetUploadRateLimit() float64 {
 	return 0
 }
 
+func (x *Heartbeat) GetConfigRejection() *ConfigRejection {
+	if x != nil {
+		return x.ConfigRejection
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetExpiryReports() []*ExpiryReport {
+	if x != nil {
+		return x.ExpiryReports
+	}
+	return nil
+}
+
+// ConfigRejection is a node's refusal of the rule set of one config
+// version.
+type ConfigRejection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The config version whose rule set was refused.
+	ConfigVersion uint64 `protobuf:"varint,1,opt,name=config_version,json=configVersion,proto3" json:"config_version,omitempty"`
+	// The rule version that failed validation (empty when the set as a whole
+	// failed).
+	RuleId      string `protobuf:"bytes,2,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	RuleVersion uint64 `protobuf:"varint,3,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	// The validator's message (bounded, names only the rule's own fields).
+	Problem       string `protobuf:"bytes,4,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigRejection) Reset() {
+	*x = ConfigRejection{}
+	mi := &file_shipsync_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigRejection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigRejection) ProtoMessage() {}
+
+func (x *ConfigRejection) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigRejection.ProtoReflect.Descriptor instead.
+func (*ConfigRejection) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ConfigRejection) GetConfigVersion() uint64 {
+	if x != nil {
+		return x.ConfigVersion
+	}
+	return 0
+}
+
+func (x *ConfigRejection) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *ConfigRejection) GetRuleVersion() uint64 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return 0
+}
+
+func (x *ConfigRejection) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+// ExpiryReport says how many events an expiry approval ended
+// EXPIRED_APPROVED on the node.
+type ExpiryReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId    string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	Events        uint64                 `protobuf:"varint,2,opt,name=events,proto3" json:"events,omitempty"`
+	RawBytes      uint64                 `protobuf:"varint,3,opt,name=raw_bytes,json=rawBytes,proto3" json:"raw_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryReport) Reset() {
+	*x = ExpiryReport{}
+	mi := &file_shipsync_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryReport) ProtoMessage() {}
+
+func (x *ExpiryReport) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryReport.ProtoReflect.Descriptor instead.
+func (*ExpiryReport) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ExpiryReport) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ExpiryReport) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *ExpiryReport) GetRawBytes() uint64 {
+	if x != nil {
+		return x.RawBytes
+	}
+	return 0
+}
+
 // TransferInterval is one stretch of a node's uploading, between two
 // heartbeats.
 type TransferInterval struct {
@@ -3081,7 +3237,7 @@ type TransferInterval struct {
 
 func (x *TransferInterval) Reset() {
 	*x = TransferInterval{}
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3249,7 @@ func (x *TransferInterval) String() string {
 func (*TransferInterval) ProtoMessage() {}
 
 func (x *TransferInterval) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[21]
+	mi := &file_shipsync_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3262,7 @@ func (x *TransferInterval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferInterval.ProtoReflect.Descriptor instead.
 func (*TransferInterval) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{21}
+	return file_shipsync_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TransferInterval) GetElapsedSeconds() float64 {
@@ -3169,7 +3325,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3337,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[22]
+	mi := &file_shipsync_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3350,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{22}
+	return file_shipsync_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatResponse) GetServerTime() *timestamppb.Timestamp {
@@ -3243,7 +3399,7 @@ type RuleRef struct {
 
 func (x *RuleRef) Reset() {
 	*x = RuleRef{}
-	mi := &file_shipsync_proto_msgTypes[23]
+	mi := &file_shipsync_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3255,7 +3411,7 @@ func (x *RuleRef) String() string {
 func (*RuleRef) ProtoMessage() {}
 
 func (x *RuleRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[23]
+	mi := &file_shipsync_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3268,7 +3424,7 @@ func (x *RuleRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleRef.ProtoReflect.Descriptor instead.
 func (*RuleRef) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{23}
+	return file_shipsync_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RuleRef) GetRuleId() string {
@@ -3316,14 +3472,21 @@ type NodeConfig struct {
 	SupportedMajors []uint32 `protobuf:"varint,13,rep,packed,name=supported_majors,json=supportedMajors,proto3" json:"supported_majors,omitempty"`
 	// The highest minor of protocol major 1 the shore accepts in uploads, as
 	// in HeartbeatResponse.upload_minor.
-	UploadMinor   uint32 `protobuf:"varint,14,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UploadMinor uint32 `protobuf:"varint,14,opt,name=upload_minor,json=uploadMinor,proto3" json:"upload_minor,omitempty"`
+	// The rule versions the node should run, with their content: the node
+	// validates them all and switches to them at once, or keeps its previous
+	// set and reports a ConfigRejection. Empty from a shore without releases
+	// (the node keeps its local rules).
+	Releases []*RuleRelease `protobuf:"bytes,15,rep,name=releases,proto3" json:"releases,omitempty"`
+	// Approvals that old backlog of a one-way rule is not delivered.
+	ExpiryApprovals []*ExpiryApproval `protobuf:"bytes,16,rep,name=expiry_approvals,json=expiryApprovals,proto3" json:"expiry_approvals,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeConfig) Reset() {
 	*x = NodeConfig{}
-	mi := &file_shipsync_proto_msgTypes[24]
+	mi := &file_shipsync_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3498,7 @@ func (x *NodeConfig) String() string {
 func (*NodeConfig) ProtoMessage() {}
 
 func (x *NodeConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[24]
+	mi := &file_shipsync_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3511,7 @@ func (x *NodeConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfig.ProtoReflect.Descriptor instead.
 func (*NodeConfig) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{24}
+	return file_shipsync_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeConfig) GetNodeId() string {
@@ -3449,6 +3612,145 @@ func (x *NodeConfig) GetUploadMinor() uint32 {
 	return 0
 }
 
+func (x *NodeConfig) GetReleases() []*RuleRelease {
+	if x != nil {
+		return x.Releases
+	}
+	return nil
+}
+
+func (x *NodeConfig) GetExpiryApprovals() []*ExpiryApproval {
+	if x != nil {
+		return x.ExpiryApprovals
+	}
+	return nil
+}
+
+// RuleRelease is one rule version a node should run.
+type RuleRelease struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RuleId      string                 `protobuf:"bytes,1,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	RuleVersion uint64                 `protobuf:"varint,2,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	// The node-side rule in the rules file's JSON form (one rule object).
+	Rule          []byte `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RuleRelease) Reset() {
+	*x = RuleRelease{}
+	mi := &file_shipsync_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RuleRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RuleRelease) ProtoMessage() {}
+
+func (x *RuleRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RuleRelease.ProtoReflect.Descriptor instead.
+func (*RuleRelease) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RuleRelease) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *RuleRelease) GetRuleVersion() uint64 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return 0
+}
+
+func (x *RuleRelease) GetRule() []byte {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+// ExpiryApproval approves that the node's events of a one-way rule captured
+// before captured_before, not yet terminal, are not delivered: they end with
+// result EXPIRED_APPROVED and reason approval_id.
+type ExpiryApproval struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId     string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	RuleId         string                 `protobuf:"bytes,2,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	CapturedBefore *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=captured_before,json=capturedBefore,proto3" json:"captured_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ExpiryApproval) Reset() {
+	*x = ExpiryApproval{}
+	mi := &file_shipsync_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryApproval) ProtoMessage() {}
+
+func (x *ExpiryApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_shipsync_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryApproval.ProtoReflect.Descriptor instead.
+func (*ExpiryApproval) Descriptor() ([]byte, []int) {
+	return file_shipsync_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ExpiryApproval) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *ExpiryApproval) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *ExpiryApproval) GetCapturedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CapturedBefore
+	}
+	return nil
+}
+
 // ErrorBody is the body of every refused data API request (any non-2xx
 // answer). It never carries row values.
 type ErrorBody struct {
@@ -3470,7 +3772,7 @@ type ErrorBody struct {
 
 func (x *ErrorBody) Reset() {
 	*x = ErrorBody{}
-	mi := &file_shipsync_proto_msgTypes[25]
+	mi := &file_shipsync_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3784,7 @@ func (x *ErrorBody) String() string {
 func (*ErrorBody) ProtoMessage() {}
 
 func (x *ErrorBody) ProtoReflect() protoreflect.Message {
-	mi := &file_shipsync_proto_msgTypes[25]
+	mi := &file_shipsync_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3797,7 @@ func (x *ErrorBody) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorBody.ProtoReflect.Descriptor instead.
 func (*ErrorBody) Descriptor() ([]byte, []int) {
-	return file_shipsync_proto_rawDescGZIP(), []int{25}
+	return file_shipsync_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorBody) GetCode() ErrorCode {
@@ -3744,7 +4046,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x01(\x04R\x06events\x12\x1b\n" +
 	"\traw_bytes\x18\x03 \x01(\x04R\brawBytes\x12<\n" +
 	"\x1aestimated_compressed_bytes\x18\x04 \x01(\x04R\x18estimatedCompressedBytes\x12H\n" +
-	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\xb8\x06\n" +
+	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\xcf\a\n" +
 	"\tHeartbeat\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12%\n" +
@@ -3764,7 +4066,19 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1acompression_ratio_measured\x18\r \x01(\bR\x18compressionRatioMeasured\x12'\n" +
 	"\x0ftransfer_window\x18\x0e \x01(\tR\x0etransferWindow\x120\n" +
 	"\x14transfer_window_zone\x18\x0f \x01(\tR\x12transferWindowZone\x12*\n" +
-	"\x11upload_rate_limit\x18\x10 \x01(\x01R\x0fuploadRateLimit\"\xe0\x01\n" +
+	"\x11upload_rate_limit\x18\x10 \x01(\x01R\x0fuploadRateLimit\x12M\n" +
+	"\x10config_rejection\x18\x11 \x01(\v2\".relay.shipsync.v1.ConfigRejectionR\x0fconfigRejection\x12F\n" +
+	"\x0eexpiry_reports\x18\x12 \x03(\v2\x1f.relay.shipsync.v1.ExpiryReportR\rexpiryReports\"\x8e\x01\n" +
+	"\x0fConfigRejection\x12%\n" +
+	"\x0econfig_version\x18\x01 \x01(\x04R\rconfigVersion\x12\x17\n" +
+	"\arule_id\x18\x02 \x01(\tR\x06ruleId\x12!\n" +
+	"\frule_version\x18\x03 \x01(\x04R\vruleVersion\x12\x18\n" +
+	"\aproblem\x18\x04 \x01(\tR\aproblem\"d\n" +
+	"\fExpiryReport\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\x12\x16\n" +
+	"\x06events\x18\x02 \x01(\x04R\x06events\x12\x1b\n" +
+	"\traw_bytes\x18\x03 \x01(\x04R\brawBytes\"\xe0\x01\n" +
 	"\x10TransferInterval\x12'\n" +
 	"\x0felapsed_seconds\x18\x01 \x01(\x01R\x0eelapsedSeconds\x12%\n" +
 	"\x0eactive_seconds\x18\x02 \x01(\x01R\ractiveSeconds\x12'\n" +
@@ -3780,7 +4094,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x10receipt_page_max\x18\x05 \x01(\rR\x0ereceiptPageMax\"E\n" +
 	"\aRuleRef\x12\x17\n" +
 	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12!\n" +
-	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\"\x9d\x05\n" +
+	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\"\xa7\x06\n" +
 	"\n" +
 	"NodeConfig\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
@@ -3797,7 +4111,18 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x1aheartbeat_interval_seconds\x18\v \x01(\rR\x18heartbeatIntervalSeconds\x12\x1b\n" +
 	"\ttime_zone\x18\f \x01(\tR\btimeZone\x12)\n" +
 	"\x10supported_majors\x18\r \x03(\rR\x0fsupportedMajors\x12!\n" +
-	"\fupload_minor\x18\x0e \x01(\rR\vuploadMinor\"\xda\x01\n" +
+	"\fupload_minor\x18\x0e \x01(\rR\vuploadMinor\x12:\n" +
+	"\breleases\x18\x0f \x03(\v2\x1e.relay.shipsync.v1.RuleReleaseR\breleases\x12L\n" +
+	"\x10expiry_approvals\x18\x10 \x03(\v2!.relay.shipsync.v1.ExpiryApprovalR\x0fexpiryApprovals\"]\n" +
+	"\vRuleRelease\x12\x17\n" +
+	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12!\n" +
+	"\frule_version\x18\x02 \x01(\x04R\vruleVersion\x12\x12\n" +
+	"\x04rule\x18\x03 \x01(\fR\x04rule\"\x8f\x01\n" +
+	"\x0eExpiryApproval\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\x12\x17\n" +
+	"\arule_id\x18\x02 \x01(\tR\x06ruleId\x12C\n" +
+	"\x0fcaptured_before\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0ecapturedBefore\"\xda\x01\n" +
 	"\tErrorBody\x120\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1c.relay.shipsync.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -3887,7 +4212,7 @@ func file_shipsync_proto_rawDescGZIP() []byte {
 }
 
 var file_shipsync_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_shipsync_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_shipsync_proto_goTypes = []any{
 	(Operation)(0),                // 0: relay.shipsync.v1.Operation
 	(ContentEncoding)(0),          // 1: relay.shipsync.v1.ContentEncoding
@@ -3918,40 +4243,44 @@ var file_shipsync_proto_goTypes = []any{
 	(*SubsystemHealth)(nil),       // 26: relay.shipsync.v1.SubsystemHealth
 	(*BacklogSummary)(nil),        // 27: relay.shipsync.v1.BacklogSummary
 	(*Heartbeat)(nil),             // 28: relay.shipsync.v1.Heartbeat
-	(*TransferInterval)(nil),      // 29: relay.shipsync.v1.TransferInterval
-	(*HeartbeatResponse)(nil),     // 30: relay.shipsync.v1.HeartbeatResponse
-	(*RuleRef)(nil),               // 31: relay.shipsync.v1.RuleRef
-	(*NodeConfig)(nil),            // 32: relay.shipsync.v1.NodeConfig
-	(*ErrorBody)(nil),             // 33: relay.shipsync.v1.ErrorBody
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*ConfigRejection)(nil),       // 29: relay.shipsync.v1.ConfigRejection
+	(*ExpiryReport)(nil),          // 30: relay.shipsync.v1.ExpiryReport
+	(*TransferInterval)(nil),      // 31: relay.shipsync.v1.TransferInterval
+	(*HeartbeatResponse)(nil),     // 32: relay.shipsync.v1.HeartbeatResponse
+	(*RuleRef)(nil),               // 33: relay.shipsync.v1.RuleRef
+	(*NodeConfig)(nil),            // 34: relay.shipsync.v1.NodeConfig
+	(*RuleRelease)(nil),           // 35: relay.shipsync.v1.RuleRelease
+	(*ExpiryApproval)(nil),        // 36: relay.shipsync.v1.ExpiryApproval
+	(*ErrorBody)(nil),             // 37: relay.shipsync.v1.ErrorBody
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
 }
 var file_shipsync_proto_depIdxs = []int32{
-	34, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
+	38, // 0: relay.shipsync.v1.ColumnValue.timestamp_value:type_name -> google.protobuf.Timestamp
 	8,  // 1: relay.shipsync.v1.RowImage.columns:type_name -> relay.shipsync.v1.ColumnValue
 	8,  // 2: relay.shipsync.v1.ChangeEvent.primary_key:type_name -> relay.shipsync.v1.ColumnValue
 	0,  // 3: relay.shipsync.v1.ChangeEvent.operation:type_name -> relay.shipsync.v1.Operation
 	9,  // 4: relay.shipsync.v1.ChangeEvent.before:type_name -> relay.shipsync.v1.RowImage
 	9,  // 5: relay.shipsync.v1.ChangeEvent.after:type_name -> relay.shipsync.v1.RowImage
-	34, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
-	34, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
+	38, // 6: relay.shipsync.v1.ChangeEvent.business_occurred_at:type_name -> google.protobuf.Timestamp
+	38, // 7: relay.shipsync.v1.ChangeEvent.captured_at:type_name -> google.protobuf.Timestamp
 	10, // 8: relay.shipsync.v1.EventList.events:type_name -> relay.shipsync.v1.ChangeEvent
 	13, // 9: relay.shipsync.v1.EventColumns.event_id:type_name -> relay.shipsync.v1.IdColumn
 	13, // 10: relay.shipsync.v1.EventColumns.base_revision:type_name -> relay.shipsync.v1.IdColumn
 	13, // 11: relay.shipsync.v1.EventColumns.result_revision:type_name -> relay.shipsync.v1.IdColumn
 	13, // 12: relay.shipsync.v1.EventColumns.trace_id:type_name -> relay.shipsync.v1.IdColumn
-	34, // 13: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
+	38, // 13: relay.shipsync.v1.UploadBatch.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 14: relay.shipsync.v1.UploadBatch.content_encoding:type_name -> relay.shipsync.v1.ContentEncoding
 	2,  // 15: relay.shipsync.v1.EventStatus.status:type_name -> relay.shipsync.v1.ReceiveStatus
 	3,  // 16: relay.shipsync.v1.EventStatus.reason:type_name -> relay.shipsync.v1.RejectReason
 	15, // 17: relay.shipsync.v1.UploadResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
-	34, // 18: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
+	38, // 18: relay.shipsync.v1.UploadResponse.received_at:type_name -> google.protobuf.Timestamp
 	4,  // 19: relay.shipsync.v1.Receipt.result:type_name -> relay.shipsync.v1.EventResult
 	3,  // 20: relay.shipsync.v1.Receipt.reason:type_name -> relay.shipsync.v1.RejectReason
-	34, // 21: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
+	38, // 21: relay.shipsync.v1.Receipt.decided_at:type_name -> google.protobuf.Timestamp
 	17, // 22: relay.shipsync.v1.ReceiptPage.receipts:type_name -> relay.shipsync.v1.Receipt
 	8,  // 23: relay.shipsync.v1.ConflictDecision.record_key:type_name -> relay.shipsync.v1.ColumnValue
 	9,  // 24: relay.shipsync.v1.ConflictDecision.decided_value:type_name -> relay.shipsync.v1.RowImage
-	34, // 25: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
+	38, // 25: relay.shipsync.v1.Command.created_at:type_name -> google.protobuf.Timestamp
 	10, // 26: relay.shipsync.v1.Command.change:type_name -> relay.shipsync.v1.ChangeEvent
 	19, // 27: relay.shipsync.v1.Command.decision:type_name -> relay.shipsync.v1.ConflictDecision
 	20, // 28: relay.shipsync.v1.Command.resend:type_name -> relay.shipsync.v1.ResendRequest
@@ -3959,24 +4288,29 @@ var file_shipsync_proto_depIdxs = []int32{
 	5,  // 30: relay.shipsync.v1.CommandAck.result:type_name -> relay.shipsync.v1.CommandResult
 	3,  // 31: relay.shipsync.v1.CommandAck.reason:type_name -> relay.shipsync.v1.RejectReason
 	9,  // 32: relay.shipsync.v1.CommandAck.current_value:type_name -> relay.shipsync.v1.RowImage
-	34, // 33: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
+	38, // 33: relay.shipsync.v1.CommandAck.acked_at:type_name -> google.protobuf.Timestamp
 	23, // 34: relay.shipsync.v1.CommandAckBatch.acks:type_name -> relay.shipsync.v1.CommandAck
 	15, // 35: relay.shipsync.v1.CommandAckResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
 	6,  // 36: relay.shipsync.v1.SubsystemHealth.state:type_name -> relay.shipsync.v1.HealthState
-	34, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
-	34, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	38, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
+	38, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	6,  // 39: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
 	26, // 40: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
 	27, // 41: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
-	29, // 42: relay.shipsync.v1.Heartbeat.interval:type_name -> relay.shipsync.v1.TransferInterval
-	34, // 43: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	31, // 44: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
-	7,  // 45: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	31, // 42: relay.shipsync.v1.Heartbeat.interval:type_name -> relay.shipsync.v1.TransferInterval
+	29, // 43: relay.shipsync.v1.Heartbeat.config_rejection:type_name -> relay.shipsync.v1.ConfigRejection
+	30, // 44: relay.shipsync.v1.Heartbeat.expiry_reports:type_name -> relay.shipsync.v1.ExpiryReport
+	38, // 45: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	33, // 46: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
+	35, // 47: relay.shipsync.v1.NodeConfig.releases:type_name -> relay.shipsync.v1.RuleRelease
+	36, // 48: relay.shipsync.v1.NodeConfig.expiry_approvals:type_name -> relay.shipsync.v1.ExpiryApproval
+	38, // 49: relay.shipsync.v1.ExpiryApproval.captured_before:type_name -> google.protobuf.Timestamp
+	7,  // 50: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_shipsync_proto_init() }
@@ -4014,7 +4348,7 @@ func file_shipsync_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shipsync_proto_rawDesc), len(file_shipsync_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   26,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
