@@ -22,6 +22,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/internal/sqlfile"
+	"github.com/relayhq/relay/relaydriver"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -131,10 +132,52 @@ func (a *Applier) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops both engines (their leases released), waiting at most until
-// ctx ends.
+// ReleaseWaitDefault bounds how long Stop waits, once ctx has ended, for
+// the interrupted engines to return before it releases their leases.
+const ReleaseWaitDefault = 2 * time.Second
+
+// Stop stops both engines, waiting at most until ctx ends for the batches in
+// flight to finish. Events whose batch did not finish in time (their handlers
+// are cancelled) would keep this instance's lease until it expires; Stop
+// releases those leases, so another applier takes the events over at once
+// rather than after the lease time. This is safe while a cancelled handler
+// still runs: its final write checks the lease owner and is refused, and a
+// target write it made is recognised by the ledger. The release runs on a
+// context of its own, bounded by ReleaseWaitDefault.
 func (a *Applier) Stop(ctx context.Context) error {
-	return errors.Join(a.engine.Stop(ctx), a.urgent.Stop(ctx))
+	err := errors.Join(a.engine.Stop(ctx), a.urgent.Stop(ctx))
+	if err == nil {
+		return nil // every claimed batch finished: no lease left
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseWaitDefault)
+	defer cancel()
+	// The loops were cancelled: wait for them to return, then release.
+	_ = a.engine.Stop(rctx)
+	_ = a.urgent.Stop(rctx)
+	n, rerr := a.ReleaseLeases(rctx)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	a.cfg.Logger.InfoContext(rctx, "shipsync apply: stopped before its batches finished; released their leases",
+		"instance_id", a.cfg.InstanceID, "released", n)
+	return err
+}
+
+// ReleaseLeases clears every lease this applier's instance id (its own or
+// the engines' generated one) holds on
+// unfinished events of both apply queues and returns how many it cleared.
+// Call it only when no engine of this InstanceID is processing (Stop does).
+func (a *Applier) ReleaseLeases(ctx context.Context) (int, error) {
+	total := 0
+	for _, e := range []*relay.Engine{a.engine, a.urgent} {
+		n, err := a.cfg.Driver.GetExecutor().MessageLeaseRelease(ctx, &relaydriver.MessageLeaseReleaseParams{
+			Queue: e.Queue(), Owner: e.InstanceID()})
+		if err != nil {
+			return total, fmt.Errorf("apply: release the leases of %q on %s: %w", e.InstanceID(), e.Queue(), err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // Notify wakes both engines (new events were released).

@@ -27,7 +27,7 @@ import (
 //go:embed queries.sql
 var queriesSQL string
 
-var stmts = sqlfile.MustParse("arbiter/queries.sql", queriesSQL, "CaseClaim", "CaseGet", "CaseLockOwned", "CaseLock",
+var stmts = sqlfile.MustParse("arbiter/queries.sql", queriesSQL, "CaseClaim", "CaseRelease", "CaseGet", "CaseLockOwned", "CaseLock",
 	"CaseSetState", "CaseRecord", "DecisionTime", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody",
 	"DecisionAttempt", "DecisionInsert", "DecisionGet", "AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList")
 
@@ -142,9 +142,26 @@ func (r StepResult) Busy() bool {
 	return r.Answers+r.Decided+r.Manual+r.Expired+r.Dispatched > 0
 }
 
+// ReleaseTimeoutDefault bounds the release of a stopping arbiter's leases
+// (Run), which runs after Run's ctx has ended.
+const ReleaseTimeoutDefault = 5 * time.Second
+
 // Run steps every interval (or at once after a busy step) until ctx ends.
-// A failed step is logged and retried.
+// A failed step is logged and retried. When ctx ends, Run gives up the
+// leases of the cases it was working on (Release, on a context of its own
+// bounded by ReleaseTimeoutDefault) before it returns, so that another
+// arbiter takes them over at once instead of after the lease time.
 func (a *Arbiter) Run(ctx context.Context, every time.Duration) error {
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReleaseTimeoutDefault)
+		defer cancel()
+		n, err := a.Release(rctx)
+		if err != nil {
+			a.log.Warn("shipsync arbiter: release of the leases on stop failed; they run out instead", "err", err)
+		} else if n > 0 {
+			a.log.Info("shipsync arbiter: stopped; released the leases of unfinished cases", "released", n)
+		}
+	}()
 	for {
 		r, err := a.Step(ctx)
 		if ctx.Err() != nil {
@@ -162,6 +179,18 @@ func (a *Arbiter) Run(ctx context.Context, every time.Duration) error {
 		case <-a.cfg.Clock.After(every):
 		}
 	}
+}
+
+// Release gives up every lease this arbiter's Instance holds on cases still
+// to decide or dispatch and returns how many. Call it only when this
+// arbiter is not stepping (Run does, once its steps have ended); a write
+// this arbiter attempts afterwards on such a case is refused (ErrLeaseLost).
+func (a *Arbiter) Release(ctx context.Context) (int, error) {
+	tag, err := a.cfg.Pool.Exec(ctx, stmts["CaseRelease"], a.cfg.Instance)
+	if err != nil {
+		return 0, fmt.Errorf("arbiter: release the leases of %q: %w", a.cfg.Instance, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Step acts on the nodes' answers, then claims cases and works each one as

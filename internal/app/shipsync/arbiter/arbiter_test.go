@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"path/filepath"
@@ -655,4 +656,32 @@ func TestShoreMovedBeforeTheSend(t *testing.T) {
 	require.NoError(t, r.pg.Pool().QueryRow(t.Context(), "SELECT superseded_by::text FROM sync_conflict_case WHERE conflict_id = $1",
 		cid).Scan(&next))
 	require.NotEmpty(t, next)
+}
+
+// TestStopReleasesLease: an arbiter stopped (its Run's ctx ended) while it
+// held a case gives the lease up as it returns, and a second arbiter takes
+// the case over at once — the clock is not advanced, so the lease did not
+// run out.
+func TestStopReleasesLease(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	cid := r.uplinkConflict(t, 1, pb.Operation_OPERATION_UPDATE, "rev-0", "rev-n1", row(1, "node's", t0), "rev-s1", false)
+	ctx, stop := context.WithCancel(t.Context())
+	first := r.arbiter(t, "arb-1", func(c *arbiter.Config) {
+		// SIGTERM arrives while the case is claimed, before its verdict.
+		arbiter.SetBeforeDecide(c, func(string) error { stop(); return ctx.Err() })
+	})
+	require.NoError(t, first.Run(ctx, time.Second))
+	st, _ := r.state(t, cid)
+	require.Equal(t, arbiter.StateAutoDeciding, st, "the first arbiter claimed the case and stopped before deciding")
+
+	second := r.arbiter(t, "arb-2", nil)
+	require.Equal(t, arbiter.StepResult{Decided: 1, Dispatched: 1}, step(t, second))
+	st, _ = r.state(t, cid)
+	require.Equal(t, arbiter.StateDispatched, st)
+	require.Equal(t, t0, r.clock.Now(), "the clock never moved: no lease ran out")
+	n, err := first.Release(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n, "a released arbiter holds nothing; the dispatched case is not touched")
 }

@@ -13,6 +13,12 @@ WHERE c.conflict_id IN (
     FOR UPDATE SKIP LOCKED)
 RETURNING c.conflict_id::text, c.state, c.rule_id, c.rule_version, c.pk_hash, c.pk_text;
 
+-- name: CaseRelease
+-- Gives up every lease $1 holds on cases still to work on (a stopping
+-- arbiter), so that another arbiter claims them at once.
+UPDATE sync_conflict_case SET lease_owner = NULL, lease_until = NULL
+WHERE lease_owner = $1 AND state IN ('DETECTED', 'AUTO_DECIDING', 'DECIDED');
+
 -- name: CaseGet
 SELECT conflict_id::text, state, rule_id, rule_version, pk_hash, pk_text, coalesce(lease_owner, ''),
     coalesce(manual_due, 'epoch'::timestamptz), state_reason, coalesce(superseded_by::text, '')
