@@ -162,6 +162,8 @@ type Client struct {
 	committed map[TP]int64
 	bucket    *flow.TokenBucket
 	guard     *flow.TrustedClock
+	// xfer measures the uploader for the heartbeats (the shore's ETA).
+	xfer transferMeter
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -231,6 +233,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1),
 		lanes: map[string]*partition{}, committed: map[TP]int64{}}
+	c.xfer.since = cfg.Clock.Now()
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
 		EligibleFunc: c.eligible})
@@ -495,6 +498,9 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 					"reason", in.s.reason)
 			} else {
 				c.produced.Add(1)
+				if at := in.s.ev.GetCapturedAt(); at != nil {
+					c.xfer.captured(at.AsTime(), in.s.raw)
+				}
 			}
 		}
 	}
@@ -747,6 +753,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
 	}
+	start := c.cfg.Clock.Now()
 	if c.bucket != nil {
 		if d := c.bucket.Reserve(c.cfg.Clock.Now(), int64(len(body))); d > 0 {
 			select {
@@ -766,6 +773,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	c.wireBytes.Add(int64(len(body)))
 	ur, err := c.cfg.Transport.Upload(ctx, body)
 	if err != nil {
+		c.xfer.sent(start, c.cfg.Clock.Now(), int64(len(body)), int64(raw), false, 0, len(batch))
 		// A shore rolled back to 1.0 refuses 1.1 bodies (events_body is
 		// empty to it): send 1.0 until a heartbeat answer offers 1.1 again.
 		if re := (*RequestError)(nil); version == wire.ColumnarVersion && errors.As(err, &re) && re.Status != 0 &&
@@ -794,6 +802,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
 	var again, received []*slot
 	now := c.cfg.Clock.Now()
+	first := 0
 	c.mu.Lock()
 	for i, st := range statuses {
 		s := batch[i]
@@ -801,6 +810,9 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
 			res.Received = append(res.Received, s.id)
 			received = append(received, s)
+			if s.attempts == 1 {
+				first++
+			}
 		case pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE:
 			why := st.Reason.String()
 			res.Retry[s.id] = why
@@ -826,6 +838,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
+	c.xfer.sent(start, now, int64(len(body)), int64(raw), true, first, len(batch))
 	c.uploaded.Add(int64(len(batch)))
 	c.recvd.Add(int64(len(res.Received)))
 	c.rawBytes.Add(int64(raw))
@@ -1094,13 +1107,28 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		} else if s.UploadFailures > 0 && s.Received == 0 {
 			overall = pb.HealthState_HEALTH_STATE_DEGRADED
 		}
+		now := c.cfg.Clock.Now()
+		iv, ratio, measured := c.xfer.take(now)
+		for _, b := range backlog {
+			b.EstimatedCompressedBytes = uint64(float64(b.RawBytes) * ratio)
+		}
 		hb := &pb.Heartbeat{ProtocolVersion: wire.CurrentVersion.String(), NodeId: c.cfg.NodeID,
-			ClientVersion: c.cfg.Version, SentAt: timestamppb.New(c.cfg.Clock.Now()), Overall: overall, Backlog: backlog}
+			ClientVersion: c.cfg.Version, SentAt: timestamppb.New(now), Overall: overall, Backlog: backlog,
+			Interval: iv, CompressionRatio: ratio, CompressionRatioMeasured: measured, UploadRateLimit: float64(c.cfg.UploadRate)}
+		if iv.ActiveSeconds > 0 {
+			hb.EffectiveBytesPerSecond = float64(iv.EffectiveBytes) / iv.ActiveSeconds
+			hb.PhysicalBytesPerSecond = float64(iv.PhysicalBytes) / iv.ActiveSeconds
+		}
+		if w := c.cfg.BulkWindow; w != nil && !w.Always() {
+			hb.TransferWindow, hb.TransferWindowZone = w.String(), w.Location().String()
+		}
 		resp, err := c.cfg.Transport.Heartbeat(ctx, hb)
 		switch {
 		case err != nil && ctx.Err() != nil:
+			c.xfer.giveBack(iv)
 			return nil
 		case err != nil:
+			c.xfer.giveBack(iv)
 			c.log.Warn("shipsync client: heartbeat failed", "err", err)
 		default:
 			if c.guard != nil && resp.ServerTime != nil {

@@ -64,6 +64,15 @@ func (r *Ratio) Observe(raw, compressed int64) {
 	r.n++
 }
 
+// Known is a Ratio holding v: measured or, when measured is false, a
+// default (what a node reports in its heartbeat).
+func Known(v float64, measured bool) *Ratio {
+	if !measured || v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return &Ratio{Default: cmp.Or(max(v, 0), RatioDefault)}
+	}
+	return &Ratio{v: v, n: 1}
+}
+
 // Value is the ratio and whether it rests on measured batches (false: the
 // default, low confidence).
 func (r *Ratio) Value() (float64, bool) {

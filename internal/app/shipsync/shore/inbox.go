@@ -454,16 +454,6 @@ func RecordKey(pk []*pb.ColumnValue) (hash []byte, text string, err error) {
 	return sum[:], string(j), nil
 }
 
-// Heartbeat records node's heartbeat at the clock's now.
-func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat) error {
-	_, err := r.pool.Exec(ctx, stmts["NodeHeartbeat"], node, r.clock.Now(), hb.Overall.String(),
-		strconv.FormatUint(hb.ConfigVersion, 10))
-	if err != nil {
-		return fmt.Errorf("%w: heartbeat: %w", ErrStore, err)
-	}
-	return nil
-}
-
 // InboxCount returns how many events originating at node the inbox holds.
 func (in *Inbox) InboxCount(ctx context.Context, node string) (int, error) {
 	var n int

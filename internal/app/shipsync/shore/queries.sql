@@ -123,7 +123,37 @@ WHERE s.origin_node_id = $1 AND s.source_connector_id = u.c AND s.source_partiti
 SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
 
 -- name: NodeHeartbeat
-UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4 WHERE node_id = $1;
+UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4,
+    transfer_window = $5, transfer_window_zone = $6, upload_rate_limit = $7,
+    compression_ratio = $8, compression_ratio_measured = $9
+WHERE node_id = $1;
+
+-- name: NodeSampleInsert
+INSERT INTO sync_node_sample (node_id, at, elapsed_seconds, active_seconds, effective_bytes, physical_bytes,
+    incoming_raw_bytes, backlog_events, backlog_raw_bytes)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (node_id, at) DO NOTHING;
+
+-- name: NodeBacklogClear
+DELETE FROM sync_node_backlog WHERE node_id = $1;
+
+-- name: NodeBacklogInsert
+INSERT INTO sync_node_backlog (node_id, rule_id, events, raw_bytes, estimated_bytes, oldest_captured_at, reported_at)
+SELECT $1, r, e, b, x, o, $7
+FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[]) AS t(r, e, b, x, o);
+
+-- name: NodeBacklog
+SELECT rule_id, events, raw_bytes, estimated_bytes, oldest_captured_at, reported_at
+FROM sync_node_backlog WHERE node_id = $1 ORDER BY rule_id;
+
+-- name: NodeTransfer
+SELECT transfer_window, transfer_window_zone, upload_rate_limit, compression_ratio, compression_ratio_measured,
+    last_heartbeat_at
+FROM sync_node WHERE node_id = $1;
+
+-- name: NodeSamples
+SELECT at, elapsed_seconds, active_seconds, effective_bytes, physical_bytes, incoming_raw_bytes
+FROM sync_node_sample WHERE node_id = $1 AND at > $2 ORDER BY at;
 
 -- name: EventHashes
 SELECT event_id::text, content_hash FROM sync_inbox_event

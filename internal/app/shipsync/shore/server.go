@@ -437,6 +437,11 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		return
 	}
 	if err := h.cfg.Registry.Heartbeat(r.Context(), rq.node, &hb); err != nil {
+		var bad *badHeartbeat
+		if errors.As(err, &bad) {
+			h.refuse(w, rq, http.StatusBadRequest, pb.ErrorCode_ERROR_CODE_MALFORMED_BODY, bad.Error(), bad.Field())
+			return
+		}
 		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: heartbeat", "request_id", rq.id, "error", err)
 		h.unavailable(w, rq)
 		return

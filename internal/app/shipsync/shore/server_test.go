@@ -427,6 +427,12 @@ func TestHeartbeatAndConfig(t *testing.T) {
 	status, _, rb2 = post(t, c, s.url+shore.PathHeartbeat, future)
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Equal(t, pb.ErrorCode_ERROR_CODE_UNSUPPORTED_MAJOR, errorBody(t, rb2).Code)
+	impossible, err := proto.Marshal(&pb.Heartbeat{ProtocolVersion: "1.0", NodeId: "ship-1",
+		Interval: &pb.TransferInterval{ElapsedSeconds: 1, ActiveSeconds: 3600}})
+	require.NoError(t, err)
+	status, _, rb2 = post(t, c, s.url+shore.PathHeartbeat, impossible)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, "interval.active_seconds", errorBody(t, rb2).Field)
 
 	var health string
 	require.NoError(t, s.d.Pool().QueryRow(t.Context(), "SELECT last_health FROM sync_node WHERE node_id = 'ship-1'").Scan(&health))

@@ -1,0 +1,102 @@
+package shore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+)
+
+// TestBacklogFromHeartbeats: the heartbeats' backlog, samples, ratio and
+// window make the node's ETA, with its inputs.
+func TestBacklogFromHeartbeats(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	b.addNode(t, "ship-1")
+
+	nb, err := b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.True(t, nb.LastHeartbeat.IsZero())
+	require.Zero(t, nb.RawBytes)
+	require.True(t, nb.ETA.Predictable, "nothing left: done now")
+	_, err = b.reg.Backlog(ctx, "nobody")
+	require.ErrorIs(t, err, shore.ErrUnknownNode)
+
+	backlog := []*pb.BacklogSummary{
+		{RuleId: "voyage-log", Events: 1000, RawBytes: 1_000_000, OldestCapturedAt: timestamppb.New(t0.Add(-72 * time.Hour))},
+		{RuleId: "engine", Events: 100, RawBytes: 200_000},
+	}
+	// Twenty minutes of heartbeats, each a minute fully active at 500 B/s.
+	for range 20 {
+		b.clock.Advance(time.Minute)
+		require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", Backlog: backlog,
+			CompressionRatio: 0.25, CompressionRatioMeasured: true, UploadRateLimit: 2000,
+			Interval: &pb.TransferInterval{ElapsedSeconds: 60, ActiveSeconds: 60, EffectiveBytes: 30_000, PhysicalBytes: 36_000}}))
+	}
+	nb, err = b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	now := b.clock.Now()
+	require.Equal(t, now, nb.LastHeartbeat.UTC())
+	require.Len(t, nb.Rules, 2)
+	require.Equal(t, "engine", nb.Rules[0].RuleID)
+	require.EqualValues(t, 1100, nb.Events)
+	require.EqualValues(t, 1_200_000, nb.RawBytes)
+	require.Equal(t, t0.Add(-72*time.Hour), nb.Rules[1].OldestCaptured.UTC())
+	e := nb.ETA
+	require.True(t, e.Predictable, e.Reason)
+	require.False(t, e.LowConfidence, e.Why)
+	require.EqualValues(t, 300_000, e.RemainingBytes)
+	require.InDelta(t, 500, e.Effective, 1e-6)
+	require.InDelta(t, 600, e.Physical, 1e-6)
+	require.Equal(t, 20*time.Minute, e.Active, "the 30-minute window holds all twenty")
+	require.EqualValues(t, 2000, e.RateLimit)
+	require.Equal(t, now.Add(600*time.Second), e.P50.UTC(), "300,000 bytes at 500 B/s")
+
+	// New capture faster than the drain: no prediction, and why.
+	b.clock.Advance(time.Minute)
+	require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", Backlog: backlog,
+		CompressionRatio: 0.25, CompressionRatioMeasured: true,
+		Interval: &pb.TransferInterval{ElapsedSeconds: 60, ActiveSeconds: 60, EffectiveBytes: 30_000, IncomingRawBytes: 3_000_000}}))
+	nb, err = b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.False(t, nb.ETA.Predictable)
+	require.Contains(t, nb.ETA.Reason, "not shrinking")
+
+	// Impossible figures are refused with the field, and nothing is kept.
+	for _, hb := range []*pb.Heartbeat{
+		{Interval: &pb.TransferInterval{ElapsedSeconds: 10, ActiveSeconds: 60}},
+		{CompressionRatio: -1},
+		{TransferWindow: "Mon-Fri 25:00-26:00", TransferWindowZone: "UTC"},
+		{TransferWindow: "22:00-06:00", TransferWindowZone: "Nowhere/City"},
+		{Backlog: []*pb.BacklogSummary{{RuleId: ""}}},
+	} {
+		hb.NodeId = "ship-1"
+		err := b.reg.Heartbeat(ctx, "ship-1", hb)
+		require.ErrorIs(t, err, shore.ErrBadHeartbeat)
+	}
+	again, err := b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.Equal(t, nb.LastHeartbeat, again.LastHeartbeat)
+	require.EqualValues(t, 1_200_000, again.RawBytes)
+
+	// A closed window: the remaining time starts when it opens. The fake
+	// clock is then at 12:53 UTC (the burst of new capture has left the
+	// 30-minute window); the window opens at 22:00.
+	b.clock.Advance(31 * time.Minute)
+	require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", Backlog: backlog,
+		CompressionRatio: 0.25, CompressionRatioMeasured: true, TransferWindow: "22:00-06:00", TransferWindowZone: "UTC",
+		Interval: &pb.TransferInterval{ElapsedSeconds: 60, ActiveSeconds: 60, EffectiveBytes: 30_000}}))
+	nb, err = b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.Equal(t, "22:00-06:00", nb.ETA.Window)
+	require.True(t, nb.ETA.Predictable, nb.ETA.Reason)
+	require.True(t, nb.ETA.LowConfidence, "one minute of transfer in the window")
+	open := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
+	require.True(t, nb.ETA.P50.After(open), "finishes after the window opens: %v", nb.ETA.P50)
+	require.True(t, nb.ETA.P50.Before(open.Add(time.Hour)), "%v", nb.ETA.P50)
+}
