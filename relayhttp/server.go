@@ -55,6 +55,12 @@ type Config struct {
 	// otherwise). A protected listener on a non-loopback address refuses to
 	// start without a Token or mutual TLS.
 	Token Token
+	// HandlerAuthenticates, on a protected listener without a Token, says
+	// that Handler authenticates every request that reads or changes
+	// anything itself (per-user bearer tokens, say) and serves only static,
+	// data-free content without it: a non-loopback Addr is then allowed, as
+	// with a Token. The Host and cross-origin checks still apply.
+	HandlerAuthenticates bool
 	// TLS, when set, serves HTTPS with it (it needs a certificate). With
 	// ClientAuth tls.RequireAndVerifyClientCert and ClientCAs set it is mutual
 	// TLS, which authenticates clients as a Token does.
@@ -182,7 +188,7 @@ func Listen(cfg Config) (*Server, error) {
 		case cfg.Public:
 			cfg.Logger.Warn("relayhttp: listening on a non-loopback address without authentication; "+
 				"every host that can reach it can read what it serves", "listener", cfg.Name, "addr", bound.String())
-		case len(cfg.Token) == 0 && !mutualTLS(cfg.TLS):
+		case len(cfg.Token) == 0 && !mutualTLS(cfg.TLS) && !cfg.HandlerAuthenticates:
 			_ = ln.Close()
 			return nil, fmt.Errorf("relayhttp: %s %s is not a loopback address and its clients would not "+
 				"authenticate: configure a token (file) or mutual TLS (client certificates), or listen on 127.0.0.1",

@@ -93,6 +93,19 @@ type Options struct {
 	// Timeout bounds each wait for quiescence (default 2 min).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Pause, when set, runs once the edits have gone quiet and before the
+	// operator decides what the policies left to one, with every part
+	// still running: a caller can look at the shore then (serve the
+	// console, decide a case by hand). Its error ends Run.
+	Pause func(ctx context.Context, s Shore) error
+}
+
+// Shore is what Options.Pause gets: the running shore's PostgreSQL, its
+// business database and its node id.
+type Shore struct {
+	Pool      *pgxpool.Pool
+	TargetDSN string
+	Node      string
 }
 
 func (o *Options) defaults() error {
@@ -283,6 +296,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for round := 1; ; round++ {
 		if err := r.quiesce(ctx, "edits"); err != nil {
 			return nil, err
+		}
+		if round == 1 && o.Pause != nil {
+			if err := o.Pause(ctx, Shore{Pool: r.pool, TargetDSN: r.shoreDSN, Node: ShoreNode}); err != nil {
+				return nil, err
+			}
+			if err := r.quiesce(ctx, "pause"); err != nil {
+				return nil, err
+			}
 		}
 		pending, err := arbiter.List(ctx, r.pool, arbiter.StatePending, 1)
 		if err != nil {

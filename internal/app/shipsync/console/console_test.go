@@ -1,0 +1,290 @@
+package console_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/console"
+	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/relayclock"
+	"github.com/relayhq/relay/relaymigrate"
+)
+
+// Tokens of the tests' users file.
+const (
+	viewerToken   = "viewer-token-0123456789"
+	operatorToken = "operator-token-0123456789"
+	adminToken    = "admin-token-0123456789ab"
+)
+
+const usersFile = "# test users\n" +
+	viewerToken + " vera viewer\n" +
+	operatorToken + " otto operator\n" +
+	adminToken + " ada ADMIN\n"
+
+var t0 = time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+
+// bundle is a console over a migrated schema with two nodes registered.
+type bundle struct {
+	srv   *httptest.Server
+	clock *relayclock.Fake
+	reg   *shore.Registry
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	d := testdb.PGDriver(t)
+	clock := relayclock.NewFake(t0)
+	_, err := relaymigrate.Up(t.Context(), d, clock, shore.MigrationLines(d)...)
+	require.NoError(t, err)
+	_, dsn := testdb.MariaDBWithDSN(t)
+	target, err := apply.OpenTarget(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = target.Close() })
+	users, err := console.ParseUsers([]byte(usersFile))
+	require.NoError(t, err)
+	c, err := console.New(console.Config{Pool: d.Pool(), Target: target, Users: users, Clock: clock})
+	require.NoError(t, err)
+	b := &bundle{srv: httptest.NewServer(c.Handler()), clock: clock, reg: shore.NewRegistry(d.Pool(), clock)}
+	t.Cleanup(b.srv.Close)
+	p := pki.Dir{Path: filepath.Join(t.TempDir(), "pki"), Clock: clock}
+	_, err = p.InitCA()
+	require.NoError(t, err)
+	for _, id := range []string{"ship-a", "ship-b"} {
+		cert, err := p.IssueNode(id, "")
+		require.NoError(t, err)
+		_, err = b.reg.Add(t.Context(), cert, shore.Audit{Actor: "setup", Reason: "test fleet"})
+		require.NoError(t, err)
+	}
+	return b
+}
+
+// call makes a request; key set adds an Idempotency-Key.
+func (b *bundle) call(t *testing.T, method, path, token, key string, body any) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, b.srv.URL+path, rd)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var out map[string]any
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	if len(raw) > 0 && strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		require.NoError(t, json.Unmarshal(raw, &out), string(raw))
+	}
+	return res.StatusCode, out, res.Header
+}
+
+func TestParseUsers(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		"",
+		"short alice viewer\n",
+		viewerToken + " alice\n",
+		viewerToken + " alice root\n",
+		viewerToken + " alice viewer\n" + viewerToken + " bob admin\n",
+	} {
+		_, err := console.ParseUsers([]byte(bad))
+		require.Error(t, err, bad)
+		require.NotContains(t, err.Error(), viewerToken, "an error never quotes a token")
+	}
+	us, err := console.ParseUsers([]byte(usersFile))
+	require.NoError(t, err)
+	require.Len(t, us, 3)
+}
+
+// TestAuthAndRoles: no token or an unknown one is 401; a viewer reads but
+// may not decide (403); the answer names the actor and role.
+func TestAuthAndRoles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st, body, _ := b.call(t, "GET", "/api/v1/nodes", "", "", nil)
+	require.Equal(t, http.StatusUnauthorized, st)
+	require.Contains(t, body["error"], "token")
+	st, _, _ = b.call(t, "GET", "/api/v1/nodes", "not-a-known-token-at-all", "", nil)
+	require.Equal(t, http.StatusUnauthorized, st)
+
+	st, body, hdr := b.call(t, "GET", "/api/v1/me", adminToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, map[string]any{"actor": "ada", "role": "admin"}, body)
+	require.NotEmpty(t, hdr.Get("X-Request-Id"))
+
+	st, body, _ = b.call(t, "POST", "/api/v1/conflicts/6f1c1f0e-0000-4000-8000-000000000000/decision", viewerToken, "k1",
+		map[string]any{"choice": "SHORE", "reason": "r", "seen_version": "1"})
+	require.Equal(t, http.StatusForbidden, st)
+	require.Contains(t, body["error"], "operator")
+
+	st, _, _ = b.call(t, "GET", "/api/v1/nothing-here", adminToken, "", nil)
+	require.Equal(t, http.StatusNotFound, st)
+}
+
+// TestNodes: the list and a node's detail come from the registry, with
+// online/offline from the heartbeat and alerts.
+func TestNodes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st, body, _ := b.call(t, "GET", "/api/v1/nodes", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	nodes := body["nodes"].([]any)
+	require.Len(t, nodes, 2)
+	first := nodes[0].(map[string]any)
+	require.Equal(t, "ship-a", first["id"])
+	require.Equal(t, false, first["online"])
+	require.Contains(t, first["alerts"], "no heartbeat yet")
+	require.EqualValues(t, 1, first["active_certs"])
+
+	st, body, _ = b.call(t, "GET", "/api/v1/nodes/ship-b", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, "ship-b", body["node"].(map[string]any)["id"])
+	require.Len(t, body["certs"], 1)
+
+	st, _, _ = b.call(t, "GET", "/api/v1/nodes/ship-z", viewerToken, "", nil)
+	require.Equal(t, http.StatusNotFound, st)
+
+	st, body, _ = b.call(t, "GET", "/api/v1/overview", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.EqualValues(t, 2, body["nodes"])
+	require.EqualValues(t, 0, body["online"])
+}
+
+// TestWritesNeedKeyVersionAndReason: a write without Idempotency-Key is
+// 400, without a reason 400, without the seen version 400, for an unknown
+// case 404; a bad key length is refused too.
+func TestWritesNeedKeyVersionAndReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	path := "/api/v1/conflicts/6f1c1f0e-0000-4000-8000-000000000000/decision"
+	st, body, _ := b.call(t, "POST", path, operatorToken, "", map[string]any{"choice": "SHORE", "reason": "x", "seen_version": "1"})
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "Idempotency-Key")
+	st, body, _ = b.call(t, "POST", path, operatorToken, "k-reason", map[string]any{"choice": "SHORE", "seen_version": "1"})
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "reason")
+	st, body, _ = b.call(t, "POST", path, operatorToken, "k-version", map[string]any{"choice": "SHORE", "reason": "x"})
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "seen_version")
+	st, _, _ = b.call(t, "POST", path, operatorToken, "k-missing", map[string]any{"choice": "SHORE", "reason": "x", "seen_version": "1"})
+	require.Equal(t, http.StatusNotFound, st)
+	st, body, _ = b.call(t, "POST", path, operatorToken, "k-unknown", map[string]any{"choice": "SHORE", "reason": "x",
+		"seen_version": "1", "extra": 1})
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "unknown field")
+	st, _, _ = b.call(t, "POST", "/api/v1/conflicts/not-a-uuid/cancellation", operatorToken, "k-bad-id",
+		map[string]any{"reason": "x", "seen_version": "1"})
+	require.Equal(t, http.StatusNotFound, st)
+}
+
+// TestIdempotency: a repeat of a request with its key gets the kept answer
+// (marked replayed) without acting again; the same key with another body
+// is 422; the same key of another actor is that actor's own.
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	path := "/api/v1/conflicts/6f1c1f0e-0000-4000-8000-000000000000/cancellation"
+	req := map[string]any{"reason": "duplicate of another case", "seen_version": "1"}
+	st1, body1, hdr1 := b.call(t, "POST", path, operatorToken, "key-1", req)
+	require.Equal(t, http.StatusNotFound, st1, "the first answer (no such case) is kept")
+	require.Empty(t, hdr1.Get("Idempotent-Replayed"))
+	st2, body2, hdr2 := b.call(t, "POST", path, operatorToken, "key-1", req)
+	require.Equal(t, st1, st2)
+	require.Equal(t, body1, body2)
+	require.Equal(t, "true", hdr2.Get("Idempotent-Replayed"))
+
+	st, body, _ := b.call(t, "POST", path, operatorToken, "key-1", map[string]any{"reason": "another", "seen_version": "1"})
+	require.Equal(t, http.StatusUnprocessableEntity, st)
+	require.Contains(t, body["error"], "another request")
+
+	st, _, hdr := b.call(t, "POST", path, adminToken, "key-1", req)
+	require.Equal(t, http.StatusNotFound, st)
+	require.Empty(t, hdr.Get("Idempotent-Replayed"), "keys are per actor")
+}
+
+// TestAuditSearch: registry changes are found by actor, action prefix,
+// object and time range, newest first, paginated by cursor.
+func TestAuditSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := shore.WithTrace(t.Context(), "trace-audit-1")
+	for i := range 3 {
+		b.clock.Advance(time.Minute)
+		require.NoError(t, b.reg.AllowRule(ctx, "ship-a", "crew", uint64(i+1), shore.Audit{Actor: "ada", Reason: "rollout"}))
+	}
+	require.NoError(t, b.reg.Revoke(t.Context(), "ship-b", shore.Audit{Actor: "ada", Reason: "decommissioned"}))
+
+	st, body, _ := b.call(t, "GET", "/api/v1/audit-events?actor=ada&limit=2", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	events := body["events"].([]any)
+	require.Len(t, events, 2)
+	require.Equal(t, "node.revoke", events[0].(map[string]any)["action"], "newest first")
+	next := body["next_before"].(float64)
+	require.Positive(t, next)
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?actor=ada&limit=2&before="+strconv.FormatInt(int64(next), 10), viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, body["events"], 2)
+	require.Zero(t, body["next_before"])
+	for _, e := range body["events"].([]any) {
+		require.Equal(t, "trace-audit-1", e.(map[string]any)["trace_id"])
+	}
+
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?object_type=node&object_id=ship-b&action=node", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	actions := []string{}
+	for _, e := range body["events"].([]any) {
+		actions = append(actions, e.(map[string]any)["action"].(string))
+	}
+	require.Equal(t, []string{"node.revoke", "node.add"}, actions)
+
+	from := t0.Add(90 * time.Second).Format(time.RFC3339)
+	to := t0.Add(150 * time.Second).Format(time.RFC3339)
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?from="+from+"&to="+to, viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, body["events"], 1, "the rule allowed at t0+2m")
+
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?from=yesterday", viewerToken, "", nil)
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "RFC 3339")
+}
+
+// TestConsoleFiles: the console's page is served without a token with a
+// CSP, and its script has no inline script in the page.
+func TestConsoleFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := http.Get(b.srv.URL + "/console/")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'")
+	require.Contains(t, string(raw), `<script src="app.js"`)
+	require.NotContains(t, string(raw), "<script>", "no inline script")
+}
