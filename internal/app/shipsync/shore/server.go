@@ -446,22 +446,35 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request, rq request) 
 		h.unavailable(w, rq)
 		return
 	}
+	if err := h.cfg.Registry.ObserveNode(r.Context(), rq.node, &hb); err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: heartbeat rules", "request_id", rq.id, "error", err)
+		h.unavailable(w, rq)
+		return
+	}
+	cv, err := h.cfg.Registry.NodeConfigVersion(r.Context(), h.cfg.Registry.pool, rq.node)
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: heartbeat", "request_id", rq.id, "error", err)
+		h.unavailable(w, rq)
+		return
+	}
 	h.count(rq, 0)
 	h.write(w, rq, http.StatusOK, &pb.HeartbeatResponse{
 		ServerTime:               timestamppb.New(h.cfg.Clock.Now()),
-		ConfigVersion:            ConfigVersionDefault,
+		ConfigVersion:            cv,
 		HeartbeatIntervalSeconds: uint32(h.cfg.HeartbeatInterval / time.Second),
 		UploadMinor:              uint32(h.cfg.UploadMinor),
 		ReceiptPageMax:           ReceiptPageMax,
 	})
 }
 
-// config serves GET /sync/v1/config: the node's allowed rule versions, the
+// config serves GET /sync/v1/config: the node's config version, allowed
+// rule versions, the rule versions it should run (releases) and its expiry
+// approvals, the
 // batch limits, compression threshold, heartbeat interval, supported
 // majors and upload minor. Transfer budgets per node are not configured
 // yet (zero: the protocol defaults).
 func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
-	rules, err := h.cfg.Registry.Rules(r.Context(), h.cfg.Registry.pool, rq.node)
+	nc, err := h.cfg.Registry.NodeConfig(r.Context(), rq.node)
 	if err != nil {
 		h.cfg.Logger.ErrorContext(r.Context(), "shipsync shore: config", "request_id", rq.id, "error", err)
 		h.unavailable(w, rq)
@@ -471,8 +484,10 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
 	h.count(rq, 0)
 	h.write(w, rq, http.StatusOK, &pb.NodeConfig{
 		NodeId:                    rq.node,
-		ConfigVersion:             ConfigVersionDefault,
-		Rules:                     rules,
+		ConfigVersion:             nc.ConfigVersion,
+		Rules:                     nc.Rules,
+		Releases:                  nc.Releases,
+		ExpiryApprovals:           nc.ExpiryApprovals,
 		MaxBatchEvents:            uint32(cc.MaxEvents),
 		MaxBatchBytes:             uint64(cc.MaxBytes),
 		CompressionThresholdBytes: uint64(max(cc.CompressThreshold, 0)),
