@@ -264,7 +264,9 @@ func (a *Applier) HandleBatch(ctx context.Context, rtx relay.Tx, ds []*relay.Del
 	var wi []*item
 	for _, it := range items {
 		if it.outcome == outNone && it.plan.Action == Write {
-			ws = append(ws, ChangeWrite(ruleTable(it.ruleDef), it.ev, it.plan.Op, it.ev.EventId, it.inboxID))
+			w := ChangeWrite(ruleTable(it.ruleDef), it.ev, it.plan.Op, it.ev.EventId, it.inboxID)
+			w.Base = cmp.Or(it.plan.Base, w.Base)
+			ws = append(ws, w)
 			wi = append(wi, it)
 		}
 	}

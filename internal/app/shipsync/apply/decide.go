@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 )
@@ -64,6 +65,10 @@ type Plan struct {
 	// Reason and Detail explain a Reject (Detail is payload-free).
 	Reason pb.RejectReason
 	Detail string
+	// Base, when set, is the revision the write is conditional on instead
+	// of the event's base revision: a SNAPSHOT row written over the
+	// record's current revision (an upsert under a version condition).
+	Base string
 }
 
 // Decide is the pure decision of §10.3 steps 3–4 for ev under rule (nil:
@@ -80,6 +85,15 @@ type Plan struct {
 // head still recognises a repeated change (Repeat) and a re-insert over a
 // tombstone the rule forbids. A SNAPSHOT row is written like an INSERT when
 // it carries no base revision and like an UPDATE when it does.
+//
+// A SNAPSHOT row without a base revision is an upsert under a version
+// condition: it never overwrites a newer revision — the record holding its
+// revision now or among its recent ones (the record moved past it), or a
+// tombstone of its revision by its node (deleted since), is a Repeat, an
+// idempotent success that writes nothing — a record the shore does not
+// know is inserted, and a live record at another revision is updated on
+// condition that the target still holds the record's current revision
+// (Plan.Base), so a write that happened in between makes it a conflict.
 func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	if p, ok := checkShape(rule, ev); !ok {
 		return p
@@ -93,6 +107,14 @@ func Decide(rule *shore.Rule, ev *pb.ChangeEvent, head Head) Plan {
 	// revision the record has or had names a change already applied.
 	if r := ev.ResultRevision; r != "" && (r == head.Revision || slices.Contains(head.Recent, r)) {
 		return Plan{Action: Repeat, Op: op}
+	}
+	if ev.Operation == pb.Operation_OPERATION_SNAPSHOT && ev.BaseRevision == "" {
+		switch {
+		case head.Tombstone && head.Revision == normalize.TombstoneRevision(ev.OriginNodeId, ev.ResultRevision, ev.PrimaryKey):
+			return Plan{Action: Repeat, Op: op}
+		case !head.Tombstone:
+			return Plan{Action: Write, Op: OpUpdate, Base: head.Revision}
+		}
 	}
 	if op == OpInsert && head.Tombstone && !rule.InsertOverTombstone {
 		return Plan{Action: Conflict, Op: op}

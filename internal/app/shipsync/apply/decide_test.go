@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
@@ -44,6 +45,17 @@ func TestDecide(t *testing.T) {
 			apply.Head{Found: true, Revision: rev(1), Recent: []string{rev(8), rev(7)}}, apply.Plan{Action: apply.Repeat, Op: apply.OpUpdate}},
 		{"a repeat of an insert", s.ev(1, ins, 1, "", rev(1), nil), live, apply.Plan{Action: apply.Repeat, Op: apply.OpInsert}},
 		{"a repeat of a delete", s.ev(1, del, 1, rev(1), rev(2), nil), gone, apply.Plan{Action: apply.Repeat, Op: apply.OpDelete}},
+		// A SNAPSHOT row without a base: an upsert under a version condition.
+		{"snapshot at the record's revision: idempotent", s.ev(1, pb.Operation_OPERATION_SNAPSHOT, 1, "", rev(1), str("s")), live,
+			apply.Plan{Action: apply.Repeat, Op: apply.OpInsert}},
+		{"snapshot of a revision the record moved past: never written", s.ev(1, pb.Operation_OPERATION_SNAPSHOT, 1, "", rev(7), str("s")),
+			apply.Head{Found: true, Revision: rev(1), Recent: []string{rev(8), rev(7)}}, apply.Plan{Action: apply.Repeat, Op: apply.OpInsert}},
+		{"snapshot over a live record at another revision: updated on its current one", snapNew, live,
+			apply.Plan{Action: apply.Write, Op: apply.OpUpdate, Base: rev(1)}},
+		{"snapshot of a record deleted since", snapNew,
+			apply.Head{Found: true, Revision: normalize.TombstoneRevision(snapNew.OriginNodeId, rev(9), snapNew.PrimaryKey), Tombstone: true},
+			apply.Plan{Action: apply.Repeat, Op: apply.OpInsert}},
+		{"snapshot over another tombstone: re-created", snapNew, gone, apply.Plan{Action: apply.Write, Op: apply.OpInsert}},
 	} {
 		require.Equal(t, c.want, apply.Decide(voyageRule, c.ev, c.head), c.name)
 	}
