@@ -124,6 +124,15 @@ const (
 	// the client has not marked them answered ("client mid-ack": they are
 	// sent again, and the shore keeps the first result).
 	ShipsyncClientAfterAcks = "shipsync.client.after-acks"
+	// ShipsyncSnapshotAfterPin: a snapshot task's start position is
+	// stored; nothing is read.
+	ShipsyncSnapshotAfterPin = "shipsync.snapshot.after-pin"
+	// ShipsyncSnapshotAfterChunk: a chunk's events and the task's cursor
+	// are stored; nothing of the chunk is sent.
+	ShipsyncSnapshotAfterChunk = "shipsync.snapshot.after-chunk"
+	// ShipsyncSnapshotAfterUpload: the shore answered a chunk's upload;
+	// the answer is not recorded (the chunk is sent again).
+	ShipsyncSnapshotAfterUpload = "shipsync.snapshot.after-upload"
 )
 
 var (

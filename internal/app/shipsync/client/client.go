@@ -118,6 +118,9 @@ type Config struct {
 	// CommandPage is how many commands one pull asks for (default
 	// CommandPageDefault, at most CommandPageMax).
 	CommandPage int
+	// Barrier, when set, holds records back until it lets them through
+	// (see Barrier); nil: nothing is held.
+	Barrier Barrier
 }
 
 // Defaults of Config.
@@ -179,6 +182,9 @@ type Client struct {
 	// receiptPage is the shore's receipt_page_max (heartbeat answers; 0
 	// until one said it).
 	receiptPage atomic.Uint32
+	// held are the records a Barrier holds back, per partition, in order
+	// (guarded by mu).
+	held map[TP][]*kgo.Record
 }
 
 // New returns a Client for cfg.
@@ -348,17 +354,25 @@ func signal(ch chan struct{}) {
 // consume reads the topics and turns each record into a tracked event.
 func (c *Client) consume(ctx context.Context) error {
 	for {
-		fs := c.kc.PollRecords(ctx, 2000)
+		if err := c.releaseHeld(ctx); err != nil {
+			return err
+		}
+		pctx, cancel := c.pollContext(ctx)
+		fs := c.kc.PollRecords(pctx, 2000)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		for _, e := range fs.Errors() {
+			if pollTimedOut(e.Err) {
+				continue
+			}
 			c.log.Warn("shipsync client: topic read failed; retrying", "topic", e.Topic, "partition", e.Partition,
 				"err", e.Err)
 		}
 		var recs []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
-		if len(recs) == 0 {
+		if recs = c.holdBack(recs); len(recs) == 0 {
 			continue
 		}
 		if err := c.ingest(ctx, recs); err != nil {
@@ -515,6 +529,7 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 // resumptions reach the consumer in the order they were decided.
 func (c *Client) flow() {
 	pause, resume := c.tr.flow(bounds{window: c.cfg.Window, held: c.cfg.MaxHeldBytes, tracked: c.cfg.MaxTracked})
+	resume = c.unheld(resume)
 	if len(pause) > 0 {
 		c.kc.PauseFetchPartitions(byTopic(pause))
 	}

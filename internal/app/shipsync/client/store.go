@@ -81,6 +81,10 @@ func OpenStore(ctx context.Context, path, group string, clock relaytype.Clock) (
 // Close closes the database.
 func (s *Store) Close() error { return s.d.Close() }
 
+// DB is the state database, for the tables other ship-side parts keep in it
+// (the snapshot tasks of migration 003).
+func (s *Store) DB() *sql.DB { return s.db }
+
 // TP names a topic partition.
 type TP struct {
 	Topic     string
