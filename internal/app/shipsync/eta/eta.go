@@ -115,14 +115,18 @@ func (m *Meter) Add(iv Interval) {
 	m.ivs = m.ivs[i:]
 }
 
-// Rates returns the effective and physical throughput over the window
-// ending at now, in bytes per active second, and the active time they rest
-// on (0, 0, 0 without active time).
+// Rates returns the effective and physical throughput of the latest
+// Window of active time before now (within the history), in bytes per
+// active second, and the active time they rest on (0, 0, 0 without any).
+// The window is measured in active time, not on the wall clock, so a
+// closed transfer window or an outage does not empty it: the figure is the
+// link's recent throughput while it could be used.
 func (m *Meter) Rates(now time.Time) (effective, physical float64, active time.Duration) {
-	from := now.Add(-cmp.Or(m.Window, WindowDefault))
+	from := now.Add(-cmp.Or(m.History, HistoryDefault))
+	window := cmp.Or(m.Window, WindowDefault)
 	var eff, phys int64
-	for _, iv := range m.ivs {
-		if iv.End.After(from) && !iv.End.After(now) {
+	for i := len(m.ivs) - 1; i >= 0 && active < window; i-- {
+		if iv := m.ivs[i]; iv.End.After(from) && !iv.End.After(now) {
 			eff, phys, active = eff+iv.Effective, phys+iv.Physical, active+iv.Active
 		}
 	}
@@ -243,12 +247,7 @@ func Compute(in Input) Estimate {
 		return e
 	}
 	finish := func(rate float64) (time.Time, bool) {
-		net := rate - e.Incoming
-		if net <= 0 {
-			return time.Time{}, false
-		}
-		need := time.Duration(float64(e.RemainingBytes) / net * float64(time.Second))
-		return AfterOpen(in.Window, in.Now, need)
+		return Drain(in.Window, in.Now, float64(e.RemainingBytes), rate, e.Incoming)
 	}
 	p50 := m.Quantile(in.Now, 0.5)
 	if p50 == 0 {
@@ -271,27 +270,57 @@ func Compute(in Input) Estimate {
 // AfterOpen is the instant by which window w (nil: always open) has been
 // open for need from from on; false when it never opens enough.
 func AfterOpen(w *flow.Window, from time.Time, need time.Duration) (time.Time, bool) {
-	if need <= 0 {
+	return Drain(w, from, need.Seconds(), 1, 0)
+}
+
+// maxChanges bounds how many window openings and closings Drain walks
+// (about 13 years of a daily window).
+const maxChanges = 10000
+
+// Drain is the instant a backlog of remaining bytes has drained from
+// from on, sent at rate bytes per second while window w (nil: always) is
+// open, while new backlog arrives at incoming bytes per second all the
+// time (through closed windows too); false when it never drains.
+func Drain(w *flow.Window, from time.Time, remaining, rate, incoming float64) (time.Time, bool) {
+	at := func(t time.Time, secs float64) time.Time {
+		return t.Add(time.Duration(math.Ceil(secs * float64(time.Second))))
+	}
+	if remaining <= 0 {
 		return from, true
 	}
+	net := rate - incoming
 	if w == nil || w.Always() {
-		return from.Add(need), true
+		if net <= 0 {
+			return time.Time{}, false
+		}
+		return at(from, remaining/net), true
 	}
 	t := from
-	for range 10000 {
+	// A window repeats weekly: a backlog no smaller after a week never
+	// drains.
+	weekFrom, weekLeft := from, remaining
+	for range maxChanges {
+		if t.Sub(weekFrom) >= 7*24*time.Hour {
+			if remaining >= weekLeft {
+				return time.Time{}, false
+			}
+			weekFrom, weekLeft = t, remaining
+		}
 		next := w.NextChange(t)
-		if next.IsZero() {
-			if w.Open(t) {
-				return t.Add(need), true
+		if next.IsZero() { // the window never changes again
+			if w.Open(t) && net > 0 {
+				return at(t, remaining/net), true
 			}
 			return time.Time{}, false
 		}
+		span := next.Sub(t).Seconds()
 		if w.Open(t) {
-			span := next.Sub(t)
-			if span >= need {
-				return t.Add(need), true
+			if net > 0 && remaining/net <= span {
+				return at(t, remaining/net), true
 			}
-			need -= span
+			remaining -= net * span
+		} else {
+			remaining += incoming * span
 		}
 		t = next
 	}

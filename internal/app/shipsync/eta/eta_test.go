@@ -58,10 +58,20 @@ func TestEffectiveIsOverActiveTime(t *testing.T) {
 	require.Equal(t, 1000.0, eff)
 	require.Equal(t, 1500.0, phys)
 	require.Equal(t, 30*time.Second, active)
-	m.Add(eta.Interval{End: t0.Add(31 * time.Minute), Active: time.Second, Effective: 5, Physical: 5})
-	eff, _, active = m.Rates(t0.Add(31 * time.Minute))
-	require.Equal(t, 5.0, eff, "the window is 30 minutes")
-	require.Equal(t, time.Second, active)
+	// The window is 30 minutes of active time, not of the wall clock: a
+	// long outage does not empty it, and older intervals fall out only once
+	// newer ones fill it.
+	m.Add(eta.Interval{End: t0.Add(3 * time.Hour), Active: time.Second, Effective: 5, Physical: 5})
+	eff, _, active = m.Rates(t0.Add(3 * time.Hour))
+	require.Equal(t, 30_005.0/31, eff)
+	require.Equal(t, 31*time.Second, active)
+	for i := range 30 {
+		m.Add(eta.Interval{End: t0.Add(4*time.Hour + time.Duration(i)*time.Minute), Active: time.Minute,
+			Effective: 60 * 200, Physical: 60 * 200})
+	}
+	eff, _, active = m.Rates(t0.Add(5 * time.Hour))
+	require.Equal(t, 200.0, eff)
+	require.Equal(t, 30*time.Minute, active)
 }
 
 // TestCannotPredict: no throughput, or new backlog arriving as fast as it
@@ -135,4 +145,19 @@ func TestWindowMapping(t *testing.T) {
 	e := eta.Compute(eta.Input{Now: t0, RemainingRaw: 10_800_000, Ratio: measured(1), Meter: steady(20, 1000), Window: w})
 	require.Equal(t, time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC), e.P50)
 	require.Equal(t, "22:00-06:00", e.Window)
+
+	// New capture keeps arriving while the window is closed: 7,200,000
+	// bytes at 20:00, 100 B/s arriving, 1,000 B/s sent while open. By 22:00
+	// 7,920,000 are left, drained at a net 900 B/s: 8,800 s, at 00:26:40.
+	at, ok = eta.Drain(w, t0, 7_200_000, 1000, 100)
+	require.True(t, ok)
+	require.Equal(t, time.Date(2026, 12, 4, 0, 26, 40, 0, time.UTC), at)
+	// Open 8 h a day cannot keep up with capture at half the send rate all
+	// day long: a large backlog grows by 14.4 MB a day and never drains (a
+	// small one still drains in the first night).
+	_, ok = eta.Drain(w, t0, 100_000_000, 1000, 500)
+	require.False(t, ok)
+	at, ok = eta.Drain(w, t0, 1000, 1000, 500)
+	require.True(t, ok)
+	require.Equal(t, time.Date(2026, 12, 4, 0, 0, 2, 0, time.UTC), at, "3,601,000 bytes at 22:00, net 500 B/s")
 }
