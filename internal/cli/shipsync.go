@@ -25,6 +25,8 @@ func shipsyncRoles() map[string]command {
 			"active certificate for the overlap), retire a certificate, revoke a node, allow a rule version, list, audit", runShipsyncNode},
 		"chaos": {"the shore's crash harness: a shore process killed with SIGKILL at random moments and at each step of " +
 			"the apply workflow while a test ship uploads; then every event is reconciled (docs/shipsync/crash.md)", runShipsyncChaos},
+		"probe": {"GET a health URL (/healthz, /readyz) and fail unless it answers 2xx: the health check of the " +
+			"distroless image, which has no shell or curl (docs/shipsync/operations.md)", runShipsyncProbe},
 		"rule": {"the shore's rule registry: which shore table a rule version writes, its key and the columns its " +
 			"events may carry (add, list)", runShipsyncRule},
 		"shore": {"the shore server: the data API over mutual TLS (POST /sync/v1/batches into the idempotent inbox, " +

@@ -148,7 +148,8 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	arbiterLease := fs.Duration("arbiter-lease", arbiter.LeaseDefault, "how long a case the arbiter claimed stays its "+
 		"own; a case whose lease ran out (its arbiter died) is taken over by any arbiter, a restarted one included")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
-	metricsAddr := fs.String("metrics-addr", "", "serve /metrics and /healthz on this address (empty: off); public and "+
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz (liveness) and /readyz (readiness: 503 while "+
+		"PostgreSQL or --target does not answer a ping, or once stopping) on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -211,6 +212,11 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(h.Collectors()...)
+	ready, closeReady, err := shoreReadiness(d, *target, log)
+	if err != nil {
+		return err
+	}
+	defer closeReady()
 	if *target != "" {
 		stop, err := startApplier(ctx, env, d, inbox, *target, *instance, *applyWorkers, *urgentWorkers, reg, log)
 		if err != nil {
@@ -240,7 +246,12 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		arbiterDone := make(chan struct{})
+		// Run gives its case leases up as it returns; wait for that before
+		// the pool closes.
+		defer func() { <-arbiterDone }()
 		go func() {
+			defer close(arbiterDone)
 			if err := a.Run(ctx, *arbiterEvery); err != nil {
 				log.Error("shipsync shore: arbiter stopped", "error", err)
 			}
@@ -286,7 +297,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "shipsync shore: forwarding the shore's changes from topics %s* as node %s\n", *cdcPrefix, *nodeID)
 	}
 	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
-		stopHTTP, err := startHTTP(log, mc)
+		stopHTTP, err := startHTTP(log, withReadiness(mc, ready))
 		if err != nil {
 			return err
 		}
@@ -310,6 +321,10 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	case err = <-served:
 	case err = <-cdcFailed:
 	}
+	// Not ready from now on: an orchestrator stops sending requests while
+	// those in flight drain; then the applier and the arbiter stop (deferred)
+	// and release the leases of what they did not finish.
+	ready.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
 	defer cancel()
 	return errors.Join(err, srv.Shutdown(sctx))

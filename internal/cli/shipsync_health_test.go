@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relayhq/relay/internal/supervise"
+	"github.com/relayhq/relay/internal/testdb"
+	"github.com/relayhq/relay/internal/testlog"
+	"github.com/relayhq/relay/internal/weaklink"
+)
+
+// probe GETs path of srv and returns the status and the body.
+func probe(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestShoreReadiness: /readyz answers 200 while the shore's PostgreSQL and
+// its target database answer; 503 naming the target while the target is
+// cut off (a proxy in front of the real MariaDB refuses every connection),
+// 200 again once it is back; 503 naming PostgreSQL once its pool is closed;
+// and 503 "stopping" once the process drains. /healthz stays 200 throughout:
+// the process is alive, restarting it would not help. The body never quotes
+// a driver's error.
+func TestShoreReadiness(t *testing.T) {
+	t.Parallel()
+	d := testdb.PGDriver(t)
+	_, mdsn := testdb.MariaDBWithDSN(t)
+	mc, err := mysql.ParseDSN(mdsn)
+	require.NoError(t, err)
+	proxy, err := weaklink.New(weaklink.Config{Target: mc.Addr})
+	require.NoError(t, err)
+	addr, err := proxy.Start(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Stop(context.Background()) })
+	mc.Addr = addr
+	mc.Timeout = time.Second
+
+	r, closeReady, err := shoreReadiness(d, mc.FormatDSN(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer closeReady()
+	srv := httptest.NewServer(r.handler(http.NotFoundHandler()))
+	defer srv.Close()
+
+	code, body := probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "ready", body)
+
+	proxy.SetDown(true)
+	code, body = probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: target: ping failed", body)
+	code, _ = probe(t, srv, "/healthz")
+	require.Equal(t, http.StatusOK, code)
+
+	proxy.SetDown(false)
+	code, body = probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+
+	d.Close()
+	code, body = probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: postgres: ping failed", body)
+
+	r.stop()
+	code, body = probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: stopping", body)
+	code, _ = probe(t, srv, "/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = probe(t, srv, "/other")
+	require.Equal(t, http.StatusNotFound, code, "other paths go to the wrapped handler")
+}
+
+// TestReadinessTimeout: a database that accepts the connection and never
+// answers fails the probe within the timeout, saying so.
+func TestReadinessTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	r, closeReady, err := shoreReadiness(testdb.PGDriver(t), "root@tcp("+ln.Addr().String()+")/x", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer closeReady()
+	r.timeout = 200 * time.Millisecond
+	srv := httptest.NewServer(r.handler(http.NotFoundHandler()))
+	defer srv.Close()
+	start := time.Now()
+	code, body := probe(t, srv, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "not ready: target: no answer within 200ms", body)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestShipsyncShoreProbes: `relay shipsync shore --metrics-addr` serves
+// /readyz, ready with its PostgreSQL and --target up, and stops cleanly
+// when its ctx ends (SIGTERM in cmd/relay).
+func TestShipsyncShoreProbes(t *testing.T) {
+	t.Parallel()
+	url := testdb.PGSchema(t)
+	_, mdsn := testdb.MariaDBWithDSN(t)
+	dir := filepath.Join(t.TempDir(), "pki")
+	for _, a := range [][]string{{"init"}, {"server"}} {
+		var out bytes.Buffer
+		require.NoError(t, Run(t.Context(), append(append([]string{"shipsync", "pki"}, a...), "--dir", dir), &out, &out))
+	}
+	port, err := supervise.FreePort()
+	require.NoError(t, err)
+	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var out testlog.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"shipsync", "shore", "--postgres", url, "--migrate", "--addr", "127.0.0.1:0",
+			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+			"--client-ca", filepath.Join(dir, "ca.crt"), "--target", mdsn, "--arbiter", "--log-level", "warn",
+			"--metrics-addr", metrics}, &out, &out)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "listening on") }, 20*time.Second,
+		10*time.Millisecond, out.String())
+	resp, err := http.Get("http://" + metrics + "/readyz")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Equal(t, "ready\n", string(b))
+	stop()
+	require.NoError(t, <-done)
+}
+
+// TestShipsyncProbe: the probe command passes on 2xx, fails naming the
+// status and the body's first bytes otherwise, and refuses a URL that is
+// not http(s).
+func TestShipsyncProbe(t *testing.T) {
+	t.Parallel()
+	r := newReadiness(slog.New(slog.DiscardHandler), time.Second)
+	srv := httptest.NewServer(r.handler(http.NotFoundHandler()))
+	defer srv.Close()
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := Run(t.Context(), append([]string{"shipsync", "probe"}, args...), &out, &out)
+		return out.String(), err
+	}
+	got, err := run(srv.URL + "/readyz")
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", got)
+	r.stop()
+	_, err = run("--timeout", "2s", srv.URL+"/readyz")
+	require.EqualError(t, err, `shipsync probe: HTTP 503 "not ready: stopping"`)
+	_, err = run("ftp://x/readyz")
+	require.ErrorContains(t, err, "is not an http(s) URL")
+	_, err = run()
+	require.ErrorContains(t, err, "one URL expected")
+}
