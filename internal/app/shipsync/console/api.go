@@ -83,7 +83,7 @@ func (c *Console) listNodes(ctx context.Context, id string) ([]Node, error) {
 			case !x.Online:
 				x.Alerts = append(x.Alerts, "heartbeat timeout (last "+now.Sub(*hb).Round(time.Second).String()+" ago)")
 			}
-			if x.Health != "" && x.Health != "HEALTHY" && x.Health != "HEALTH_HEALTHY" {
+			if h := strings.TrimPrefix(x.Health, "HEALTH_STATE_"); h != "" && h != "HEALTHY" {
 				x.Alerts = append(x.Alerts, "health "+x.Health)
 			}
 			out = append(out, x)
@@ -340,12 +340,18 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 // caseVersion is a case's optimistic version: it changes whenever the
 // case's state or decisions do.
 func (c *Console) caseVersion(ctx context.Context, id string) (string, error) {
-	var at time.Time
+	v, _, _, err := c.caseTimes(ctx, id)
+	return v, err
+}
+
+// caseTimes returns a case's version and when it was opened and last
+// changed.
+func (c *Console) caseTimes(ctx context.Context, id string) (version string, created, updated time.Time, err error) {
 	var decisions int
-	if err := c.cfg.Pool.QueryRow(ctx, stmts["CaseVersion"], id).Scan(&at, &decisions); err != nil {
-		return "", err
+	if err := c.cfg.Pool.QueryRow(ctx, stmts["CaseVersion"], id).Scan(&updated, &decisions, &created); err != nil {
+		return "", created, updated, err
 	}
-	return fmt.Sprintf("%d.%d", at.UnixMicro(), decisions), nil
+	return fmt.Sprintf("%d.%d", updated.UnixMicro(), decisions), created, updated, nil
 }
 
 // Cell is one column of the evidence diff.
@@ -377,10 +383,11 @@ func (c *Console) conflict(ctx context.Context, r *http.Request, u User) (int, a
 	if err != nil {
 		return c.internal(ctx, "conflict", err)
 	}
-	version, err := c.caseVersion(ctx, id)
+	version, created, updated, err := c.caseTimes(ctx, id)
 	if err != nil {
 		return c.internal(ctx, "conflict version", err)
 	}
+	d.Created, d.Updated = created, updated
 	see := u.may(RoleOperator)
 	type sighting struct {
 		Origin           string    `json:"origin"`

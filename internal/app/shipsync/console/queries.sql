@@ -37,8 +37,9 @@ SELECT count(*) FILTER (WHERE state = 'PENDING_MANUAL'),
 FROM sync_conflict_case;
 
 -- name: CaseVersion
--- A case's optimistic version: when it last changed, and its decisions.
-SELECT c.updated_at, (SELECT count(*) FROM sync_conflict_decision d WHERE d.conflict_id = c.conflict_id)
+-- A case's optimistic version (when it last changed, and its decisions),
+-- and when it was opened.
+SELECT c.updated_at, (SELECT count(*) FROM sync_conflict_decision d WHERE d.conflict_id = c.conflict_id), c.created_at
 FROM sync_conflict_case c WHERE c.conflict_id = $1;
 
 -- name: AuditSearch

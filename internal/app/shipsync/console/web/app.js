@@ -84,7 +84,7 @@ async function nodesPage() {
     el("td", {}, el("a", { href: "#/node/" + encodeURIComponent(n.id) }, n.id)),
     el("td", { class: n.online ? "ok" : "bad" }, n.online ? "online" : "offline"),
     el("td", {}, n.state),
-    el("td", {}, n.health || "—"),
+    el("td", {}, (n.health || "—").replace("HEALTH_STATE_", "")),
     el("td", { class: "num" }, n.config_version),
     el("td", { class: "num" }, n.backlog),
     el("td", { class: "num" }, n.commands_issued - n.commands_acked),
@@ -113,7 +113,7 @@ async function nodePage(id) {
   const d = await api("/nodes/" + encodeURIComponent(id));
   const n = d.node;
   const kv = [["state", n.state], ["link", n.online ? "online" : "offline"], ["last heartbeat", when(n.last_heartbeat)],
-    ["health", n.health || "—"], ["config version", n.config_version], ["events received", n.received],
+    ["health", (n.health || "—").replace("HEALTH_STATE_", "")], ["config version", n.config_version], ["events received", n.received],
     ["backlog (no result yet)", n.backlog], ["applied", n.applied], ["conflict recorded", n.conflicts],
     ["rejected", n.rejected], ["throughput (results/s)", n.throughput.toFixed(2)],
     ["commands issued", n.commands_issued], ["commands acknowledged", n.commands_acked]];
@@ -193,7 +193,8 @@ async function conflictPage(id) {
     table(["at", "found in", "from", "operation", "base → result", "met revision"], c.evidence.map((e) => el("tr", {},
       el("td", {}, when(e.at)), el("td", {}, e.found_in), el("td", {}, e.origin), el("td", {}, e.operation),
       el("td", {}, el("code", {}, (e.base || "none") + " → " + e.result)),
-      el("td", {}, el("code", {}, (e.current_revision || "none") + (e.current_tombstone ? " (deleted)" : "") + " of " + e.current_origin))))));
+      el("td", {}, el("code", {}, (e.current_revision || "none") + (e.current_tombstone ? " (deleted)" : "") +
+        (e.current_origin ? " of " + e.current_origin : "")))))));
   if (c.decision) {
     const d = c.decision;
     parts.push(el("h3", {}, "Decision"), el("p", { id: "decision" }, d.choice + " (" + d.policy + ") by " + d.decided_by + " at " +
