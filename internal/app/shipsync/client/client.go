@@ -151,6 +151,7 @@ type Stats struct {
 // terminal checkpoint.
 type Client struct {
 	cfg      Config
+	rules    *RuleRuntime // the shore's releases (Build); nil: cfg.Normalizer if it is one
 	log      *slog.Logger
 	kc       *kgo.Client
 	mu       sync.Mutex
@@ -463,6 +464,13 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 			}
 			continue
 		}
+		if s.state == StateReady && c.expire(s) {
+			// Expired by an approval before it took a number.
+			in.new = true
+			evs = append(evs, s.newEvent())
+			s.ev = nil
+			continue
+		}
 		if s.state == StateReady {
 			s.seq = p.wm.NextSeq
 			s.ev.SourceSequence = s.seq
@@ -497,6 +505,10 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 		if in.s == nil {
 			p.read(in.off)
 			c.skipped.Add(1)
+			continue
+		}
+		if in.s.state == StateExpiredApproved {
+			p.read(in.off) // final on read: nothing to send or wait for
 			continue
 		}
 		c.tr.add(p, in.s)
@@ -1075,8 +1087,9 @@ func Build(parts Parts, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := normalize.New(normalize.Config{NodeID: parts.NodeID, ConnectorID: parts.ConnectorID,
-		ReplayEpoch: parts.ReplayEpoch}, parts.Rules, parts.Store)
+	// The rule runtime reads what ran last from the local state file.
+	n, err := NewRuleRuntime(context.Background(), normalize.Config{NodeID: parts.NodeID, ConnectorID: parts.ConnectorID,
+		ReplayEpoch: parts.ReplayEpoch}, parts.Rules, parts.Store, parts.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -1086,7 +1099,12 @@ func Build(parts Parts, cfg Config) (*Client, error) {
 	}
 	cfg.NodeID, cfg.Store, cfg.Transport, cfg.Clock, cfg.Logger = parts.NodeID, parts.Store, parts.Transport, parts.Clock, parts.Logger
 	cfg.Decoder, cfg.Normalizer, cfg.Codec = dec, n, codec
-	return New(cfg)
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.rules = n
+	return c, nil
 }
 
 // Progress is a one-line summary of the counters.
@@ -1137,6 +1155,9 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		if w := c.cfg.BulkWindow; w != nil && !w.Always() {
 			hb.TransferWindow, hb.TransferWindowZone = w.String(), w.Location().String()
 		}
+		if err := c.rulesHeartbeat(ctx, hb); err != nil {
+			c.log.Warn("shipsync client: expiry reports", "err", err)
+		}
 		resp, err := c.cfg.Transport.Heartbeat(ctx, hb)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -1153,6 +1174,9 @@ func (c *Client) heartbeats(ctx context.Context) error {
 			}
 			c.uploadMinor.Store(resp.UploadMinor)
 			c.receiptPage.Store(resp.ReceiptPageMax)
+			if err := c.followConfig(ctx, resp.ConfigVersion); err != nil && ctx.Err() == nil {
+				c.log.Warn("shipsync client: config not taken; retried after the next heartbeat", "err", err)
+			}
 			if resp.HeartbeatIntervalSeconds > 0 {
 				every = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
 			}

@@ -156,6 +156,15 @@ func (t *Transport) Heartbeat(ctx context.Context, hb *pb.Heartbeat) (*pb.Heartb
 	return &r, nil
 }
 
+// Config gets the node's config (GET /sync/v1/config).
+func (t *Transport) Config(ctx context.Context) (*pb.NodeConfig, error) {
+	var nc pb.NodeConfig
+	if err := t.do(ctx, http.MethodGet, shore.PathConfig, nil, &nc); err != nil {
+		return nil, err
+	}
+	return &nc, nil
+}
+
 // maxAnswer bounds an answer body read from the shore.
 const maxAnswer = 16 << 20
 
