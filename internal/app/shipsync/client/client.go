@@ -1077,6 +1077,9 @@ type Parts struct {
 	Logger      *slog.Logger
 	// Types types the columns of schema-less envelopes (see cdc.Config).
 	Types cdc.TypeMap
+	// Wrap, when set, wraps the normaliser Build makes (the snapshot
+	// catch-up filter, snapshot.Filter).
+	Wrap func(Normalizer) Normalizer
 }
 
 // Build assembles a Client from parts and cfg: the decoder, the
@@ -1099,6 +1102,9 @@ func Build(parts Parts, cfg Config) (*Client, error) {
 	}
 	cfg.NodeID, cfg.Store, cfg.Transport, cfg.Clock, cfg.Logger = parts.NodeID, parts.Store, parts.Transport, parts.Clock, parts.Logger
 	cfg.Decoder, cfg.Normalizer, cfg.Codec = dec, n, codec
+	if parts.Wrap != nil {
+		cfg.Normalizer = parts.Wrap(n)
+	}
 	c, err := New(cfg)
 	if err != nil {
 		return nil, err
