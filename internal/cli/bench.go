@@ -31,11 +31,14 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "shipsync-downlink" {
 		return runBenchShipsyncDownlink(ctx, env, args[1:])
 	}
+	if len(args) > 0 && args[0] == "shipsync-fleet" {
+		return runBenchShipsyncFleet(ctx, env, args[1:])
+	}
 	if len(args) > 0 && args[0] == "shipsync-weaklink" {
 		return runBenchShipsyncWeaklink(ctx, env, args[1:])
 	}
 	if len(args) == 0 || args[0] != "fifo" {
-		return fmt.Errorf("usage: relay bench fifo|outbox|msgx|cmpp|shipsync-ingress|shipsync-downlink|shipsync-weaklink [flags]")
+		return fmt.Errorf("usage: relay bench fifo|outbox|msgx|cmpp|shipsync-ingress|shipsync-downlink|shipsync-weaklink|shipsync-fleet [flags]")
 	}
 	fs := newFlags(env, "bench fifo", "bench fifo [--n N] [--rounds R] [--batch B] [--postgres URL] [--stores postgres,sqlite]")
 	n := fs.Int("n", 5000, "messages per round")

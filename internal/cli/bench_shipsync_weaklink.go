@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/relayhq/relay/internal/app/shipsync/shipbench"
@@ -44,24 +43,11 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 	if o.Events < 1 || o.Rows < 1 || o.Rate < 1 || o.Partitions < 1 || o.Uploads < 1 {
 		return errors.New("bench shipsync-weaklink: --events, --rows, --rate, --partitions and --uploads must be positive")
 	}
-	bin, err := os.Executable()
+	bin, schemaURL, dir, done, err := benchChild(ctx, env, "bench shipsync-weaklink", *pgURL, "shipbench")
 	if err != nil {
 		return err
 	}
-	schemaURL, drop, err := scratchSchema(ctx, *pgURL, fmt.Sprintf("relay_shipbench_%d", os.Getpid()))
-	if err != nil {
-		return fmt.Errorf("bench shipsync-weaklink: %w", err)
-	}
-	defer drop()
-	dir, err := os.MkdirTemp("", "relay-shipbench-")
-	if err != nil {
-		return err
-	}
-	if os.Getenv("RELAY_KEEP_BENCH_DIR") == "" {
-		defer os.RemoveAll(dir)
-	} else {
-		fmt.Fprintf(env.Stderr, "bench shipsync-weaklink: keeping %s\n", dir)
-	}
+	defer done()
 	o.PostgresURL, o.MariaDB, o.Dir, o.Relay, o.Progress = schemaURL, *mariadb, dir, bin, env.Stderr
 	res, err := shipbench.Run(ctx, o)
 	if err != nil {
