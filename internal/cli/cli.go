@@ -65,6 +65,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr, cmds)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+	if err := checkEnvFiles(); err != nil {
+		return err
+	}
 	err := cmd.run(ctx, env, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -101,10 +104,53 @@ func newFlags(env *Env, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
-// envOr returns the environment variable name, or def when unset.
+// envOr returns the environment variable name, or def when unset. When
+// name (one of secretEnv) is unset and name_FILE is set, the value is the
+// content of that file
+// (surrounding space trimmed): how a container receives a secret such as a
+// DSN with a password (compose secrets, Kubernetes secret volumes) without
+// putting it in its environment. Run refuses to start when such a file
+// cannot be read (checkEnvFiles), so a failed read here falls back to def
+// only if the file vanished in between.
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
 		return v
 	}
+	if v, err := envFile(name); err == nil && v != "" {
+		return v
+	}
 	return def
+}
+
+// secretEnv are the variables that may come from a file (name_FILE): the
+// connection strings, which carry passwords.
+var secretEnv = []string{"DATABASE_URL", "SHIPSYNC_TARGET_DSN", "SHIPSYNC_SHIP_DB", "CAPTURE_DB"}
+
+// envFile reads the file name_FILE points to ("" when it is unset or name is
+// not one of secretEnv).
+func envFile(name string) (string, error) {
+	path := os.Getenv(name + "_FILE")
+	if path == "" || !slices.Contains(secretEnv, name) {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("$%s_FILE: %w", name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// checkEnvFiles reads the name_FILE of every secretEnv name that is unset,
+// so that an unreadable secret file stops the command with an error naming
+// the variable instead of leaving a flag at its default.
+func checkEnvFiles() error {
+	for _, name := range secretEnv {
+		if strings.TrimSpace(os.Getenv(name)) != "" {
+			continue
+		}
+		if _, err := envFile(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -67,7 +67,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
 	fullAnswers := fs.Bool("full-answers", false, "ask the shore for full answers (every event id as text, receipts "+
 		"with applied revision and time) instead of compact ones; costs more bytes down the link")
-	shipDB := fs.String("ship-db", os.Getenv("SHIPSYNC_SHIP_DB"), "the ship's business database (go-sql-driver DSN, "+
+	shipDB := fs.String("ship-db", envOr("SHIPSYNC_SHIP_DB", ""), "the ship's business database (go-sql-driver DSN, "+
 		"user:pw@tcp(host:3306)/db; default $SHIPSYNC_SHIP_DB): with it the client pulls the shore's downlink commands, "+
 		"applies them there and acknowledges them; without it no command is pulled")
 	shoreNode := fs.String("shore-node-id", remote.ShoreNodeIDDefault, "the shore's node id: the _sync_origin a "+

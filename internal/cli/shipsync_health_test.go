@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -180,4 +181,28 @@ func TestShipsyncProbe(t *testing.T) {
 	require.ErrorContains(t, err, "is not an http(s) URL")
 	_, err = run()
 	require.ErrorContains(t, err, "one URL expected")
+}
+
+// TestEnvFile: a connection string may come from the file NAME_FILE names
+// (a container secret); the variable itself wins; an unreadable file stops
+// every command with an error naming the variable; other *_FILE variables
+// are not read.
+func TestEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "target-dsn")
+	require.NoError(t, os.WriteFile(secret, []byte("app:pw@tcp(db:3306)/ops\n"), 0o600))
+	t.Setenv("SHIPSYNC_TARGET_DSN", "")
+	t.Setenv("SHIPSYNC_TARGET_DSN_FILE", secret)
+	t.Setenv("SSL_CERT_FILE", filepath.Join(dir, "absent"))
+	require.Equal(t, "app:pw@tcp(db:3306)/ops", envOr("SHIPSYNC_TARGET_DSN", "def"))
+	require.NoError(t, checkEnvFiles(), "SSL_CERT_FILE is not one of the secret variables")
+	t.Setenv("SHIPSYNC_TARGET_DSN", "direct")
+	require.Equal(t, "direct", envOr("SHIPSYNC_TARGET_DSN", "def"))
+
+	t.Setenv("SHIPSYNC_TARGET_DSN", "")
+	t.Setenv("SHIPSYNC_TARGET_DSN_FILE", filepath.Join(dir, "absent"))
+	var out bytes.Buffer
+	err := Run(t.Context(), []string{"shipsync", "probe", "http://127.0.0.1:1/readyz"}, &out, &out)
+	require.ErrorContains(t, err, "$SHIPSYNC_TARGET_DSN_FILE: open ")
+	require.NotContains(t, err.Error(), "pw@")
 }
