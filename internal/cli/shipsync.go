@@ -27,6 +27,9 @@ func shipsyncRoles() map[string]command {
 			"the apply workflow while a test ship uploads; then every event is reconciled (docs/shipsync/crash.md)", runShipsyncChaos},
 		"probe": {"GET a health URL (/healthz, /readyz) and fail unless it answers 2xx: the health check of the " +
 			"distroless image, which has no shell or curl (docs/shipsync/operations.md)", runShipsyncProbe},
+		"snapshot": {"snapshot tasks on the ship: start one for a rule (the running client with --ship-db sends the " +
+			"table's rows as SNAPSHOT events, holds the rule's newer changes until the shore applied them, then replays " +
+			"them) and list them with their progress (docs/shipsync/snapshot.md)", runShipsyncSnapshot},
 		"rule": {"the shore's rule registry: which shore table a rule version writes, its key and the columns its " +
 			"events may carry (add, list)", runShipsyncRule},
 		"shore": {"the shore server: the data API over mutual TLS (POST /sync/v1/batches into the idempotent inbox, " +

@@ -144,9 +144,20 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	c, err := client.Build(client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
-		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types},
-		client.Config{Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
+	parts := client.Parts{NodeID: node, ConnectorID: cmp.Or(*connector, "capture-"+*logical),
+		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types}
+	var barrier client.Barrier
+	var snaps *shipsyncSnapshots
+	if *shipDB != "" {
+		// Snapshot tasks read the ship database (docs/shipsync/snapshot.md).
+		if snaps, err = newShipsyncSnapshots(ctx, *shipDB, *logical, splitList(*brokers), parts, log); err != nil {
+			return err
+		}
+		defer snaps.Close()
+		parts.Wrap, barrier = snaps.Wrap, snaps.Runner
+	}
+	c, err := client.Build(parts,
+		client.Config{Barrier: barrier, Brokers: splitList(*brokers), TopicPrefix: "sync.cdc." + *logical + ".", Group: *group, Window: *inWindow,
 			MaxTracked: *maxTracked,
 			UploadRate: *rate, UploadBurst: *burst, BulkWindow: window, Backoff: client.Backoff{Cap: *backoffCap},
 			Uploads: *uploads, LaneInFlight: *laneInFlight, ReceiptEvery: *receiptEvery, KafkaOpts: kopts,
@@ -177,6 +188,13 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	}
 	if *memProfile != "" {
 		go profilePeaks(ctx, clock, *memProfile, log)
+	}
+	if snaps != nil {
+		go func() {
+			if err := snaps.Runner.Run(ctx); err != nil {
+				log.Error("shipsync client: snapshot tasks stopped", "err", err)
+			}
+		}()
 	}
 	return c.Run(ctx)
 }
