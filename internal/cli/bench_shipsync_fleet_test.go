@@ -20,3 +20,13 @@ func TestBenchShipsyncFleetFlags(t *testing.T) {
 		require.Contains(t, err.Error(), "bench shipsync-fleet: ", args)
 	}
 }
+
+// TestShipsyncShoreMaxConns: the shore's connection bound is a flag (a
+// fleet keeps one connection per node) and must be positive.
+func TestShipsyncShoreMaxConns(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	err := cli.Run(t.Context(), []string{"shipsync", "shore", "--max-conns", "0", "--tls-cert", "c", "--tls-key", "k",
+		"--client-ca", "ca"}, &out, &out)
+	require.ErrorContains(t, err, "--max-conns must be ≥ 1")
+}

@@ -32,6 +32,15 @@ import (
 // --addr.
 const shipsyncShoreAddrDefault = "127.0.0.1:8443"
 
+// shipsyncShoreMaxConnsDefault bounds the connections open at once on
+// --addr. Every node keeps its connection between requests (a new one
+// costs a TLS handshake with both certificates on a weak link), so the
+// bound must be above the nodes one process serves: under it, the nodes
+// beyond it wait in the accept queue with no answer at all instead of a
+// 429 with Retry-After. The request limits are the back-pressure; this
+// only bounds memory (tens of KiB per idle TLS connection).
+const shipsyncShoreMaxConnsDefault = 2048
+
 // startApplier opens the target and starts the applier on the apply queue;
 // stop drains it within the stop timeout.
 func startApplier(ctx context.Context, env *Env, d *relaypgx.Driver, inbox *shore.Inbox, targetDSN, instance string,
@@ -106,6 +115,8 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	keyFile := fs.String("tls-key", "", "PEM private key of --tls-cert. Required")
 	clientCA := fs.String("client-ca", "", "PEM CA the node certificates are verified against (mutual TLS). Required")
 	hosts := fs.String("hosts", "", "comma-separated host names clients may use besides IP addresses and localhost")
+	maxConns := fs.Int("max-conns", shipsyncShoreMaxConnsDefault, "connections open at once on --addr (nodes keep theirs "+
+		"between requests: keep it above the number of nodes this process serves; beyond it clients wait unanswered)")
 	var lim shore.Limits
 	fs.IntVar(&lim.GlobalConcurrency, "global-concurrency", shore.GlobalConcurrencyDefault, "requests in flight across all nodes (429 above)")
 	fs.Float64Var(&lim.GlobalRate, "global-rate", shore.GlobalRateDefault, "requests per second across all nodes (429 above)")
@@ -156,6 +167,9 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shipsync shore: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if *maxConns < 1 {
+		return errors.New("shipsync shore: --max-conns must be ≥ 1")
 	}
 	if *arbiterLease <= 0 {
 		return errors.New("shipsync shore: --arbiter-lease must be positive")
@@ -304,7 +318,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		defer stopHTTP()
 	}
 	srv, err := relayhttp.Listen(relayhttp.Config{Name: "--addr", Addr: *addr, Handler: h,
-		TLS: shore.ServerTLS(cert, cas, clock), Hosts: splitList(*hosts), Logger: log,
+		TLS: shore.ServerTLS(cert, cas, clock), Hosts: splitList(*hosts), Logger: log, MaxConns: *maxConns,
 		// The handler bounds bodies itself (ERROR_CODE_BODY_TOO_LARGE); this
 		// is the listener's outer bound, a little above.
 		MaxBodyBytes: int64(codec.Config().MaxBytes) + 128<<10})
