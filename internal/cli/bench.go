@@ -31,6 +31,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "shipsync-downlink" {
 		return runBenchShipsyncDownlink(ctx, env, args[1:])
 	}
+	if len(args) > 0 && args[0] == "shipsync-eta" {
+		return runBenchShipsyncETA(ctx, env, args[1:])
+	}
 	if len(args) > 0 && args[0] == "shipsync-fleet" {
 		return runBenchShipsyncFleet(ctx, env, args[1:])
 	}
@@ -38,7 +41,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return runBenchShipsyncWeaklink(ctx, env, args[1:])
 	}
 	if len(args) == 0 || args[0] != "fifo" {
-		return fmt.Errorf("usage: relay bench fifo|outbox|msgx|cmpp|shipsync-ingress|shipsync-downlink|shipsync-weaklink|shipsync-fleet [flags]")
+		return fmt.Errorf("usage: relay bench fifo|outbox|msgx|cmpp|shipsync-ingress|shipsync-downlink|shipsync-weaklink|shipsync-fleet|shipsync-eta [flags]")
 	}
 	fs := newFlags(env, "bench fifo", "bench fifo [--n N] [--rounds R] [--batch B] [--postgres URL] [--stores postgres,sqlite]")
 	n := fs.Int("n", 5000, "messages per round")

@@ -16,6 +16,9 @@ func shipsyncRoles() map[string]command {
 		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +
 			"node's rules, keep the state in SQLite, upload batches to the shore over mutual TLS, pull receipts and " +
 			"commit the consumer group only up to the contiguous terminal checkpoint (docs/shipsync/client.md)", runShipsyncClient},
+		"console": {"the management API (/api/v1: nodes, rules, conflicts with decisions, audit search; bearer tokens " +
+			"with roles, idempotency keys, audited) and the web console (/console/) on the shore's PostgreSQL and " +
+			"database; also served by shipsync shore --console-addr (docs/shipsync/console.md)", runShipsyncConsole},
 		"conflict": {"the shore's conflict cases: list, show (evidence and decision), decide by hand (re-checked " +
 			"against the shore's row, audited) and cancel (docs/shipsync/conflicts.md)", runShipsyncConflict},
 		"demo": {"the whole uplink on this machine: a ship database with the trigger capture → CDC topics (Kafka " +

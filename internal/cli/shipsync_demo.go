@@ -2,15 +2,20 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
+	"github.com/relayhq/relay/internal/app/shipsync/console"
 	"github.com/relayhq/relay/internal/app/shipsync/converge"
 	"github.com/relayhq/relay/internal/app/shipsync/shipdemo"
 	"github.com/relayhq/relay/relaytype"
@@ -38,6 +43,10 @@ func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
 		"PostgreSQL server of the shore (a scratch schema, dropped at the end)")
 	mariaDSN := fs.String("mariadb", envOr("TEST_MARIADB_DSN", "root@tcp(127.0.0.1:3306)/"),
 		"MariaDB server (two scratch databases, the ship's and the shore's, dropped at the end)")
+	consoleAddr := fs.String("console-addr", "", "--both-ways: serve the management API and web console on this address "+
+		"(e.g. :8480) once the edits are quiet, with the cases the policies left to an operator waiting; a one-time admin "+
+		"token is printed, and the demo goes on when no case waits any more or after --console-hold")
+	consoleHold := fs.Duration("console-hold", 10*time.Minute, "--console-addr: how long the demo waits for you in the console at most")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,8 +73,15 @@ func runShipsyncDemo(ctx context.Context, env *Env, args []string) error {
 		if rowsSet {
 			n = *rows
 		}
-		return runBothWays(ctx, env, converge.Options{PostgresURL: schemaURL, MariaDB: *mariaDSN, Dir: dir, Rows: n,
-			Edits: *edits, Flaps: true, Seed: *seed, Progress: env.Stdout, Timeout: *timeout})
+		o := converge.Options{PostgresURL: schemaURL, MariaDB: *mariaDSN, Dir: dir, Rows: n,
+			Edits: *edits, Flaps: true, Seed: *seed, Progress: env.Stdout, Timeout: *timeout}
+		if *consoleAddr != "" {
+			o.Pause = demoConsole(env, *consoleAddr, *consoleHold)
+		}
+		return runBothWays(ctx, env, o)
+	}
+	if *consoleAddr != "" {
+		return errors.New("shipsync demo: --console-addr needs --both-ways (the console shows the two-way world)")
 	}
 	fmt.Fprintln(env.Stdout, "shipsync demo: ship database → trigger capture → CDC topics (Kafka API, in process) → "+
 		"ship client (SQLite state) → shore (mutual TLS, PostgreSQL inbox, applier) → shore database")
@@ -118,4 +134,47 @@ func countsText(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// demoConsole returns the two-way demo's pause that serves the console on
+// addr with a one-time admin token, until no case waits for an operator or
+// hold has passed.
+func demoConsole(env *Env, addr string, hold time.Duration) func(context.Context, converge.Shore) error {
+	return func(ctx context.Context, s converge.Shore) error {
+		raw := make([]byte, 16)
+		_, _ = rand.Read(raw) // crypto/rand.Read never fails (Go 1.24+)
+		tok := hex.EncodeToString(raw)
+		users, err := console.ParseUsers([]byte(tok + " demo-admin admin\n"))
+		if err != nil {
+			return err
+		}
+		cf := &consoleFlags{addr: addr}
+		cs, err := cf.start(s.Pool, s.TargetDSN, s.Node, users, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return err
+		}
+		defer cs.stop()
+		fmt.Fprintf(env.Stdout, "console: open %s/console/ and sign in with the token %s (role admin, this run only); "+
+			"the demo goes on once no conflict case waits for an operator, or after %s\n", cs.url, tok, hold)
+		deadline := time.Now().Add(hold)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for time.Now().Before(deadline) {
+			pending, err := arbiter.List(ctx, s.Pool, arbiter.StatePending, 1)
+			if err != nil {
+				return err
+			}
+			if len(pending) == 0 {
+				fmt.Fprintln(env.Stdout, "console: no case waits for an operator; the demo goes on")
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		fmt.Fprintln(env.Stdout, "console: --console-hold passed; the demo's operator decides the rest")
+		return nil
+	}
 }

@@ -162,6 +162,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz (liveness) and /readyz (readiness: 503 while "+
 		"PostgreSQL or --target does not answer a ping, or once stopping) on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
+	consoleF := addConsoleFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -309,6 +310,14 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 			}
 		}()
 		fmt.Fprintf(env.Stdout, "shipsync shore: forwarding the shore's changes from topics %s* as node %s\n", *cdcPrefix, *nodeID)
+	}
+	cs, err := consoleF.start(d.Pool(), *target, *nodeID, nil, log)
+	if err != nil {
+		return err
+	}
+	if cs != nil {
+		defer cs.stop()
+		fmt.Fprintf(env.Stdout, "shipsync shore: console on %s/console/ (API %s/api/v1/)\n", cs.url, cs.url)
 	}
 	if mc, ok := metricsConfig(*metricsAddr, reg, log); ok {
 		stopHTTP, err := startHTTP(log, withReadiness(mc, ready))

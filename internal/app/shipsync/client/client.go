@@ -167,7 +167,7 @@ type Client struct {
 	bucket    *flow.TokenBucket
 	guard     *flow.TrustedClock
 	// xfer measures the uploader for the heartbeats (the shore's ETA).
-	xfer transferMeter
+	xfer TransferMeter
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -525,7 +525,7 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 			} else {
 				c.produced.Add(1)
 				if at := in.s.ev.GetCapturedAt(); at != nil {
-					c.xfer.captured(at.AsTime(), in.s.raw)
+					c.xfer.Captured(at.AsTime(), in.s.raw)
 				}
 			}
 		}
@@ -780,7 +780,15 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("client: encode batch: %w", err)}
 	}
+	// The attempt is measured whatever way it ends: answered (active time,
+	// effective bytes), failed (physical bytes only) or stopped.
 	start := c.cfg.Clock.Now()
+	c.xfer.Begin(start)
+	var wireSent int64
+	answered, first := false, 0
+	defer func() {
+		c.xfer.Sent(start, c.cfg.Clock.Now(), wireSent, int64(raw), answered, first, len(batch))
+	}()
 	if c.bucket != nil {
 		if d := c.bucket.Reserve(c.cfg.Clock.Now(), int64(len(body))); d > 0 {
 			select {
@@ -798,9 +806,9 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 		s.attempts++
 	}
 	c.wireBytes.Add(int64(len(body)))
+	wireSent = int64(len(body))
 	ur, err := c.cfg.Transport.Upload(ctx, body)
 	if err != nil {
-		c.xfer.sent(start, c.cfg.Clock.Now(), int64(len(body)), int64(raw), false, 0, len(batch))
 		// A shore rolled back to 1.0 refuses 1.1 bodies (events_body is
 		// empty to it): send 1.0 until a heartbeat answer offers 1.1 again.
 		if re := (*RequestError)(nil); version == wire.ColumnarVersion && errors.As(err, &re) && re.Status != 0 &&
@@ -829,7 +837,6 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
 	var again, received []*slot
 	now := c.cfg.Clock.Now()
-	first := 0
 	c.mu.Lock()
 	for i, st := range statuses {
 		s := batch[i]
@@ -865,7 +872,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
-	c.xfer.sent(start, now, int64(len(body)), int64(raw), true, first, len(batch))
+	answered = true
 	c.uploaded.Add(int64(len(batch)))
 	c.recvd.Add(int64(len(res.Received)))
 	c.rawBytes.Add(int64(raw))
@@ -1147,7 +1154,7 @@ func (c *Client) heartbeats(ctx context.Context) error {
 			overall = pb.HealthState_HEALTH_STATE_DEGRADED
 		}
 		now := c.cfg.Clock.Now()
-		iv, ratio, measured := c.xfer.take(now)
+		iv, ratio, measured := c.xfer.Take(now)
 		for _, b := range backlog {
 			b.EstimatedCompressedBytes = uint64(float64(b.RawBytes) * ratio)
 		}
@@ -1167,10 +1174,10 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		resp, err := c.cfg.Transport.Heartbeat(ctx, hb)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			c.xfer.giveBack(iv)
+			c.xfer.GiveBack(iv)
 			return nil
 		case err != nil:
-			c.xfer.giveBack(iv)
+			c.xfer.GiveBack(iv)
 			c.log.Warn("shipsync client: heartbeat failed", "err", err)
 		default:
 			if c.guard != nil && resp.ServerTime != nil {

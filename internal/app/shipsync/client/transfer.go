@@ -1,6 +1,7 @@
 package client
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -8,7 +9,7 @@ import (
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
-// transferMeter accumulates what the uploader did between two heartbeats:
+// TransferMeter accumulates what an uploader did between two heartbeats:
 // the inputs of the shore's throughput history and ETA. Active time is the
 // time spent in sends that reached the shore (the token bucket's waits
 // included: the link was usable, the limit is the throughput); waits for
@@ -17,27 +18,47 @@ import (
 // physical bytes are every wire byte sent, failures and resends included.
 // Incoming bytes are the raw bytes of new events captured since the
 // stretch began (an old backlog read from the topic is not incoming).
-type transferMeter struct {
+type TransferMeter struct {
 	mu                            sync.Mutex
 	since                         time.Time
 	active                        time.Duration
 	effective, physical, incoming int64
 	ratio                         eta.Ratio
+	// inflight are the starts of the attempts begun and not yet ended: a
+	// send over a slow link can outlast a heartbeat, and each stretch gets
+	// its own part of it.
+	inflight []time.Time
 }
 
-func newTransferMeter(now time.Time) *transferMeter { return &transferMeter{since: now} }
+// NewTransferMeter starts measuring at now.
+func NewTransferMeter(now time.Time) *TransferMeter { return &TransferMeter{since: now} }
 
-// sent records one upload attempt of wire bytes that took from start to
-// end: ok when the shore answered, firstReceived the events of it received
-// on their first send out of events in all.
-func (m *transferMeter) sent(start, end time.Time, wire, raw int64, ok bool, firstReceived, events int) {
+// Begin records that an upload attempt started at start; Sent with the
+// same start ends it. The uploader's attempts are sequential: overlapping
+// ones would each count their time.
+func (m *TransferMeter) Begin(start time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.inflight = append(m.inflight, start)
+}
+
+// Sent ends the upload attempt begun at start, which sent wire bytes and
+// ended at end: ok when the shore answered, firstReceived the events of it
+// received on their first send out of events in all. The part of an
+// answered attempt since the stretch began is active time (the part before
+// went with the previous stretch); a failed attempt adds physical bytes
+// only.
+func (m *TransferMeter) Sent(start, end time.Time, wire, raw int64, ok bool, firstReceived, events int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i := slices.Index(m.inflight, start); i >= 0 {
+		m.inflight = slices.Delete(m.inflight, i, i+1)
+	}
 	m.physical += wire
 	if !ok {
 		return
 	}
-	if d := end.Sub(start); d > 0 {
+	if d := end.Sub(later(start, m.since)); d > 0 {
 		m.active += d
 	}
 	if events > 0 {
@@ -46,8 +67,8 @@ func (m *transferMeter) sent(start, end time.Time, wire, raw int64, ok bool, fir
 	m.ratio.Observe(raw, wire)
 }
 
-// captured records a new event of raw bytes captured at at.
-func (m *transferMeter) captured(at time.Time, raw int) {
+// Captured records a new event of raw bytes captured at at.
+func (m *TransferMeter) Captured(at time.Time, raw int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !at.Before(m.since) {
@@ -55,11 +76,16 @@ func (m *transferMeter) captured(at time.Time, raw int) {
 	}
 }
 
-// take returns the stretch up to now and starts the next one, with the
+// Take returns the stretch up to now and starts the next one, with the
 // compression ratio (and whether it is measured).
-func (m *transferMeter) take(now time.Time) (*pb.TransferInterval, float64, bool) {
+func (m *TransferMeter) Take(now time.Time) (*pb.TransferInterval, float64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, st := range m.inflight { // an attempt under way: its time so far
+		if d := now.Sub(later(st, m.since)); d > 0 {
+			m.active += d
+		}
+	}
 	iv := &pb.TransferInterval{ElapsedSeconds: max(0, now.Sub(m.since).Seconds()), ActiveSeconds: m.active.Seconds(),
 		EffectiveBytes: uint64(m.effective), PhysicalBytes: uint64(m.physical), IncomingRawBytes: uint64(m.incoming)}
 	m.since, m.active, m.effective, m.physical, m.incoming = now, 0, 0, 0, 0
@@ -67,9 +93,16 @@ func (m *transferMeter) take(now time.Time) (*pb.TransferInterval, float64, bool
 	return iv, r, measured
 }
 
-// giveBack returns a stretch whose heartbeat was not delivered, so the
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// GiveBack returns a stretch whose heartbeat was not delivered, so the
 // next heartbeat carries it.
-func (m *transferMeter) giveBack(iv *pb.TransferInterval) {
+func (m *TransferMeter) GiveBack(iv *pb.TransferInterval) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.since = m.since.Add(-time.Duration(iv.ElapsedSeconds * float64(time.Second)))

@@ -10,16 +10,16 @@ import (
 func TestTransferMeter(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
-	m := newTransferMeter(t0)
+	m := NewTransferMeter(t0)
 	// An old backlog read from the topic is not incoming; a new capture is.
-	m.captured(t0.Add(-time.Hour), 500)
-	m.captured(t0.Add(time.Second), 300)
+	m.Captured(t0.Add(-time.Hour), 500)
+	m.Captured(t0.Add(time.Second), 300)
 	// A failed attempt: physical bytes only, no active time, no ratio.
-	m.sent(t0, t0.Add(4*time.Second), 1000, 4000, false, 0, 10)
+	m.Sent(t0, t0.Add(4*time.Second), 1000, 4000, false, 0, 10)
 	// Two answered sends: 8 of 10 events received on their first send.
-	m.sent(t0.Add(5*time.Second), t0.Add(7*time.Second), 1000, 4000, true, 8, 10)
-	m.sent(t0.Add(8*time.Second), t0.Add(9*time.Second), 500, 1000, true, 5, 5)
-	iv, ratio, measured := m.take(t0.Add(10 * time.Second))
+	m.Sent(t0.Add(5*time.Second), t0.Add(7*time.Second), 1000, 4000, true, 8, 10)
+	m.Sent(t0.Add(8*time.Second), t0.Add(9*time.Second), 500, 1000, true, 5, 5)
+	iv, ratio, measured := m.Take(t0.Add(10 * time.Second))
 	require.InDelta(t, 10, iv.ElapsedSeconds, 1e-9)
 	require.InDelta(t, 3, iv.ActiveSeconds, 1e-9)
 	require.EqualValues(t, 800+500, iv.EffectiveBytes)
@@ -29,16 +29,35 @@ func TestTransferMeter(t *testing.T) {
 	require.InDelta(t, 0.2*0.5+0.8*0.25, ratio, 1e-9) // EMA: 0.25 then 0.5 at α 0.2
 
 	// A heartbeat that was not delivered is carried by the next one.
-	m.sent(t0.Add(11*time.Second), t0.Add(12*time.Second), 100, 400, true, 1, 1)
-	m.giveBack(iv)
-	iv2, _, _ := m.take(t0.Add(20 * time.Second))
+	m.Sent(t0.Add(11*time.Second), t0.Add(12*time.Second), 100, 400, true, 1, 1)
+	m.GiveBack(iv)
+	iv2, _, _ := m.Take(t0.Add(20 * time.Second))
 	require.InDelta(t, 20, iv2.ElapsedSeconds, 1e-9)
 	require.InDelta(t, 4, iv2.ActiveSeconds, 1e-9)
 	require.EqualValues(t, 1400, iv2.EffectiveBytes)
 	require.EqualValues(t, 2600, iv2.PhysicalBytes)
 
 	// Before any answered batch the ratio is the default, not measured.
-	_, r0, ok := newTransferMeter(t0).take(t0)
+	_, r0, ok := NewTransferMeter(t0).Take(t0)
 	require.False(t, ok)
 	require.Positive(t, r0)
+}
+
+// TestTransferMeterLongSend: a send that outlasts heartbeats gives each
+// stretch its own part of the active time.
+func TestTransferMeterLongSend(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	m := NewTransferMeter(t0)
+	m.Begin(t0.Add(30 * time.Second))
+	iv, _, _ := m.Take(t0.Add(time.Minute))
+	require.InDelta(t, 30, iv.ActiveSeconds, 1e-9)
+	iv, _, _ = m.Take(t0.Add(2 * time.Minute))
+	require.InDelta(t, 60, iv.ActiveSeconds, 1e-9)
+	m.Sent(t0.Add(30*time.Second), t0.Add(150*time.Second), 9000, 30000, true, 10, 10)
+	iv, _, _ = m.Take(t0.Add(3 * time.Minute))
+	require.InDelta(t, 30, iv.ActiveSeconds, 1e-9, "only the part since the last heartbeat")
+	require.EqualValues(t, 9000, iv.EffectiveBytes)
+	iv, _, _ = m.Take(t0.Add(4 * time.Minute))
+	require.Zero(t, iv.ActiveSeconds, "nothing in flight")
 }

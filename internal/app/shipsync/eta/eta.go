@@ -91,6 +91,10 @@ type Interval struct {
 	End                 time.Time
 	Active              time.Duration
 	Effective, Physical int64
+	// Open is how much of the stretch transfer was allowed while there was
+	// something to send (0: not known). Active over Open is the link's
+	// availability.
+	Open time.Duration
 }
 
 // Meter keeps the intervals of the last History. The zero value uses the
@@ -137,9 +141,15 @@ func (m *Meter) Rates(now time.Time) (effective, physical float64, active time.D
 	return float64(eff) / s, float64(phys) / s, active
 }
 
+// bucket is how much active time one throughput figure of the spread
+// rests on: single heartbeats are lumpy (a batch's bytes land in the
+// stretch it ends in), so consecutive ones are pooled.
+const bucket = 10 * time.Minute
+
 // Quantile is the q-quantile (0…1) of the effective throughput of the
-// intervals of the last history before now, each weighed by its active
-// time (0 without any).
+// last history before now, taken over consecutive stretches of about ten
+// minutes of active time each and weighed by their active time (0 without
+// any).
 func (m *Meter) Quantile(now time.Time, q float64) float64 {
 	from := now.Add(-cmp.Or(m.History, HistoryDefault))
 	type rate struct {
@@ -147,19 +157,30 @@ func (m *Meter) Quantile(now time.Time, q float64) float64 {
 		w time.Duration
 	}
 	var rs []rate
-	var total time.Duration
+	var total, acc time.Duration
+	var eff int64
+	flush := func() {
+		if acc > 0 {
+			rs = append(rs, rate{float64(eff) / acc.Seconds(), acc})
+			total += acc
+		}
+		acc, eff = 0, 0
+	}
 	for _, iv := range m.ivs {
 		if iv.End.After(from) && !iv.End.After(now) && iv.Active > 0 {
-			rs = append(rs, rate{float64(iv.Effective) / iv.Active.Seconds(), iv.Active})
-			total += iv.Active
+			acc, eff = acc+iv.Active, eff+iv.Effective
+			if acc >= bucket {
+				flush()
+			}
 		}
 	}
+	flush()
 	if len(rs) == 0 {
 		return 0
 	}
 	slices.SortFunc(rs, func(a, b rate) int { return cmp.Compare(a.r, b.r) })
 	target := time.Duration(q * float64(total))
-	var acc time.Duration
+	acc = 0
 	for _, r := range rs {
 		acc += r.w
 		if acc >= target {
@@ -167,6 +188,23 @@ func (m *Meter) Quantile(now time.Time, q float64) float64 {
 		}
 	}
 	return rs[len(rs)-1].r
+}
+
+// Availability is the share of the time transfer was allowed, with
+// something to send, that the link was actually usable, over the last
+// history before now (1 when not known).
+func (m *Meter) Availability(now time.Time) float64 {
+	from := now.Add(-cmp.Or(m.History, HistoryDefault))
+	var active, open time.Duration
+	for _, iv := range m.ivs {
+		if iv.End.After(from) && !iv.End.After(now) && iv.Open > 0 {
+			active, open = active+iv.Active, open+iv.Open
+		}
+	}
+	if open <= 0 {
+		return 1
+	}
+	return min(1, active.Seconds()/open.Seconds())
 }
 
 // Input is what an estimate is made from.
@@ -200,6 +238,9 @@ type Estimate struct {
 	Effective, Physical, Incoming, Net float64
 	Active                             time.Duration
 	RateLimit                          float64
+	// Availability is the share of the allowed time the link was usable
+	// over the last history; the remaining time is stretched by it.
+	Availability float64
 	Window                             string
 	// Predictable is false when no completion can be given (Reason says
 	// why: the backlog does not shrink, or the window never opens).
@@ -231,6 +272,7 @@ func Compute(in Input) Estimate {
 		e.Window = in.Window.String()
 	}
 	e.Effective, e.Physical, e.Active = m.Rates(in.Now)
+	e.Availability = m.Availability(in.Now)
 	e.Net = e.Effective - e.Incoming
 	if !measured {
 		e.LowConfidence, e.Why = true, append(e.Why, "no measured compression ratio yet: the default is assumed")
@@ -247,7 +289,7 @@ func Compute(in Input) Estimate {
 		return e
 	}
 	finish := func(rate float64) (time.Time, bool) {
-		return Drain(in.Window, in.Now, float64(e.RemainingBytes), rate, e.Incoming)
+		return Drain(in.Window, in.Now, float64(e.RemainingBytes), rate*e.Availability, e.Incoming)
 	}
 	p50 := m.Quantile(in.Now, 0.5)
 	if p50 == 0 {

@@ -111,16 +111,16 @@ func TestSteadyDrain(t *testing.T) {
 }
 
 // TestSpread: P90 comes from the slow end of the day's throughput, P50
-// from its middle.
+// from its middle, both over ten-minute stretches of active time.
 func TestSpread(t *testing.T) {
 	t.Parallel()
 	m := &eta.Meter{}
-	for i := range 100 {
+	for i := range 200 {
 		rate := int64(1000)
-		if i%10 == 0 {
-			rate = 250 // one minute in ten is slow
+		if i/10%10 == 0 {
+			rate = 250 // one ten-minute stretch in ten is slow
 		}
-		m.Add(eta.Interval{End: t0.Add(-time.Duration(99-i) * time.Minute), Active: time.Minute, Effective: 60 * rate,
+		m.Add(eta.Interval{End: t0.Add(-time.Duration(199-i) * time.Minute), Active: time.Minute, Effective: 60 * rate,
 			Physical: 60 * rate})
 	}
 	e := eta.Compute(eta.Input{Now: t0, RemainingRaw: 3_600_000, Ratio: measured(1), Meter: m})
@@ -160,4 +160,25 @@ func TestWindowMapping(t *testing.T) {
 	at, ok = eta.Drain(w, t0, 1000, 1000, 500)
 	require.True(t, ok)
 	require.Equal(t, time.Date(2026, 12, 4, 0, 0, 2, 0, time.UTC), at, "3,601,000 bytes at 22:00, net 500 B/s")
+}
+
+// TestAvailability: when the link is down for part of the allowed time,
+// the remaining time is stretched by the share it was usable; a single
+// lumpy minute does not move the spread.
+func TestAvailability(t *testing.T) {
+	t.Parallel()
+	m := &eta.Meter{}
+	for i := range 60 {
+		iv := eta.Interval{End: t0.Add(-time.Duration(59-i) * time.Minute), Open: time.Minute}
+		if i%4 != 0 { // down one minute in four
+			iv.Active, iv.Effective = time.Minute, 60_000
+		}
+		m.Add(iv)
+	}
+	require.InDelta(t, 0.75, m.Availability(t0), 1e-9)
+	e := eta.Compute(eta.Input{Now: t0, RemainingRaw: 2_700_000, Ratio: measured(1), Meter: m})
+	require.True(t, e.Predictable)
+	require.InDelta(t, 0.75, e.Availability, 1e-9)
+	require.Equal(t, t0.Add(time.Hour), e.P50, "2.7 MB at 1,000 B/s, usable three quarters of the time")
+	require.Equal(t, 1.0, (&eta.Meter{}).Availability(t0), "unknown: assumed usable")
 }

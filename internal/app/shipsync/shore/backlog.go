@@ -193,6 +193,9 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	for _, b := range out.Rules {
 		out.Events, out.RawBytes = out.Events+b.Events, out.RawBytes+b.RawBytes
 	}
+	// The window was checked when the heartbeat was stored; one that no
+	// longer parses (a time zone gone from the system) counts as always.
+	win, _ := transferWindow(spec, zone)
 	meter := &eta.Meter{}
 	rows, err = r.pool.Query(ctx, stmts["NodeSamples"], node, now.Add(-eta.HistoryDefault))
 	if err != nil {
@@ -200,10 +203,17 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	}
 	var at time.Time
 	var el, ac, elapsed float64
-	var eff, phys, inc, incoming int64
+	var eff, phys, inc, incoming, backlog int64
 	from := now.Add(-eta.WindowDefault)
-	_, err = pgx.ForEachRow(rows, []any{&at, &el, &ac, &eff, &phys, &inc}, func() error {
-		meter.Add(eta.Interval{End: at, Active: time.Duration(ac * float64(time.Second)), Effective: eff, Physical: phys})
+	_, err = pgx.ForEachRow(rows, []any{&at, &el, &ac, &eff, &phys, &inc, &backlog}, func() error {
+		iv := eta.Interval{End: at, Active: seconds(ac), Effective: eff, Physical: phys}
+		if backlog > 0 { // transfer was wanted: the allowed part of the stretch
+			iv.Open = seconds(el)
+			if win != nil {
+				iv.Open = win.OpenDuration(at.Add(-seconds(el)), at)
+			}
+		}
+		meter.Add(iv)
 		if at.After(from) {
 			elapsed, incoming = elapsed+el, incoming+inc
 		}
@@ -212,13 +222,14 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	if err != nil {
 		return out, fmt.Errorf("%w: backlog: %w", ErrStore, err)
 	}
-	in := eta.Input{Now: now, RemainingRaw: out.RawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit}
+	in := eta.Input{Now: now, RemainingRaw: out.RawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit,
+		Window: win}
 	if elapsed > 0 {
 		in.IncomingRate = float64(incoming) / elapsed
 	}
-	// The window was checked when the heartbeat was stored; one that no
-	// longer parses (a time zone gone from the system) counts as always.
-	in.Window, _ = transferWindow(spec, zone)
 	out.ETA = eta.Compute(in)
 	return out, nil
 }
+
+// seconds is s seconds as a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
