@@ -241,7 +241,7 @@ type Estimate struct {
 	// Availability is the share of the allowed time the link was usable
 	// over the last history; the remaining time is stretched by it.
 	Availability float64
-	Window                             string
+	Window       string
 	// Predictable is false when no completion can be given (Reason says
 	// why: the backlog does not shrink, or the window never opens).
 	Predictable bool

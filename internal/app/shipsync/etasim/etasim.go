@@ -16,8 +16,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	mrand "math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -25,8 +25,8 @@ import (
 
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
-	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/flow"
 	"github.com/relayhq/relay/relayclock"
@@ -103,7 +103,9 @@ type Point struct {
 }
 
 // Error is (Predicted − Actual) / Actual.
-func (p Point) Error() float64 { return (p.Predicted.Seconds() - p.Actual.Seconds()) / p.Actual.Seconds() }
+func (p Point) Error() float64 {
+	return (p.Predicted.Seconds() - p.Actual.Seconds()) / p.Actual.Seconds()
+}
 
 // Result is a run's outcome.
 type Result struct {
@@ -178,9 +180,9 @@ type sim struct {
 	// nextBeat is the next heartbeat; nextCapture the next new event;
 	// outageUntil the end of the current outage.
 	nextBeat, nextCapture, nextOutage, outageUntil time.Time
-	sentOld, old                       int
-	res                                Result
-	pending                            []int // indices into Fractions not yet read
+	sentOld, old                                   int
+	res                                            Result
+	pending                                        []int // indices into Fractions not yet read
 }
 
 func (s *sim) run(ctx context.Context) (*Result, error) {
@@ -368,7 +370,7 @@ func (s *sim) newEvent(at time.Time) event {
 	ev := &pb.ChangeEvent{SchemaVersion: "1.0", EventId: wire.FormatUUID(id), OriginNodeId: s.o.Node, RuleId: "tank-level",
 		RuleVersion: 1, Table: "tank_level", Operation: pb.Operation_OPERATION_UPDATE, CapturedAt: timestamppb.New(at),
 		PrimaryKey: []*pb.ColumnValue{{Name: "tank_id", Value: &pb.ColumnValue_IntValue{IntValue: int64(tank)}}},
-		Before: row(fmt.Sprintf("%d.%03d", s.rng.IntN(2000), s.rng.IntN(1000))), After: row(level)}
+		Before:     row(fmt.Sprintf("%d.%03d", s.rng.IntN(2000), s.rng.IntN(1000))), After: row(level)}
 	return event{ev: ev, raw: proto.Size(ev)}
 }
 

@@ -152,7 +152,7 @@ SELECT transfer_window, transfer_window_zone, upload_rate_limit, compression_rat
 FROM sync_node WHERE node_id = $1;
 
 -- name: NodeSamples
-SELECT at, elapsed_seconds, active_seconds, effective_bytes, physical_bytes, incoming_raw_bytes
+SELECT at, elapsed_seconds, active_seconds, effective_bytes, physical_bytes, incoming_raw_bytes, backlog_events
 FROM sync_node_sample WHERE node_id = $1 AND at > $2 ORDER BY at;
 
 -- name: EventHashes
