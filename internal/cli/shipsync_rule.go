@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relayclock"
@@ -13,16 +17,28 @@ import (
 	"github.com/relayhq/relay/relaytype"
 )
 
-// runShipsyncRule runs `relay shipsync rule add|list`.
+// runShipsyncRule runs `relay shipsync rule add|list|draft|validate|approve|distribute|rollback|status`.
 func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
-	const synopsis = "shipsync rule add|list --postgres URL [--migrate] --rule ID --rule-version N --source-table T " +
-		"--target-table T --key COLS --columns COLS"
+	const synopsis = "shipsync rule add|list|draft|validate|approve|distribute|rollback|status --postgres URL [--migrate] " +
+		"--rule ID --rule-version N [flags]"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(env.Stdout, "usage: relay %s\n\n"+
-			"  add   register the shore side of a rule version: the table its events name, the shore table they\n"+
-			"        write, its key columns (in key order) and every column an event may carry; a version is\n"+
-			"        immutable (the same content again does nothing, other content is refused)\n"+
-			"  list  the registered rule versions\n", synopsis)
+			"  add         register the shore side of a rule version: the table its events name, the shore table they\n"+
+			"              write, its key columns (in key order) and every column an event may carry; a version is\n"+
+			"              immutable (the same content again does nothing, other content is refused)\n"+
+			"  list        the registered rule versions\n"+
+			"  draft       open the release of a registered version: the node-side rule (--ship-rule FILE, one rule\n"+
+			"              in the rules file's JSON form) and the nodes that run it (--targets)\n"+
+			"  validate    DRAFT → VALIDATED: the node-side rule compiles and agrees with the shore rule, and the\n"+
+			"              shore table (--target-db) has its columns and key\n"+
+			"  approve     VALIDATED → APPROVED: by someone other than the author, --reason required\n"+
+			"  distribute  APPROVED → DISTRIBUTING: offered to the target nodes; ACTIVE once every one runs it,\n"+
+			"              FAILED if one's validation refuses it (the nodes keep the ACTIVE version)\n"+
+			"  rollback    back to the ACTIVE version (a newer one in flight) or to an earlier one that ran\n"+
+			"              (--to-version), --reason required\n"+
+			"  status      the releases and each target node's progress\n"+
+			"Every release step takes --expect-revision (the REV status shows; 0: do not check) and is audited.\n",
+			synopsis)
 		return nil
 	}
 	sub := args[0]
@@ -30,8 +46,8 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"PostgreSQL of the shore")
 	migrate := fs.Bool("migrate", false, "apply the shipsync migration line first (otherwise an old schema is refused)")
-	actor := fs.String("actor", envOr("USER", ""), "add: who registers it, for the audit log (default $USER)")
-	reason := fs.String("reason", "", "add: why, for the audit log")
+	actor := fs.String("actor", envOr("USER", ""), "who does it, for the audit log (default $USER)")
+	reason := fs.String("reason", "", "why, for the audit log (required to approve and to roll back)")
 	var r shore.Rule
 	fs.StringVar(&r.ID, "rule", "", "add: the rule id")
 	fs.Uint64Var(&r.Version, "rule-version", 1, "add: the rule version (≥ 1)")
@@ -47,6 +63,11 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		"than this in the future goes to an operator")
 	fs.BoolVar(&r.Conflict.TieDescending, "lww-tie-descending", false, "add: equal LAST_WRITER_WINS times go to the "+
 		"higher node id (default the lower)")
+	shipRule := fs.String("ship-rule", "", "draft: file holding the node-side rule (one rule, the rules file's JSON form)")
+	targets := fs.String("targets", "", "draft: comma-separated node ids that run the rule")
+	targetDB := fs.String("target-db", "", "validate: the shore database (MariaDB DSN) whose table the rule writes")
+	expect := fs.Int64("expect-revision", 0, "validate|approve|distribute|rollback: the release revision you read (0: do not check)")
+	toVersion := fs.Uint64("to-version", 0, "rollback: the version to return to (0: the last good one)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -90,8 +111,78 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 				strings.Join(r.KeyColumns, ","), strings.Join(r.Columns, ","), r.InsertOverTombstone, policy)
 		}
 		return tw.Flush()
+	case "draft", "validate", "approve", "distribute":
+		if *actor == "" {
+			return fmt.Errorf("shipsync rule %s: --actor is required ($USER is not set): the audit log records who changed what", sub)
+		}
+		if r.ID == "" {
+			return fmt.Errorf("shipsync rule %s: --rule is required", sub)
+		}
+		ref, a := shore.RuleRef{ID: r.ID, Version: r.Version}, shore.Audit{Actor: *actor, Reason: *reason}
+		var rel *shore.Release
+		switch sub {
+		case "draft":
+			if *shipRule == "" || *targets == "" {
+				return errors.New("shipsync rule draft: --ship-rule and --targets are required")
+			}
+			content, err := os.ReadFile(*shipRule)
+			if err != nil {
+				return fmt.Errorf("--ship-rule: %w", err)
+			}
+			rel, err = reg.DraftRelease(ctx, ref, content, splitList(*targets), a)
+			if err != nil {
+				return err
+			}
+		default:
+			p := shore.TransitionParams{Ref: ref, To: map[string]shore.ReleaseState{"validate": shore.ReleaseValidated,
+				"approve": shore.ReleaseApproved, "distribute": shore.ReleaseDistributing}[sub], ExpectRevision: *expect, Audit: a}
+			if sub == "validate" {
+				if *targetDB == "" {
+					return errors.New("shipsync rule validate: --target-db is required (the shore database the rule writes)")
+				}
+				target, err := apply.OpenTarget(*targetDB)
+				if err != nil {
+					return fmt.Errorf("--target-db %s: %w", dsn.Redact(*targetDB), dsn.Scrub(err, *targetDB))
+				}
+				defer target.Close()
+				p.Schema = shore.MariaDBSchema{DB: target.DB()}
+			}
+			if rel, err = reg.Transition(ctx, p); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(env.Stdout, "shipsync rule %s: %s is %s (revision %d)\n", sub, ref, rel.State, rel.Revision)
+	case "rollback":
+		if *actor == "" || r.ID == "" {
+			return errors.New("shipsync rule rollback: --actor and --rule are required")
+		}
+		rel, err := reg.Rollback(ctx, shore.RollbackParams{RuleID: r.ID, ToVersion: *toVersion, ExpectRevision: *expect,
+			Audit: shore.Audit{Actor: *actor, Reason: *reason}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "shipsync rule rollback: %s is %s (revision %d)\n", rel.RuleRef, rel.State, rel.Revision)
+	case "status":
+		rels, err := reg.ListRuleVersions(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tVERSION\tSTATE\tREV\tAUTHOR\tAPPROVER\tNODES\tFAILURE")
+		for _, rel := range rels {
+			var nodes []string
+			for _, n := range rel.Nodes {
+				nodes = append(nodes, n.NodeID+":"+n.State)
+			}
+			if len(nodes) == 0 {
+				nodes = rel.Targets
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", rel.ID, rel.Version, rel.State, rel.Revision, rel.Author,
+				cmp.Or(rel.Approver, "-"), strings.Join(nodes, ","), cmp.Or(rel.Failure, "-"))
+		}
+		return tw.Flush()
 	default:
-		return fmt.Errorf("shipsync rule: unknown action %q (add or list)", sub)
+		return fmt.Errorf("shipsync rule: unknown action %q (add, list, draft, validate, approve, distribute, rollback or status)", sub)
 	}
 	return nil
 }
