@@ -18,6 +18,9 @@ func shipsyncRoles() map[string]command {
 		"client": {"the ship client: consume the CDC topics (Debezium envelopes), normalise each change under the " +
 			"node's rules, keep the state in SQLite, upload batches to the shore over mutual TLS, pull receipts and " +
 			"commit the consumer group only up to the contiguous terminal checkpoint (docs/shipsync/client.md)", runShipsyncClient},
+		"console": {"the management API (/api/v1: nodes, rules, conflicts with decisions, audit search; bearer tokens " +
+			"with roles, idempotency keys, audited) and the web console (/console/) on the shore's PostgreSQL and " +
+			"database; also served by shipsync shore --console-addr (docs/shipsync/console.md)", runShipsyncConsole},
 		"conflict": {"the shore's conflict cases: list, show (evidence and decision), decide by hand (re-checked " +
 			"against the shore's row, audited) and cancel (docs/shipsync/conflicts.md)", runShipsyncConflict},
 		"demo": {"the whole uplink on this machine: a ship database with the trigger capture → CDC topics (Kafka " +
@@ -29,6 +32,9 @@ func shipsyncRoles() map[string]command {
 			"the apply workflow while a test ship uploads; then every event is reconciled (docs/shipsync/crash.md)", runShipsyncChaos},
 		"probe": {"GET a health URL (/healthz, /readyz) and fail unless it answers 2xx: the health check of the " +
 			"distroless image, which has no shell or curl (docs/shipsync/operations.md)", runShipsyncProbe},
+		"snapshot": {"snapshot tasks on the ship: start one for a rule (the running client with --ship-db sends the " +
+			"table's rows as SNAPSHOT events, holds the rule's newer changes until the shore applied them, then replays " +
+			"them) and list them with their progress (docs/shipsync/snapshot.md)", runShipsyncSnapshot},
 		"rule": {"the shore's rule registry and releases: which shore table a rule version writes, its key and " +
 			"the columns its events may carry (add, list); the release lifecycle draft → validate → approve → " +
 			"distribute → ACTIVE on every node, rollback, status (docs/shipsync/operations.md)", runShipsyncRule},
