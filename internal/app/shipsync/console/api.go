@@ -50,10 +50,10 @@ type Node struct {
 	// downlink backlog is their difference).
 	CommandsIssued int64 `json:"commands_issued"`
 	CommandsAcked  int64 `json:"commands_acked"`
-	// ETA is the backlog's estimated drain (nil until the node reports
-	// its backlog and throughput samples).
-	ETA    *struct{} `json:"eta,omitempty"`
-	Alerts []string  `json:"alerts"`
+	// Ship is the backlog the node last reported of itself (events not yet
+	// terminal, by rule) with the ETA of its drain and the ETA's inputs.
+	Ship   *ShipBacklog `json:"ship_backlog"`
+	Alerts []string     `json:"alerts"`
 }
 
 // listNodes reads every node (id "") or one.
@@ -89,7 +89,15 @@ func (c *Console) listNodes(ctx context.Context, id string) ([]Node, error) {
 			out = append(out, x)
 			return nil
 		})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Ship, err = c.shipBacklog(ctx, out[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // nodes lists the nodes.
@@ -106,6 +114,8 @@ type Overview struct {
 	Nodes               int       `json:"nodes"`
 	Online              int       `json:"online"`
 	Backlog             int64     `json:"backlog"`
+	ShipBacklog         int64     `json:"ship_backlog"`
+	ShipBacklogBytes    int64     `json:"ship_backlog_bytes"`
 	CommandsOutstanding int64     `json:"commands_outstanding"`
 	Throughput          float64   `json:"throughput"`
 	PendingManual       int       `json:"pending_manual"`
@@ -131,6 +141,9 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, _ User) (int, a
 			o.Online++
 		}
 		o.Backlog += n.Backlog
+		if n.Ship != nil {
+			o.ShipBacklog, o.ShipBacklogBytes = o.ShipBacklog+n.Ship.Events, o.ShipBacklogBytes+n.Ship.RawBytes
+		}
 		o.CommandsOutstanding += n.CommandsIssued - n.CommandsAcked
 		o.Throughput += n.Throughput
 		for _, a := range n.Alerts {
@@ -496,15 +509,12 @@ type decisionRequest struct {
 // decide stores an operator's decision of a PENDING_MANUAL case.
 func (c *Console) decide(ctx context.Context, r *http.Request, u User) (int, any) {
 	var req decisionRequest
-	if err := readBody(r, &req); err != nil {
-		return fail(http.StatusBadRequest, err.Error())
+	if e := bodyWithReason(r, &req, &req.Reason, "a decision"); e != nil {
+		return http.StatusBadRequest, *e
 	}
 	id := r.PathValue("id")
 	m := arbiter.ManualDecision{Choice: strings.ToUpper(strings.TrimSpace(req.Choice)), Operator: u.Actor,
-		Reason: strings.TrimSpace(req.Reason), SeenShoreRevision: req.SeenShoreRevision}
-	if m.Reason == "" {
-		return fail(http.StatusBadRequest, "a decision needs a reason")
-	}
+		Reason: req.Reason, SeenShoreRevision: req.SeenShoreRevision}
 	if len(m.Reason) > 1000 {
 		return fail(http.StatusBadRequest, "the reason is longer than 1000 bytes")
 	}
@@ -574,14 +584,11 @@ type cancelRequest struct {
 // cancel closes an undecided case.
 func (c *Console) cancel(ctx context.Context, r *http.Request, u User) (int, any) {
 	var req cancelRequest
-	if err := readBody(r, &req); err != nil {
-		return fail(http.StatusBadRequest, err.Error())
+	if e := bodyWithReason(r, &req, &req.Reason, "a cancellation"); e != nil {
+		return http.StatusBadRequest, *e
 	}
+	reason := req.Reason
 	id := r.PathValue("id")
-	reason := strings.TrimSpace(req.Reason)
-	if reason == "" {
-		return fail(http.StatusBadRequest, "a cancellation needs a reason")
-	}
 	if st, body, ok := c.checkVersion(ctx, id, req.SeenVersion); !ok {
 		return st, body
 	}

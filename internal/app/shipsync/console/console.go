@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,16 +115,21 @@ type route struct {
 // routes registers the endpoints.
 func (c *Console) routes() {
 	for pattern, rt := range map[string]route{
-		"GET /api/v1/me":                           {RoleViewer, false, c.me},
-		"GET /api/v1/overview":                     {RoleViewer, false, c.overview},
-		"GET /api/v1/nodes":                        {RoleViewer, false, c.nodes},
-		"GET /api/v1/nodes/{id}":                   {RoleViewer, false, c.node},
-		"GET /api/v1/rules":                        {RoleViewer, false, c.rules},
-		"GET /api/v1/conflicts":                    {RoleViewer, false, c.conflicts},
-		"GET /api/v1/conflicts/{id}":               {RoleViewer, false, c.conflict},
-		"POST /api/v1/conflicts/{id}/decision":     {RoleOperator, true, c.decide},
-		"POST /api/v1/conflicts/{id}/cancellation": {RoleOperator, true, c.cancel},
-		"GET /api/v1/audit-events":                 {RoleViewer, false, c.audit},
+		"GET /api/v1/me":                                         {RoleViewer, false, c.me},
+		"GET /api/v1/overview":                                   {RoleViewer, false, c.overview},
+		"GET /api/v1/nodes":                                      {RoleViewer, false, c.nodes},
+		"GET /api/v1/nodes/{id}":                                 {RoleViewer, false, c.node},
+		"GET /api/v1/rules":                                      {RoleViewer, false, c.rules},
+		"GET /api/v1/conflicts":                                  {RoleViewer, false, c.conflicts},
+		"GET /api/v1/conflicts/{id}":                             {RoleViewer, false, c.conflict},
+		"POST /api/v1/conflicts/{id}/decision":                   {RoleOperator, true, c.decide},
+		"POST /api/v1/conflicts/{id}/cancellation":               {RoleOperator, true, c.cancel},
+		"GET /api/v1/audit-events":                               {RoleViewer, false, c.audit},
+		"GET /api/v1/rule-releases":                              {RoleViewer, false, c.releases},
+		"POST /api/v1/rule-releases/{rule}/{version}/transition": {RoleAdmin, true, c.transition},
+		"POST /api/v1/rules/{rule}/rollback":                     {RoleAdmin, true, c.rollback},
+		"GET /api/v1/backlogs":                                   {RoleViewer, false, c.backlogs},
+		"POST /api/v1/expiry-approvals":                          {RoleAdmin, true, c.approveExpiry},
 	} {
 		c.mux.Handle(pattern, c.api(rt))
 	}
@@ -300,6 +306,19 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	_, _ = w.Write([]byte("\n"))
+}
+
+// bodyWithReason decodes a write's body into req and trims *reason (its
+// reason field), which must not be empty: what names the write in the
+// answer ("a decision needs a reason"). nil: go on.
+func bodyWithReason(r *http.Request, req any, reason *string, what string) *apiError {
+	if err := readBody(r, req); err != nil {
+		return &apiError{err.Error()}
+	}
+	if *reason = strings.TrimSpace(*reason); *reason == "" {
+		return &apiError{what + " needs a reason"}
+	}
+	return nil
 }
 
 // readBody decodes the request's JSON body into v, refusing unknown

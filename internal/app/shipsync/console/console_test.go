@@ -2,7 +2,9 @@ package console_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/console"
 	"github.com/relayhq/relay/internal/app/shipsync/pki"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
@@ -42,6 +45,7 @@ type bundle struct {
 	srv   *httptest.Server
 	clock *relayclock.Fake
 	reg   *shore.Registry
+	db    *sql.DB // the shore database
 }
 
 func setup(t *testing.T) *bundle {
@@ -50,7 +54,7 @@ func setup(t *testing.T) *bundle {
 	clock := relayclock.NewFake(t0)
 	_, err := relaymigrate.Up(t.Context(), d, clock, shore.MigrationLines(d)...)
 	require.NoError(t, err)
-	_, dsn := testdb.MariaDBWithDSN(t)
+	db, dsn := testdb.MariaDBWithDSN(t)
 	target, err := apply.OpenTarget(dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = target.Close() })
@@ -58,7 +62,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	c, err := console.New(console.Config{Pool: d.Pool(), Target: target, Users: users, Clock: clock})
 	require.NoError(t, err)
-	b := &bundle{srv: httptest.NewServer(c.Handler()), clock: clock, reg: shore.NewRegistry(d.Pool(), clock)}
+	b := &bundle{srv: httptest.NewServer(c.Handler()), clock: clock, reg: shore.NewRegistry(d.Pool(), clock), db: db}
 	t.Cleanup(b.srv.Close)
 	p := pki.Dir{Path: filepath.Join(t.TempDir(), "pki"), Clock: clock}
 	_, err = p.InitCA()
@@ -287,4 +291,94 @@ func TestConsoleFiles(t *testing.T) {
 	require.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'")
 	require.Contains(t, string(raw), `<script src="app.js"`)
 	require.NotContains(t, string(raw), "<script>", "no inline script")
+}
+
+// TestReleasesAndExpiry: the rule release lifecycle and expiry approvals
+// through the API — admin only, a reason and the revision seen required, a
+// stale revision 409, every step audited with the request's trace id.
+func TestReleasesAndExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	_, err := b.db.ExecContext(ctx, "CREATE TABLE voyage (id BIGINT PRIMARY KEY, name VARCHAR(64), eta VARCHAR(64))")
+	require.NoError(t, err)
+	require.NoError(t, b.reg.RegisterRule(ctx, shore.Rule{ID: "voyage-log", Version: 1, SourceTable: "voyage",
+		TargetTable: "voyage", KeyColumns: []string{"id"}, Columns: []string{"id", "name", "eta"}, InsertOverTombstone: true},
+		shore.Audit{Actor: "alice"}))
+	ship := []byte(`{"id": "voyage-log", "version": 1, "direction": "UPLINK", "database": "ship", "table": "voyage",
+		"key_columns": ["id"], "included_columns": ["id", "name"]}`)
+	_, err = b.reg.DraftRelease(ctx, shore.RuleRef{ID: "voyage-log", Version: 1}, ship, []string{"ship-a"},
+		shore.Audit{Actor: "alice", Reason: "first release"})
+	require.NoError(t, err)
+
+	st, body, _ := b.call(t, "GET", "/api/v1/rule-releases", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	rel := body["releases"].([]any)[0].(map[string]any)
+	require.Equal(t, "DRAFT", rel["state"])
+	rev := int64(rel["revision"].(float64))
+
+	path := "/api/v1/rule-releases/voyage-log/1/transition"
+	step := func(to string, rev int64) (int, map[string]any) {
+		st, body, _ := b.call(t, "POST", path, adminToken, fmt.Sprintf("%s-%d", to, rev),
+			map[string]any{"to": to, "expect_revision": rev, "reason": "release " + to})
+		return st, body
+	}
+	st, _, _ = b.call(t, "POST", path, operatorToken, "op", map[string]any{"to": "VALIDATED", "expect_revision": rev, "reason": "x"})
+	require.Equal(t, http.StatusForbidden, st, "releases are for admins")
+	st, body, _ = b.call(t, "POST", path, adminToken, "no-reason", map[string]any{"to": "VALIDATED", "expect_revision": rev})
+	require.Equal(t, http.StatusBadRequest, st)
+	require.Contains(t, body["error"], "reason")
+
+	st, body = step("VALIDATED", rev)
+	require.Equal(t, http.StatusOK, st, body)
+	require.Equal(t, "VALIDATED", body["state"])
+	st, body = step("APPROVED", rev)
+	require.Equal(t, http.StatusConflict, st, "the revision seen is stale")
+	require.Contains(t, body["error"], "refresh")
+	st, body = step("APPROVED", rev+1)
+	require.Equal(t, http.StatusOK, st, body)
+	require.Equal(t, "ada", body["approver"])
+	st, body = step("DISTRIBUTING", rev+2)
+	require.Equal(t, http.StatusOK, st, body)
+	nodes := body["nodes"].([]any)
+	require.Len(t, nodes, 1)
+	cv := uint64(nodes[0].(map[string]any)["config_version"].(float64))
+
+	st, body, _ = b.call(t, "POST", "/api/v1/rules/voyage-log/rollback", adminToken, "rb",
+		map[string]any{"expect_revision": rev + 3, "reason": "back"})
+	require.Equal(t, http.StatusConflict, st, "no earlier version ran")
+	require.Contains(t, body["error"], "roll back")
+
+	// The node runs it: ACTIVE; its old backlog may now be expired.
+	require.NoError(t, b.reg.ObserveNode(ctx, "ship-a", &pb.Heartbeat{NodeId: "ship-a", ConfigVersion: cv}))
+	b.clock.Advance(time.Hour)
+	req := map[string]any{"node": "ship-a", "rule": "voyage-log", "captured_before": t0.Format(time.RFC3339),
+		"events_estimate": 120, "bytes_estimate": 4096, "business_owner": "ops desk", "reason": "superseded by a resurvey"}
+	st, _, _ = b.call(t, "POST", "/api/v1/expiry-approvals", operatorToken, "exp", req)
+	require.Equal(t, http.StatusForbidden, st)
+	st, body, _ = b.call(t, "POST", "/api/v1/expiry-approvals", adminToken, "exp", req)
+	require.Equal(t, http.StatusOK, st, body)
+	require.Equal(t, "ada", body["actor"])
+	noOwner := map[string]any{"node": "ship-a", "rule": "voyage-log", "captured_before": t0.Format(time.RFC3339),
+		"reason": "r"}
+	st, body, _ = b.call(t, "POST", "/api/v1/expiry-approvals", adminToken, "exp-2", noOwner)
+	require.Equal(t, http.StatusUnprocessableEntity, st)
+	require.Contains(t, body["error"], "business owner")
+
+	st, body, _ = b.call(t, "GET", "/api/v1/backlogs", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Len(t, body["approvals"], 1)
+	require.Len(t, body["nodes"], 2)
+
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?actor=ada", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	actions := map[string]bool{}
+	for _, e := range body["events"].([]any) {
+		ev := e.(map[string]any)
+		actions[ev["action"].(string)] = true
+		require.NotEmpty(t, ev["trace_id"], "an API change carries its request's trace id")
+	}
+	for _, a := range []string{"rule.validate", "rule.approve", "rule.distribute", "backlog.expire"} {
+		require.True(t, actions[a], "audited: %s (have %v)", a, actions)
+	}
 }

@@ -203,18 +203,20 @@ func browse(t *testing.T, parent context.Context, browser, shots, base, id, vers
 	}
 
 	step("sign in", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), operatorToken), chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login-submit")),
 		chromedp.WaitVisible(chromedp.CSS("#nodes")))
-	require.Contains(t, text("#whoami"), "otto (operator)")
+	require.Contains(t, text("#whoami"), "ada (admin)")
 	require.Contains(t, text("#nodes"), "ship", "the demo's node is listed")
 	shot("01-node-overview")
 
 	step("node detail", chromedp.Click(chromedp.CSS("#nodes tbody a")), chromedp.WaitVisible(chromedp.CSS("#node-detail")))
 	require.Contains(t, text("#node-detail"), "events received")
+	require.NotEmpty(t, text("#eta-inputs"), "the ETA or why there is none")
 	shot("02-node-detail")
 
 	step("rules", chromedp.Click(chromedp.CSS("#nav-rules")), chromedp.WaitVisible(chromedp.CSS("#rules")))
 	require.Contains(t, text("#rules"), "LAST_WRITER_WINS")
+	require.NotEmpty(t, text("#releases"))
 	shot("03-rules")
 
 	step("conflict centre", chromedp.Click(chromedp.CSS("#nav-conflicts")), chromedp.WaitVisible(chromedp.CSS("#conflicts")))
@@ -236,14 +238,14 @@ func browse(t *testing.T, parent context.Context, browser, shots, base, id, vers
 	require.Contains(t, text("#decide-result"), "Decided: SHORE")
 	shot("06-conflict-decided")
 
-	step("backlog", chromedp.Click(chromedp.CSS("#nav-backlog")), chromedp.WaitVisible(chromedp.CSS("#backlog-placeholder")))
+	step("backlog", chromedp.Click(chromedp.CSS("#nav-backlog")), chromedp.WaitVisible(chromedp.CSS("#backlogs")))
 	shot("07-backlog-disposal")
 
 	step("audit search", chromedp.Click(chromedp.CSS("#nav-audit")), chromedp.WaitVisible(chromedp.CSS("#audit-form")),
 		chromedp.SendKeys(chromedp.CSS("#audit-object_id"), id), chromedp.Click(chromedp.CSS("#audit-search")),
 		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-action="conflict.decided"]`)))
 	row := text(`#audit tr[data-action="conflict.decided"]`)
-	require.Contains(t, row, "otto", "the audit names the console's operator")
+	require.Contains(t, row, "ada", "the audit names the console's user")
 	require.Contains(t, row, reason)
 	require.Contains(t, row, arbiter.StatePending, "before: the case was waiting")
 	shot("08-audit-search")

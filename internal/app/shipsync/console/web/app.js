@@ -7,6 +7,38 @@ const page = () => document.getElementById("page");
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
+// ME is who is signed in ({actor, role}).
+let ME = null;
+const isAdmin = () => ME && ME.role === "admin";
+
+function bytes(n) {
+  if (n === undefined || n === null) return "—";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + " " + u[i];
+}
+
+// etaText is an ETA in one line: P50/P90 or why it cannot be given.
+function etaText(e) {
+  if (!e) return "not reported";
+  if (!e.predictable) return "cannot predict: " + (e.reason || "unknown");
+  return "P50 " + when(e.p50) + (e.p90 ? " · P90 " + when(e.p90) : "") + (e.low_confidence ? " (low confidence)" : "");
+}
+
+// etaInputs is the table of what an ETA was computed from.
+function etaInputs(e, id) {
+  if (!e) return el("p", { id }, "The node has not reported its backlog yet.");
+  const rows = [["estimate", etaText(e)], ["why low confidence", e.why.join("; ") || "—"],
+    ["remaining (compressed estimate)", bytes(e.remaining_bytes)], ["compression ratio", e.ratio.toFixed(3)],
+    ["effective throughput", bytes(Math.round(e.effective_bps)) + "/s"], ["physical throughput", bytes(Math.round(e.physical_bps)) + "/s"],
+    ["incoming", bytes(Math.round(e.incoming_bps)) + "/s"], ["net drain", bytes(Math.round(e.net_bps)) + "/s"],
+    ["active transfer time", Math.round(e.active_seconds) + " s"], ["rate limit", e.rate_limit_bps ? bytes(e.rate_limit_bps) + "/s" : "none"],
+    ["link availability", (100 * e.availability).toFixed(0) + " %"], ["transfer window", e.window || "always"],
+    ["computed at", when(e.computed_at)]];
+  return table(["ETA input", "value"], rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))), id);
+}
+
 function newKey() {
   if (crypto.randomUUID) return crypto.randomUUID();
   const b = crypto.getRandomValues(new Uint8Array(16));
@@ -86,26 +118,29 @@ async function nodesPage() {
     el("td", {}, n.state),
     el("td", {}, (n.health || "—").replace("HEALTH_STATE_", "")),
     el("td", { class: "num" }, n.config_version),
+    el("td", { class: "num" }, n.ship_backlog ? n.ship_backlog.events + " / " + bytes(n.ship_backlog.raw_bytes) : "—"),
     el("td", { class: "num" }, n.backlog),
     el("td", { class: "num" }, n.commands_issued - n.commands_acked),
     el("td", { class: "num" }, n.throughput.toFixed(2)),
-    el("td", {}, n.eta ? JSON.stringify(n.eta) : "not reported yet"),
+    el("td", {}, etaText(n.ship_backlog && n.ship_backlog.eta)),
     el("td", {}, n.alerts.length ? el("ul", { class: "alerts" }, n.alerts.map((a) => el("li", { class: "warn" }, a))) : "—"),
   ));
   show(
     el("h2", {}, "Node overview"),
     el("div", { class: "cards" },
       card("nodes", o.nodes), card("online", o.online, o.online === o.nodes ? "ok" : "bad"),
-      card("uplink backlog (events)", o.backlog), card("downlink outstanding (commands)", o.commands_outstanding),
+      card("ship backlog (events)", o.ship_backlog), card("ship backlog (raw)", bytes(o.ship_backlog_bytes)),
+      card("shore pending (events)", o.backlog), card("downlink outstanding (commands)", o.commands_outstanding),
       card("throughput (results/s, " + o.throughput_window + ")", o.throughput.toFixed(2)),
       card("conflicts waiting", o.pending_manual, o.pending_manual ? "warn" : "ok")),
     el("h3", {}, "Alerts"),
     o.alerts.length ? el("ul", { class: "alerts", id: "alerts" }, o.alerts.map((a) => el("li", { class: "warn" }, a)))
       : el("p", { id: "alerts" }, "none"),
     el("h3", {}, "Nodes"),
-    table(["node", "link", "state", "health", "config", "backlog", "commands out", "throughput/s", "ETA", "alerts"], rows, "nodes"),
-    el("p", { class: "note" }, "Backlog is what the shore received from a node and has not finished (no terminal result " +
-      "yet). The ETA with its inputs appears here once nodes report their backlog and throughput samples."),
+    table(["node", "link", "state", "health", "config", "ship backlog", "shore pending", "commands out", "throughput/s", "ETA", "alerts"], rows, "nodes"),
+    el("p", { class: "note" }, "Ship backlog is what the node last reported it has not finished sending (events / raw bytes); " +
+      "shore pending is what the shore received and has not finished (no terminal result yet). The ETA's inputs are on " +
+      "each node's page."),
   );
 }
 
@@ -121,6 +156,12 @@ async function nodePage(id) {
     el("h2", {}, "Node ", el("code", {}, n.id)),
     table(["", ""], kv.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", { class: "num" }, String(v)))), "node-detail"),
     el("h3", {}, "Alerts"), n.alerts.length ? el("ul", { class: "alerts" }, n.alerts.map((a) => el("li", {}, a))) : el("p", {}, "none"),
+    el("h3", {}, "Backlog on the ship, by rule"),
+    n.ship_backlog ? table(["rule", "events", "raw", "estimated compressed", "oldest captured", "reported"],
+      n.ship_backlog.rules.map((r) => el("tr", {}, el("td", {}, r.rule), el("td", { class: "num" }, r.events),
+        el("td", { class: "num" }, bytes(r.raw_bytes)), el("td", { class: "num" }, bytes(r.estimated_bytes)),
+        el("td", {}, when(r.oldest_captured)), el("td", {}, when(r.reported_at)))), "ship-backlog") : el("p", {}, "not reported"),
+    el("h3", {}, "ETA and its inputs"), etaInputs(n.ship_backlog && n.ship_backlog.eta, "eta-inputs"),
     el("h3", {}, "Certificates"),
     table(["fingerprint", "state", "not before", "not after"], d.certs.map((c) => el("tr", {},
       el("td", {}, el("code", {}, c.fingerprint.slice(0, 16) + "…")), el("td", {}, c.state), el("td", {}, when(c.not_before)),
@@ -135,16 +176,66 @@ async function nodePage(id) {
 }
 
 async function rulesPage() {
-  const d = await api("/rules");
-  show(
+  const [d, r] = await Promise.all([api("/rules"), api("/rule-releases")]);
+  const parts = [
     el("h2", {}, "Rules"),
-    table(["rule", "version", "status", "source → target", "key", "columns", "conflict policy"], d.rules.map((r) => el("tr", {},
-      el("td", {}, r.id), el("td", { class: "num" }, r.version), el("td", {}, r.status),
-      el("td", {}, r.source_table + " → " + r.target_table), el("td", {}, r.key_columns.join(", ")),
-      el("td", {}, r.columns.join(", ")), el("td", {}, r.policy + (r.time_column ? " (" + r.time_column + ")" : "")))), "rules"),
-    el("p", { class: "note" }, "Release lifecycle (draft, validation, approval, distribution, activation on the nodes, " +
-      "rollback): " + d.lifecycle + "."),
-  );
+    table(["rule", "version", "source → target", "key", "columns", "conflict policy"], d.rules.map((x) => el("tr", {},
+      el("td", {}, x.id), el("td", { class: "num" }, x.version),
+      el("td", {}, x.source_table + " → " + x.target_table), el("td", {}, x.key_columns.join(", ")),
+      el("td", {}, x.columns.join(", ")), el("td", {}, x.policy + (x.time_column ? " (" + x.time_column + ")" : "")))), "rules"),
+    el("h3", {}, "Releases"),
+    r.releases.length ? table(["rule", "version", "state", "revision", "targets", "author", "approver", "nodes", "failure"],
+      r.releases.map((x) => el("tr", { "data-release": x.rule + "@" + x.version },
+        el("td", {}, x.rule), el("td", { class: "num" }, x.version), el("td", {}, x.state), el("td", { class: "num" }, x.revision),
+        el("td", {}, x.targets.join(", ")), el("td", {}, x.author), el("td", {}, x.approver || "—"),
+        el("td", {}, x.nodes.map((n) => n.node + ": " + n.state + (n.problem ? " (" + n.problem + ")" : "")).join("; ") || "—"),
+        el("td", {}, x.failure || "—"))), "releases")
+      : el("p", { id: "releases" }, "No release yet: rule versions registered directly run where they are allowed. " +
+        "Draft a release with relay shipsync rule draft."),
+  ];
+  if (isAdmin()) parts.push(releaseForms(r.releases));
+  else parts.push(el("p", { class: "note" }, "Release steps and rollbacks need role admin."));
+  show(...parts);
+}
+
+// NEXT is the step an admin takes a release to from its state.
+const NEXT = { DRAFT: "VALIDATED", VALIDATED: "APPROVED", APPROVED: "DISTRIBUTING" };
+
+// releaseForms are the admin's release-step and rollback forms.
+function releaseForms(releases) {
+  const open = releases.filter((x) => NEXT[x.state]);
+  const msg = el("p", { id: "release-result" });
+  const report = (p) => p.then((x) => { msg.textContent = "Done: " + x.rule + "@" + x.version + " is " + x.state + "."; msg.className = "ok"; })
+    .catch((e) => { msg.textContent = "Refused: " + e.message; msg.className = "error"; });
+  const key = newKey();
+  const pick = el("select", { id: "release-pick" }, open.map((x, i) => el("option", { value: String(i) },
+    x.rule + "@" + x.version + " " + x.state + " → " + NEXT[x.state])));
+  const reason = el("input", { id: "release-reason", placeholder: "reason (required, audited)" });
+  const stepForm = el("form", { class: "inline", id: "release-form" }, el("label", {}, "release", pick), el("label", {}, "reason", reason),
+    el("button", { type: "submit" }, "Take the step"));
+  stepForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const x = open[Number(pick.value)];
+    if (!x) return;
+    report(api("/rule-releases/" + encodeURIComponent(x.rule) + "/" + x.version + "/transition",
+      { method: "POST", key, body: { to: NEXT[x.state], expect_revision: x.revision, reason: reason.value } }));
+  });
+  const rules = [...new Set(releases.map((x) => x.rule))];
+  const rbKey = newKey();
+  const rbRule = el("select", { id: "rollback-rule" }, rules.map((x) => el("option", { value: x }, x)));
+  const rbTo = el("input", { id: "rollback-to", placeholder: "version (empty: the last good one)" });
+  const rbReason = el("input", { id: "rollback-reason", placeholder: "reason (required, audited)" });
+  const rbForm = el("form", { class: "inline", id: "rollback-form" }, el("label", {}, "rule", rbRule), el("label", {}, "to version", rbTo),
+    el("label", {}, "reason", rbReason), el("button", { type: "submit" }, "Roll back"));
+  rbForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const cur = releases.filter((x) => x.rule === rbRule.value && ["ACTIVE", "DISTRIBUTING", "ROLLBACK_TARGET"].includes(x.state))
+      .sort((a, b) => b.version - a.version)[0];
+    report(api("/rules/" + encodeURIComponent(rbRule.value) + "/rollback", { method: "POST", key: rbKey,
+      body: { to_version: Number(rbTo.value) || 0, expect_revision: cur ? cur.revision : 0, reason: rbReason.value } }));
+  });
+  return el("div", {}, el("h3", {}, "Release a version (admin)"), open.length ? stepForm : el("p", {}, "No release waits for a step."),
+    el("h3", {}, "Roll back (admin)"), rules.length ? rbForm : el("p", {}, "No released rule."), msg);
 }
 
 async function conflictsPage() {
@@ -237,16 +328,57 @@ function decisionForm(c) {
   return form;
 }
 
-function backlogPage() {
-  show(
+async function backlogPage() {
+  const d = await api("/backlogs");
+  const rows = [];
+  for (const n of d.nodes) {
+    const b = n.backlog;
+    if (!b || !b.rules.length) {
+      rows.push(el("tr", {}, el("td", {}, n.node), el("td", {}, "—"), el("td", {}, "nothing reported"), el("td", {}), el("td", {}),
+        el("td", {}, etaText(b && b.eta))));
+      continue;
+    }
+    for (const r of b.rules) rows.push(el("tr", {}, el("td", {}, n.node), el("td", {}, r.rule), el("td", { class: "num" }, r.events),
+      el("td", { class: "num" }, bytes(r.raw_bytes) + " (≈" + bytes(r.estimated_bytes) + ")"), el("td", {}, when(r.oldest_captured)),
+      el("td", {}, etaText(b.eta))));
+  }
+  const parts = [
     el("h2", {}, "Backlog disposal"),
-    el("p", { class: "note", id: "backlog-placeholder" }, "Not available yet: the shore does not store per-node backlog " +
-      "statistics or expiry approvals yet. When it does, this page lists data outside its dataset window by node, rule and " +
-      "window, and an admin approves its expiry (rule version, fixed bounds, event count, raw and estimated bytes, business " +
-      "owner, reason) — each approval audited."),
-    el("p", {}, "Until then the node overview shows each node's uplink backlog (received, no terminal result) and " +
-      "downlink commands outstanding."),
-  );
+    el("p", {}, "What each node reports it has not delivered yet, by rule. Data of a one-way rule that is no longer worth " +
+      "sending may be expired by an admin: its events captured before a fixed boundary end EXPIRED_APPROVED (not applied) " +
+      "on the node, and the approval is immutable and audited."),
+    table(["node", "rule", "events", "raw (compressed estimate)", "oldest captured", "node ETA"], rows, "backlogs"),
+    el("h3", {}, "Expiry approvals"),
+    table(["approved", "node", "rule", "captured before", "estimate", "business owner", "by", "reason", "node reported"],
+      d.approvals.map((a) => el("tr", {}, el("td", {}, when(a.created)), el("td", {}, a.node), el("td", {}, a.rule + "@" + a.rule_version),
+        el("td", {}, when(a.captured_before)), el("td", {}, a.events_estimate + " events / " + bytes(a.bytes_estimate)),
+        el("td", {}, a.business_owner), el("td", {}, a.actor), el("td", {}, a.reason),
+        el("td", {}, a.reported ? when(a.reported) + ": " + a.expired_events + " events, " + bytes(a.expired_bytes) : "not yet"))),
+      "approvals"),
+  ];
+  if (isAdmin()) parts.push(expiryForm());
+  else parts.push(el("p", { class: "note", id: "backlog-admin-note" }, "Expiry approvals need role admin."));
+  show(...parts);
+}
+
+// expiryForm is the admin's expiry approval form.
+function expiryForm() {
+  const key = newKey();
+  const f = Object.fromEntries(["node", "rule", "captured_before", "events_estimate", "bytes_estimate", "business_owner", "reason"]
+    .map((k) => [k, el("input", { id: "expiry-" + k, placeholder: k === "captured_before" ? "2026-12-01T00:00:00Z" : "" })]));
+  const msg = el("p", { id: "expiry-result" });
+  const form = el("form", { class: "stack", id: "expiry-form" }, el("h3", {}, "Approve an expiry (admin)"),
+    Object.entries(f).map(([k, i]) => el("label", {}, k.replace("_", " "), i)), el("button", { type: "submit" }, "Approve"), msg);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const a = await api("/expiry-approvals", { method: "POST", key, body: { node: f.node.value, rule: f.rule.value,
+        captured_before: f.captured_before.value, events_estimate: Number(f.events_estimate.value) || 0,
+        bytes_estimate: Number(f.bytes_estimate.value) || 0, business_owner: f.business_owner.value, reason: f.reason.value } });
+      msg.textContent = "Approved (" + a.id + "); offered to " + a.node + " with its next config."; msg.className = "ok";
+    } catch (e) { msg.textContent = "Refused: " + e.message; msg.className = "error"; }
+  });
+  return form;
 }
 
 async function auditPage() {
@@ -314,6 +446,7 @@ function signOut() {
 
 async function signedIn() {
   const me = await api("/me");
+  ME = me;
   document.getElementById("login").hidden = true;
   document.getElementById("nav").hidden = false;
   document.getElementById("who").replaceChildren(el("span", { id: "whoami" }, me.actor + " (" + me.role + ")"),
