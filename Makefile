@@ -1,7 +1,7 @@
 # Targets mirror the README. `make test` is the whole suite CI runs (via .ci/run).
 GO ?= go
 
-.PHONY: build demo test test-short bench bench-fifo bench-peers lint staticcheck generate fuzz tidy-check
+.PHONY: build demo test test-short bench bench-fifo bench-peers lint staticcheck generate fuzz tidy-check deploy-check package-shipsync
 
 build:
 	$(GO) build -o bin/relay ./cmd/relay
@@ -66,3 +66,16 @@ tidy-check:
 # go:generate; internal/tools/protogen's test fails when it is out of date.
 generate:
 	$(GO) generate ./...
+
+# The deployment files (deploy/): helm lint and render of the shipsync-shore
+# chart with helm v4 built from the Go proxy (not in go.mod), then the checks
+# of ./deploy on the rendered manifests (docs/shipsync/operations.md).
+deploy-check:
+	bash deploy/check.sh
+
+# The ship's offline package of relay shipsync: make package-shipsync
+# VERSION=1.2.3 [GOOS=linux GOARCH=arm64] lays out dist/shipsync-client-… and
+# its .tar.gz with SHA256SUMS, install.sh and rollback.sh.
+package-shipsync:
+	@test -n "$(VERSION)" || (echo "make package-shipsync VERSION=x.y.z"; exit 2)
+	bash deploy/shipsync/package/package.sh $(VERSION) dist

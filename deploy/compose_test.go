@@ -38,7 +38,7 @@ type composeService struct {
 	DependsOn map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
-	Restart string `yaml:"restart"`
+	Restart string   `yaml:"restart"`
 	Command []string `yaml:"command"`
 }
 
