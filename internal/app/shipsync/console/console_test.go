@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
@@ -42,6 +43,7 @@ var t0 = time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
 
 // bundle is a console over a migrated schema with two nodes registered.
 type bundle struct {
+	pool  *pgxpool.Pool
 	srv   *httptest.Server
 	clock *relayclock.Fake
 	reg   *shore.Registry
@@ -62,7 +64,8 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	c, err := console.New(console.Config{Pool: d.Pool(), Target: target, Users: users, Clock: clock})
 	require.NoError(t, err)
-	b := &bundle{srv: httptest.NewServer(c.Handler()), clock: clock, reg: shore.NewRegistry(d.Pool(), clock), db: db}
+	b := &bundle{srv: httptest.NewServer(c.Handler()), clock: clock, reg: shore.NewRegistry(d.Pool(), clock), db: db,
+		pool: d.Pool()}
 	t.Cleanup(b.srv.Close)
 	p := pki.Dir{Path: filepath.Join(t.TempDir(), "pki"), Clock: clock}
 	_, err = p.InitCA()
@@ -381,4 +384,54 @@ func TestReleasesAndExpiry(t *testing.T) {
 	for _, a := range []string{"rule.validate", "rule.approve", "rule.distribute", "backlog.expire"} {
 		require.True(t, actions[a], "audited: %s (have %v)", a, actions)
 	}
+}
+
+// TestCancelConflict: an operator cancels an undecided case with the
+// version seen; the old version is 409, the repeat of the request replays
+// its answer, a closed case is 409, and the audit holds before and after
+// with the trace id; a viewer sees the case without its key.
+func TestCancelConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const id = "0b0d7e52-517a-41b1-bc66-db9e7bee09e1"
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO sync_conflict_case (conflict_id, rule_id, rule_version, pk_hash, pk_text,
+		active_conflict_key, state, created_at, updated_at) VALUES ($1, 'crew', 1, '\x01', '{"columns":[{"name":"id","intValue":"42"}]}',
+		'k', 'DETECTED', $2, $2)`, id, t0)
+	require.NoError(t, err)
+	st, body, _ := b.call(t, "GET", "/api/v1/conflicts/"+id, viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Nil(t, body["key"], "a viewer does not see the record key")
+	require.NotEmpty(t, body["key_ref"])
+	version := body["version"].(string)
+	st, body, _ = b.call(t, "GET", "/api/v1/conflicts/"+id, operatorToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, "id=42", body["key"])
+
+	path := "/api/v1/conflicts/" + id + "/cancellation"
+	st, _, _ = b.call(t, "POST", path, operatorToken, "c-old", map[string]any{"reason": "same on both sides", "seen_version": "1.0"})
+	require.Equal(t, http.StatusConflict, st)
+	req := map[string]any{"reason": "same on both sides", "seen_version": version}
+	st, body, _ = b.call(t, "POST", path, operatorToken, "c-1", req)
+	require.Equal(t, http.StatusOK, st, body)
+	require.Equal(t, "CANCELLED", body["state"])
+	st, _, hdr := b.call(t, "POST", path, operatorToken, "c-1", req)
+	require.Equal(t, http.StatusOK, st)
+	require.Equal(t, "true", hdr.Get("Idempotent-Replayed"))
+
+	st, body, _ = b.call(t, "GET", "/api/v1/conflicts/"+id, operatorToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	st, body, _ = b.call(t, "POST", path, operatorToken, "c-2", map[string]any{"reason": "again", "seen_version": body["version"]})
+	require.Equal(t, http.StatusConflict, st, "a cancelled case is closed")
+	require.Contains(t, body["error"], "CANCELLED")
+
+	st, body, _ = b.call(t, "GET", "/api/v1/audit-events?action=conflict.cancelled&object_id="+id, viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	events := body["events"].([]any)
+	require.Len(t, events, 1)
+	e := events[0].(map[string]any)
+	require.Equal(t, "otto", e["actor"])
+	require.Equal(t, "DETECTED", e["before"])
+	require.Equal(t, "CANCELLED", e["after"])
+	require.Equal(t, "same on both sides", e["reason"])
+	require.NotEmpty(t, e["trace_id"])
 }
