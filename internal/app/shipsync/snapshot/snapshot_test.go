@@ -47,6 +47,9 @@ type bench struct {
 	// held counts the records the barrier held back, covered the changes
 	// the catch-up filter skipped.
 	held, covered atomic.Int64
+	// startClient starts a client on the same state file (a restarted
+	// process); stopClient stops the running one.
+	startClient, stopClient func()
 }
 
 func (b *bench) Hold(tp client.TP, off int64) bool {
@@ -153,12 +156,19 @@ func setup(t *testing.T, rows int) *bench {
 	r, err := snapshot.New(ctx, b.cfg)
 	require.NoError(t, err)
 	b.runner.Store(r)
-	b.cl, err = client.Build(client.Parts{NodeID: shipdemo.Node, ConnectorID: conn, Rules: rs, Store: b.st,
-		Transport: tr, Clock: clock, Wrap: func(n client.Normalizer) client.Normalizer { return &filter{b: b, next: n} }},
-		client.Config{Brokers: brokers, TopicPrefix: shipdemo.TopicPrefix, ReceiptEvery: 100 * time.Millisecond, Barrier: b})
-	require.NoError(t, err)
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = b.cl.Run(runCtx) }()
+	b.startClient = func() {
+		cl, err := client.Build(client.Parts{NodeID: shipdemo.Node, ConnectorID: conn, Rules: rs, Store: b.st,
+			Transport: tr, Clock: clock, Wrap: func(n client.Normalizer) client.Normalizer { return &filter{b: b, next: n} }},
+			client.Config{Brokers: brokers, TopicPrefix: shipdemo.TopicPrefix, ReceiptEvery: 100 * time.Millisecond, Barrier: b})
+		require.NoError(t, err)
+		b.cl = cl
+		cctx, stop := context.WithCancel(runCtx)
+		done := make(chan struct{})
+		b.stopClient = func() { stop(); <-done }
+		go func() { defer close(done); _ = cl.Run(cctx) }()
+	}
+	b.startClient()
+	t.Cleanup(func() { b.stopClient() })
 	return b
 }
 
@@ -217,7 +227,8 @@ func dump(t *testing.T, db *sql.DB) []string {
 // never had while its rows change — updates and deletes of rows already
 // sent and not yet sent, inserts before and after the cursor — with the
 // runner stopped at each of its fault points once and restarted from its
-// stored state; then requires the shore's table to equal the ship's row by
+// stored state, and the client restarted while it held changes back; then
+// requires the shore's table to equal the ship's row by
 // row (values, revisions, origins), every event of the snapshot and of the
 // replay applied, and no conflict.
 func TestSnapshotChangesDuringSnapshot(t *testing.T) {
@@ -250,6 +261,7 @@ func TestSnapshotChangesDuringSnapshot(t *testing.T) {
 
 	b.stepUntil(t, "first chunk sent", func() bool { p := b.task(t, "snap-1"); return p.Chunks >= 1 && p.Received >= 50 })
 	// Rows 1–50 are sent; 51–300 are not. Change both kinds.
+	h0 := b.held.Load()
 	b.exec(t, "UPDATE crew SET name = 'moved twice a' WHERE id = 10")
 	b.exec(t, "UPDATE crew SET name = 'moved twice b' WHERE id = 10")
 	b.exec(t, "DELETE FROM crew WHERE id = 20")
@@ -260,6 +272,14 @@ func TestSnapshotChangesDuringSnapshot(t *testing.T) {
 	b.exec(t, "INSERT INTO crew ("+crewCols+") VALUES (0, 'behind the cursor', 'AB', 1.00, '2026-01-01')")
 	b.exec(t, "INSERT INTO crew ("+crewCols+") VALUES (1000, 'ahead of the cursor', 'AB', 2.00, '2026-01-01')")
 	b.exec(t, "UPDATE crew SET name = 'early, changed' WHERE id = 400")
+
+	// The client stops while it holds the changes behind the barrier (a
+	// crash: what it held was never saved) and a new one starts on the same
+	// state; it reads them again from the topic and holds them again.
+	require.Eventually(t, func() bool { return b.held.Load() > h0 }, time.Minute, 10*time.Millisecond)
+	b.stopClient()
+	heldBefore := b.held.Load()
+	b.startClient()
 
 	b.stepUntil(t, "baseline read", func() bool {
 		return b.task(t, "snap-1").State == snapshot.CatchingUp ||
@@ -294,7 +314,7 @@ func TestSnapshotChangesDuringSnapshot(t *testing.T) {
 	// the update of 400 — each already in its snapshot row (or its
 	// absence); the insert of 400 came before the pinned position, and its
 	// snapshot row (the updated one) is applied over it.
-	require.Positive(t, b.held.Load())
+	require.Greater(t, b.held.Load(), heldBefore, "held again after the client's restart")
 	require.Equal(t, int64(6), b.covered.Load())
 	for _, p := range []string{faultpoint.ShipsyncSnapshotAfterPin, faultpoint.ShipsyncSnapshotAfterChunk, faultpoint.ShipsyncSnapshotAfterUpload} {
 		require.True(t, failed[p], p)
