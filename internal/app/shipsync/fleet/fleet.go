@@ -257,7 +257,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	o.Limits = withDefaults(o.Limits)
+	o.Limits = o.Limits.WithDefaults()
 	tag := fmt.Sprintf("%x", rand.Uint32())
 	targetDSN, drop, err := mysqldsn.CreateScratch(ctx, o.MariaDB, "relay_fleet_"+tag)
 	if err != nil {
@@ -321,7 +321,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.run(rctx); err != nil {
+			// A node's own failure ends the run; the others then end with
+			// the run's context, which says nothing more.
+			if err := n.run(rctx); err != nil && rctx.Err() == nil {
 				errs <- fmt.Errorf("node %s: %w", n.id, err)
 				cancel()
 			}
@@ -380,21 +382,6 @@ func chanSeq[T any](c <-chan T) func(func(T) bool) {
 			}
 		}
 	}
-}
-
-// withDefaults fills the shore's defaults into l, as the shore does.
-func withDefaults(l shore.Limits) shore.Limits {
-	l.GlobalConcurrency = cmpPos(l.GlobalConcurrency, shore.GlobalConcurrencyDefault)
-	if l.GlobalRate <= 0 {
-		l.GlobalRate = shore.GlobalRateDefault
-	}
-	l.GlobalBurst = cmpPos(l.GlobalBurst, max(1, int(2*l.GlobalRate)))
-	l.NodeConcurrency = cmpPos(l.NodeConcurrency, shore.NodeConcurrencyDefault)
-	if l.NodeRate <= 0 {
-		l.NodeRate = shore.NodeRateDefault
-	}
-	l.NodeBurst = cmpPos(l.NodeBurst, max(1, int(2*l.NodeRate)))
-	return l
 }
 
 // createTables creates the shore's business table.
@@ -621,8 +608,8 @@ func (r *run) progress(ctx context.Context, done <-chan struct{}, pgPeak *atomic
 			exited <- err
 			return fmt.Errorf("fleet: the shore exited during the run (%v)", err)
 		case <-ctx.Done():
-			return fmt.Errorf("fleet: not caught up after %s (%d of %d nodes): %w", r.o.Timeout, r.caughtUp.Load(),
-				r.o.Nodes, ctx.Err())
+			return fmt.Errorf("fleet: stopped after %s with %d of %d nodes caught up (timeout %s): %w",
+				r.o.Clock.Now().Sub(r.began).Round(time.Second), r.caughtUp.Load(), r.o.Nodes, r.o.Timeout, ctx.Err())
 		case <-r.o.Clock.After(5 * time.Second):
 		}
 		fmt.Fprintf(r.o.Progress, "%s: %d nodes reconnected, %d caught up; %d requests, %d answered 429; "+

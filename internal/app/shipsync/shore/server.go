@@ -69,7 +69,9 @@ type Limits struct {
 	NodeBurst int
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with the defaults in its zero fields: the limits
+// a handler configured with l enforces.
+func (l Limits) WithDefaults() Limits {
 	l.GlobalConcurrency = cmp.Or(l.GlobalConcurrency, GlobalConcurrencyDefault)
 	l.GlobalRate = cmp.Or(l.GlobalRate, GlobalRateDefault)
 	l.GlobalBurst = cmp.Or(l.GlobalBurst, max(1, int(2*l.GlobalRate)))
@@ -137,7 +139,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	case cfg.Clock == nil:
 		return nil, errors.New("shore: Config.Clock is nil")
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = cfg.Limits.WithDefaults()
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, int64(cfg.Codec.Config().MaxBytes)+64<<10)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, HeartbeatIntervalDefault)
 	cfg.UploadMinor = max(cmp.Or(cfg.UploadMinor, wire.UploadMinor), 0)
