@@ -59,6 +59,9 @@ WHERE event_id IN (SELECT value FROM json_each(?)) AND state IN ('READY', 'RETRY
 -- name: EventBlocked
 UPDATE event_state SET state = 'BLOCKED', reason = ?, updated_at = ? WHERE event_id = ? AND state <> 'TERMINAL';
 
+-- name: EventOpen
+SELECT count(*) FROM event_state WHERE topic = ? AND state <> 'TERMINAL';
+
 -- name: EventCounts
 SELECT topic, count(*),
     coalesce(sum(state IN ('RECEIVED', 'TERMINAL')), 0),

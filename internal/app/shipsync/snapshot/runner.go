@@ -316,16 +316,11 @@ func (r *Runner) baseline(ctx context.Context, t *Task) (bool, error) {
 		}
 		return true, nil
 	}
-	ps, err := r.cfg.Store.List(ctx)
-	if err != nil {
+	n, err := r.cfg.Store.open(ctx, t)
+	if err != nil || n > 0 {
 		return false, err
 	}
-	for _, p := range ps {
-		if p.ID == t.ID && p.Terminal == p.Events {
-			return true, r.cfg.Store.setState(ctx, t.ID, CatchingUp, 0, "")
-		}
-	}
-	return false, nil
+	return true, r.cfg.Store.setState(ctx, t.ID, CatchingUp, 0, "")
 }
 
 // read reads the task's next chunk and builds its events: each row decoded

@@ -19,7 +19,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("snapshot/queries.sql", queriesSQL,
 	"TaskInsert", "TaskList", "TaskPin", "TaskState", "TaskChunk", "OutboxInsert", "OutboxList", "OutboxDelete",
-	"RowPut", "RowGet", "RowApplyFrom", "EventInsert", "EventReceived", "EventBlocked", "EventCounts")
+	"RowPut", "RowGet", "RowApplyFrom", "EventInsert", "EventReceived", "EventBlocked", "EventCounts", "EventOpen")
 
 // Store is the tasks' state in the ship client's SQLite database (the
 // tables of the client's migration 003). Safe for concurrent use.
@@ -268,6 +268,15 @@ func (s *Store) received(ctx context.Context, id string, no int64, ids []string,
 		}
 		return nil
 	})
+}
+
+// open counts the task's events without their final result.
+func (s *Store) open(ctx context.Context, t *Task) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, stmts["EventOpen"], t.Topic()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("snapshot: count open events of %s: %w", t.ID, err)
+	}
+	return n, nil
 }
 
 // row returns a record's snapshot revision and apply-from offset (-1: not
