@@ -253,9 +253,10 @@ type ExpiryApproval struct {
 // ApproveExpiry records an immutable approval that node p.NodeID's events of
 // rule p.RuleID captured before p.CapturedBefore are not delivered, audited
 // (backlog.expire) in the same transaction, and offers it to the node (a new
-// config version). Only a one-way rule qualifies: the rule's ACTIVE release
-// for the node must be UPLINK (its version is recorded); a BOTH rule is
-// refused with ErrTwoWayExpiry, a rule without an ACTIVE release with
+// config version). Only a one-way rule qualifies: the release of the rule
+// the node should run (the one in flight to it, else the ACTIVE one) must be
+// UPLINK (its version is recorded); a BOTH rule is refused with
+// ErrTwoWayExpiry, a rule without a release for the node with
 // ErrUnknownRelease (its direction is not known). A reason and the business
 // owner are required; the boundary must not be in the future.
 func (r *Registry) ApproveExpiry(ctx context.Context, p ExpiryParams) (*ExpiryApproval, error) {

@@ -24,7 +24,7 @@ import (
 var releaseSQL string
 
 var releaseStmts = sqlfile.MustParse("shore/rule_release.sql", releaseSQL,
-	"ReleaseInsert", "ReleaseLock", "ReleaseList", "ReleaseNodes", "ReleaseSetState", "ReleaseOfState",
+	"ReleaseInsert", "ReleaseEdit", "ReleaseLock", "ReleaseList", "ReleaseNodes", "ReleaseSetState", "ReleaseOfState",
 	"ReleaseNodeOffer", "ReleaseNodeRunning", "ReleaseNodeOpen", "ReleaseNodeReject", "ReleasePending",
 	"NodeConfigBump", "NodeConfigVersion", "NodeConfigLock", "NodeReleases", "ExpiryInsert", "ExpiryOffered",
 	"ExpiryReport", "ExpiryList", "TargetColumns")
@@ -124,14 +124,11 @@ func (r *Registry) DraftRelease(ctx context.Context, ref RuleRef, shipRule []byt
 	if ref.Version < 1 || ref.Version > math.MaxInt64 {
 		return nil, errors.New("shore: draft release: rule version must be ≥ 1")
 	}
-	if len(shipRule) == 0 || len(shipRule) > MaxShipRule || !json.Valid(shipRule) {
-		return nil, fmt.Errorf("shore: draft release: the node-side rule must be one JSON object of at most %d bytes", MaxShipRule)
+	shipRule, targets, err := checkDraft(shipRule, targets)
+	if err != nil {
+		return nil, fmt.Errorf("shore: draft release: %w", err)
 	}
-	targets = slices.Compact(slices.Sorted(slices.Values(targets)))
-	if len(targets) == 0 || targets[0] == "" {
-		return nil, errors.New("shore: draft release: no target nodes")
-	}
-	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		got, err := LoadRules(ctx, tx, []RuleRef{ref})
 		if err != nil {
 			return err
@@ -159,6 +156,57 @@ func (r *Registry) DraftRelease(ctx context.Context, ref RuleRef, shipRule []byt
 		return nil, fmt.Errorf("shore: draft release of %s: %w", ref, err)
 	}
 	return r.Release(ctx, ref)
+}
+
+// EditDraft replaces the node-side rule and the targets of a DRAFT release
+// (expectRevision as read, 0: any), audited (rule.edit). A release past
+// DRAFT is not edited (ErrReleaseState): a change is a new version.
+func (r *Registry) EditDraft(ctx context.Context, ref RuleRef, shipRule []byte, targets []string, expectRevision int64,
+	a Audit) (*Release, error) {
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	shipRule, targets, err := checkDraft(shipRule, targets)
+	if err != nil {
+		return nil, fmt.Errorf("shore: edit draft: %w", err)
+	}
+	err = pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		rel, err := lockRelease(ctx, tx, ref, expectRevision)
+		if err != nil {
+			return err
+		}
+		if rel.State != ReleaseDraft {
+			return fmt.Errorf("%w: %s is %s; only a DRAFT is edited (a change is a new version)", ErrReleaseState, ref, rel.State)
+		}
+		for _, n := range targets {
+			if err := lockActive(ctx, tx, n); err != nil {
+				return err
+			}
+		}
+		now := r.clock.Now()
+		if _, err := tx.Exec(ctx, releaseStmts["ReleaseEdit"], ref.ID, int64(ref.Version), string(shipRule), targets, now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, now, a, "rule.edit", "rule", ref.String(), ptr(fmt.Sprintf("%d target nodes", len(rel.Targets))),
+			ptr(fmt.Sprintf("%s, %d target nodes", ReleaseDraft, len(targets))))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shore: edit draft of %s: %w", ref, err)
+	}
+	return r.Release(ctx, ref)
+}
+
+// checkDraft checks a draft's node-side rule and targets (sorted, without
+// duplicates).
+func checkDraft(shipRule []byte, targets []string) ([]byte, []string, error) {
+	if len(shipRule) == 0 || len(shipRule) > MaxShipRule || !json.Valid(shipRule) {
+		return nil, nil, fmt.Errorf("the node-side rule must be one JSON object of at most %d bytes", MaxShipRule)
+	}
+	targets = slices.Compact(slices.Sorted(slices.Values(targets)))
+	if len(targets) == 0 || targets[0] == "" {
+		return nil, nil, errors.New("no target nodes")
+	}
+	return shipRule, targets, nil
 }
 
 // String is "id@version".

@@ -5,6 +5,10 @@
 INSERT INTO sync_rule_release (rule_id, rule_version, state, revision, ship_rule, targets, author, created_at, updated_at)
 VALUES ($1, $2, 'DRAFT', 1, $3, $4, $5, $6, $6);
 
+-- name: ReleaseEdit
+UPDATE sync_rule_release SET ship_rule = $3, targets = $4, revision = revision + 1, updated_at = $5
+WHERE rule_id = $1 AND rule_version = $2 AND state = 'DRAFT';
+
 -- name: ReleaseLock
 SELECT rule_id, rule_version, state, revision, ship_rule, targets, author, coalesce(approver, ''),
     coalesce(failure, ''), created_at, updated_at

@@ -118,7 +118,16 @@ func TestReleaseLifecycle(t *testing.T) {
 	_, err := b.reg.Transition(ctx, shore.TransitionParams{Ref: rel.RuleRef, To: shore.ReleaseApproved,
 		ExpectRevision: rel.Revision, Audit: approver})
 	require.ErrorIs(t, err, shore.ErrReleaseState, "a draft is validated before it is approved")
+	// A draft is editable (optimistically); the edit counts as a revision.
+	_, err = b.reg.EditDraft(ctx, rel.RuleRef, shipRule(2, "UPLINK"), []string{"ship-1"}, rel.Revision+1, author)
+	require.ErrorIs(t, err, shore.ErrStaleRelease)
+	rel, err = b.reg.EditDraft(ctx, rel.RuleRef, shipRule(2, "UPLINK"), []string{"ship-2", "ship-1", "ship-2"}, rel.Revision, author)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rel.Revision)
+	require.Equal(t, []string{"ship-1", "ship-2"}, rel.Targets)
 	rel = b.step(t, rel, shore.ReleaseValidated, author)
+	_, err = b.reg.EditDraft(ctx, rel.RuleRef, shipRule(2, "UPLINK"), []string{"ship-1"}, 0, author)
+	require.ErrorIs(t, err, shore.ErrReleaseState, "a validated release is not edited")
 
 	_, err = b.reg.Transition(ctx, shore.TransitionParams{Ref: rel.RuleRef, To: shore.ReleaseApproved,
 		ExpectRevision: rel.Revision, Audit: author})
@@ -173,6 +182,7 @@ func TestReleaseLifecycle(t *testing.T) {
 	require.Equal(t, []string{
 		"rule.register tester →voyage → voyage key id",
 		"rule.draft alice →DRAFT, 2 target nodes",
+		"rule.edit alice 2 target nodes→DRAFT, 2 target nodes",
 		"rule.validate alice DRAFT→VALIDATED",
 		"rule.approve bob VALIDATED→APPROVED",
 		"rule.distribute alice APPROVED→DISTRIBUTING",
