@@ -243,6 +243,7 @@ func (r *Runner) step(ctx context.Context, t *Task) (bool, error) {
 // then waits until every change before it is final — so that no older
 // change of a record can reach the shore after its snapshot row.
 func (r *Runner) pending(ctx context.Context, t *Task) (bool, error) {
+	pinned := false
 	if t.Positions == nil {
 		topic := r.Topic(t.Database, t.Table)
 		ends, err := r.cfg.Ends(ctx, topic)
@@ -257,17 +258,17 @@ func (r *Runner) pending(ctx context.Context, t *Task) (bool, error) {
 		if err := r.cfg.Store.pin(ctx, t.ID, ps); err != nil {
 			return false, err
 		}
-		t.Positions = ps
+		t.Positions, pinned = ps, true
 		if err := r.fault(faultpoint.ShipsyncSnapshotAfterPin); err != nil {
 			return true, err
 		}
 	}
 	terminal, err := r.terminal(ctx)
 	if err != nil {
-		return false, err
+		return pinned, err
 	}
 	if !t.Drained(terminal) {
-		return false, nil
+		return pinned, nil // a new pin is a move: the barrier narrows to it
 	}
 	return true, r.cfg.Store.setState(ctx, t.ID, Baseline, 0, "")
 }
