@@ -19,7 +19,7 @@ import (
 
 // runShipsyncRule runs `relay shipsync rule add|list|draft|validate|approve|distribute|rollback|status`.
 func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
-	const synopsis = "shipsync rule add|list|draft|validate|approve|distribute|rollback|status --postgres URL [--migrate] " +
+	const synopsis = "shipsync rule add|list|draft|edit|validate|approve|distribute|rollback|status --postgres URL [--migrate] " +
 		"--rule ID --rule-version N [flags]"
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(env.Stdout, "usage: relay %s\n\n"+
@@ -29,6 +29,7 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 			"  list        the registered rule versions\n"+
 			"  draft       open the release of a registered version: the node-side rule (--ship-rule FILE, one rule\n"+
 			"              in the rules file's JSON form) and the nodes that run it (--targets)\n"+
+			"  edit        replace a DRAFT's node-side rule and targets (past DRAFT a change is a new version)\n"+
 			"  validate    DRAFT → VALIDATED: the node-side rule compiles and agrees with the shore rule, and the\n"+
 			"              shore table (--target-db) has its columns and key\n"+
 			"  approve     VALIDATED → APPROVED: by someone other than the author, --reason required\n"+
@@ -63,10 +64,10 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		"than this in the future goes to an operator")
 	fs.BoolVar(&r.Conflict.TieDescending, "lww-tie-descending", false, "add: equal LAST_WRITER_WINS times go to the "+
 		"higher node id (default the lower)")
-	shipRule := fs.String("ship-rule", "", "draft: file holding the node-side rule (one rule, the rules file's JSON form)")
-	targets := fs.String("targets", "", "draft: comma-separated node ids that run the rule")
+	shipRule := fs.String("ship-rule", "", "draft|edit: file holding the node-side rule (one rule, the rules file's JSON form)")
+	targets := fs.String("targets", "", "draft|edit: comma-separated node ids that run the rule")
 	targetDB := fs.String("target-db", "", "validate: the shore database (MariaDB DSN) whose table the rule writes")
-	expect := fs.Int64("expect-revision", 0, "validate|approve|distribute|rollback: the release revision you read (0: do not check)")
+	expect := fs.Int64("expect-revision", 0, "edit|validate|approve|distribute|rollback: the release revision you read (0: do not check)")
 	toVersion := fs.Uint64("to-version", 0, "rollback: the version to return to (0: the last good one)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -111,7 +112,7 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 				strings.Join(r.KeyColumns, ","), strings.Join(r.Columns, ","), r.InsertOverTombstone, policy)
 		}
 		return tw.Flush()
-	case "draft", "validate", "approve", "distribute":
+	case "draft", "edit", "validate", "approve", "distribute":
 		if *actor == "" {
 			return fmt.Errorf("shipsync rule %s: --actor is required ($USER is not set): the audit log records who changed what", sub)
 		}
@@ -121,15 +122,19 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		ref, a := shore.RuleRef{ID: r.ID, Version: r.Version}, shore.Audit{Actor: *actor, Reason: *reason}
 		var rel *shore.Release
 		switch sub {
-		case "draft":
+		case "draft", "edit":
 			if *shipRule == "" || *targets == "" {
-				return errors.New("shipsync rule draft: --ship-rule and --targets are required")
+				return fmt.Errorf("shipsync rule %s: --ship-rule and --targets are required", sub)
 			}
 			content, err := os.ReadFile(*shipRule)
 			if err != nil {
 				return fmt.Errorf("--ship-rule: %w", err)
 			}
-			rel, err = reg.DraftRelease(ctx, ref, content, splitList(*targets), a)
+			if sub == "draft" {
+				rel, err = reg.DraftRelease(ctx, ref, content, splitList(*targets), a)
+			} else {
+				rel, err = reg.EditDraft(ctx, ref, content, splitList(*targets), *expect, a)
+			}
 			if err != nil {
 				return err
 			}
@@ -182,7 +187,7 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	default:
-		return fmt.Errorf("shipsync rule: unknown action %q (add, list, draft, validate, approve, distribute, rollback or status)", sub)
+		return fmt.Errorf("shipsync rule: unknown action %q (add, list, draft, edit, validate, approve, distribute, rollback or status)", sub)
 	}
 	return nil
 }
