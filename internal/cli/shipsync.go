@@ -35,6 +35,9 @@ func shipsyncRoles() map[string]command {
 		"snapshot": {"snapshot tasks on the ship: start one for a rule (the running client with --ship-db sends the " +
 			"table's rows as SNAPSHOT events, holds the rule's newer changes until the shore applied them, then replays " +
 			"them) and list them with their progress (docs/shipsync/snapshot.md)", runShipsyncSnapshot},
+		"retain": {"the shore's retention pass (once or --every): old throughput samples, upload-batch answers and " +
+			"idempotency keys deleted, settled inbox events cut down to their header; never anything still needed " +
+			"(docs/shipsync/operations.md)", runShipsyncRetain},
 		"rule": {"the shore's rule registry and releases: which shore table a rule version writes, its key and " +
 			"the columns its events may carry (add, list); the release lifecycle draft → validate → approve → " +
 			"distribute → ACTIVE on every node, rollback, status (docs/shipsync/operations.md)", runShipsyncRule},

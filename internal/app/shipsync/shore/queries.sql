@@ -339,3 +339,27 @@ ON CONFLICT (rule_id, pk_hash) DO UPDATE SET current_revision = EXCLUDED.current
     updated_at = EXCLUDED.updated_at,
     recent_revisions = (ARRAY[sync_record_head.current_revision] || sync_record_head.recent_revisions)[1:8]
 WHERE sync_record_head.current_revision = $7 OR ($7 = '' AND sync_record_head.tombstone);
+
+-- name: RetainSamples
+DELETE FROM sync_node_sample WHERE at < $1;
+
+-- name: RetainBatches
+DELETE FROM sync_upload_batch WHERE received_at < $1;
+
+-- name: RetainIdempotency
+DELETE FROM sync_mgmt_idempotency WHERE created_at < $1 AND status <> 0;
+
+-- name: RetainBodiesPick
+SELECT e.id, e.event FROM sync_inbox_event e
+WHERE e.received_at < $1 AND e.body_trimmed_at IS NULL
+  AND EXISTS (SELECT 1 FROM sync_event_receipt r WHERE r.origin_node_id = e.origin_node_id AND r.event_id = e.event_id)
+  AND NOT EXISTS (SELECT 1 FROM sync_conflict_case c WHERE c.rule_id = e.rule_id AND c.pk_hash = e.pk_hash
+      AND c.state IN ('DETECTED', 'AUTO_DECIDING', 'PENDING_MANUAL', 'DECIDED', 'DISPATCHED'))
+ORDER BY e.received_at
+LIMIT $2
+FOR UPDATE OF e SKIP LOCKED;
+
+-- name: RetainBodiesTrim
+UPDATE sync_inbox_event e SET event = t.body, body_trimmed_at = $3
+FROM unnest($1::bigint[], $2::bytea[]) AS t(id, body)
+WHERE e.id = t.id;

@@ -39,3 +39,10 @@ CREATE TABLE sync_node_backlog (
     reported_at        timestamptz NOT NULL,
     PRIMARY KEY (node_id, rule_id)
 );
+
+-- Retention: when an inbox event's body was cut down to its header (the
+-- row images dropped) because its result is long settled. The row stays:
+-- it is the de-duplication record of the event.
+ALTER TABLE sync_inbox_event ADD COLUMN body_trimmed_at timestamptz;
+CREATE INDEX sync_inbox_event_untrimmed ON sync_inbox_event (received_at) WHERE body_trimmed_at IS NULL;
+CREATE INDEX sync_upload_batch_age ON sync_upload_batch (received_at);
