@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/shore"
 )
 
 // TestRetain: one pass removes what is past its keep time and keeps what
