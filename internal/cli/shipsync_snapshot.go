@@ -36,9 +36,9 @@ func runShipsyncSnapshotStart(ctx context.Context, env *Env, args []string) erro
 	rule := fs.String("rule", "", "the rule whose table is snapshotted. Required")
 	rulesFile := fs.String("rules", "", "the node's rules file (the client's --rules). Required")
 	state := fs.String("state", "shipsync-client.db", "the client's SQLite state file")
-	lag := fs.Int64("lag-threshold", snapshot.LagThresholdDefault, "CATCHING_UP completes when fewer events than this "+
-		"of the rule's partitions wait for their final result")
-	id := fs.String("id", "", "the task id (default a new UUID)")
+	lag := fs.Int64("lag-threshold", snapshot.LagThresholdDefault, "CATCHING_UP completes when at most this many events "+
+		"of the rule's partitions (from the pinned position on) wait for their final result")
+	id := fs.String("id", "", "the task id: 1–64 of A–Z a–z 0–9 . _ - (default a new UUID)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -41,6 +41,8 @@ func TestShipsyncSnapshotStartList(t *testing.T) {
 	require.ErrorContains(t, err, "--rule: no rule")
 	_, err = run("start", "--state", state, "--rules", rules)
 	require.ErrorContains(t, err, "--rule and --rules are required")
+	_, err = run("start", "--state", state, "--rules", rules, "--rule", "crew", "--id", "a/b")
+	require.ErrorContains(t, err, "task id must be 1–64 of")
 	_, err = run("start", "--state", state, "--rules", rules, "--rule", "crew", "--lag-threshold", "-1")
 	require.ErrorContains(t, err, "--lag-threshold must be ≥ 0")
 }

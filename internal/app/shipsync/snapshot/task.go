@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -160,11 +161,14 @@ func Covered(snapRev, base, result string, offset, applyFrom int64) (covered boo
 	return true, -1
 }
 
+// idRE is what a task id may be: it names the task's event stream.
+var idRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
 // validate checks a new task.
 func (t *Task) validate() error {
 	switch {
-	case t.ID == "":
-		return errors.New("snapshot: task id is empty")
+	case !idRE.MatchString(t.ID):
+		return errors.New("snapshot: task id must be 1–64 of A–Z a–z 0–9 . _ -")
 	case t.RuleID == "" || t.RuleVersion == 0:
 		return errors.New("snapshot: task needs a rule id and version")
 	case t.LagThreshold < 0:
