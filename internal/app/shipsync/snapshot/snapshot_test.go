@@ -15,6 +15,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -50,6 +51,8 @@ type bench struct {
 	// startClient starts a client on the same state file (a restarted
 	// process); stopClient stops the running one.
 	startClient, stopClient func()
+	// pg is the shore's PostgreSQL.
+	pg *pgxpool.Pool
 }
 
 func (b *bench) Hold(tp client.TP, off int64) bool {
@@ -115,6 +118,7 @@ func setup(t *testing.T, rows int) *bench {
 		PKIDir: filepath.Join(dir, "pki"), Node: shipdemo.Node, Rules: shipdemo.ShoreRules()})
 	require.NoError(t, err)
 	t.Cleanup(sh.Close)
+	b.pg = sh.PG.Pool()
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -316,6 +320,15 @@ func TestSnapshotChangesDuringSnapshot(t *testing.T) {
 	// snapshot row (the updated one) is applied over it.
 	require.Greater(t, b.held.Load(), heldBefore, "held again after the client's restart")
 	require.Equal(t, int64(6), b.covered.Load())
+	// The shore's view of the same baseline.
+	bs, err := snapshot.ShoreBaselines(ctx, b.pg, shipdemo.Node)
+	require.NoError(t, err)
+	require.Len(t, bs, 1)
+	require.Equal(t, snapshot.ShoreBaseline{Node: shipdemo.Node, TaskID: "snap-1", RuleID: "crew", RuleVersion: 1,
+		Received: p.Events, Applied: p.Events, First: bs[0].First, Last: bs[0].Last}, bs[0])
+	others, err := snapshot.ShoreBaselines(ctx, b.pg, "another-node")
+	require.NoError(t, err)
+	require.Empty(t, others)
 	for _, p := range []string{faultpoint.ShipsyncSnapshotAfterPin, faultpoint.ShipsyncSnapshotAfterChunk, faultpoint.ShipsyncSnapshotAfterUpload} {
 		require.True(t, failed[p], p)
 	}
