@@ -227,6 +227,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(h.Collectors()...)
+	reg.MustRegister(shore.NewFleetMetrics(shore.NewRegistry(d.Pool(), clock)))
 	ready, closeReady, err := shoreReadiness(d, *target, log)
 	if err != nil {
 		return err

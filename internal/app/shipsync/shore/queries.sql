@@ -363,3 +363,29 @@ FOR UPDATE OF e SKIP LOCKED;
 UPDATE sync_inbox_event e SET event = t.body, body_trimmed_at = $3
 FROM unnest($1::bigint[], $2::bytea[]) AS t(id, body)
 WHERE e.id = t.id;
+
+-- name: FleetConnected
+SELECT count(*) FROM sync_node WHERE state = 'active' AND last_heartbeat_at >= $1;
+
+-- name: FleetNodes
+SELECT state, count(*) FROM sync_node GROUP BY state ORDER BY state;
+
+-- name: FleetBacklog
+SELECT b.rule_id, sum(b.events)::bigint, sum(b.raw_bytes)::bigint, min(b.oldest_captured_at)
+FROM sync_node_backlog b JOIN sync_node n USING (node_id)
+WHERE n.state = 'active' GROUP BY b.rule_id ORDER BY b.rule_id;
+
+-- name: FleetThroughput
+SELECT COALESCE(sum(r), 0)::float8 FROM (
+    SELECT sum(effective_bytes) / NULLIF(sum(active_seconds), 0) AS r
+    FROM sync_node_sample WHERE at > $1 GROUP BY node_id) t;
+
+-- name: FleetConflicts
+SELECT state, rule_id, count(*) FROM sync_conflict_case GROUP BY state, rule_id ORDER BY state, rule_id;
+
+-- name: FleetReleases
+SELECT state, count(*) FROM sync_rule_release GROUP BY state ORDER BY state;
+
+-- name: FleetNodesWithBacklog
+SELECT DISTINCT b.node_id FROM sync_node_backlog b JOIN sync_node n USING (node_id)
+WHERE n.state = 'active' AND b.events > 0 ORDER BY b.node_id;
