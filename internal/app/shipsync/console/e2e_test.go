@@ -82,7 +82,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 		return nil
 	}
 	res, err := converge.Run(t.Context(), converge.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
-		Dir: t.TempDir(), Rows: 20, Edits: 80, BadTimes: 0.4, Flaps: true, Seed: 11, Progress: &progress, Pause: pause})
+		Dir: t.TempDir(), Rows: 20, Edits: 80, BadTimes: 0.9, Flaps: true, Seed: 11, Progress: &progress, Pause: pause})
 	require.NoError(t, err, progress.String())
 	var out bytes.Buffer
 	res.Write(&out)
@@ -138,6 +138,7 @@ func decidableCase(t *testing.T, base string) (id, version string) {
 		}
 		require.Positive(t, changed, "the evidence diff marks the columns the two versions differ in")
 		if d.Node.Exists && d.Shore.Exists {
+			t.Logf("case %s: a row on both sides (%d pending)", c.ID, len(list.Conflicts))
 			return c.ID, d.Version
 		}
 		if fallback == "" {
