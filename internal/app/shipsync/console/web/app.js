@@ -23,6 +23,7 @@ function bytes(n) {
 function etaText(e) {
   if (!e) return "not reported";
   if (!e.predictable) return "cannot predict: " + (e.reason || "unknown");
+  if (e.remaining_bytes === 0) return "nothing to send";
   return "P50 " + when(e.p50) + (e.p90 ? " · P90 " + when(e.p90) : "") + (e.low_confidence ? " (low confidence)" : "");
 }
 
