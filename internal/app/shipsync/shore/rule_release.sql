@@ -114,3 +114,9 @@ LEFT JOIN information_schema.KEY_COLUMN_USAGE k ON k.TABLE_SCHEMA = c.TABLE_SCHE
     AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY'
 WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = ?
 ORDER BY c.ORDINAL_POSITION;
+
+-- name: WindowRows
+-- MariaDB: the rows of a table as a window reconcile sees them. {{cols}}
+-- and {{table}} are backtick-quoted plain identifiers (WindowRows checks
+-- them).
+SELECT {{cols}} FROM {{table}};
