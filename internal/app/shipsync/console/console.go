@@ -125,6 +125,7 @@ func (c *Console) routes() {
 		"POST /api/v1/conflicts/{id}/decision":                   {RoleOperator, true, c.decide},
 		"POST /api/v1/conflicts/{id}/cancellation":               {RoleOperator, true, c.cancel},
 		"GET /api/v1/audit-events":                               {RoleViewer, false, c.audit},
+		"POST /api/v1/rule-releases":                             {RoleAdmin, true, c.draft},
 		"GET /api/v1/rule-releases":                              {RoleViewer, false, c.releases},
 		"POST /api/v1/rule-releases/{rule}/{version}/transition": {RoleAdmin, true, c.transition},
 		"POST /api/v1/rules/{rule}/rollback":                     {RoleAdmin, true, c.rollback},

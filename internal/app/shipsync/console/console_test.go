@@ -368,6 +368,31 @@ func TestReleasesAndExpiry(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, st)
 	require.Contains(t, body["error"], "business owner")
 
+	// A draft through the API: admin and a reason; its author may not
+	// approve it (four eyes).
+	require.NoError(t, b.reg.RegisterRule(ctx, shore.Rule{ID: "voyage-log", Version: 2, SourceTable: "voyage",
+		TargetTable: "voyage", KeyColumns: []string{"id"}, Columns: []string{"id", "name", "eta"}, InsertOverTombstone: true},
+		shore.Audit{Actor: "alice"}))
+	ship2 := json.RawMessage(strings.Replace(string(ship), `"version": 1`, `"version": 2`, 1))
+	draft := map[string]any{"rule": "voyage-log", "version": 2, "ship_rule": ship2, "targets": []string{"ship-a"}}
+	st, _, _ = b.call(t, "POST", "/api/v1/rule-releases", operatorToken, "d-op", draft)
+	require.Equal(t, http.StatusForbidden, st)
+	st, body, _ = b.call(t, "POST", "/api/v1/rule-releases", adminToken, "d-0", draft)
+	require.Equal(t, http.StatusBadRequest, st, "a draft needs a reason")
+	require.Contains(t, body["error"], "reason")
+	draft["reason"] = "add eta"
+	st, body, _ = b.call(t, "POST", "/api/v1/rule-releases", adminToken, "d-1", draft)
+	require.Equal(t, http.StatusOK, st, body)
+	require.Equal(t, "DRAFT", body["state"])
+	require.Equal(t, "ada", body["author"])
+	r2 := int64(body["revision"].(float64))
+	path2 := "/api/v1/rule-releases/voyage-log/2/transition"
+	st, body, _ = b.call(t, "POST", path2, adminToken, "v2-val", map[string]any{"to": "VALIDATED", "expect_revision": r2, "reason": "checked"})
+	require.Equal(t, http.StatusOK, st, body)
+	st, body, _ = b.call(t, "POST", path2, adminToken, "v2-app", map[string]any{"to": "APPROVED", "expect_revision": r2 + 1, "reason": "mine"})
+	require.Equal(t, http.StatusUnprocessableEntity, st, "the author does not approve their own release")
+	require.Contains(t, body["error"], "someone other than its author")
+
 	st, body, _ = b.call(t, "GET", "/api/v1/backlogs", viewerToken, "", nil)
 	require.Equal(t, http.StatusOK, st)
 	require.Len(t, body["approvals"], 1)

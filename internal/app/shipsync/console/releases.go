@@ -62,6 +62,34 @@ func (c *Console) releases(ctx context.Context, r *http.Request, _ User) (int, a
 	return http.StatusOK, map[string]any{"releases": out}
 }
 
+// draftRequest is the body of POST /api/v1/rule-releases.
+type draftRequest struct {
+	Rule    string `json:"rule"`
+	Version uint64 `json:"version"`
+	// ShipRule is the node-side rule: one rule in the rules file's JSON
+	// form, whose id and version are Rule and Version.
+	ShipRule json.RawMessage `json:"ship_rule"`
+	Targets  []string        `json:"targets"`
+	Reason   string          `json:"reason"`
+}
+
+// draft opens the release of a registered rule version as DRAFT (admin).
+func (c *Console) draft(ctx context.Context, r *http.Request, u User) (int, any) {
+	var req draftRequest
+	if e := bodyWithReason(r, &req, &req.Reason, "a release draft"); e != nil {
+		return http.StatusBadRequest, *e
+	}
+	if req.Rule == "" || req.Version == 0 || len(req.ShipRule) == 0 || len(req.Targets) == 0 {
+		return fail(http.StatusBadRequest, "rule, version, ship_rule and targets are required")
+	}
+	rel, err := c.reg.DraftRelease(ctx, shore.RuleRef{ID: req.Rule, Version: req.Version}, req.ShipRule, req.Targets,
+		shore.Audit{Actor: u.Actor, Reason: req.Reason})
+	if err != nil {
+		return c.registryError(ctx, "release draft", err)
+	}
+	return http.StatusOK, releaseOf(rel)
+}
+
 // transitionRequest is the body of POST
 // /api/v1/rule-releases/{rule}/{version}/transition.
 type transitionRequest struct {

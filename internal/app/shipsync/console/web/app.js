@@ -192,7 +192,7 @@ async function rulesPage() {
         el("td", {}, x.nodes.map((n) => n.node + ": " + n.state + (n.problem ? " (" + n.problem + ")" : "")).join("; ") || "—"),
         el("td", {}, x.failure || "—"))), "releases")
       : el("p", { id: "releases" }, "No release yet: rule versions registered directly run where they are allowed. " +
-        "Draft a release with relay shipsync rule draft."),
+        "Draft a release below (or with relay shipsync rule draft)."),
   ];
   if (isAdmin()) parts.push(releaseForms(r.releases));
   else parts.push(el("p", { class: "note" }, "Release steps and rollbacks need role admin."));
@@ -235,8 +235,25 @@ function releaseForms(releases) {
     report(api("/rules/" + encodeURIComponent(rbRule.value) + "/rollback", { method: "POST", key: rbKey,
       body: { to_version: Number(rbTo.value) || 0, expect_revision: cur ? cur.revision : 0, reason: rbReason.value } }));
   });
+  const dKey = newKey();
+  const dRule = el("input", { id: "draft-rule", placeholder: "rule id" });
+  const dVersion = el("input", { id: "draft-version", placeholder: "registered version" });
+  const dTargets = el("input", { id: "draft-targets", placeholder: "node ids, comma-separated" });
+  const dShip = el("textarea", { id: "draft-ship-rule", placeholder: '{"id": "…", "version": n, "direction": "BOTH", …} (the node-side rule)' });
+  const dReason = el("input", { id: "draft-reason", placeholder: "reason (required, audited)" });
+  const draftForm = el("form", { class: "stack", id: "draft-form" }, el("label", {}, "rule", dRule), el("label", {}, "version", dVersion),
+    el("label", {}, "targets", dTargets), el("label", {}, "node-side rule (JSON)", dShip), el("label", {}, "reason", dReason),
+    el("button", { type: "submit" }, "Draft the release"));
+  draftForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    let ship;
+    try { ship = JSON.parse(dShip.value); } catch (e) { msg.textContent = "The node-side rule is not JSON."; msg.className = "error"; return; }
+    report(api("/rule-releases", { method: "POST", key: dKey, body: { rule: dRule.value, version: Number(dVersion.value) || 0,
+      ship_rule: ship, targets: dTargets.value.split(",").map((x) => x.trim()).filter((x) => x), reason: dReason.value } }));
+  });
   return el("div", {}, el("h3", {}, "Release a version (admin)"), open.length ? stepForm : el("p", {}, "No release waits for a step."),
-    el("h3", {}, "Roll back (admin)"), rules.length ? rbForm : el("p", {}, "No released rule."), msg);
+    el("h3", {}, "Roll back (admin)"), rules.length ? rbForm : el("p", {}, "No released rule."),
+    el("h3", {}, "Draft a release (admin)"), draftForm, msg);
 }
 
 async function conflictsPage() {
