@@ -206,3 +206,34 @@ func TestEnvFile(t *testing.T) {
 	require.ErrorContains(t, err, "$SHIPSYNC_TARGET_DSN_FILE: open ")
 	require.NotContains(t, err.Error(), "pw@")
 }
+
+// TestShipsyncShoreFailsWithoutHanging: when the data API cannot listen
+// (its address is taken), the shore returns the error — the arbiter it had
+// started is stopped and gives its leases up rather than being waited for
+// until a signal that never comes.
+func TestShipsyncShoreFailsWithoutHanging(t *testing.T) {
+	t.Parallel()
+	url := testdb.PGSchema(t)
+	_, mdsn := testdb.MariaDBWithDSN(t)
+	dir := filepath.Join(t.TempDir(), "pki")
+	for _, a := range [][]string{{"init"}, {"server"}} {
+		var out bytes.Buffer
+		require.NoError(t, Run(t.Context(), append(append([]string{"shipsync", "pki"}, a...), "--dir", dir), &out, &out))
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	done := make(chan error, 1)
+	go func() {
+		var out testlog.Buffer
+		done <- Run(t.Context(), []string{"shipsync", "shore", "--postgres", url, "--migrate", "--addr", taken.Addr().String(),
+			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
+			"--client-ca", filepath.Join(dir, "ca.crt"), "--target", mdsn, "--arbiter", "--log-level", "off"}, &out, &out)
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "address already in use")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shore did not return after failing to listen")
+	}
+}

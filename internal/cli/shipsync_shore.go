@@ -263,12 +263,14 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		arbiterDone := make(chan struct{})
-		// Run gives its case leases up as it returns; wait for that before
-		// the pool closes.
-		defer func() { <-arbiterDone }()
+		actx, stopArbiter := context.WithCancel(ctx)
+		// Run gives its case leases up as it returns; stop it and wait for
+		// that before the pool closes (also when serving failed and ctx
+		// is still live).
+		defer func() { stopArbiter(); <-arbiterDone }()
 		go func() {
 			defer close(arbiterDone)
-			if err := a.Run(ctx, *arbiterEvery); err != nil {
+			if err := a.Run(actx, *arbiterEvery); err != nil {
 				log.Error("shipsync shore: arbiter stopped", "error", err)
 			}
 		}()
