@@ -150,6 +150,11 @@ type Result struct {
 	// (its own high-water mark), InFlightLimit its global limit;
 	// ClientInFlightPeak the most requests the nodes had open at once.
 	InFlightPeak, InFlightLimit, ClientInFlightPeak int64
+	// ConnectedPeak and QueuePeak are the highest values sampled (every
+	// 250 ms) of the shore's connected nodes (a request in the last two
+	// heartbeat intervals) and reconnect queue depth (429s whose
+	// Retry-After has not passed).
+	ConnectedPeak, QueuePeak int64
 	// PGPeak is the most connections of the shore process seen in
 	// pg_stat_activity (sampled every 50 ms), PGLockedPeak the most of them
 	// seen idle outside a transaction with an advisory lock (session
@@ -214,6 +219,8 @@ func (r *Result) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "in flight:    at most %d requests at the shore (global limit %d); the nodes had at most %d open\n",
 		r.InFlightPeak, r.InFlightLimit, r.ClientInFlightPeak)
+	fmt.Fprintf(w, "shore gauges: at most %d nodes connected, %d requests told to come back and not yet due (sampled)\n",
+		r.ConnectedPeak, r.QueuePeak)
 	fmt.Fprintf(w, "PostgreSQL:   at most %d connections of the shore seen (budget %d: pool %d + %d session locks); "+
 		"at most %d seen idle holding a session lock\n", r.PGPeak, r.Budget, r.Pool, SessionLocks, r.PGLockedPeak)
 	keys := make([]string, 0, len(r.Results))
@@ -304,11 +311,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	var pg pgPeaks
-	sampled := make(chan error, 1)
+	var (
+		pg pgPeaks
+		g  gauges
+	)
+	sampled := make(chan error, 2)
 	sctx, stopSampling := context.WithCancel(rctx)
 	defer stopSampling()
 	go func() { sampled <- samplePG(sctx, monitor, app, &pg) }()
+	go func() { sampled <- sh.sampleShore(sctx, &g) }()
 	r.began = o.Clock.Now()
 	seeds := rand.New(rand.NewPCG(o.Seed, 29))
 	var wg sync.WaitGroup
@@ -331,7 +342,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	if err := r.progress(rctx, done, &pg.total, sh.exited); err != nil {
+	if err := r.progress(rctx, done, &pg.total, &g, sh.exited); err != nil {
 		cancel()
 		<-done
 		close(errs)
@@ -339,7 +350,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	wall := o.Clock.Now().Sub(r.began)
 	stopSampling()
-	if err := <-sampled; err != nil {
+	if err := errors.Join(<-sampled, <-sampled); err != nil {
 		return nil, err
 	}
 	close(errs)
@@ -351,11 +362,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		RetryAfterMin: r.raMin, RetryAfterMax: r.raMax, Honoured: r.honoured.Load(), Early: r.early.Load(),
 		InFlightLimit: int64(o.Limits.GlobalConcurrency), ClientInFlightPeak: r.openPeak.Load(),
 		PGPeak: pg.total.Load(), PGLockedPeak: pg.locked.Load(), Pool: int64(o.Pool),
+		ConnectedPeak: g.connected.Load(), QueuePeak: g.queue.Load(),
 		Budget: int64(o.Pool + SessionLocks), Results: map[string]int64{}}
 	if n := res.Honoured + res.Early; n > 0 {
 		res.Waited = time.Duration(r.waitedNS.Load() / n)
 	}
-	if err := sh.scrape(ctx, res); err != nil {
+	if err := sh.final(ctx, res); err != nil {
 		return nil, err
 	}
 	for _, n := range nodes {
@@ -507,37 +519,95 @@ func (s *shoreProc) stop() {
 	_ = s.logf.Close()
 }
 
-// scrape reads the shore's in-flight peak and 429 count from its metrics.
-func (s *shoreProc) scrape(ctx context.Context, res *Result) error {
+// Series of the shore's metrics the bench reads.
+const (
+	seriesInFlightPeak = "relay_shipsync_shore_requests_in_flight_peak"
+	seriesConnected    = "relay_shipsync_shore_connected_nodes"
+	seriesQueue        = "relay_shipsync_shore_reconnect_queue_depth"
+)
+
+// scrape reads the shore's metrics: its series (name and labels) and
+// their values.
+func (s *shoreProc) scrape(ctx context.Context) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metricsURL, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("fleet: shore metrics: %w", err)
+		return nil, fmt.Errorf("fleet: shore metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("fleet: shore metrics: %w", err)
+		return nil, fmt.Errorf("fleet: shore metrics: %w", err)
 	}
-	peak := false
+	m := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := sample(line)
-		switch {
-		case !ok:
-		case name == "relay_shipsync_shore_requests_in_flight_peak":
-			res.InFlightPeak, peak = int64(value), true
-		case strings.HasPrefix(name, "relay_shipsync_shore_requests_total{") &&
-			strings.Contains(name, `outcome="ERROR_CODE_RATE_LIMITED"`):
-			res.ShoreLimited += int64(value)
+		if series, value, ok := sample(line); ok {
+			m[series] = value
 		}
 	}
-	if !peak {
-		return errors.New("fleet: the shore's metrics have no relay_shipsync_shore_requests_in_flight_peak")
+	for _, name := range []string{seriesInFlightPeak, seriesConnected, seriesQueue} {
+		if _, ok := m[name]; !ok {
+			return nil, fmt.Errorf("fleet: the shore's metrics have no %s", name)
+		}
+	}
+	return m, nil
+}
+
+// final reads the shore's in-flight peak and its count of 429s.
+func (s *shoreProc) final(ctx context.Context, res *Result) error {
+	m, err := s.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	res.InFlightPeak = int64(m[seriesInFlightPeak])
+	for series, v := range m {
+		if strings.HasPrefix(series, "relay_shipsync_shore_requests_total{") &&
+			strings.Contains(series, `outcome="ERROR_CODE_RATE_LIMITED"`) {
+			res.ShoreLimited += int64(v)
+		}
 	}
 	return nil
+}
+
+// gauges are the highest values of the shore's gauges sampled, and the
+// latest.
+type gauges struct{ connected, queue, lastConnected, lastQueue atomic.Int64 }
+
+// sampleShore reads the shore's gauges every 250 ms until ctx ends.
+func (s *shoreProc) sampleShore(ctx context.Context, g *gauges) error {
+	return every(ctx, 250*time.Millisecond, func() error {
+		m, err := s.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		c, q := int64(m[seriesConnected]), int64(m[seriesQueue])
+		g.lastConnected.Store(c)
+		g.lastQueue.Store(q)
+		raise(&g.connected, c)
+		raise(&g.queue, q)
+		return nil
+	})
+}
+
+// every runs f, then again every d, until ctx ends (nil) or f fails
+// while ctx lasts (its error).
+func every(ctx context.Context, d time.Duration, f func() error) error {
+	for {
+		if err := f(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+	}
 }
 
 // sample splits a line of the Prometheus text format into the series
@@ -576,30 +646,23 @@ func raise(peak *atomic.Int64, n int64) {
 // ctx ends: all of them, and those holding a session advisory lock (an
 // advisory lock on a connection idle outside any transaction).
 func samplePG(ctx context.Context, conn *pgx.Conn, app string, peaks *pgPeaks) error {
-	for {
+	return every(ctx, 50*time.Millisecond, func() error {
 		var total, locked int64
 		err := conn.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM pg_locks l "+
 			"WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted) AND a.state = 'idle') FROM pg_stat_activity a "+
 			"WHERE a.application_name = $1", app).Scan(&total, &locked)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return fmt.Errorf("fleet: sample pg_stat_activity: %w", err)
 		}
 		raise(&peaks.total, total)
 		raise(&peaks.locked, locked)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // progress prints a line every 5 s until done, the shore exits or ctx
 // ends.
-func (r *run) progress(ctx context.Context, done <-chan struct{}, pgPeak *atomic.Int64, exited chan error) error {
+func (r *run) progress(ctx context.Context, done <-chan struct{}, pgPeak *atomic.Int64, g *gauges, exited chan error) error {
 	for {
 		select {
 		case <-done:
@@ -613,8 +676,9 @@ func (r *run) progress(ctx context.Context, done <-chan struct{}, pgPeak *atomic
 		case <-r.o.Clock.After(5 * time.Second):
 		}
 		fmt.Fprintf(r.o.Progress, "%s: %d nodes reconnected, %d caught up; %d requests, %d answered 429; "+
-			"%d open; PostgreSQL peak %d (pool %d)\n", r.o.Clock.Now().Sub(r.began).Round(time.Second), r.started.Load(),
-			r.caughtUp.Load(), r.requests.Load(), r.limited.Load(), r.open.Load(), pgPeak.Load(), r.o.Pool)
+			"%d open; the shore sees %d nodes connected, %d told to come back; PostgreSQL peak %d (pool %d)\n",
+			r.o.Clock.Now().Sub(r.began).Round(time.Second), r.started.Load(), r.caughtUp.Load(), r.requests.Load(),
+			r.limited.Load(), r.open.Load(), g.lastConnected.Load(), g.lastQueue.Load(), pgPeak.Load(), r.o.Pool)
 	}
 }
 

@@ -47,6 +47,12 @@ func TestFleetSmall(t *testing.T) {
 	require.GreaterOrEqual(t, res.RetryAfterMin, time.Second, report)
 	require.GreaterOrEqual(t, res.Waited, res.RetryAfterMin, report)
 
+	// The shore's own gauges saw the fleet and the nodes it told to come
+	// back.
+	require.Positive(t, res.ConnectedPeak, report)
+	require.LessOrEqual(t, res.ConnectedPeak, int64(40), report)
+	require.Positive(t, res.QueuePeak, report)
+
 	// Limits and budget held, and were reached.
 	require.Positive(t, res.InFlightPeak, report)
 	require.LessOrEqual(t, res.InFlightPeak, int64(4), report)

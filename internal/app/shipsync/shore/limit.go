@@ -1,6 +1,7 @@
 package shore
 
 import (
+	"container/heap"
 	"math"
 	"sync"
 	"time"
@@ -43,6 +44,8 @@ type limiter struct {
 type nodeLimit struct {
 	inflight int
 	bucket   bucket
+	// seen is the node's last authenticated request.
+	seen time.Time
 }
 
 func newLimiter(cfg Limits) *limiter {
@@ -87,6 +90,7 @@ func (l *limiter) acquireNode(node string, now time.Time) (ok bool, wait time.Du
 		n = &nodeLimit{}
 		l.nodes[node] = n
 	}
+	n.seen = now
 	if n.inflight >= l.cfg.NodeConcurrency {
 		return false, time.Second
 	}
@@ -101,4 +105,64 @@ func (l *limiter) releaseNode(node string) {
 	l.mu.Lock()
 	l.nodes[node].inflight--
 	l.mu.Unlock()
+}
+
+// connected counts the nodes with an authenticated request within the
+// last period before now.
+func (l *limiter) connected(now time.Time, period time.Duration) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := 0
+	for _, n := range l.nodes {
+		if now.Sub(n.seen) < period {
+			k++
+		}
+	}
+	return k
+}
+
+// retryQueue holds when the requests answered 429 were told to come back:
+// its depth is the clients refused and not yet due (seed 004 §18
+// sync_reconnect_queue_depth). Entries leave once their time has passed,
+// so it holds at most the refusals of the longest Retry-After. It is safe
+// for concurrent use.
+type retryQueue struct {
+	mu sync.Mutex
+	at timeHeap
+}
+
+// push records a client told at now to come back at due.
+func (q *retryQueue) push(now, due time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expire(now)
+	heap.Push(&q.at, due)
+}
+
+// depth returns how many clients told to come back are not yet due.
+func (q *retryQueue) depth(now time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.expire(now)
+	return len(q.at)
+}
+
+func (q *retryQueue) expire(now time.Time) {
+	for len(q.at) > 0 && !q.at[0].After(now) {
+		heap.Pop(&q.at)
+	}
+}
+
+// timeHeap is a min-heap of times (container/heap).
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
 }

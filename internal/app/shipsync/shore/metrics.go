@@ -42,11 +42,20 @@ func newMetrics() *metrics {
 
 // Collectors returns the handler's Prometheus collectors, to register.
 func (h *Handler) Collectors() []prometheus.Collector {
+	gauge := func(name, help string, f func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
 	return []prometheus.Collector{h.m.requests, h.m.events, h.m.batches, h.m.inflight,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "relay_shipsync_shore_requests_in_flight_peak",
-			Help: "The most data API requests in flight at once since the process started (a sampled gauge misses short peaks).",
-		}, func() float64 { return float64(h.lim.peakInflight()) })}
+		gauge("relay_shipsync_shore_requests_in_flight_peak",
+			"The most data API requests in flight at once since the process started (a sampled gauge misses short peaks).",
+			h.lim.peakInflight),
+		gauge("relay_shipsync_shore_connected_nodes",
+			"Nodes with an authenticated request in the last two heartbeat intervals.",
+			func() int { return h.lim.connected(h.cfg.Clock.Now(), 2*h.cfg.HeartbeatInterval) }),
+		gauge("relay_shipsync_shore_reconnect_queue_depth",
+			"Requests answered 429 whose Retry-After has not passed yet: clients told to come back, not yet due.",
+			func() int { return h.retries.depth(h.cfg.Clock.Now()) }),
+	}
 }
 
 // Batch forms, the label of relay_shipsync_shore_batches_total.

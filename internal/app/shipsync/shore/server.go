@@ -120,10 +120,11 @@ type Config struct {
 // Handler serves the data API. It expects a listener of mutual TLS
 // (ServerTLS): the node is the one its verified certificate names.
 type Handler struct {
-	cfg Config
-	m   *metrics
-	lim *limiter
-	mux *http.ServeMux
+	cfg     Config
+	m       *metrics
+	lim     *limiter
+	retries retryQueue
+	mux     *http.ServeMux
 }
 
 // NewHandler returns the data API handler for cfg or an error naming the
@@ -501,6 +502,8 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, rq request) {
 
 func (h *Handler) limited(w http.ResponseWriter, rq request, wait time.Duration, msg string) {
 	secs := uint32(max(1, math.Ceil(wait.Seconds())))
+	now := h.cfg.Clock.Now()
+	h.retries.push(now, now.Add(time.Duration(secs)*time.Second))
 	h.count(rq, pb.ErrorCode_ERROR_CODE_RATE_LIMITED)
 	w.Header().Set("Retry-After", strconv.FormatUint(uint64(secs), 10))
 	h.write(w, rq, http.StatusTooManyRequests, &pb.ErrorBody{Code: pb.ErrorCode_ERROR_CODE_RATE_LIMITED, Message: msg,
