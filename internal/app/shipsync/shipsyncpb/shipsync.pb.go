@@ -2919,8 +2919,14 @@ type Heartbeat struct {
 	// What the node did with each expiry approval it was offered (reported
 	// until the config no longer offers the approval).
 	ExpiryReports []*ExpiryReport `protobuf:"bytes,18,rep,name=expiry_reports,json=expiryReports,proto3" json:"expiry_reports,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Records the node's CDC partitions hold past what it has read (the
+	// brokers' end offsets less its read positions), and their raw size
+	// estimated at the mean of the events read so far: backlog not yet in
+	// the node's send window, which the per-rule summaries do not count.
+	UnreadEvents   uint64 `protobuf:"varint,19,opt,name=unread_events,json=unreadEvents,proto3" json:"unread_events,omitempty"`
+	UnreadRawBytes uint64 `protobuf:"varint,20,opt,name=unread_raw_bytes,json=unreadRawBytes,proto3" json:"unread_raw_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Heartbeat) Reset() {
@@ -3077,6 +3083,20 @@ func (x *Heartbeat) GetExpiryReports() []*ExpiryReport {
 		return x.ExpiryReports
 	}
 	return nil
+}
+
+func (x *Heartbeat) GetUnreadEvents() uint64 {
+	if x != nil {
+		return x.UnreadEvents
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetUnreadRawBytes() uint64 {
+	if x != nil {
+		return x.UnreadRawBytes
+	}
+	return 0
 }
 
 // ConfigRejection is a node's refusal of the rule set of one config
@@ -4046,7 +4066,7 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x01(\x04R\x06events\x12\x1b\n" +
 	"\traw_bytes\x18\x03 \x01(\x04R\brawBytes\x12<\n" +
 	"\x1aestimated_compressed_bytes\x18\x04 \x01(\x04R\x18estimatedCompressedBytes\x12H\n" +
-	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\xcf\a\n" +
+	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\x9e\b\n" +
 	"\tHeartbeat\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12%\n" +
@@ -4068,7 +4088,9 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x14transfer_window_zone\x18\x0f \x01(\tR\x12transferWindowZone\x12*\n" +
 	"\x11upload_rate_limit\x18\x10 \x01(\x01R\x0fuploadRateLimit\x12M\n" +
 	"\x10config_rejection\x18\x11 \x01(\v2\".relay.shipsync.v1.ConfigRejectionR\x0fconfigRejection\x12F\n" +
-	"\x0eexpiry_reports\x18\x12 \x03(\v2\x1f.relay.shipsync.v1.ExpiryReportR\rexpiryReports\"\x8e\x01\n" +
+	"\x0eexpiry_reports\x18\x12 \x03(\v2\x1f.relay.shipsync.v1.ExpiryReportR\rexpiryReports\x12#\n" +
+	"\runread_events\x18\x13 \x01(\x04R\funreadEvents\x12(\n" +
+	"\x10unread_raw_bytes\x18\x14 \x01(\x04R\x0eunreadRawBytes\"\x8e\x01\n" +
 	"\x0fConfigRejection\x12%\n" +
 	"\x0econfig_version\x18\x01 \x01(\x04R\rconfigVersion\x12\x17\n" +
 	"\arule_id\x18\x02 \x01(\tR\x06ruleId\x12!\n" +
