@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
 	"github.com/relayhq/relay/internal/dsn"
 	"github.com/relayhq/relay/relayclock"
@@ -38,6 +42,9 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 			"  rollback    back to the ACTIVE version (a newer one in flight) or to an earlier one that ran\n"+
 			"              (--to-version), --reason required\n"+
 			"  status      the releases and each target node's progress\n"+
+			"  window-plan the dataset window reconcile of a rule between the ship's table and the shore's: rows to\n"+
+			"              send, to delete or keep, orphans, exceptions, and the digests that check the result\n"+
+			"              (--rules, --ship-db, --target-db; counts only, never key values)\n"+
 			"Every release step takes --expect-revision (the REV status shows; 0: do not check) and is audited.\n",
 			synopsis)
 		return nil
@@ -53,7 +60,8 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&r.ID, "rule", "", "add: the rule id")
 	fs.Uint64Var(&r.Version, "rule-version", 1, "add: the rule version (≥ 1)")
 	fs.StringVar(&r.SourceTable, "source-table", "", "add: the table name the rule's events carry")
-	fs.StringVar(&r.TargetTable, "target-table", "", "add: the table of the shore database they write")
+	fs.StringVar(&r.TargetTable, "target-table", "", "add|window-plan: the table of the shore database they write "+
+		"(window-plan default: the rule's table)")
 	key := fs.String("key", "", "add: comma-separated key columns, in key order")
 	cols := fs.String("columns", "", "add: comma-separated columns an event may carry (the key included)")
 	noTomb := fs.Bool("no-insert-over-tombstone", false, "add: an INSERT of a deleted record is a conflict, not a re-creation")
@@ -66,14 +74,24 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		"higher node id (default the lower)")
 	shipRule := fs.String("ship-rule", "", "draft|edit: file holding the node-side rule (one rule, the rules file's JSON form)")
 	targets := fs.String("targets", "", "draft|edit: comma-separated node ids that run the rule")
-	targetDB := fs.String("target-db", "", "validate: the shore database (MariaDB DSN) whose table the rule writes")
+	targetDB := fs.String("target-db", "", "validate|window-plan: the shore database (MariaDB DSN) whose table the rule writes")
 	expect := fs.Int64("expect-revision", 0, "edit|validate|approve|distribute|rollback: the release revision you read (0: do not check)")
 	toVersion := fs.Uint64("to-version", 0, "rollback: the version to return to (0: the last good one)")
+	var wp windowPlanFlags
+	fs.StringVar(&wp.rules, "rules", "", "window-plan: the node's rules file holding --rule")
+	fs.StringVar(&wp.shipDB, "ship-db", "", "window-plan: the ship's database (MariaDB DSN naming the rule's database)")
+	fs.StringVar(&wp.now, "now", "", "window-plan: the trusted now fixing the boundary, RFC 3339 (default this machine's clock)")
+	fs.BoolVar(&wp.deleteOutside, "delete-outside", false, "window-plan: plan to delete shore rows outside the window")
+	fs.BoolVar(&wp.twoWayApproved, "two-way-delete-approved", false, "window-plan: a two-way rule may delete rows outside its window")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shipsync rule: unexpected argument %s", relaytype.QuoteValue(fs.Arg(0)))
+	}
+	if sub == "window-plan" {
+		wp.targetDB, wp.targetTable = *targetDB, r.TargetTable
+		return runWindowPlan(ctx, env, r.ID, wp)
 	}
 	d, err := relaypgx.Open(ctx, *pgURL)
 	if err != nil {
@@ -187,7 +205,84 @@ func runShipsyncRule(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	default:
-		return fmt.Errorf("shipsync rule: unknown action %q (add, list, draft, edit, validate, approve, distribute, rollback or status)", sub)
+		return fmt.Errorf("shipsync rule: unknown action %q (add, list, draft, edit, validate, approve, distribute, rollback, status or window-plan)", sub)
 	}
+	return nil
+}
+
+type windowPlanFlags struct {
+	rules, shipDB, targetDB, targetTable, now string
+	deleteOutside, twoWayApproved             bool
+}
+
+// runWindowPlan prints the window reconcile plan of rule ruleID between the
+// ship's table and the shore's: counts and digests only (no key values).
+func runWindowPlan(ctx context.Context, env *Env, ruleID string, f windowPlanFlags) error {
+	if ruleID == "" || f.rules == "" || f.shipDB == "" || f.targetDB == "" {
+		return errors.New("shipsync rule window-plan: --rule, --rules, --ship-db and --target-db are required")
+	}
+	set, err := loadRulesFlag("rules", f.rules)
+	if err != nil {
+		return err
+	}
+	var rule *normalize.Rule
+	for _, r := range set.Rules() {
+		if r.ID == ruleID {
+			rule = r
+		}
+	}
+	if rule == nil {
+		return fmt.Errorf("shipsync rule window-plan: --rules %s has no rule %s", f.rules, relaytype.QuoteValue(ruleID))
+	}
+	now := time.Now()
+	if f.now != "" {
+		if now, err = time.Parse(time.RFC3339, f.now); err != nil {
+			return fmt.Errorf("--now %s: not an RFC 3339 time", relaytype.QuoteValue(f.now))
+		}
+	}
+	event := func(c string) string { return cmp.Or(rule.FieldMappings[c], c) }
+	var targetKey []string
+	for _, k := range rule.KeyColumns {
+		targetKey = append(targetKey, event(k))
+	}
+	sides := []struct {
+		flag, dsn string
+		table     shore.WindowTable
+	}{
+		{"--ship-db", f.shipDB, shore.WindowTable{Table: rule.Table, Key: rule.KeyColumns, TimeColumn: rule.BusinessTimeColumn,
+			Revisioned: rule.Revisioned}},
+		{"--target-db", f.targetDB, shore.WindowTable{Table: cmp.Or(f.targetTable, rule.Table), Key: targetKey,
+			TimeColumn: event(rule.BusinessTimeColumn), Revisioned: rule.Revisioned}},
+	}
+	rows := make([][]normalize.WindowRow, 2)
+	for i, side := range sides {
+		db, err := apply.OpenTarget(side.dsn)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", side.flag, dsn.Redact(side.dsn), dsn.Scrub(err, side.dsn))
+		}
+		rows[i], err = shore.WindowRows(ctx, db.DB(), side.table)
+		_ = db.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", side.flag, dsn.Scrub(err, side.dsn))
+		}
+	}
+	p, err := normalize.WindowReconcile{Rule: rule, TrustedNow: now, Source: rows[0], Target: rows[1],
+		DeleteOutside: f.deleteOutside, TwoWayDeleteApproved: f.twoWayApproved}.Plan()
+	if err != nil {
+		return err
+	}
+	problems := map[string]int{}
+	for _, e := range p.Exceptions {
+		problems[e.Side+": "+e.Problem]++
+	}
+	fmt.Fprintf(env.Stdout, "window reconcile of %s@%d: boundary %s (left-closed)\n", p.RuleID, p.RuleVersion,
+		p.Boundary.UTC().Format(time.RFC3339))
+	fmt.Fprintf(env.Stdout, "  ship rows %d, inside the window %d; shore rows %d\n", len(rows[0]), p.InWindow, len(rows[1]))
+	fmt.Fprintf(env.Stdout, "  send %d, delete %d, keep %d outside, orphans %d (reported only), exceptions %d\n",
+		len(p.Upsert), len(p.Delete), len(p.Keep), len(p.Orphans), len(p.Exceptions))
+	for _, k := range slices.Sorted(maps.Keys(problems)) {
+		fmt.Fprintf(env.Stdout, "    %s: %d\n", k, problems[k])
+	}
+	fmt.Fprintf(env.Stdout, "  digest ship %x\n  digest shore %x\n  reconciled: %t\n", p.Digest, p.TargetDigest, p.Reconciled())
 	return nil
 }

@@ -85,3 +85,47 @@ func TestShipsyncRuleRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `ship-1\s+voyage-log@1\s+\S+\s+0 events / 0 B\s+bob\s+ops\s+not reported\s+stale`, out)
 }
+
+// TestShipsyncRuleWindowPlan: `relay shipsync rule window-plan` compares a
+// ship table with its shore table under the rule's window and prints counts
+// and digests, never key values; after the shore caught up it says
+// reconciled.
+func TestShipsyncRuleWindowPlan(t *testing.T) {
+	t.Parallel()
+	db, dsn := testdb.MariaDBWithDSN(t)
+	ctx := t.Context()
+	for _, q := range []string{
+		"CREATE TABLE voyage (id int PRIMARY KEY, at datetime, _sync_revision char(36))",
+		"CREATE TABLE shore_voyage (id int PRIMARY KEY, sailed_at datetime, _sync_revision char(36))",
+		"INSERT INTO voyage VALUES (7001, '2026-11-30 00:00:00', 'a'), (7002, '2026-01-01 00:00:00', 'b'), (7003, NULL, 'c')",
+		"INSERT INTO shore_voyage VALUES (7002, '2026-01-01 00:00:00', 'b')",
+	} {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	require.NoError(t, os.WriteFile(rules, []byte(`{"rules": [{"id": "voyage-log", "version": 3, "direction": "UPLINK",
+		"database": "ship", "table": "voyage", "key_columns": ["id"], "business_time_column": "at",
+		"field_mappings": {"at": "sailed_at"}, "dataset_window": "30d"}]}`), 0o600))
+	run := shipsyncRun(t)
+	plan := func() string {
+		out, err := run("rule", "window-plan", "--rule", "voyage-log", "--rules", rules, "--ship-db", dsn, "--target-db", dsn,
+			"--target-table", "shore_voyage", "--now", "2026-12-01T12:00:00Z")
+		require.NoError(t, err)
+		require.NotContains(t, out, "7001", "no key values")
+		return out
+	}
+	out := plan()
+	require.Contains(t, out, "window reconcile of voyage-log@3: boundary 2026-11-01T12:00:00Z")
+	require.Contains(t, out, "ship rows 3, inside the window 1; shore rows 1")
+	require.Contains(t, out, "send 1, delete 0, keep 1 outside, orphans 0 (reported only), exceptions 1")
+	require.Contains(t, out, "source: business time is NULL or unreadable: 1")
+	require.Contains(t, out, "reconciled: false")
+
+	_, err := db.ExecContext(ctx, "INSERT INTO shore_voyage VALUES (7001, '2026-11-30 00:00:00', 'a')")
+	require.NoError(t, err)
+	require.Contains(t, plan(), "reconciled: true")
+
+	_, err = run("rule", "window-plan", "--rule", "nope", "--rules", rules, "--ship-db", dsn, "--target-db", dsn)
+	require.ErrorContains(t, err, "has no rule")
+}
