@@ -48,8 +48,8 @@ const (
 	NodeRateDefault          = 20.0
 	// HeartbeatIntervalDefault is the heartbeat interval the shore asks for.
 	HeartbeatIntervalDefault = 60 * time.Second
-	// ConfigVersionDefault is the config version served until rules and
-	// per-node parameters have their own tables.
+	// ConfigVersionDefault is a node's config version until a release or an
+	// expiry approval changes what it should run (sync_node_config).
 	ConfigVersionDefault = 1
 )
 
