@@ -13,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/relayhq/relay/internal/dsn"
 )
 
 // command is one subcommand.
@@ -99,6 +101,13 @@ func newFlags(env *Env, name, synopsis string) *flag.FlagSet {
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(env.Stderr, "usage: relay %s\n\n", synopsis)
+		// A default taken from the environment may be a connection string
+		// with a password (envOr): shown with the password masked.
+		fs.VisitAll(func(f *flag.Flag) {
+			if strings.Contains(f.DefValue, "@") {
+				f.DefValue = dsn.Redact(f.DefValue)
+			}
+		})
 		fs.PrintDefaults()
 	}
 	return fs

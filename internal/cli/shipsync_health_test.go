@@ -237,3 +237,19 @@ func TestShipsyncShoreFailsWithoutHanging(t *testing.T) {
 		t.Fatal("the shore did not return after failing to listen")
 	}
 }
+
+// TestHelpMasksEnvPasswords: -h shows a flag's default, which may be a
+// connection string taken from the environment or a secret file; its
+// password is masked.
+func TestHelpMasksEnvPasswords(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "dsn")
+	require.NoError(t, os.WriteFile(secret, []byte("app:s3cretpw@tcp(db:3306)/ops"), 0o600))
+	t.Setenv("DATABASE_URL", "postgres://shipsync:s3cretpw@pg:5432/shipsync")
+	t.Setenv("SHIPSYNC_TARGET_DSN", "")
+	t.Setenv("SHIPSYNC_TARGET_DSN_FILE", secret)
+	var out bytes.Buffer
+	require.NoError(t, Run(t.Context(), []string{"shipsync", "shore", "-h"}, &out, &out))
+	require.NotContains(t, out.String(), "s3cretpw")
+	require.Contains(t, out.String(), "postgres://shipsync:xxxxx@pg:5432/shipsync")
+	require.Contains(t, out.String(), "app:xxxxx@tcp(db:3306)/ops")
+}
