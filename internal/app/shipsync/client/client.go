@@ -166,8 +166,11 @@ type Client struct {
 	committed map[TP]int64
 	bucket    *flow.TokenBucket
 	guard     *flow.TrustedClock
-	// xfer measures the uploader for the heartbeats (the shore's ETA).
-	xfer TransferMeter
+	// xfer measures the uploader for the heartbeats (the shore's ETA);
+	// readNew and readRaw count the new events read and their raw bytes
+	// (the mean sizes the unread backlog).
+	xfer             TransferMeter
+	readNew, readRaw atomic.Int64
 
 	read, produced, skipped, blocked  atomic.Int64
 	batches, resends, uploaded, recvd atomic.Int64
@@ -527,6 +530,8 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 				if at := in.s.ev.GetCapturedAt(); at != nil {
 					c.xfer.Captured(at.AsTime(), in.s.raw)
 				}
+				c.readNew.Add(1)
+				c.readRaw.Add(int64(in.s.raw))
 			}
 		}
 	}
@@ -1168,6 +1173,11 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		if w := c.cfg.BulkWindow; w != nil && !w.Always() {
 			hb.TransferWindow, hb.TransferWindowZone = w.String(), w.Location().String()
 		}
+		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if hb.UnreadEvents, hb.UnreadRawBytes, err = c.unread(uctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("shipsync client: reading the topics' end offsets failed; the unread backlog is not reported", "err", err)
+		}
+		cancel()
 		if err := c.rulesHeartbeat(ctx, hb); err != nil {
 			c.log.Warn("shipsync client: expiry reports", "err", err)
 		}

@@ -1,9 +1,13 @@
 package client
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/relayhq/relay/internal/app/shipsync/eta"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
@@ -110,4 +114,60 @@ func (m *TransferMeter) GiveBack(iv *pb.TransferInterval) {
 	m.effective += int64(iv.EffectiveBytes)
 	m.physical += int64(iv.PhysicalBytes)
 	m.incoming += int64(iv.IncomingRawBytes)
+}
+
+// unread is the backlog past the read positions: for every partition the
+// client has read, the brokers' end offset less its read position, and
+// their raw size estimated at the mean raw size of the events read so far
+// (0 before any). Records the rules skip count too: an estimate, on the
+// high side.
+func (c *Client) unread(ctx context.Context) (events, raw uint64, err error) {
+	if c.kc == nil {
+		return 0, 0, nil
+	}
+	c.mu.Lock()
+	reads := make(map[TP]int64, len(c.tr.parts))
+	for tp, p := range c.tr.parts {
+		reads[tp] = p.wm.ReadNext
+	}
+	c.mu.Unlock()
+	if len(reads) == 0 {
+		return 0, 0, nil
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	byTopic := map[string]*kmsg.ListOffsetsRequestTopic{}
+	for tp := range reads {
+		t := byTopic[tp.Topic]
+		if t == nil {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = tp.Topic
+			t = &rt
+			byTopic[tp.Topic] = t
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = tp.Partition, -1, -1 // -1: the end offset
+		t.Partitions = append(t.Partitions, rp)
+	}
+	for _, t := range byTopic {
+		req.Topics = append(req.Topics, *t)
+	}
+	resp, err := req.RequestWith(ctx, c.kc)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) != nil {
+				continue
+			}
+			if lag := p.Offset - reads[TP{t.Topic, p.Partition}]; lag > 0 {
+				events += uint64(lag)
+			}
+		}
+	}
+	if n := c.readNew.Load(); n > 0 {
+		raw = uint64(float64(events) * float64(c.readRaw.Load()) / float64(n))
+	}
+	return events, raw, nil
 }

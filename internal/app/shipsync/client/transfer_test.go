@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestTransferMeter(t *testing.T) {
@@ -60,4 +62,33 @@ func TestTransferMeterLongSend(t *testing.T) {
 	require.EqualValues(t, 9000, iv.EffectiveBytes)
 	iv, _, _ = m.Take(t0.Add(4 * time.Minute))
 	require.Zero(t, iv.ActiveSeconds, "nothing in flight")
+}
+
+// TestUnreadBacklog: the records past the read positions, from the
+// broker's end offsets, sized at the mean of the events read so far.
+func TestUnreadBacklog(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t.a"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	for i := range 30 {
+		r := &kgo.Record{Topic: "t.a", Partition: int32(i % 2), Value: []byte("x")}
+		require.NoError(t, kc.ProduceSync(t.Context(), r).FirstErr())
+	}
+	c := &Client{kc: kc, tr: newTracker()}
+	events, raw, err := c.unread(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, events, "no partition read yet: nothing known")
+	require.Zero(t, raw)
+	c.tr.parts[TP{"t.a", 0}] = &partition{wm: Watermark{ReadNext: 5}}
+	c.tr.parts[TP{"t.a", 1}] = &partition{wm: Watermark{ReadNext: 15}} // all read
+	c.readNew.Store(20)
+	c.readRaw.Store(20 * 300)
+	events, raw, err = c.unread(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 10, events, "partition 0 has 15 records, 5 read")
+	require.EqualValues(t, 3000, raw)
 }

@@ -52,6 +52,9 @@ func checkHeartbeat(hb *pb.Heartbeat) error {
 			return &badHeartbeat{"interval", "has a byte count out of range"}
 		}
 	}
+	if hb.UnreadEvents > math.MaxInt64 || hb.UnreadRawBytes > math.MaxInt64 {
+		return &badHeartbeat{"unread_events", "is out of range"}
+	}
 	for _, b := range hb.Backlog {
 		if b.Events > math.MaxInt64 || b.RawBytes > math.MaxInt64 || b.EstimatedCompressedBytes > math.MaxInt64 {
 			return &badHeartbeat{"backlog", "has a count out of range"}
@@ -104,7 +107,7 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat)
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, stmts["NodeHeartbeat"], node, now, hb.Overall.String(),
 			strconv.FormatUint(hb.ConfigVersion, 10), hb.TransferWindow, hb.TransferWindowZone, hb.UploadRateLimit,
-			hb.CompressionRatio, hb.CompressionRatioMeasured); err != nil {
+			hb.CompressionRatio, hb.CompressionRatioMeasured, int64(hb.UnreadEvents), int64(hb.UnreadRawBytes)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, stmts["NodeBacklogClear"], node); err != nil {
@@ -147,6 +150,9 @@ type NodeBacklog struct {
 	Rules []RuleBacklog
 	// Events and RawBytes are the sums over Rules.
 	Events, RawBytes int64
+	// UnreadEvents and UnreadRawBytes are the CDC backlog past the node's
+	// read positions (raw size estimated by the node); the ETA counts them.
+	UnreadEvents, UnreadRawBytes int64
 	// LastHeartbeat is when the node last reported (zero: never).
 	LastHeartbeat time.Time
 	ETA           eta.Estimate
@@ -164,7 +170,8 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	var limit, ratio float64
 	var measured bool
 	var last *time.Time
-	err := r.pool.QueryRow(ctx, stmts["NodeTransfer"], node).Scan(&spec, &zone, &limit, &ratio, &measured, &last)
+	err := r.pool.QueryRow(ctx, stmts["NodeTransfer"], node).Scan(&spec, &zone, &limit, &ratio, &measured, &last,
+		&out.UnreadEvents, &out.UnreadRawBytes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, fmt.Errorf("%w %q", ErrUnknownNode, node)
 	}
@@ -222,7 +229,7 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	if err != nil {
 		return out, fmt.Errorf("%w: backlog: %w", ErrStore, err)
 	}
-	in := eta.Input{Now: now, RemainingRaw: out.RawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit,
+	in := eta.Input{Now: now, RemainingRaw: out.RawBytes + out.UnreadRawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit,
 		Window: win}
 	if elapsed > 0 {
 		in.IncomingRate = float64(incoming) / elapsed

@@ -57,6 +57,17 @@ func TestBacklogFromHeartbeats(t *testing.T) {
 	require.EqualValues(t, 2000, e.RateLimit)
 	require.Equal(t, now.Add(600*time.Second), e.P50.UTC(), "300,000 bytes at 500 B/s")
 
+	// A backlog still in the topic, past what the node has read, counts
+	// too: 200,000 raw bytes more are 50,000 compressed, 100 s at 500 B/s.
+	b.clock.Advance(time.Second)
+	require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", Backlog: backlog,
+		CompressionRatio: 0.25, CompressionRatioMeasured: true, UnreadEvents: 200, UnreadRawBytes: 200_000}))
+	nb, err = b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.EqualValues(t, 200, nb.UnreadEvents)
+	require.EqualValues(t, 350_000, nb.ETA.RemainingBytes)
+	require.Equal(t, b.clock.Now().Add(700*time.Second), nb.ETA.P50.UTC())
+
 	// New capture faster than the drain: no prediction, and why.
 	b.clock.Advance(time.Minute)
 	require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", Backlog: backlog,

@@ -125,7 +125,7 @@ SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
 -- name: NodeHeartbeat
 UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4,
     transfer_window = $5, transfer_window_zone = $6, upload_rate_limit = $7,
-    compression_ratio = $8, compression_ratio_measured = $9
+    compression_ratio = $8, compression_ratio_measured = $9, unread_events = $10, unread_raw_bytes = $11
 WHERE node_id = $1;
 
 -- name: NodeSampleInsert
@@ -148,7 +148,7 @@ FROM sync_node_backlog WHERE node_id = $1 ORDER BY rule_id;
 
 -- name: NodeTransfer
 SELECT transfer_window, transfer_window_zone, upload_rate_limit, compression_ratio, compression_ratio_measured,
-    last_heartbeat_at
+    last_heartbeat_at, unread_events, unread_raw_bytes
 FROM sync_node WHERE node_id = $1;
 
 -- name: NodeSamples

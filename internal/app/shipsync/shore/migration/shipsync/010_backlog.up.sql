@@ -8,7 +8,11 @@ ALTER TABLE sync_node
     ADD COLUMN transfer_window_zone text NOT NULL DEFAULT '',
     ADD COLUMN upload_rate_limit    double precision NOT NULL DEFAULT 0,
     ADD COLUMN compression_ratio    double precision NOT NULL DEFAULT 0,
-    ADD COLUMN compression_ratio_measured boolean NOT NULL DEFAULT false;
+    ADD COLUMN compression_ratio_measured boolean NOT NULL DEFAULT false,
+    -- The CDC backlog past the node's read positions (not in its per-rule
+    -- summaries) and its estimated raw size.
+    ADD COLUMN unread_events    bigint NOT NULL DEFAULT 0,
+    ADD COLUMN unread_raw_bytes bigint NOT NULL DEFAULT 0;
 
 -- One row per heartbeat that carried a transfer interval: the stretch of
 -- uploading it describes, ending at the shore's receive time. The ETA reads
