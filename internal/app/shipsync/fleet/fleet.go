@@ -247,6 +247,8 @@ type run struct {
 	o     Options
 	url   string
 	began time.Time
+	// shoreLog is the shore's log file.
+	shoreLog string
 	// counters of every node
 	requests, ok, limited, failed atomic.Int64
 	honoured, early, waitedNS     atomic.Int64
@@ -298,7 +300,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer monitor.Close(context.Background())
 
-	r := &run{o: o, url: sh.url}
+	r := &run{o: o, url: sh.url, shoreLog: sh.logf.Name()}
 	nodes := make([]*node, o.Nodes)
 	for i := range nodes {
 		if nodes[i], err = newNode(r, p, i); err != nil {
@@ -504,11 +506,24 @@ func startShore(ctx context.Context, o Options, p pki.Dir, pgURL, targetDSN stri
 	case err := <-s.exited:
 		s.exited <- err
 		s.stop()
-		return nil, fmt.Errorf("fleet: the shore exited at start (%v); see %s", err, logf.Name())
+		return nil, fmt.Errorf("fleet: the shore exited at start (%v); %s ends: %s", err, logf.Name(), tail(logf.Name()))
 	case <-time.After(time.Minute):
 		s.stop()
-		return nil, fmt.Errorf("fleet: the shore did not listen within a minute; see %s", logf.Name())
+		return nil, fmt.Errorf("fleet: the shore did not listen within a minute; %s ends: %s", logf.Name(), tail(logf.Name()))
 	}
+}
+
+// tail returns the last KiB of the file at path, on one line (the shore's
+// own log: no row values), for an error that must be read without it.
+func tail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	if len(data) > 1024 {
+		data = data[len(data)-1024:]
+	}
+	return strings.Join(strings.Fields(string(data)), " ")
 }
 
 // stop ends the shore (SIGTERM) and waits for it.
@@ -669,7 +684,7 @@ func (r *run) progress(ctx context.Context, done <-chan struct{}, pgPeak *atomic
 			return ctx.Err()
 		case err := <-exited:
 			exited <- err
-			return fmt.Errorf("fleet: the shore exited during the run (%v)", err)
+			return fmt.Errorf("fleet: the shore exited during the run (%v); its log ends: %s", err, tail(r.shoreLog))
 		case <-ctx.Done():
 			return fmt.Errorf("fleet: stopped after %s with %d of %d nodes caught up (timeout %s): %w",
 				r.o.Clock.Now().Sub(r.began).Round(time.Second), r.caughtUp.Load(), r.o.Nodes, r.o.Timeout, ctx.Err())

@@ -69,3 +69,13 @@ func TestFleetSmall(t *testing.T) {
 	require.Contains(t, out.String(), "nothing lost, nothing duplicated, connections within budget")
 	t.Log("\n" + out.String())
 }
+
+// TestShoreThatDoesNotStart: a shore process that exits before it listens
+// ends the run with an error naming its log, not a hang.
+func TestShoreThatDoesNotStart(t *testing.T) {
+	t.Parallel()
+	_, err := fleet.Run(t.Context(), fleet.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
+		Dir: t.TempDir(), Relay: "/bin/false", Nodes: 2, Events: 1})
+	require.ErrorContains(t, err, "fleet: the shore exited at start (exit status 1)")
+	require.ErrorContains(t, err, "shore.log ends: ")
+}
