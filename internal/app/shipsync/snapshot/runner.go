@@ -156,16 +156,16 @@ func (r *Runner) Hold(tp client.TP, offset int64) bool {
 	return false
 }
 
-// Run steps the tasks until ctx ends; an error only for a store that
-// failed.
+// Run steps the tasks until ctx ends (then nil). A step that fails — the
+// queue, the ship database or the state store unreachable for a while — is
+// logged and tried again after Every: every step starts from the stored
+// state, so a failed one is a restart in small.
 func (r *Runner) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		moved, err := r.Step(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+		if err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "shipsync snapshot: step failed; trying again", "err", err, "wait", r.cfg.Every)
+			moved = false
 		}
 		if moved {
 			continue
@@ -180,8 +180,9 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // Step moves every unfinished task one step and reports whether any moved.
 // A task's own failure (a row that cannot be sent, a refused event, a rule
-// version changed under it) fails that task; the error is only for the
-// state store or a fault point.
+// version changed under it) fails that task; the error is for what may
+// pass (the state store, the queue's offsets, the ship database) and for a
+// fault point: the next step resumes from the stored state.
 func (r *Runner) Step(ctx context.Context) (bool, error) {
 	open, err := r.refresh(ctx)
 	if err != nil {

@@ -3,11 +3,14 @@ package snapshot_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -311,4 +314,35 @@ func TestRunnerFails(t *testing.T) {
 	require.Equal(t, snapshot.Failed, p.State)
 	require.Contains(t, p.Error, "the shore refused 1 SNAPSHOT event(s) of chunk 0 (first: REJECT_REASON_INVALID_FIELD)")
 	require.Equal(t, int64(1), p.Rejected, "the refused event is BLOCKED in event_state")
+}
+
+// TestRunnerRunRetries: Run keeps going through failed steps (the queue's
+// offsets unreachable at first) and takes the task to COMPLETED.
+func TestRunnerRunRetries(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newUnit(t, nil, "", 12)
+	ends := u.cfg.Ends
+	var calls atomic.Int64
+	u.cfg.Ends = func(ctx context.Context, topic string) (map[int32]int64, error) {
+		if calls.Add(1) <= 2 {
+			return nil, errors.New("broker unreachable")
+		}
+		return ends(ctx, topic)
+	}
+	u.cfg.Every = 5 * time.Millisecond
+	r, err := snapshot.New(ctx, u.cfg)
+	require.NoError(t, err)
+	require.NoError(t, u.cfg.Store.Create(ctx, snapshot.Task{ID: "t", RuleID: "crew", RuleVersion: 1, Database: u.shipName, Table: "crew"}))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	require.Eventually(t, func() bool {
+		u.applyAll(t) // the receipts the client would record
+		return u.state(t, "t").State == snapshot.Completed
+	}, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.Greater(t, calls.Load(), int64(2))
+	require.Len(t, u.shore.sent, 12)
 }
