@@ -190,11 +190,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		go profilePeaks(ctx, clock, *memProfile, log)
 	}
 	if snaps != nil {
-		go func() {
-			if err := snaps.Runner.Run(ctx); err != nil {
-				log.Error("shipsync client: snapshot tasks stopped", "err", err)
-			}
-		}()
+		go func() { _ = snaps.Runner.Run(ctx) }() // logs its failed steps and retries them; nil at the end
 	}
 	return c.Run(ctx)
 }
