@@ -179,7 +179,7 @@ func browse(t *testing.T, parent context.Context, browser, shots, base, id, vers
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 45*time.Second)
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
