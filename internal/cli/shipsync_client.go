@@ -69,7 +69,8 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"with applied revision and time) instead of compact ones; costs more bytes down the link")
 	shipDB := fs.String("ship-db", envOr("SHIPSYNC_SHIP_DB", ""), "the ship's business database (go-sql-driver DSN, "+
 		"user:pw@tcp(host:3306)/db; default $SHIPSYNC_SHIP_DB): with it the client pulls the shore's downlink commands, "+
-		"applies them there and acknowledges them; without it no command is pulled")
+		"applies them there and acknowledges them, and runs the snapshot tasks (relay shipsync snapshot start) reading "+
+		"it; without it no command is pulled and no snapshot runs")
 	shoreNode := fs.String("shore-node-id", remote.ShoreNodeIDDefault, "the shore's node id: the _sync_origin a "+
 		"conflict decision's write carries on the ship")
 	commandPoll := fs.Duration("command-poll", client.CommandPollEveryDefault, "how often the downlink asks for "+
