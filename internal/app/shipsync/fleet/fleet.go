@@ -155,6 +155,9 @@ type Result struct {
 	// heartbeat intervals) and reconnect queue depth (429s whose
 	// Retry-After has not passed).
 	ConnectedPeak, QueuePeak int64
+	// ShoreRSS is the shore process's peak resident memory (VmHWM) at the
+	// end of the run.
+	ShoreRSS int64
 	// PGPeak is the most connections of the shore process seen in
 	// pg_stat_activity (sampled every 50 ms), PGLockedPeak the most of them
 	// seen idle outside a transaction with an advisory lock (session
@@ -219,8 +222,8 @@ func (r *Result) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "in flight:    at most %d requests at the shore (global limit %d); the nodes had at most %d open\n",
 		r.InFlightPeak, r.InFlightLimit, r.ClientInFlightPeak)
-	fmt.Fprintf(w, "shore gauges: at most %d nodes connected, %d requests told to come back and not yet due (sampled)\n",
-		r.ConnectedPeak, r.QueuePeak)
+	fmt.Fprintf(w, "shore gauges: at most %d nodes connected, %d requests told to come back and not yet due (sampled); "+
+		"shore peak RSS %.0f MiB\n", r.ConnectedPeak, r.QueuePeak, float64(r.ShoreRSS)/(1<<20))
 	fmt.Fprintf(w, "PostgreSQL:   at most %d connections of the shore seen (budget %d: pool %d + %d session locks); "+
 		"at most %d seen idle holding a session lock\n", r.PGPeak, r.Budget, r.Pool, SessionLocks, r.PGLockedPeak)
 	keys := make([]string, 0, len(r.Results))
@@ -372,6 +375,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := sh.final(ctx, res); err != nil {
 		return nil, err
 	}
+	res.ShoreRSS = shipbench.PeakRSS(sh.cmd.Process.Pid)
 	for _, n := range nodes {
 		res.CatchUp = append(res.CatchUp, n.caught.Sub(n.start))
 		res.DupReceipts += n.dup

@@ -52,6 +52,7 @@ func TestFleetSmall(t *testing.T) {
 	require.Positive(t, res.ConnectedPeak, report)
 	require.LessOrEqual(t, res.ConnectedPeak, int64(40), report)
 	require.Positive(t, res.QueuePeak, report)
+	require.Positive(t, res.ShoreRSS, report)
 
 	// Limits and budget held, and were reached.
 	require.Positive(t, res.InFlightPeak, report)

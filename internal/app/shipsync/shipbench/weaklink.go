@@ -339,7 +339,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		if rss := peakRSS(cmd.Process.Pid); rss > res.RSSPeak {
+		if rss := PeakRSS(cmd.Process.Pid); rss > res.RSSPeak {
 			res.RSSPeak = rss
 		}
 		st := proxy.Stats()
@@ -434,7 +434,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.ShipBytesUp, res.ShipBytesDown = st.BytesUp, st.BytesDown
 	stopClient()
 	<-exited
-	if rss := peakRSS(cmd.Process.Pid); rss > res.RSSPeak {
+	if rss := PeakRSS(cmd.Process.Pid); rss > res.RSSPeak {
 		res.RSSPeak = rss
 	}
 	return res, measure(ctx, o, res, sh, target, critWritten)
@@ -490,9 +490,9 @@ func measure(ctx context.Context, o Options, res *Result, sh *shipdemo.Shore, ta
 	return nil
 }
 
-// peakRSS reads a process's peak resident set (VmHWM) in bytes; 0 when
+// PeakRSS reads a process's peak resident set (VmHWM) in bytes; 0 when
 // it cannot.
-func peakRSS(pid int) int64 {
+func PeakRSS(pid int) int64 {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
