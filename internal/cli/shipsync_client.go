@@ -149,9 +149,10 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		ReplayEpoch: uint32(*epoch), Rules: rules, Store: st, Transport: tr, Clock: clock, Logger: log, Types: types}
 	var barrier client.Barrier
 	var snaps *shipsyncSnapshots
+	var metered *client.Client // the snapshot uploads share its upload limit
 	if *shipDB != "" {
 		// Snapshot tasks read the ship database (docs/shipsync/snapshot.md).
-		if snaps, err = newShipsyncSnapshots(ctx, *shipDB, *logical, splitList(*brokers), parts, log); err != nil {
+		if snaps, err = newShipsyncSnapshots(ctx, *shipDB, *logical, splitList(*brokers), parts, &metered, log); err != nil {
 			return err
 		}
 		defer snaps.Close()
@@ -191,6 +192,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		go profilePeaks(ctx, clock, *memProfile, log)
 	}
 	if snaps != nil {
+		metered = c
 		go func() { _ = snaps.Runner.Run(ctx) }() // logs its failed steps and retries them; nil at the end
 	}
 	return c.Run(ctx)

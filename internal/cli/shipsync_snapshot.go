@@ -14,6 +14,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/snapshot"
 	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/kafkaread"
@@ -140,8 +141,11 @@ func (s *shipsyncSnapshots) Close() { _ = s.db.Close() }
 // newShipsyncSnapshots builds the runner of the ship client's snapshot
 // tasks: rows read from shipDB under the capture's logical name, sent with
 // tr, checkpoints from st.
+//
+// Uploads are metered by *meter's upload limit once *meter is set (the
+// client, built after the runner).
 func newShipsyncSnapshots(ctx context.Context, shipDB, logical string, brokers []string, parts client.Parts,
-	log *slog.Logger) (*shipsyncSnapshots, error) {
+	meter **client.Client, log *slog.Logger) (*shipsyncSnapshots, error) {
 	db, err := sql.Open("mysql", shipDB)
 	if err != nil {
 		return nil, fmt.Errorf("--ship-db: %w", err)
@@ -167,7 +171,15 @@ func newShipsyncSnapshots(ctx context.Context, shipDB, logical string, brokers [
 		Ends: func(ctx context.Context, topic string) (map[int32]int64, error) {
 			return kafkaread.Ends(ctx, brokers, topic)
 		},
-		Terminal: parts.Store.Watermarks, Upload: parts.Transport.Upload, Clock: parts.Clock, Logger: log})
+		Terminal: parts.Store.Watermarks, Clock: parts.Clock, Logger: log,
+		Upload: func(ctx context.Context, body []byte) (*pb.UploadResponse, error) {
+			if c := *meter; c != nil {
+				if err := c.Meter(ctx, int64(len(body))); err != nil {
+					return nil, err
+				}
+			}
+			return parts.Transport.Upload(ctx, body)
+		}})
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}

@@ -127,3 +127,22 @@ func (c *Client) unheld(tps []TP) []TP {
 func pollTimedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
+
+// Meter waits until n bytes may go on the wire under the client's upload
+// limit (Config.UploadRate; nothing to wait for without one), taking them
+// from the same bucket the client's own uploads use: an uploader beside the
+// client (the snapshot runner) shares the link's budget instead of adding
+// to it. ctx ends the wait (its error is returned).
+func (c *Client) Meter(ctx context.Context, n int64) error {
+	if c.bucket == nil {
+		return nil
+	}
+	if d := c.bucket.Reserve(c.cfg.Clock.Now(), n); d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.cfg.Clock.After(d):
+		}
+	}
+	return nil
+}
