@@ -121,11 +121,11 @@ func TestReadinessTimeout(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 }
 
-// TestShipsyncShoreProbes: `relay shipsync shore --metrics-addr` serves
-// /readyz, ready with its PostgreSQL and --target up, and stops cleanly
-// when its ctx ends (SIGTERM in cmd/relay).
-func TestShipsyncShoreProbes(t *testing.T) {
-	t.Parallel()
+// shoreWorld makes a fresh PostgreSQL schema, a MariaDB database and a
+// development PKI, and returns the arguments of `relay shipsync shore` on
+// them with --target and --arbiter (no --addr).
+func shoreWorld(t *testing.T) []string {
+	t.Helper()
 	url := testdb.PGSchema(t)
 	_, mdsn := testdb.MariaDBWithDSN(t)
 	dir := filepath.Join(t.TempDir(), "pki")
@@ -133,6 +133,17 @@ func TestShipsyncShoreProbes(t *testing.T) {
 		var out bytes.Buffer
 		require.NoError(t, Run(t.Context(), append(append([]string{"shipsync", "pki"}, a...), "--dir", dir), &out, &out))
 	}
+	return []string{"shipsync", "shore", "--postgres", url, "--migrate", "--tls-cert", filepath.Join(dir, "server.crt"),
+		"--tls-key", filepath.Join(dir, "server.key"), "--client-ca", filepath.Join(dir, "ca.crt"), "--target", mdsn,
+		"--arbiter"}
+}
+
+// TestShipsyncShoreProbes: `relay shipsync shore --metrics-addr` serves
+// /readyz, ready with its PostgreSQL and --target up, and stops cleanly
+// when its ctx ends (SIGTERM in cmd/relay).
+func TestShipsyncShoreProbes(t *testing.T) {
+	t.Parallel()
+	args := shoreWorld(t)
 	port, err := supervise.FreePort()
 	require.NoError(t, err)
 	metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -141,10 +152,7 @@ func TestShipsyncShoreProbes(t *testing.T) {
 	var out testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"shipsync", "shore", "--postgres", url, "--migrate", "--addr", "127.0.0.1:0",
-			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
-			"--client-ca", filepath.Join(dir, "ca.crt"), "--target", mdsn, "--arbiter", "--log-level", "warn",
-			"--metrics-addr", metrics}, &out, &out)
+		done <- Run(ctx, append(args, "--addr", "127.0.0.1:0", "--log-level", "warn", "--metrics-addr", metrics), &out, &out)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "listening on") }, 20*time.Second,
 		10*time.Millisecond, out.String())
@@ -213,22 +221,14 @@ func TestEnvFile(t *testing.T) {
 // until a signal that never comes.
 func TestShipsyncShoreFailsWithoutHanging(t *testing.T) {
 	t.Parallel()
-	url := testdb.PGSchema(t)
-	_, mdsn := testdb.MariaDBWithDSN(t)
-	dir := filepath.Join(t.TempDir(), "pki")
-	for _, a := range [][]string{{"init"}, {"server"}} {
-		var out bytes.Buffer
-		require.NoError(t, Run(t.Context(), append(append([]string{"shipsync", "pki"}, a...), "--dir", dir), &out, &out))
-	}
+	args := shoreWorld(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
 	done := make(chan error, 1)
 	go func() {
 		var out testlog.Buffer
-		done <- Run(t.Context(), []string{"shipsync", "shore", "--postgres", url, "--migrate", "--addr", taken.Addr().String(),
-			"--tls-cert", filepath.Join(dir, "server.crt"), "--tls-key", filepath.Join(dir, "server.key"),
-			"--client-ca", filepath.Join(dir, "ca.crt"), "--target", mdsn, "--arbiter", "--log-level", "off"}, &out, &out)
+		done <- Run(t.Context(), append(args, "--addr", taken.Addr().String(), "--log-level", "off"), &out, &out)
 	}()
 	select {
 	case err := <-done:
