@@ -142,8 +142,8 @@ func (s *shipsyncSnapshots) Close() { _ = s.db.Close() }
 // tasks: rows read from shipDB under the capture's logical name, sent with
 // tr, checkpoints from st.
 //
-// Uploads are metered by *meter's upload limit once *meter is set (the
-// client, built after the runner).
+// Uploads are metered by *meter's upload limit and held to its BULK window
+// once *meter is set (the client, built after the runner).
 func newShipsyncSnapshots(ctx context.Context, shipDB, logical string, brokers []string, parts client.Parts,
 	meter **client.Client, log *slog.Logger) (*shipsyncSnapshots, error) {
 	db, err := sql.Open("mysql", shipDB)
@@ -172,6 +172,10 @@ func newShipsyncSnapshots(ctx context.Context, shipDB, logical string, brokers [
 			return kafkaread.Ends(ctx, brokers, topic)
 		},
 		Terminal: parts.Store.Watermarks, Clock: parts.Clock, Logger: log,
+		MayTransfer: func(p normalize.Priority) bool {
+			c := *meter
+			return c == nil || c.MayTransfer(p)
+		},
 		Upload: func(ctx context.Context, body []byte) (*pb.UploadResponse, error) {
 			if c := *meter; c != nil {
 				if err := c.Meter(ctx, int64(len(body))); err != nil {

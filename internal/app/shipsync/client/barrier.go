@@ -5,6 +5,9 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	"github.com/relayhq/relay/internal/flow"
 )
 
 // Barrier holds records back from processing (the snapshot catch-up
@@ -145,4 +148,19 @@ func (c *Client) Meter(ctx context.Context, n int64) error {
 		}
 	}
 	return nil
+}
+
+// MayTransfer reports whether events of a rule of priority p may go on the
+// wire now: always, except a BULK rule outside the transfer window
+// (Config.BulkWindow) or while the node's clock is not trusted — the rule
+// the client's own scheduler follows, for an uploader beside it (the
+// snapshot runner).
+func (c *Client) MayTransfer(p normalize.Priority) bool {
+	if classOf(int(p)) != flow.Bulk || c.cfg.BulkWindow == nil {
+		return true
+	}
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.BulkWindow.Open(now) && c.trusted()
 }

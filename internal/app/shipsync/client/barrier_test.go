@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
+	"github.com/relayhq/relay/internal/flow"
 	"github.com/relayhq/relay/relayclock"
 )
 
@@ -55,4 +56,35 @@ func TestMeter(t *testing.T) {
 	require.Eventually(t, func() bool { return clock.Waiters() == 1 }, 5*time.Second, time.Millisecond)
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// TestMayTransfer: a BULK rule may send only inside the transfer window,
+// other classes always; without a window every class may.
+func TestMayTransfer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	clock := relayclock.NewFake(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)) // a Thursday noon
+	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", clock)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	tr, err := NewTransport("http://127.0.0.1:1", nil, 0)
+	require.NoError(t, err)
+	t.Cleanup(tr.Close)
+	rules, err := normalize.LoadRules(strings.NewReader(`{"rules": []}`))
+	require.NoError(t, err)
+	w, err := flow.ParseWindow("Mon-Fri 22:00-06:00", time.UTC)
+	require.NoError(t, err)
+	build := func(w *flow.Window) *Client {
+		c, err := Build(Parts{NodeID: "ship-1", ConnectorID: "c", Rules: rules, Store: st, Transport: tr, Clock: clock},
+			Config{Brokers: []string{"127.0.0.1:1"}, TopicPrefix: "sync.cdc.", BulkWindow: w})
+		require.NoError(t, err)
+		return c
+	}
+	c := build(w)
+	require.False(t, c.MayTransfer(normalize.PriorityBulk), "noon is outside the window")
+	require.True(t, c.MayTransfer(normalize.PriorityNormal))
+	require.True(t, c.MayTransfer(normalize.PriorityCritical))
+	clock.Advance(11 * time.Hour)
+	require.True(t, c.MayTransfer(normalize.PriorityBulk), "23:00 is inside")
+	require.True(t, build(nil).MayTransfer(normalize.PriorityBulk), "no window")
 }

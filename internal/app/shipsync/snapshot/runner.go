@@ -54,6 +54,10 @@ type Config struct {
 	Terminal func(ctx context.Context) (map[client.TP]client.Watermark, error)
 	// Upload sends one encoded batch (client.Transport.Upload).
 	Upload func(ctx context.Context, body []byte) (*pb.UploadResponse, error)
+	// MayTransfer, when set, says whether a rule of that priority may send
+	// now (client.Client.MayTransfer: a BULK rule only inside its transfer
+	// window); a task whose rule may not waits, reading nothing.
+	MayTransfer func(normalize.Priority) bool
 	// ChunkRows is how many rows one chunk reads and one batch carries
 	// (default ChunkRowsDefault; at most wire's 500 events per batch).
 	ChunkRows int
@@ -290,6 +294,10 @@ func (r *Runner) terminal(ctx context.Context) (map[Position]int64, error) {
 // chunk; once the table is read and every SNAPSHOT event has its final
 // result, the barrier lifts (CATCHING_UP).
 func (r *Runner) baseline(ctx context.Context, t *Task) (bool, error) {
+	if rule := r.cfg.Rules.Lookup(t.Database, t.Table); rule != nil && r.cfg.MayTransfer != nil &&
+		!r.cfg.MayTransfer(rule.Priority) {
+		return false, nil // outside the rule's transfer window: nothing read, nothing sent
+	}
 	pending, err := r.cfg.Store.outbox(ctx, t.ID)
 	if err != nil {
 		return false, err

@@ -346,3 +346,32 @@ func TestRunnerRunRetries(t *testing.T) {
 	require.Greater(t, calls.Load(), int64(2))
 	require.Len(t, u.shore.sent, 12)
 }
+
+// TestRunnerTransferWindow: a task whose rule may not send now reads and
+// sends nothing until it may.
+func TestRunnerTransferWindow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := newUnit(t, nil, "", 4)
+	var open atomic.Bool
+	u.cfg.MayTransfer = func(p normalize.Priority) bool {
+		require.Equal(t, normalize.PriorityHigh, p, "the rule's priority (crew is HIGH)")
+		return open.Load()
+	}
+	r, err := snapshot.New(ctx, u.cfg)
+	require.NoError(t, err)
+	require.NoError(t, u.cfg.Store.Create(ctx, snapshot.Task{ID: "w", RuleID: "crew", RuleVersion: 1, Database: u.shipName, Table: "crew"}))
+	for range 3 {
+		_, err = r.Step(ctx)
+		require.NoError(t, err)
+	}
+	p := u.state(t, "w")
+	require.Equal(t, snapshot.Baseline, p.State)
+	require.Zero(t, p.RowsRead)
+	require.Empty(t, u.shore.sent)
+	open.Store(true)
+	_, err = r.Step(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), u.state(t, "w").RowsRead)
+	require.Len(t, u.shore.sent, 4)
+}
