@@ -20,25 +20,10 @@ import (
 func TestMeter(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	t0 := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
-	clock := relayclock.NewFake(t0)
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", clock)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	tr, err := NewTransport("http://127.0.0.1:1", nil, 0)
-	require.NoError(t, err)
-	t.Cleanup(tr.Close)
-	rules, err := normalize.LoadRules(strings.NewReader(`{"rules": []}`))
-	require.NoError(t, err)
-	build := func(rate int64) *Client {
-		c, err := Build(Parts{NodeID: "ship-1", ConnectorID: "c", Rules: rules, Store: st, Transport: tr, Clock: clock},
-			Config{Brokers: []string{"127.0.0.1:1"}, TopicPrefix: "sync.cdc.", UploadRate: rate, UploadBurst: rate})
-		require.NoError(t, err)
-		return c
-	}
-	require.NoError(t, build(0).Meter(ctx, 1<<30), "unmetered")
+	clock := relayclock.NewFake(time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC))
+	require.NoError(t, idleClient(t, clock, Config{}).Meter(ctx, 1<<30), "unmetered")
 
-	c := build(1000)
+	c := idleClient(t, clock, Config{UploadRate: 1000, UploadBurst: 1000})
 	require.NoError(t, c.Meter(ctx, 1000), "the burst")
 	done := make(chan error, 1)
 	go func() { done <- c.Meter(ctx, 500) }()
@@ -62,9 +47,23 @@ func TestMeter(t *testing.T) {
 // other classes always; without a window every class may.
 func TestMayTransfer(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	clock := relayclock.NewFake(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)) // a Thursday noon
-	st, err := OpenStore(ctx, filepath.Join(t.TempDir(), "client.db"), "g", clock)
+	w, err := flow.ParseWindow("Mon-Fri 22:00-06:00", time.UTC)
+	require.NoError(t, err)
+	c := idleClient(t, clock, Config{BulkWindow: w})
+	require.False(t, c.MayTransfer(normalize.PriorityBulk), "noon is outside the window")
+	require.True(t, c.MayTransfer(normalize.PriorityNormal))
+	require.True(t, c.MayTransfer(normalize.PriorityCritical))
+	clock.Advance(11 * time.Hour)
+	require.True(t, c.MayTransfer(normalize.PriorityBulk), "23:00 is inside")
+	require.True(t, idleClient(t, clock, Config{}).MayTransfer(normalize.PriorityBulk), "no window")
+}
+
+// idleClient is a client built with cfg (its brokers and topics filled in)
+// that is never run.
+func idleClient(t *testing.T, clock *relayclock.Fake, cfg Config) *Client {
+	t.Helper()
+	st, err := OpenStore(t.Context(), filepath.Join(t.TempDir(), "client.db"), "g", clock)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	tr, err := NewTransport("http://127.0.0.1:1", nil, 0)
@@ -72,19 +71,8 @@ func TestMayTransfer(t *testing.T) {
 	t.Cleanup(tr.Close)
 	rules, err := normalize.LoadRules(strings.NewReader(`{"rules": []}`))
 	require.NoError(t, err)
-	w, err := flow.ParseWindow("Mon-Fri 22:00-06:00", time.UTC)
+	cfg.Brokers, cfg.TopicPrefix = []string{"127.0.0.1:1"}, "sync.cdc."
+	c, err := Build(Parts{NodeID: "ship-1", ConnectorID: "c", Rules: rules, Store: st, Transport: tr, Clock: clock}, cfg)
 	require.NoError(t, err)
-	build := func(w *flow.Window) *Client {
-		c, err := Build(Parts{NodeID: "ship-1", ConnectorID: "c", Rules: rules, Store: st, Transport: tr, Clock: clock},
-			Config{Brokers: []string{"127.0.0.1:1"}, TopicPrefix: "sync.cdc.", BulkWindow: w})
-		require.NoError(t, err)
-		return c
-	}
-	c := build(w)
-	require.False(t, c.MayTransfer(normalize.PriorityBulk), "noon is outside the window")
-	require.True(t, c.MayTransfer(normalize.PriorityNormal))
-	require.True(t, c.MayTransfer(normalize.PriorityCritical))
-	clock.Advance(11 * time.Hour)
-	require.True(t, c.MayTransfer(normalize.PriorityBulk), "23:00 is inside")
-	require.True(t, build(nil).MayTransfer(normalize.PriorityBulk), "no window")
+	return c
 }

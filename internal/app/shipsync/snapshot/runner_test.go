@@ -140,18 +140,7 @@ func (u *unit) setTerminal(p int32, off int64) {
 	u.terminal[tp] = client.Watermark{TP: tp, TerminalNext: off}
 }
 
-func (u *unit) state(t *testing.T, id string) snapshot.Progress {
-	t.Helper()
-	ps, err := snapshot.List(t.Context(), u.st.DB())
-	require.NoError(t, err)
-	for _, p := range ps {
-		if p.ID == id {
-			return p
-		}
-	}
-	t.Fatalf("no task %s", id)
-	return snapshot.Progress{}
-}
+func (u *unit) state(t *testing.T, id string) snapshot.Progress { return progress(t, u.st.DB(), id) }
 
 // applyAll records every sent snapshot event as APPLIED, as the client's
 // receipt loop does.

@@ -177,9 +177,12 @@ func setup(t *testing.T, rows int) *bench {
 }
 
 // task returns the task's stored progress.
-func (b *bench) task(t *testing.T, id string) snapshot.Progress {
+func (b *bench) task(t *testing.T, id string) snapshot.Progress { return progress(t, b.st.DB(), id) }
+
+// progress returns task id's progress from the client database db.
+func progress(t *testing.T, db *sql.DB, id string) snapshot.Progress {
 	t.Helper()
-	ps, err := snapshot.List(t.Context(), b.st.DB())
+	ps, err := snapshot.List(t.Context(), db)
 	require.NoError(t, err)
 	for _, p := range ps {
 		if p.ID == id {
