@@ -116,7 +116,8 @@ topologySpreadConstraints:
 {{- define "shipsync.checkBudget" -}}
 {{- $max := .Values.server.replicas -}}
 {{- if .Values.autoscaling.enabled -}}{{- $max = .Values.autoscaling.maxReplicas -}}{{- end -}}
-{{- $total := mul $max .Values.server.postgresPoolMaxConns -}}
+{{- /* + 2 per server pod: the applier's two engines each hold a session lock on a connection of their own */ -}}
+{{- $total := mul $max (add .Values.server.postgresPoolMaxConns 2) -}}
 {{- if .Values.cdc.enabled -}}{{- $total = add $total .Values.cdc.postgresPoolMaxConns -}}{{- end -}}
 {{- if .Values.console.enabled -}}{{- $total = add $total (mul .Values.console.replicas .Values.console.postgresPoolMaxConns) -}}{{- end -}}
 {{- if gt (int $total) (int .Values.postgres.connectionBudget) -}}
