@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,19 @@ type readiness struct {
 
 	mu   sync.Mutex
 	last string // the last answer's reason ("" : ready), to log changes only
+
+	// health, when set, answers /health: the subsystems' states as JSON.
+	health func(ctx context.Context) any
+}
+
+// checkPing returns the ping of the check named name (nil: none).
+func (r *readiness) checkPing(name string) func(context.Context) error {
+	for _, c := range r.checks {
+		if c.name == name {
+			return c.ping
+		}
+	}
+	return nil
 }
 
 // newReadiness returns the probes of checks, each ping bounded by timeout
@@ -112,6 +126,13 @@ func (r *readiness) handler(next http.Handler) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if r.health != nil {
+		mux.HandleFunc("/health", func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(r.health(req.Context()))
+		})
+	}
 	mux.Handle("/", next)
 	return mux
 }

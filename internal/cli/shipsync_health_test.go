@@ -139,7 +139,8 @@ func shoreWorld(t *testing.T) []string {
 }
 
 // TestShipsyncShoreProbes: `relay shipsync shore --metrics-addr` serves
-// /readyz, ready with its PostgreSQL and --target up, and stops cleanly
+// /readyz, ready with its PostgreSQL and --target up, /health with every
+// subsystem and the health and fleet gauges, and stops cleanly
 // when its ctx ends (SIGTERM in cmd/relay).
 func TestShipsyncShoreProbes(t *testing.T) {
 	t.Parallel()
@@ -162,6 +163,23 @@ func TestShipsyncShoreProbes(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 	require.Equal(t, "ready\n", string(b))
+	// /health: every subsystem of this shore (it applies: target) and the
+	// same states as gauges on /metrics.
+	resp, err = http.Get("http://" + metrics + "/health")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	for _, want := range []string{`"overall":"HEALTHY"`, `"name":"receive"`, `"name":"processing"`, `"name":"downlink"`,
+		`"name":"target"`} {
+		require.Contains(t, string(b), want)
+	}
+	resp, err = http.Get("http://" + metrics + "/metrics")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Contains(t, string(b), `relay_shipsync_shore_health{subsystem="overall"} 0`)
+	require.Contains(t, string(b), `relay_shipsync_connected_nodes 0`)
 	stop()
 	require.NoError(t, <-done)
 }

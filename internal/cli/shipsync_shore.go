@@ -159,7 +159,7 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 	arbiterLease := fs.Duration("arbiter-lease", arbiter.LeaseDefault, "how long a case the arbiter claimed stays its "+
 		"own; a case whose lease ran out (its arbiter died) is taken over by any arbiter, a restarted one included")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
-	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz (liveness) and /readyz (readiness: 503 while "+
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz (liveness), /health (each subsystem's state, JSON) and /readyz (readiness: 503 while "+
 		"PostgreSQL or --target does not answer a ping, or once stopping) on this address (empty: off); public and "+
 		"read-only: :PORT means 127.0.0.1:PORT")
 	consoleF := addConsoleFlags(fs)
@@ -233,6 +233,10 @@ func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer closeReady()
+	health := shore.NewHealth(shore.HealthConfig{Pool: d.Pool(), Clock: clock, Driver: d,
+		Target: ready.checkPing("target"), Arbiter: *arbiterOn})
+	reg.MustRegister(health)
+	ready.health = func(ctx context.Context) any { return health.Report(ctx) }
 	if *target != "" {
 		stop, err := startApplier(ctx, env, d, inbox, *target, *instance, *applyWorkers, *urgentWorkers, reg, log)
 		if err != nil {

@@ -389,3 +389,13 @@ SELECT state, count(*) FROM sync_rule_release GROUP BY state ORDER BY state;
 -- name: FleetNodesWithBacklog
 SELECT DISTINCT b.node_id FROM sync_node_backlog b JOIN sync_node n USING (node_id)
 WHERE n.state = 'active' AND b.events > 0 ORDER BY b.node_id;
+
+-- name: HealthArbiter
+SELECT count(*) FILTER (WHERE state IN ('DETECTED', 'AUTO_DECIDING') AND updated_at < $1),
+       count(*) FILTER (WHERE state = 'PENDING_MANUAL' AND manual_due < $2)
+FROM sync_conflict_case
+WHERE state IN ('DETECTED', 'AUTO_DECIDING', 'PENDING_MANUAL');
+
+-- name: HealthDownlink
+SELECT count(*) FROM sync_downlink_command c JOIN sync_node n ON n.node_id = c.target_node_id
+WHERE c.result IS NULL AND c.created_at < $1 AND n.last_heartbeat_at >= $2;
