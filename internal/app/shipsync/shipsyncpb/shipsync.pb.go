@@ -2812,6 +2812,18 @@ type BacklogSummary struct {
 	EstimatedCompressedBytes uint64 `protobuf:"varint,4,opt,name=estimated_compressed_bytes,json=estimatedCompressedBytes,proto3" json:"estimated_compressed_bytes,omitempty"`
 	// Capture time of the oldest waiting event.
 	OldestCapturedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=oldest_captured_at,json=oldestCapturedAt,proto3" json:"oldest_captured_at,omitempty"`
+	// The group this summary counts (absent from older nodes, whose
+	// summaries are per rule only): direction "up" or "down", the rule's
+	// priority, and the events' state (READY, RETRY_WAIT, RECEIVED — sent,
+	// waiting for the terminal result —, BLOCKED).
+	Direction        string                 `protobuf:"bytes,6,opt,name=direction,proto3" json:"direction,omitempty"`
+	Priority         int32                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	State            string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
+	NewestCapturedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=newest_captured_at,json=newestCapturedAt,proto3" json:"newest_captured_at,omitempty"`
+	// Business times of the oldest and newest waiting event, where the rule
+	// has a business time column.
+	OldestBusinessAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=oldest_business_at,json=oldestBusinessAt,proto3" json:"oldest_business_at,omitempty"`
+	NewestBusinessAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=newest_business_at,json=newestBusinessAt,proto3" json:"newest_business_at,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2881,6 +2893,48 @@ func (x *BacklogSummary) GetOldestCapturedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *BacklogSummary) GetDirection() string {
+	if x != nil {
+		return x.Direction
+	}
+	return ""
+}
+
+func (x *BacklogSummary) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *BacklogSummary) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *BacklogSummary) GetNewestCapturedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NewestCapturedAt
+	}
+	return nil
+}
+
+func (x *BacklogSummary) GetOldestBusinessAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestBusinessAt
+	}
+	return nil
+}
+
+func (x *BacklogSummary) GetNewestBusinessAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NewestBusinessAt
+	}
+	return nil
+}
+
 // Heartbeat is a node's periodic report.
 type Heartbeat struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -2925,6 +2979,9 @@ type Heartbeat struct {
 	// the node's send window, which the per-rule summaries do not count.
 	UnreadEvents   uint64 `protobuf:"varint,19,opt,name=unread_events,json=unreadEvents,proto3" json:"unread_events,omitempty"`
 	UnreadRawBytes uint64 `protobuf:"varint,20,opt,name=unread_raw_bytes,json=unreadRawBytes,proto3" json:"unread_raw_bytes,omitempty"`
+	// Bytes the node's platform state takes on its disk (the state
+	// database; the CDC topics are the broker's).
+	StateDiskBytes uint64 `protobuf:"varint,21,opt,name=state_disk_bytes,json=stateDiskBytes,proto3" json:"state_disk_bytes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3095,6 +3152,13 @@ func (x *Heartbeat) GetUnreadEvents() uint64 {
 func (x *Heartbeat) GetUnreadRawBytes() uint64 {
 	if x != nil {
 		return x.UnreadRawBytes
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetStateDiskBytes() uint64 {
+	if x != nil {
+		return x.StateDiskBytes
 	}
 	return 0
 }
@@ -4060,13 +4124,20 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x0fSubsystemHealth\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1e.relay.shipsync.v1.HealthStateR\x05state\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xe6\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x94\x04\n" +
 	"\x0eBacklogSummary\x12\x17\n" +
 	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12\x16\n" +
 	"\x06events\x18\x02 \x01(\x04R\x06events\x12\x1b\n" +
 	"\traw_bytes\x18\x03 \x01(\x04R\brawBytes\x12<\n" +
 	"\x1aestimated_compressed_bytes\x18\x04 \x01(\x04R\x18estimatedCompressedBytes\x12H\n" +
-	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\"\x9e\b\n" +
+	"\x12oldest_captured_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCapturedAt\x12\x1c\n" +
+	"\tdirection\x18\x06 \x01(\tR\tdirection\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state\x12H\n" +
+	"\x12newest_captured_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCapturedAt\x12H\n" +
+	"\x12oldest_business_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestBusinessAt\x12H\n" +
+	"\x12newest_business_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x10newestBusinessAt\"\xc8\b\n" +
 	"\tHeartbeat\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\tR\x0fprotocolVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12%\n" +
@@ -4090,7 +4161,8 @@ const file_shipsync_proto_rawDesc = "" +
 	"\x10config_rejection\x18\x11 \x01(\v2\".relay.shipsync.v1.ConfigRejectionR\x0fconfigRejection\x12F\n" +
 	"\x0eexpiry_reports\x18\x12 \x03(\v2\x1f.relay.shipsync.v1.ExpiryReportR\rexpiryReports\x12#\n" +
 	"\runread_events\x18\x13 \x01(\x04R\funreadEvents\x12(\n" +
-	"\x10unread_raw_bytes\x18\x14 \x01(\x04R\x0eunreadRawBytes\"\x8e\x01\n" +
+	"\x10unread_raw_bytes\x18\x14 \x01(\x04R\x0eunreadRawBytes\x12(\n" +
+	"\x10state_disk_bytes\x18\x15 \x01(\x04R\x0estateDiskBytes\"\x8e\x01\n" +
 	"\x0fConfigRejection\x12%\n" +
 	"\x0econfig_version\x18\x01 \x01(\x04R\rconfigVersion\x12\x17\n" +
 	"\arule_id\x18\x02 \x01(\tR\x06ruleId\x12!\n" +
@@ -4315,24 +4387,27 @@ var file_shipsync_proto_depIdxs = []int32{
 	15, // 35: relay.shipsync.v1.CommandAckResponse.statuses:type_name -> relay.shipsync.v1.EventStatus
 	6,  // 36: relay.shipsync.v1.SubsystemHealth.state:type_name -> relay.shipsync.v1.HealthState
 	38, // 37: relay.shipsync.v1.BacklogSummary.oldest_captured_at:type_name -> google.protobuf.Timestamp
-	38, // 38: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	6,  // 39: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
-	26, // 40: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
-	27, // 41: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
-	31, // 42: relay.shipsync.v1.Heartbeat.interval:type_name -> relay.shipsync.v1.TransferInterval
-	29, // 43: relay.shipsync.v1.Heartbeat.config_rejection:type_name -> relay.shipsync.v1.ConfigRejection
-	30, // 44: relay.shipsync.v1.Heartbeat.expiry_reports:type_name -> relay.shipsync.v1.ExpiryReport
-	38, // 45: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
-	33, // 46: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
-	35, // 47: relay.shipsync.v1.NodeConfig.releases:type_name -> relay.shipsync.v1.RuleRelease
-	36, // 48: relay.shipsync.v1.NodeConfig.expiry_approvals:type_name -> relay.shipsync.v1.ExpiryApproval
-	38, // 49: relay.shipsync.v1.ExpiryApproval.captured_before:type_name -> google.protobuf.Timestamp
-	7,  // 50: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	38, // 38: relay.shipsync.v1.BacklogSummary.newest_captured_at:type_name -> google.protobuf.Timestamp
+	38, // 39: relay.shipsync.v1.BacklogSummary.oldest_business_at:type_name -> google.protobuf.Timestamp
+	38, // 40: relay.shipsync.v1.BacklogSummary.newest_business_at:type_name -> google.protobuf.Timestamp
+	38, // 41: relay.shipsync.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	6,  // 42: relay.shipsync.v1.Heartbeat.overall:type_name -> relay.shipsync.v1.HealthState
+	26, // 43: relay.shipsync.v1.Heartbeat.subsystems:type_name -> relay.shipsync.v1.SubsystemHealth
+	27, // 44: relay.shipsync.v1.Heartbeat.backlog:type_name -> relay.shipsync.v1.BacklogSummary
+	31, // 45: relay.shipsync.v1.Heartbeat.interval:type_name -> relay.shipsync.v1.TransferInterval
+	29, // 46: relay.shipsync.v1.Heartbeat.config_rejection:type_name -> relay.shipsync.v1.ConfigRejection
+	30, // 47: relay.shipsync.v1.Heartbeat.expiry_reports:type_name -> relay.shipsync.v1.ExpiryReport
+	38, // 48: relay.shipsync.v1.HeartbeatResponse.server_time:type_name -> google.protobuf.Timestamp
+	33, // 49: relay.shipsync.v1.NodeConfig.rules:type_name -> relay.shipsync.v1.RuleRef
+	35, // 50: relay.shipsync.v1.NodeConfig.releases:type_name -> relay.shipsync.v1.RuleRelease
+	36, // 51: relay.shipsync.v1.NodeConfig.expiry_approvals:type_name -> relay.shipsync.v1.ExpiryApproval
+	38, // 52: relay.shipsync.v1.ExpiryApproval.captured_before:type_name -> google.protobuf.Timestamp
+	7,  // 53: relay.shipsync.v1.ErrorBody.code:type_name -> relay.shipsync.v1.ErrorCode
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_shipsync_proto_init() }
