@@ -1173,6 +1173,9 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		if w := c.cfg.BulkWindow; w != nil && !w.Always() {
 			hb.TransferWindow, hb.TransferWindowZone = w.String(), w.Location().String()
 		}
+		if n, err := c.cfg.Store.diskBytes(ctx); err == nil {
+			hb.StateDiskBytes = uint64(n)
+		}
 		uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if hb.UnreadEvents, hb.UnreadRawBytes, err = c.unread(uctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("shipsync client: reading the topics' end offsets failed; the unread backlog is not reported", "err", err)

@@ -58,8 +58,10 @@ SELECT operation, result_revision FROM applied_command
 WHERE command_id = ? AND result NOT IN ('CONFLICT_REPORTED', 'REJECTED');
 
 -- name: BacklogByRule
-SELECT rule_id, count(*), coalesce(sum(raw_bytes), 0), min(captured_at)
-FROM event_state WHERE state NOT IN ('TERMINAL', 'EXPIRED_APPROVED') GROUP BY rule_id ORDER BY rule_id;
+SELECT direction, rule_id, priority, state, count(*), coalesce(sum(raw_bytes), 0), min(captured_at), max(captured_at),
+    min(business_at), max(business_at)
+FROM event_state WHERE state NOT IN ('TERMINAL', 'EXPIRED_APPROVED')
+GROUP BY direction, rule_id, priority, state ORDER BY direction, rule_id, priority, state;
 
 -- name: MetaSetMax
 INSERT INTO client_meta (name, value) VALUES (?, ?)

@@ -381,7 +381,8 @@ func (s *Store) Applied(ctx context.Context, _, eventID string) (normalize.Appli
 	return normalize.AppliedCommand{Operation: pb.Operation(v), ResultRevision: rev}, true, nil
 }
 
-// backlog returns, per rule, the events not yet terminal.
+// backlog returns the events not yet terminal, per direction, rule,
+// priority and state.
 func (s *Store) backlog(ctx context.Context) ([]*pb.BacklogSummary, error) {
 	rows, err := s.db.QueryContext(ctx, stmts["BacklogByRule"])
 	if err != nil {
@@ -391,13 +392,19 @@ func (s *Store) backlog(ctx context.Context) ([]*pb.BacklogSummary, error) {
 	var out []*pb.BacklogSummary
 	for rows.Next() {
 		var b pb.BacklogSummary
-		var oldest sql.NullInt64
-		if err := rows.Scan(&b.RuleId, &b.Events, &b.RawBytes, &oldest); err != nil {
+		var oldest, newest, oldBiz, newBiz sql.NullInt64
+		if err := rows.Scan(&b.Direction, &b.RuleId, &b.Priority, &b.State, &b.Events, &b.RawBytes, &oldest, &newest,
+			&oldBiz, &newBiz); err != nil {
 			return nil, fmt.Errorf("client: read backlog: %w", err)
 		}
-		if oldest.Valid {
-			b.OldestCapturedAt = timestamppb.New(time.UnixMicro(oldest.Int64))
+		at := func(v sql.NullInt64) *timestamppb.Timestamp {
+			if !v.Valid {
+				return nil
+			}
+			return timestamppb.New(time.UnixMicro(v.Int64))
 		}
+		b.OldestCapturedAt, b.NewestCapturedAt = at(oldest), at(newest)
+		b.OldestBusinessAt, b.NewestBusinessAt = at(oldBiz), at(newBiz)
 		out = append(out, &b)
 	}
 	return out, rows.Err()
@@ -461,4 +468,12 @@ func (s *Store) Blocked(ctx context.Context, limit int) ([]Blocked, error) {
 		out = append(out, b)
 	}
 	return out, rows.Err()
+}
+
+// diskBytes is the size of the state database (its pages; the write-ahead
+// log comes and goes with checkpoints).
+func (s *Store) diskBytes(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").Scan(&n)
+	return n, err
 }

@@ -224,16 +224,27 @@ type ShipBacklog struct {
 	RawBytes int64         `json:"raw_bytes"`
 	Rules    []RuleBacklog `json:"rules"`
 	ETA      *ETA          `json:"eta"`
+	// Unread is what the node's topics hold past its read positions (raw
+	// size estimated by the node); DiskBytes its platform state on disk.
+	UnreadEvents   int64 `json:"unread_events"`
+	UnreadRawBytes int64 `json:"unread_raw_bytes"`
+	DiskBytes      int64 `json:"disk_bytes"`
 }
 
 // RuleBacklog is one rule's backlog at a node, as its last heartbeat
 // reported it.
 type RuleBacklog struct {
+	Direction      string     `json:"direction"`
 	Rule           string     `json:"rule"`
+	Priority       int32      `json:"priority"`
+	State          string     `json:"state"`
 	Events         int64      `json:"events"`
 	RawBytes       int64      `json:"raw_bytes"`
 	EstimatedBytes int64      `json:"estimated_bytes"`
 	OldestCaptured *time.Time `json:"oldest_captured,omitempty"`
+	NewestCaptured *time.Time `json:"newest_captured,omitempty"`
+	OldestBusiness *time.Time `json:"oldest_business,omitempty"`
+	NewestBusiness *time.Time `json:"newest_business,omitempty"`
 	ReportedAt     time.Time  `json:"reported_at"`
 }
 
@@ -244,14 +255,20 @@ func (c *Console) shipBacklog(ctx context.Context, node string) (*ShipBacklog, e
 		return nil, err
 	}
 	rules := make([]RuleBacklog, len(b.Rules))
-	for i, x := range b.Rules {
-		rules[i] = RuleBacklog{Rule: x.RuleID, Events: x.Events, RawBytes: x.RawBytes, EstimatedBytes: x.EstimatedBytes,
-			ReportedAt: x.ReportedAt}
-		if !x.OldestCaptured.IsZero() {
-			rules[i].OldestCaptured = &x.OldestCaptured
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
 		}
+		return &t
 	}
-	return &ShipBacklog{Events: b.Events, RawBytes: b.RawBytes, Rules: rules, ETA: etaOf(b.ETA)}, nil
+	for i, x := range b.Rules {
+		rules[i] = RuleBacklog{Direction: x.Direction, Rule: x.RuleID, Priority: x.Priority, State: x.State,
+			Events: x.Events, RawBytes: x.RawBytes, EstimatedBytes: x.EstimatedBytes, ReportedAt: x.ReportedAt,
+			OldestCaptured: opt(x.OldestCaptured), NewestCaptured: opt(x.NewestCaptured),
+			OldestBusiness: opt(x.OldestBusiness), NewestBusiness: opt(x.NewestBusiness)}
+	}
+	return &ShipBacklog{Events: b.Events, RawBytes: b.RawBytes, Rules: rules, ETA: etaOf(b.ETA),
+		UnreadEvents: b.UnreadEvents, UnreadRawBytes: b.UnreadRawBytes, DiskBytes: b.DiskBytes}, nil
 }
 
 // backlogs answers the backlog disposal page: every node's reported

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/relayhq/relay/internal/app/shipsync/eta"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
@@ -94,27 +95,37 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat)
 	now := r.clock.Now()
 	var events, raw int64
 	n := len(hb.Backlog)
-	rules, evs, raws, ests := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	oldest := make([]*time.Time, n)
-	for i, b := range hb.Backlog {
-		rules[i], evs[i], raws[i], ests[i] = b.RuleId, int64(b.Events), int64(b.RawBytes), int64(b.EstimatedCompressedBytes)
-		if b.OldestCapturedAt != nil {
-			t := b.OldestCapturedAt.AsTime()
-			oldest[i] = &t
+	dirs, rules, states := make([]string, n), make([]string, n), make([]string, n)
+	prios := make([]int32, n)
+	evs, raws, ests := make([]int64, n), make([]int64, n), make([]int64, n)
+	oldest, newest, oldBiz, newBiz := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	at := func(ts *timestamppb.Timestamp) *time.Time {
+		if ts == nil {
+			return nil
 		}
+		t := ts.AsTime()
+		return &t
+	}
+	for i, b := range hb.Backlog {
+		dirs[i], rules[i], prios[i], states[i] = b.Direction, b.RuleId, b.Priority, b.State
+		evs[i], raws[i], ests[i] = int64(b.Events), int64(b.RawBytes), int64(b.EstimatedCompressedBytes)
+		oldest[i], newest[i] = at(b.OldestCapturedAt), at(b.NewestCapturedAt)
+		oldBiz[i], newBiz[i] = at(b.OldestBusinessAt), at(b.NewestBusinessAt)
 		events, raw = events+evs[i], raw+raws[i]
 	}
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, stmts["NodeHeartbeat"], node, now, hb.Overall.String(),
 			strconv.FormatUint(hb.ConfigVersion, 10), hb.TransferWindow, hb.TransferWindowZone, hb.UploadRateLimit,
-			hb.CompressionRatio, hb.CompressionRatioMeasured, int64(hb.UnreadEvents), int64(hb.UnreadRawBytes)); err != nil {
+			hb.CompressionRatio, hb.CompressionRatioMeasured, int64(hb.UnreadEvents), int64(hb.UnreadRawBytes),
+			int64(hb.StateDiskBytes)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, stmts["NodeBacklogClear"], node); err != nil {
 			return err
 		}
 		if n > 0 {
-			if _, err := tx.Exec(ctx, stmts["NodeBacklogInsert"], node, rules, evs, raws, ests, oldest, now); err != nil {
+			if _, err := tx.Exec(ctx, stmts["NodeBacklogInsert"], node, dirs, rules, prios, states, evs, raws, ests,
+				oldest, newest, oldBiz, newBiz, now); err != nil {
 				return err
 			}
 		}
@@ -135,12 +146,28 @@ func (r *Registry) Heartbeat(ctx context.Context, node string, hb *pb.Heartbeat)
 // RuleBacklog is one rule's backlog at a node, as its last heartbeat
 // reported it.
 type RuleBacklog struct {
+	// Direction ("up", "down"), Priority and State (READY, RETRY_WAIT,
+	// RECEIVED, BLOCKED) group the events; "", 0 and "" from a node that
+	// reports per rule only.
+	Direction      string
 	RuleID         string
+	Priority       int32
+	State          string
 	Events         int64
 	RawBytes       int64
 	EstimatedBytes int64
-	OldestCaptured time.Time // zero when the node did not say
-	ReportedAt     time.Time
+	// Capture and business times of the oldest and newest event (zero
+	// when the node did not say).
+	OldestCaptured, NewestCaptured time.Time
+	OldestBusiness, NewestBusiness time.Time
+	ReportedAt                     time.Time
+}
+
+// ToSend reports whether the group still has to cross the link to the
+// shore: uplink events not yet received (RECEIVED ones only wait for their
+// result; BLOCKED ones wait for an operator).
+func (b RuleBacklog) ToSend() bool {
+	return (b.Direction == "" || b.Direction == "up") && (b.State == "" || b.State == "READY" || b.State == "RETRY_WAIT")
 }
 
 // NodeBacklog is a node's backlog and the ETA of its drain, with every
@@ -153,6 +180,8 @@ type NodeBacklog struct {
 	// UnreadEvents and UnreadRawBytes are the CDC backlog past the node's
 	// read positions (raw size estimated by the node); the ETA counts them.
 	UnreadEvents, UnreadRawBytes int64
+	// DiskBytes is what the node's platform state takes on its disk.
+	DiskBytes int64
 	// LastHeartbeat is when the node last reported (zero: never).
 	LastHeartbeat time.Time
 	ETA           eta.Estimate
@@ -171,7 +200,7 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	var measured bool
 	var last *time.Time
 	err := r.pool.QueryRow(ctx, stmts["NodeTransfer"], node).Scan(&spec, &zone, &limit, &ratio, &measured, &last,
-		&out.UnreadEvents, &out.UnreadRawBytes)
+		&out.UnreadEvents, &out.UnreadRawBytes, &out.DiskBytes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, fmt.Errorf("%w %q", ErrUnknownNode, node)
 	}
@@ -187,18 +216,28 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	}
 	out.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (RuleBacklog, error) {
 		var b RuleBacklog
-		var oldest *time.Time
-		err := row.Scan(&b.RuleID, &b.Events, &b.RawBytes, &b.EstimatedBytes, &oldest, &b.ReportedAt)
-		if oldest != nil {
-			b.OldestCaptured = *oldest
+		var oldest, newest, oldBiz, newBiz *time.Time
+		err := row.Scan(&b.Direction, &b.RuleID, &b.Priority, &b.State, &b.Events, &b.RawBytes, &b.EstimatedBytes,
+			&oldest, &newest, &oldBiz, &newBiz, &b.ReportedAt)
+		for _, x := range []struct {
+			from *time.Time
+			to   *time.Time
+		}{{oldest, &b.OldestCaptured}, {newest, &b.NewestCaptured}, {oldBiz, &b.OldestBusiness}, {newBiz, &b.NewestBusiness}} {
+			if x.from != nil {
+				*x.to = *x.from
+			}
 		}
 		return b, err
 	})
 	if err != nil {
 		return out, fmt.Errorf("%w: backlog: %w", ErrStore, err)
 	}
+	var toSend int64
 	for _, b := range out.Rules {
 		out.Events, out.RawBytes = out.Events+b.Events, out.RawBytes+b.RawBytes
+		if b.ToSend() {
+			toSend += b.RawBytes
+		}
 	}
 	// The window was checked when the heartbeat was stored; one that no
 	// longer parses (a time zone gone from the system) counts as always.
@@ -229,7 +268,7 @@ func (r *Registry) Backlog(ctx context.Context, node string) (NodeBacklog, error
 	if err != nil {
 		return out, fmt.Errorf("%w: backlog: %w", ErrStore, err)
 	}
-	in := eta.Input{Now: now, RemainingRaw: out.RawBytes + out.UnreadRawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit,
+	in := eta.Input{Now: now, RemainingRaw: toSend + out.UnreadRawBytes, Ratio: eta.Known(ratio, measured), Meter: meter, RateLimit: limit,
 		Window: win}
 	if elapsed > 0 {
 		in.IncomingRate = float64(incoming) / elapsed

@@ -111,4 +111,32 @@ func TestBacklogFromHeartbeats(t *testing.T) {
 	open := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
 	require.True(t, nb.ETA.P50.After(open), "finishes after the window opens: %v", nb.ETA.P50)
 	require.True(t, nb.ETA.P50.Before(open.Add(time.Hour)), "%v", nb.ETA.P50)
+
+	// Grouped by direction, rule, priority and state: only uplink events
+	// still to send count in the remaining bytes (RECEIVED ones wait for
+	// their result, BLOCKED ones for an operator); a group sent twice is
+	// merged; the state's disk size is kept.
+	b.clock.Advance(time.Minute)
+	ts := timestamppb.New(t0)
+	require.NoError(t, b.reg.Heartbeat(ctx, "ship-1", &pb.Heartbeat{NodeId: "ship-1", CompressionRatio: 0.25,
+		CompressionRatioMeasured: true, StateDiskBytes: 1 << 20, Backlog: []*pb.BacklogSummary{
+			{Direction: "up", RuleId: "voyage-log", Priority: 5, State: "READY", Events: 10, RawBytes: 40_000,
+				OldestCapturedAt: ts, NewestCapturedAt: ts, OldestBusinessAt: ts, NewestBusinessAt: ts},
+			{Direction: "up", RuleId: "voyage-log", Priority: 5, State: "READY", Events: 5, RawBytes: 20_000},
+			{Direction: "up", RuleId: "voyage-log", Priority: 5, State: "RECEIVED", Events: 100, RawBytes: 400_000},
+			{Direction: "up", RuleId: "voyage-log", Priority: 5, State: "BLOCKED", Events: 1, RawBytes: 4_000},
+			{Direction: "down", RuleId: "voyage-log", Priority: 5, State: "READY", Events: 3, RawBytes: 3_000},
+		}}))
+	nb, err = b.reg.Backlog(ctx, "ship-1")
+	require.NoError(t, err)
+	require.Len(t, nb.Rules, 4, "the two READY groups merged")
+	require.EqualValues(t, 1<<20, nb.DiskBytes)
+	require.EqualValues(t, 119, nb.Events)
+	require.Equal(t, "up", nb.Rules[0].Direction)
+	require.Equal(t, "BLOCKED", nb.Rules[0].State)
+	ready := nb.Rules[1]
+	require.Equal(t, "READY", ready.State)
+	require.EqualValues(t, 15, ready.Events)
+	require.Equal(t, t0, ready.OldestBusiness.UTC())
+	require.EqualValues(t, 15_000, nb.ETA.RemainingBytes, "60,000 raw to send × 0.25")
 }

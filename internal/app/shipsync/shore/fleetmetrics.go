@@ -44,9 +44,10 @@ var (
 		"Active nodes whose last heartbeat is recent.", nil, nil)
 	fleetNodes       = prometheus.NewDesc("relay_shipsync_nodes", "Registered nodes by state.", []string{"state"}, nil)
 	fleetQueueEvents = prometheus.NewDesc("relay_shipsync_queue_events",
-		"Events the active nodes last reported waiting to be sent or for their result, by rule.", []string{"rule"}, nil)
+		"Events the active nodes last reported not yet terminal, by rule and state (READY, RETRY_WAIT, RECEIVED, "+
+			"BLOCKED; empty from nodes that report per rule only).", []string{"rule", "state"}, nil)
 	fleetQueueBytes = prometheus.NewDesc("relay_shipsync_queue_bytes",
-		"Raw bytes of those events, by rule.", []string{"rule"}, nil)
+		"Raw bytes of those events, by rule and state.", []string{"rule", "state"}, nil)
 	fleetOldest = prometheus.NewDesc("relay_shipsync_oldest_waiting_seconds",
 		"Age of the oldest capture any active node reports waiting, by rule.", []string{"rule"}, nil)
 	fleetThroughput = prometheus.NewDesc("relay_shipsync_effective_throughput_bytes_per_second",
@@ -118,14 +119,18 @@ func (f *FleetMetrics) read(ctx context.Context, now time.Time) ([]prometheus.Me
 	if err := each("FleetNodes", []any{&state, &n}, func() { gauge(fleetNodes, float64(n), state) }); err != nil {
 		return nil, err
 	}
-	if err := each("FleetBacklog", []any{&rule, &n, &bytes, &oldest}, func() {
-		gauge(fleetQueueEvents, float64(n), rule)
-		gauge(fleetQueueBytes, float64(bytes), rule)
-		if oldest != nil {
-			gauge(fleetOldest, max(0, now.Sub(*oldest).Seconds()), rule)
+	oldestByRule := map[string]time.Time{}
+	if err := each("FleetBacklog", []any{&rule, &state, &n, &bytes, &oldest}, func() {
+		gauge(fleetQueueEvents, float64(n), rule, state)
+		gauge(fleetQueueBytes, float64(bytes), rule, state)
+		if o, ok := oldestByRule[rule]; oldest != nil && (!ok || oldest.Before(o)) {
+			oldestByRule[rule] = *oldest
 		}
 	}); err != nil {
 		return nil, err
+	}
+	for rule, o := range oldestByRule {
+		gauge(fleetOldest, max(0, now.Sub(o).Seconds()), rule)
 	}
 	var rate float64
 	if err := pool.QueryRow(ctx, stmts["FleetThroughput"], now.Add(-30*time.Minute)).Scan(&rate); err != nil {

@@ -125,7 +125,8 @@ SELECT count(*) FROM sync_inbox_event WHERE origin_node_id = $1;
 -- name: NodeHeartbeat
 UPDATE sync_node SET last_heartbeat_at = $2, last_health = $3, last_config_version = $4,
     transfer_window = $5, transfer_window_zone = $6, upload_rate_limit = $7,
-    compression_ratio = $8, compression_ratio_measured = $9, unread_events = $10, unread_raw_bytes = $11
+    compression_ratio = $8, compression_ratio_measured = $9, unread_events = $10, unread_raw_bytes = $11,
+    state_disk_bytes = $12
 WHERE node_id = $1;
 
 -- name: NodeSampleInsert
@@ -138,17 +139,21 @@ ON CONFLICT (node_id, at) DO NOTHING;
 DELETE FROM sync_node_backlog WHERE node_id = $1;
 
 -- name: NodeBacklogInsert
-INSERT INTO sync_node_backlog (node_id, rule_id, events, raw_bytes, estimated_bytes, oldest_captured_at, reported_at)
-SELECT $1, r, e, b, x, o, $7
-FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[]) AS t(r, e, b, x, o);
+INSERT INTO sync_node_backlog (node_id, direction, rule_id, priority, state, events, raw_bytes, estimated_bytes,
+    oldest_captured_at, newest_captured_at, oldest_business_at, newest_business_at, reported_at)
+SELECT $1, d, r, p, s, sum(e), sum(b), sum(x), min(o), max(n), min(ob), max(nb), $13
+FROM unnest($2::text[], $3::text[], $4::integer[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
+    $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::timestamptz[]) AS t(d, r, p, s, e, b, x, o, n, ob, nb)
+GROUP BY d, r, p, s;
 
 -- name: NodeBacklog
-SELECT rule_id, events, raw_bytes, estimated_bytes, oldest_captured_at, reported_at
-FROM sync_node_backlog WHERE node_id = $1 ORDER BY rule_id;
+SELECT direction, rule_id, priority, state, events, raw_bytes, estimated_bytes, oldest_captured_at, newest_captured_at,
+    oldest_business_at, newest_business_at, reported_at
+FROM sync_node_backlog WHERE node_id = $1 ORDER BY direction DESC, rule_id, priority, state;
 
 -- name: NodeTransfer
 SELECT transfer_window, transfer_window_zone, upload_rate_limit, compression_ratio, compression_ratio_measured,
-    last_heartbeat_at, unread_events, unread_raw_bytes
+    last_heartbeat_at, unread_events, unread_raw_bytes, state_disk_bytes
 FROM sync_node WHERE node_id = $1;
 
 -- name: NodeSamples
@@ -371,9 +376,9 @@ SELECT count(*) FROM sync_node WHERE state = 'active' AND last_heartbeat_at >= $
 SELECT state, count(*) FROM sync_node GROUP BY state ORDER BY state;
 
 -- name: FleetBacklog
-SELECT b.rule_id, sum(b.events)::bigint, sum(b.raw_bytes)::bigint, min(b.oldest_captured_at)
+SELECT b.rule_id, b.state, sum(b.events)::bigint, sum(b.raw_bytes)::bigint, min(b.oldest_captured_at)
 FROM sync_node_backlog b JOIN sync_node n USING (node_id)
-WHERE n.state = 'active' GROUP BY b.rule_id ORDER BY b.rule_id;
+WHERE n.state = 'active' GROUP BY b.rule_id, b.state ORDER BY b.rule_id, b.state;
 
 -- name: FleetThroughput
 SELECT COALESCE(sum(r), 0)::float8 FROM (

@@ -120,6 +120,7 @@ async function nodesPage() {
     el("td", {}, (n.health || "—").replace("HEALTH_STATE_", "")),
     el("td", { class: "num" }, n.config_version),
     el("td", { class: "num" }, n.ship_backlog ? n.ship_backlog.events + " / " + bytes(n.ship_backlog.raw_bytes) : "—"),
+    el("td", { class: "num" }, n.ship_backlog && n.ship_backlog.disk_bytes ? bytes(n.ship_backlog.disk_bytes) : "—"),
     el("td", { class: "num" }, n.backlog),
     el("td", { class: "num" }, n.commands_issued - n.commands_acked),
     el("td", { class: "num" }, n.throughput.toFixed(2)),
@@ -138,7 +139,7 @@ async function nodesPage() {
     o.alerts.length ? el("ul", { class: "alerts", id: "alerts" }, o.alerts.map((a) => el("li", { class: "warn" }, a)))
       : el("p", { id: "alerts" }, "none"),
     el("h3", {}, "Nodes"),
-    table(["node", "link", "state", "health", "config", "ship backlog", "shore pending", "commands out", "throughput/s", "ETA", "alerts"], rows, "nodes"),
+    table(["node", "link", "state", "health", "config", "ship backlog", "disk", "shore pending", "commands out", "throughput/s", "ETA", "alerts"], rows, "nodes"),
     el("p", { class: "note" }, "Ship backlog is what the node last reported it has not finished sending (events / raw bytes); " +
       "shore pending is what the shore received and has not finished (no terminal result yet). The ETA's inputs are on " +
       "each node's page."),
@@ -157,11 +158,17 @@ async function nodePage(id) {
     el("h2", {}, "Node ", el("code", {}, n.id)),
     table(["", ""], kv.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", { class: "num" }, String(v)))), "node-detail"),
     el("h3", {}, "Alerts"), n.alerts.length ? el("ul", { class: "alerts" }, n.alerts.map((a) => el("li", {}, a))) : el("p", {}, "none"),
-    el("h3", {}, "Backlog on the ship, by rule"),
-    n.ship_backlog ? table(["rule", "events", "raw", "estimated compressed", "oldest captured", "reported"],
-      n.ship_backlog.rules.map((r) => el("tr", {}, el("td", {}, r.rule), el("td", { class: "num" }, r.events),
+    el("h3", {}, "Backlog on the ship, by direction, rule, priority and state"),
+    n.ship_backlog ? table(["direction", "rule", "priority", "state", "events", "raw", "estimated compressed",
+      "captured (oldest – newest)", "business time (oldest – newest)", "reported"],
+      n.ship_backlog.rules.map((r) => el("tr", {}, el("td", {}, r.direction || "—"), el("td", {}, r.rule),
+        el("td", { class: "num" }, r.priority), el("td", {}, r.state || "—"), el("td", { class: "num" }, r.events),
         el("td", { class: "num" }, bytes(r.raw_bytes)), el("td", { class: "num" }, bytes(r.estimated_bytes)),
-        el("td", {}, when(r.oldest_captured)), el("td", {}, when(r.reported_at)))), "ship-backlog") : el("p", {}, "not reported"),
+        el("td", {}, when(r.oldest_captured) + " – " + when(r.newest_captured)),
+        el("td", {}, when(r.oldest_business) + " – " + when(r.newest_business)), el("td", {}, when(r.reported_at)))),
+      "ship-backlog") : el("p", {}, "not reported"),
+    n.ship_backlog ? el("p", {}, "Not yet read from its topics: " + n.ship_backlog.unread_events + " events (≈" +
+      bytes(n.ship_backlog.unread_raw_bytes) + " raw). Platform state on disk: " + bytes(n.ship_backlog.disk_bytes) + ".") : "",
     el("h3", {}, "ETA and its inputs"), etaInputs(n.ship_backlog && n.ship_backlog.eta, "eta-inputs"),
     el("h3", {}, "Certificates"),
     table(["fingerprint", "state", "not before", "not after"], d.certs.map((c) => el("tr", {},

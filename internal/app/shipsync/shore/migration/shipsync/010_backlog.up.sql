@@ -12,7 +12,9 @@ ALTER TABLE sync_node
     -- The CDC backlog past the node's read positions (not in its per-rule
     -- summaries) and its estimated raw size.
     ADD COLUMN unread_events    bigint NOT NULL DEFAULT 0,
-    ADD COLUMN unread_raw_bytes bigint NOT NULL DEFAULT 0;
+    ADD COLUMN unread_raw_bytes bigint NOT NULL DEFAULT 0,
+    -- The size of the node's platform state on its disk.
+    ADD COLUMN state_disk_bytes bigint NOT NULL DEFAULT 0;
 
 -- One row per heartbeat that carried a transfer interval: the stretch of
 -- uploading it describes, ending at the shore's receive time. The ETA reads
@@ -31,17 +33,24 @@ CREATE TABLE sync_node_sample (
 );
 CREATE INDEX sync_node_sample_at ON sync_node_sample (at);
 
--- The node's backlog per rule as its last heartbeat reported it (replaced
--- whole by every heartbeat).
+-- The node's backlog by direction, rule, priority and state as its last
+-- heartbeat reported it (replaced whole by every heartbeat; '' and 0 where
+-- an older node reports per rule only).
 CREATE TABLE sync_node_backlog (
     node_id            text        NOT NULL REFERENCES sync_node (node_id),
+    direction          text        NOT NULL,
     rule_id            text        NOT NULL,
+    priority           integer     NOT NULL,
+    state              text        NOT NULL,
     events             bigint      NOT NULL,
     raw_bytes          bigint      NOT NULL,
     estimated_bytes    bigint      NOT NULL,
     oldest_captured_at timestamptz,
+    newest_captured_at timestamptz,
+    oldest_business_at timestamptz,
+    newest_business_at timestamptz,
     reported_at        timestamptz NOT NULL,
-    PRIMARY KEY (node_id, rule_id)
+    PRIMARY KEY (node_id, direction, rule_id, priority, state)
 );
 
 -- Retention: when an inbox event's body was cut down to its header (the
