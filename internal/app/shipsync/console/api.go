@@ -96,6 +96,7 @@ func (c *Console) listNodes(ctx context.Context, id string) ([]Node, error) {
 		if out[i].Ship, err = c.shipBacklog(ctx, out[i].ID); err != nil {
 			return nil, err
 		}
+		out[i].Alerts = append(out[i].Alerts, backlogAlerts(out[i].Ship, now)...)
 	}
 	return out, nil
 }
@@ -665,4 +666,37 @@ func (c *Console) audit(ctx context.Context, r *http.Request, _ User) (int, any)
 		events = []AuditEvent{}
 	}
 	return http.StatusOK, map[string]any{"events": events, "next_before": next}
+}
+
+// OldestWaitingAlert is how long a change may wait on a ship before the
+// node is flagged.
+const OldestWaitingAlert = 72 * time.Hour
+
+// backlogAlerts flags a node's reported backlog: not shrinking (no ETA can
+// be given), a change waiting too long, events blocked for an operator.
+func backlogAlerts(b *ShipBacklog, now time.Time) []string {
+	if b == nil {
+		return nil
+	}
+	var out []string
+	if e := b.ETA; e != nil && !e.Predictable && e.RemainingBytes > 0 {
+		out = append(out, "backlog not shrinking: "+e.Reason)
+	}
+	var oldest time.Time
+	var blocked int64
+	for _, r := range b.Rules {
+		if r.OldestCaptured != nil && (oldest.IsZero() || r.OldestCaptured.Before(oldest)) {
+			oldest = *r.OldestCaptured
+		}
+		if r.State == "BLOCKED" {
+			blocked += r.Events
+		}
+	}
+	if !oldest.IsZero() && now.Sub(oldest) > OldestWaitingAlert {
+		out = append(out, "a change has waited "+now.Sub(oldest).Round(time.Hour).String()+" on the ship")
+	}
+	if blocked > 0 {
+		out = append(out, fmt.Sprintf("%d event(s) blocked on the ship: they hold their partition until resolved", blocked))
+	}
+	return out
 }

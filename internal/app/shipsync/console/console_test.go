@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/relayhq/relay/internal/app/shipsync/apply"
 	"github.com/relayhq/relay/internal/app/shipsync/console"
@@ -181,6 +182,21 @@ func TestNodes(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	require.EqualValues(t, 2, body["nodes"])
 	require.EqualValues(t, 0, body["online"])
+
+	// A backlog that grows faster than it drains, a change four days old
+	// and blocked events are flagged.
+	require.NoError(t, b.reg.Heartbeat(t.Context(), "ship-b", &pb.Heartbeat{NodeId: "ship-b", CompressionRatio: 0.5,
+		CompressionRatioMeasured: true, Backlog: []*pb.BacklogSummary{
+			{Direction: "up", RuleId: "r", State: "READY", Events: 10, RawBytes: 10_000,
+				OldestCapturedAt: timestamppb.New(t0.Add(-96 * time.Hour))},
+			{Direction: "up", RuleId: "r", State: "BLOCKED", Events: 2, RawBytes: 100}},
+		Interval: &pb.TransferInterval{ElapsedSeconds: 60, ActiveSeconds: 60, EffectiveBytes: 600, IncomingRawBytes: 60_000}}))
+	st, body, _ = b.call(t, "GET", "/api/v1/nodes/ship-b", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	alerts := fmt.Sprint(body["node"].(map[string]any)["alerts"])
+	require.Contains(t, alerts, "backlog not shrinking")
+	require.Contains(t, alerts, "a change has waited 96h0m0s on the ship")
+	require.Contains(t, alerts, "2 event(s) blocked on the ship")
 }
 
 // TestWritesNeedKeyVersionAndReason: a write without Idempotency-Key is
