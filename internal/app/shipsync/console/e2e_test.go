@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -57,24 +58,65 @@ func TestConsoleEndToEnd(t *testing.T) {
 
 	var progress bytes.Buffer
 	var decided string
-	pause := func(ctx context.Context, s converge.Shore) error {
+	serve := func(s converge.Shore) (base string, stop func(), err error) {
 		target, err := apply.OpenTarget(s.TargetDSN)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
-		defer target.Close()
 		c, err := console.New(console.Config{Pool: s.Pool, Target: target, ShoreNode: s.Node, Users: users,
 			Clock: relayclock.System{}})
 		if err != nil {
-			return err
+			_ = target.Close()
+			return "", nil, err
 		}
 		srv, err := relayhttp.Listen(relayhttp.Config{Name: "console", Addr: "127.0.0.1:0", Handler: c.Handler()})
 		if err != nil {
-			return err
+			_ = target.Close()
+			return "", nil, err
 		}
 		go func() { _ = srv.Serve() }()
-		defer func() { _ = srv.Shutdown(context.Background()) }()
-		base := srv.URL()
+		return srv.URL(), func() { _ = srv.Shutdown(context.Background()); _ = target.Close() }, nil
+	}
+	// While the edits go on, once the ship has reported a backlog: its
+	// node page with the backlog and the ETA's inputs (runs off the test's
+	// goroutine, so it returns errors instead of failing the test).
+	var midway bool
+	midDir := t.TempDir()
+	sending := func(ctx context.Context, s converge.Shore) error {
+		base, stop, err := serve(s)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		bctx, cancel := newBrowser(ctx, browser, midDir)
+		defer cancel()
+		err = chromedp.Do(bctx, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), adminToken), chromedp.Click(chromedp.CSS("#login-submit")),
+			chromedp.WaitVisible(chromedp.CSS("#nodes tbody a")), chromedp.Click(chromedp.CSS("#nodes tbody a")),
+			chromedp.WaitVisible(chromedp.CSS("#eta-inputs")))
+		if err != nil {
+			return fmt.Errorf("console while sending: %w", err)
+		}
+		eta, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#eta-inputs")))
+		if err != nil {
+			return fmt.Errorf("console while sending: %w", err)
+		}
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			return fmt.Errorf("console while sending: %w", err)
+		}
+		if !strings.Contains(eta, "remaining") {
+			return fmt.Errorf("console while sending: the ETA's inputs are missing: %q", relayhttp.Bound(eta, 300))
+		}
+		midway = true
+		return os.WriteFile(filepath.Join(shots, "00-node-detail-while-sending.png"), png, 0o644)
+	}
+	pause := func(ctx context.Context, s converge.Shore) error {
+		base, stop, err := serve(s)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		id, version := decidableCase(t, base)
 		stale(t, base, id)
 		decided = id
@@ -82,12 +124,14 @@ func TestConsoleEndToEnd(t *testing.T) {
 		return nil
 	}
 	res, err := converge.Run(t.Context(), converge.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
-		Dir: t.TempDir(), Rows: 20, Edits: 80, BadTimes: 0.9, Flaps: true, Seed: 11, Progress: &progress, Pause: pause})
+		Dir: t.TempDir(), Rows: 20, Edits: 80, BadTimes: 0.9, Flaps: true, Seed: 11, Progress: &progress, Pause: pause,
+		Midway: sending})
 	require.NoError(t, err, progress.String())
 	var out bytes.Buffer
 	res.Write(&out)
 	t.Logf("%s\n%s", progress.String(), out.String())
 	require.NotEmpty(t, decided, "the console decided a case")
+	t.Logf("the node page was also seen while sending: %v", midway)
 	require.True(t, res.OK(), "both sides converge after the console's decision:\n%s", out.String())
 }
 
@@ -171,15 +215,7 @@ func stale(t *testing.T, base, id string) {
 // browse drives the console in Chromium.
 func browse(t *testing.T, parent context.Context, browser, shots, base, id, version string) {
 	t.Helper()
-	actx, cancel := chromedp.NewExecAllocator(parent,
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancel := newBrowser(parent, browser, t.TempDir())
 	defer cancel()
 
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -251,4 +287,18 @@ func browse(t *testing.T, parent context.Context, browser, shots, base, id, vers
 	require.Contains(t, row, arbiter.StatePending, "before: the case was waiting")
 	shot("08-audit-search")
 	t.Logf("console: 8 pages visited, case %s decided through the form", id)
+}
+
+// newBrowser starts headless Chromium at path with a fresh profile in dir
+// (the flags keep it off this machine's closed network) and a context for
+// its steps, bounded to 90 s.
+func newBrowser(parent context.Context, path, dir string) (context.Context, context.CancelFunc) {
+	actx, cancelAlloc := chromedp.NewExecAllocator(parent,
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(dir), chromedp.WindowSize(1400, 1000))
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
 }

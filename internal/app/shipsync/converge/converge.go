@@ -98,6 +98,11 @@ type Options struct {
 	// still running: a caller can look at the shore then (serve the
 	// console, decide a case by hand). Its error ends Run.
 	Pause func(ctx context.Context, s Shore) error
+	// Midway, when set, runs once during the edits, as soon as the ship has
+	// reported a backlog in a heartbeat (not at all if it never does before
+	// the edits end), while the edits go on: a caller can look at a shore
+	// with work in flight. Its error ends Run.
+	Midway func(ctx context.Context, s Shore) error
 }
 
 // Shore is what Options.Pause gets: the running shore's PostgreSQL, its
@@ -281,7 +286,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else {
 		close(chaosDone)
 	}
+	midDone := make(chan error, 1)
+	midCtx, stopMid := context.WithCancel(runCtx)
+	go func() { midDone <- r.midway(midCtx) }()
 	editErr := r.edits(ctx, chaosDone)
+	stopMid()
+	if err := <-midDone; err != nil && editErr == nil {
+		editErr = err
+	}
 	<-chaosDone
 	stopFlaps()
 	flaps.Wait()
@@ -530,5 +542,32 @@ func (r *run) flap(ctx context.Context, n *atomic.Int64) {
 		case <-time.After(time.Duration(300+rng.IntN(700)) * time.Millisecond):
 		}
 		r.proxy.SetDown(false)
+	}
+}
+
+// midway runs Options.Midway once the ship has reported a backlog, unless
+// ctx ends first (the edits are over).
+func (r *run) midway(ctx context.Context) error {
+	if r.o.Midway == nil {
+		return nil
+	}
+	for {
+		var events int64
+		err := r.pool.QueryRow(ctx, "SELECT coalesce(sum(events), 0)::bigint FROM sync_node_backlog").Scan(&events)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if events > 0 {
+			// The caller's context: the look may outlast the edits.
+			return r.o.Midway(context.WithoutCancel(ctx), Shore{Pool: r.pool, TargetDSN: r.shoreDSN, Node: ShoreNode})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

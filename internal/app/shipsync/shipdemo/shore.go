@@ -27,6 +27,9 @@ type ShoreRule struct {
 	Conflict shore.ConflictPolicy
 }
 
+// DemoHeartbeat is the heartbeat interval of a demo shore.
+const DemoHeartbeat = 2 * time.Second
+
 // ShoreOptions configure StartShore.
 type ShoreOptions struct {
 	// PostgresURL is the shore's PostgreSQL (migrated by StartShore).
@@ -39,6 +42,10 @@ type ShoreOptions struct {
 	// Node is the node registered and allowed Rules.
 	Node  string
 	Rules []ShoreRule
+	// HeartbeatInterval is the interval the shore asks its nodes for
+	// (default DemoHeartbeat: short, so the backlog and ETA a console shows
+	// follow a demo that lasts seconds).
+	HeartbeatInterval time.Duration
 	// Addr is the data API's address (default 127.0.0.1:0).
 	Addr string
 	// Limits of the data API (zero fields: the shore's defaults).
@@ -204,7 +211,7 @@ func StartShore(ctx context.Context, o ShoreOptions) (s *Shore, err error) {
 	})
 	inbox.OnRelease(a.Notify)
 	h, err := shore.NewHandler(shore.Config{Registry: reg, Inbox: inbox, Codec: codec, Clock: clock, Logger: log,
-		Limits: o.Limits})
+		Limits: o.Limits, HeartbeatInterval: cmp.Or(o.HeartbeatInterval, DemoHeartbeat)})
 	if err != nil {
 		return nil, err
 	}
