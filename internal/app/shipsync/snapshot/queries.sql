@@ -1,12 +1,13 @@
 -- Snapshot tasks (SQLite, the ship client's database).
 
 -- name: TaskInsert
-INSERT INTO snapshot_task (task_id, rule_id, rule_version, db, tbl, state, lag_threshold, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?);
+INSERT INTO snapshot_task (task_id, rule_id, rule_version, db, tbl, state, lag_threshold, window_now, created_at,
+    updated_at)
+VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?);
 
 -- name: TaskList
 SELECT task_id, rule_id, rule_version, db, tbl, state, positions, cursor, read_done, chunks, rows_read, next_seq,
-    lag_threshold, lag, error, created_at, updated_at, completed_at
+    lag_threshold, lag, error, created_at, updated_at, completed_at, window_now, result
 FROM snapshot_task ORDER BY created_at, task_id;
 
 -- name: TaskPin
@@ -32,8 +33,14 @@ SELECT chunk, events FROM snapshot_outbox WHERE task_id = ? ORDER BY chunk;
 DELETE FROM snapshot_outbox WHERE task_id = ? AND chunk = ?;
 
 -- name: RowPut
-INSERT INTO snapshot_row (task_id, key_hash, revision) VALUES (?, ?, ?)
-ON CONFLICT (task_id, key_hash) DO UPDATE SET revision = excluded.revision;
+INSERT INTO snapshot_row (task_id, key_hash, revision, problem) VALUES (?, ?, ?, ?)
+ON CONFLICT (task_id, key_hash) DO UPDATE SET revision = excluded.revision, problem = excluded.problem;
+
+-- name: RowProblems
+SELECT key_hash, problem FROM snapshot_row WHERE task_id = ? AND problem IS NOT NULL ORDER BY key_hash;
+
+-- name: TaskResult
+UPDATE snapshot_task SET result = ?, updated_at = ? WHERE task_id = ? AND state = 'COMPLETED';
 
 -- name: RowGet
 SELECT revision, apply_from FROM snapshot_row WHERE task_id = ? AND key_hash = ?;

@@ -347,6 +347,14 @@ func (r *Runner) read(ctx context.Context, t *Task) (chunk, error) {
 		return chunk{}, err
 	}
 	now := r.cfg.Clock.Now()
+	// A windowed task judges every row against its fixed boundary.
+	judgeAt := now
+	if !t.WindowNow.IsZero() {
+		if rule := r.cfg.Rules.Lookup(t.Database, t.Table); rule == nil || !rule.HasWindow() {
+			return chunk{}, failTask("a window reconcile's snapshot needs its rule to have a dataset window")
+		}
+		judgeAt = t.WindowNow
+	}
 	recs, err := rd.Chunk(ctx, t.Cursor, r.cfg.ChunkRows, now)
 	if err != nil {
 		return chunk{}, fmt.Errorf("snapshot: task %s: %w", t.ID, err)
@@ -360,7 +368,7 @@ func (r *Runner) read(ctx context.Context, t *Task) (chunk, error) {
 		if err != nil {
 			return chunk{}, failTask("a row of %s.%s does not decode: %v", t.Database, t.Table, err)
 		}
-		o, err := r.cfg.Normalizer.Normalize(ctx, normalize.Source{Topic: t.Topic()}, ev, now)
+		o, err := r.cfg.Normalizer.Normalize(ctx, normalize.Source{Topic: t.Topic()}, ev, judgeAt)
 		if err != nil {
 			return chunk{}, err
 		}
@@ -373,6 +381,11 @@ func (r *Runner) read(ctx context.Context, t *Task) (chunk, error) {
 			c.Index = append(c.Index, chunkEvent{KeyHash: hash, Revision: rowRevision(ev)})
 			continue
 		case normalize.Block:
+			if !t.WindowNow.IsZero() && o.Reason == normalize.ReasonBusinessTimeInvalid {
+				// Neither inside nor outside the window: not sent, listed.
+				c.Index = append(c.Index, chunkEvent{KeyHash: hash, Revision: rowRevision(ev), Problem: o.Detail})
+				continue
+			}
 			return chunk{}, failTask("a row of %s.%s cannot be sent: %s (%s)", t.Database, t.Table, o.Reason, o.Detail)
 		}
 		e := o.Event

@@ -37,11 +37,12 @@ import (
 // bench is one ship (MariaDB, trigger capture, kfake topics, client) and one
 // shore (PostgreSQL, data API, applier into MariaDB).
 type bench struct {
-	ship, shore *sql.DB
-	shipName    string
-	st          *client.Store
-	cl          *client.Client
-	cfg         snapshot.Config
+	ship, shore       *sql.DB
+	shipName          string
+	shipDSN, shoreDSN string
+	st                *client.Store
+	cl                *client.Client
+	cfg               snapshot.Config
 	// runner is the live runner; a "crash" replaces it with a new one
 	// built from the stored state (the client reaches it through here).
 	runner atomic.Pointer[snapshot.Runner]
@@ -79,8 +80,20 @@ func (f *filter) Normalize(ctx context.Context, src normalize.Source, ev *cdc.Ev
 
 const crewCols = "id, name, rank_code, wage, updated_at"
 
-func setup(t *testing.T, rows int) *bench {
+func setup(t *testing.T, rows int) *bench { return setupWorld(t, world{rows: rows}) }
+
+// world varies the bench: rows of the default shape before the capture,
+// the node's rules (nil: the demo's) and seed, run on both databases'
+// fresh tables before the capture is installed.
+type world struct {
+	rows  int
+	rules func(shipDB string) []normalize.Rule
+	seed  func(b *bench)
+}
+
+func setupWorld(t *testing.T, w world) *bench {
 	t.Helper()
+	rows := w.rows
 	ctx := t.Context()
 	server := testdb.MariaDBServer()
 	tag := fmt.Sprintf("%x", rand.Uint32())
@@ -91,6 +104,7 @@ func setup(t *testing.T, rows int) *bench {
 	shoreDSN, dropShore, err := mysqldsn.CreateScratch(ctx, server, "relay_snap_shore_"+tag)
 	require.NoError(t, err)
 	t.Cleanup(dropShore)
+	b.shipDSN, b.shoreDSN = shipDSN, shoreDSN
 	b.ship, err = sql.Open("mysql", shipDSN)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.ship.Close() })
@@ -106,6 +120,9 @@ func setup(t *testing.T, rows int) *bench {
 			"VALUES (?, ?, 'AB', ?, '2026-01-02 03:04:05.000006', ?, ?, '2026-01-02 03:04:05')",
 			id, fmt.Sprintf("sailor %d", id), fmt.Sprintf("%d.%02d", 1500+id, id%100), uuid.NewString(), shipdemo.Node)
 		require.NoError(t, err)
+	}
+	if w.seed != nil {
+		w.seed(b)
 	}
 	_, err = capture.Install(ctx, b.ship, capture.InstallConfig{NodeID: shipdemo.Node, Tables: shipdemo.TableNames()})
 	require.NoError(t, err)
@@ -130,7 +147,10 @@ func setup(t *testing.T, rows int) *bench {
 	go func() { defer wg.Done(); _ = capt.Run(runCtx) }()
 
 	clock := relayclock.System{}
-	rs, err := normalize.NewRuleSet(shipdemo.ShipRules(b.shipName)...)
+	if w.rules == nil {
+		w.rules = shipdemo.ShipRules
+	}
+	rs, err := normalize.NewRuleSet(w.rules(b.shipName)...)
 	require.NoError(t, err)
 	b.st, err = client.OpenStore(ctx, filepath.Join(dir, "client.db"), "shipsync-client-"+shipdemo.Node, clock)
 	require.NoError(t, err)
@@ -215,9 +235,13 @@ func (b *bench) exec(t *testing.T, q string, args ...any) {
 }
 
 // dump is a table's rows with their revisions, in key order.
-func dump(t *testing.T, db *sql.DB) []string {
+func dump(t *testing.T, db *sql.DB) []string { return dumpWhere(t, db, "TRUE") }
+
+// dumpWhere is dump of the rows where cond holds.
+func dumpWhere(t *testing.T, db *sql.DB, cond string, args ...any) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), "SELECT CONCAT_WS('|', "+crewCols+", _sync_revision, _sync_origin) FROM crew ORDER BY id")
+	rows, err := db.QueryContext(t.Context(), "SELECT CONCAT_WS('|', "+crewCols+", _sync_revision, _sync_origin) FROM crew "+
+		"WHERE "+cond+" ORDER BY id", args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []string

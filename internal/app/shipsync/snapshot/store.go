@@ -19,7 +19,8 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("snapshot/queries.sql", queriesSQL,
 	"TaskInsert", "TaskList", "TaskPin", "TaskState", "TaskChunk", "OutboxInsert", "OutboxList", "OutboxDelete",
-	"RowPut", "RowGet", "RowApplyFrom", "EventInsert", "EventReceived", "EventBlocked", "EventCounts", "EventOpen")
+	"RowPut", "RowGet", "RowApplyFrom", "EventInsert", "EventReceived", "EventBlocked", "EventCounts", "EventOpen",
+	"RowProblems", "TaskResult")
 
 // Store is the tasks' state in the ship client's SQLite database (the
 // tables of the client's migration 003). Safe for concurrent use.
@@ -41,8 +42,12 @@ func (s *Store) Create(ctx context.Context, t Task) error {
 		return err
 	}
 	now := s.now()
+	var window sql.NullInt64
+	if !t.WindowNow.IsZero() {
+		window = sql.NullInt64{Int64: t.WindowNow.UnixMicro(), Valid: true}
+	}
 	_, err := s.db.ExecContext(ctx, stmts["TaskInsert"], t.ID, t.RuleID, int64(t.RuleVersion), t.Database, t.Table,
-		t.LagThreshold, now, now)
+		t.LagThreshold, window, now, now)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: snapshot_task.rule_id") {
 		return ErrActive
 	}
@@ -63,18 +68,27 @@ func (s *Store) Tasks(ctx context.Context) ([]Task, error) {
 	for rows.Next() {
 		var t Task
 		var version int64
-		var positions, cursor, errText sql.NullString
-		var lag, completed sql.NullInt64
+		var positions, cursor, errText, result sql.NullString
+		var lag, completed, window sql.NullInt64
 		var created, updated int64
 		if err := rows.Scan(&t.ID, &t.RuleID, &version, &t.Database, &t.Table, &t.State, &positions, &cursor,
 			&t.ReadDone, &t.Chunks, &t.RowsRead, &t.NextSeq, &t.LagThreshold, &lag, &errText, &created, &updated,
-			&completed); err != nil {
+			&completed, &window, &result); err != nil {
 			return nil, fmt.Errorf("snapshot: list tasks: %w", err)
 		}
 		t.RuleVersion, t.Lag, t.Error = uint64(version), lag.Int64, errText.String
 		t.CreatedAt, t.UpdatedAt = time.UnixMicro(created).UTC(), time.UnixMicro(updated).UTC()
 		if completed.Valid {
 			t.CompletedAt = time.UnixMicro(completed.Int64).UTC()
+		}
+		if window.Valid {
+			t.WindowNow = time.UnixMicro(window.Int64).UTC()
+		}
+		if result.Valid {
+			t.Result = new(WindowResult)
+			if err := json.Unmarshal([]byte(result.String), t.Result); err != nil {
+				return nil, fmt.Errorf("snapshot: task %s: stored window result does not decode: %w", t.ID, err)
+			}
 		}
 		if positions.Valid {
 			if err := json.Unmarshal([]byte(positions.String), &t.Positions); err != nil {
@@ -164,6 +178,9 @@ type chunkEvent struct {
 	CapturedAt  time.Time
 	KeyHash     []byte
 	Revision    string
+	// Problem says why a windowed task did not send the row (its business
+	// time); "" for a row sent or skipped.
+	Problem string
 }
 
 // chunk is one chunk read: its encoded events and where reading goes on.
@@ -201,11 +218,12 @@ func (s *Store) saveChunk(ctx context.Context, t *Task, c chunk) error {
 			}
 		}
 		for _, e := range c.Index {
-			if _, err := tx.ExecContext(ctx, stmts["RowPut"], t.ID, e.KeyHash, e.Revision); err != nil {
+			problem := sql.NullString{String: e.Problem, Valid: e.Problem != ""}
+			if _, err := tx.ExecContext(ctx, stmts["RowPut"], t.ID, e.KeyHash, e.Revision, problem); err != nil {
 				return err
 			}
 			if e.ID == "" {
-				continue // a skipped row: its revision only
+				continue // a skipped row or an exception: its revision only
 			}
 			var biz sql.NullInt64
 			if !e.BusinessAt.IsZero() {
@@ -294,6 +312,48 @@ func (s *Store) row(ctx context.Context, id string, keyHash []byte) (string, int
 		return rev, -1, nil
 	}
 	return rev, from.Int64, nil
+}
+
+// Exception is a row a windowed task did not send because of its business
+// time: the SHA-256 of its source key (KeyHash) and why.
+type Exception struct {
+	KeyHash []byte
+	Problem string
+}
+
+// Exceptions returns the rows task id did not send because of their
+// business time, by key hash.
+func (s *Store) Exceptions(ctx context.Context, id string) ([]Exception, error) {
+	rows, err := s.db.QueryContext(ctx, stmts["RowProblems"], id)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: exceptions of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Exception
+	for rows.Next() {
+		var e Exception
+		if err := rows.Scan(&e.KeyHash, &e.Problem); err != nil {
+			return nil, fmt.Errorf("snapshot: exceptions of %s: %w", id, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// setResult stores a completed task's window reconcile result.
+func (s *Store) setResult(ctx context.Context, id string, r *WindowResult) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("snapshot: task %s: encode result: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, stmts["TaskResult"], string(b), s.now(), id)
+	if err != nil {
+		return fmt.Errorf("snapshot: task %s: store result: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("snapshot: task %s: not COMPLETED", id)
+	}
+	return nil
 }
 
 // setApplyFrom stores a record's apply-from offset.

@@ -65,10 +65,19 @@ type Task struct {
 	// final) under which CATCHING_UP completes; Lag the last measured.
 	LagThreshold int64
 	Lag          int64
-	Error        string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	CompletedAt  time.Time
+	// WindowNow, when set, makes the task a window reconcile's snapshot:
+	// the trusted instant that fixes the rule's dataset window boundary
+	// (Rule.WindowStart(WindowNow), left-closed) for the whole task. Only
+	// the rows inside it are sent; a row whose business time is NULL,
+	// unreadable or in the future is not sent but listed (Exceptions).
+	// Zero: the whole table, each row judged as a change would be.
+	WindowNow time.Time
+	// Result is the window reconcile's outcome once it ran (nil: not yet).
+	Result      *WindowResult
+	Error       string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
 }
 
 // Progress is a task with its events counted: what the management console
