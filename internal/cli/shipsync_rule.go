@@ -221,18 +221,9 @@ func runWindowPlan(ctx context.Context, env *Env, ruleID string, f windowPlanFla
 	if ruleID == "" || f.rules == "" || f.shipDB == "" || f.targetDB == "" {
 		return errors.New("shipsync rule window-plan: --rule, --rules, --ship-db and --target-db are required")
 	}
-	set, err := loadRulesFlag("rules", f.rules)
+	rule, err := ruleOfFile("shipsync rule window-plan", f.rules, ruleID)
 	if err != nil {
 		return err
-	}
-	var rule *normalize.Rule
-	for _, r := range set.Rules() {
-		if r.ID == ruleID {
-			rule = r
-		}
-	}
-	if rule == nil {
-		return fmt.Errorf("shipsync rule window-plan: --rules %s has no rule %s", f.rules, relaytype.QuoteValue(ruleID))
 	}
 	now := time.Now()
 	if f.now != "" {
@@ -240,25 +231,16 @@ func runWindowPlan(ctx context.Context, env *Env, ruleID string, f windowPlanFla
 			return fmt.Errorf("--now %s: not an RFC 3339 time", relaytype.QuoteValue(f.now))
 		}
 	}
-	event := func(c string) string { return cmp.Or(rule.FieldMappings[c], c) }
-	var targetKey []string
-	for _, k := range rule.KeyColumns {
-		targetKey = append(targetKey, event(k))
-	}
+	ship, target := windowTables(rule, f.targetTable)
 	sides := []struct {
 		flag, dsn string
 		table     shore.WindowTable
-	}{
-		{"--ship-db", f.shipDB, shore.WindowTable{Table: rule.Table, Key: rule.KeyColumns, TimeColumn: rule.BusinessTimeColumn,
-			Revisioned: rule.Revisioned}},
-		{"--target-db", f.targetDB, shore.WindowTable{Table: cmp.Or(f.targetTable, rule.Table), Key: targetKey,
-			TimeColumn: event(rule.BusinessTimeColumn), Revisioned: rule.Revisioned}},
-	}
+	}{{"--ship-db", f.shipDB, ship}, {"--target-db", f.targetDB, target}}
 	rows := make([][]normalize.WindowRow, 2)
 	for i, side := range sides {
-		db, err := apply.OpenTarget(side.dsn)
+		db, err := openWindowDB(side.flag, side.dsn)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", side.flag, dsn.Redact(side.dsn), dsn.Scrub(err, side.dsn))
+			return err
 		}
 		rows[i], err = shore.WindowRows(ctx, db.DB(), side.table)
 		_ = db.Close()
@@ -285,4 +267,27 @@ func runWindowPlan(ctx context.Context, env *Env, ruleID string, f windowPlanFla
 	}
 	fmt.Fprintf(env.Stdout, "  digest ship %x\n  digest shore %x\n  reconciled: %t\n", p.Digest, p.TargetDigest, p.Reconciled())
 	return nil
+}
+
+// windowTables are the two tables of rule's window reconcile: the ship's
+// (the rule's own names) and the shore's (targetTable, default the rule's
+// table, with the rule's field mappings applied to the key and time columns).
+func windowTables(rule *normalize.Rule, targetTable string) (ship, target shore.WindowTable) {
+	event := func(c string) string { return cmp.Or(rule.FieldMappings[c], c) }
+	var targetKey []string
+	for _, k := range rule.KeyColumns {
+		targetKey = append(targetKey, event(k))
+	}
+	return shore.WindowTable{Table: rule.Table, Key: rule.KeyColumns, TimeColumn: rule.BusinessTimeColumn, Revisioned: rule.Revisioned},
+		shore.WindowTable{Table: cmp.Or(targetTable, rule.Table), Key: targetKey, TimeColumn: event(rule.BusinessTimeColumn),
+			Revisioned: rule.Revisioned}
+}
+
+// openWindowDB opens the MariaDB of a window reconcile's side given by flag.
+func openWindowDB(flag, d string) (*apply.Target, error) {
+	db, err := apply.OpenTarget(d)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, dsn.Redact(d), dsn.Scrub(err, d))
+	}
+	return db, nil
 }

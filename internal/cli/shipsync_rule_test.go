@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,17 +93,8 @@ func TestShipsyncRuleRelease(t *testing.T) {
 // reconciled.
 func TestShipsyncRuleWindowPlan(t *testing.T) {
 	t.Parallel()
-	db, dsn := testdb.MariaDBWithDSN(t)
+	db, dsn := voyageTables(t, "(7002, '2026-01-01 00:00:00', 'b')")
 	ctx := t.Context()
-	for _, q := range []string{
-		"CREATE TABLE voyage (id int PRIMARY KEY, at datetime, _sync_revision char(36))",
-		"CREATE TABLE shore_voyage (id int PRIMARY KEY, sailed_at datetime, _sync_revision char(36))",
-		"INSERT INTO voyage VALUES (7001, '2026-11-30 00:00:00', 'a'), (7002, '2026-01-01 00:00:00', 'b'), (7003, NULL, 'c')",
-		"INSERT INTO shore_voyage VALUES (7002, '2026-01-01 00:00:00', 'b')",
-	} {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err)
-	}
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	require.NoError(t, os.WriteFile(rules, []byte(`{"rules": [{"id": "voyage-log", "version": 3, "direction": "UPLINK",
 		"database": "ship", "table": "voyage", "key_columns": ["id"], "business_time_column": "at",
@@ -127,5 +119,24 @@ func TestShipsyncRuleWindowPlan(t *testing.T) {
 	require.Contains(t, plan(), "reconciled: true")
 
 	_, err = run("rule", "window-plan", "--rule", "nope", "--rules", rules, "--ship-db", dsn, "--target-db", dsn)
-	require.ErrorContains(t, err, "has no rule")
+	require.ErrorContains(t, err, "--rule: no rule")
+}
+
+// voyageTables is a MariaDB database with a ship table voyage of three rows
+// (7001 inside a 30-day window at 2026-12-01T12:00Z, 7002 outside, 7003
+// with a NULL time) and a shore table shore_voyage holding shoreRows (SQL
+// VALUES tuples of id, sailed_at, _sync_revision).
+func voyageTables(t *testing.T, shoreRows string) (*sql.DB, string) {
+	t.Helper()
+	db, dsn := testdb.MariaDBWithDSN(t)
+	for _, q := range []string{
+		"CREATE TABLE voyage (id int PRIMARY KEY, at datetime, _sync_revision char(36))",
+		"CREATE TABLE shore_voyage (id int PRIMARY KEY, sailed_at datetime, _sync_revision char(36))",
+		"INSERT INTO voyage VALUES (7001, '2026-11-30 00:00:00', 'a'), (7002, '2026-01-01 00:00:00', 'b'), (7003, NULL, 'c')",
+		"INSERT INTO shore_voyage VALUES " + shoreRows,
+	} {
+		_, err := db.ExecContext(t.Context(), q)
+		require.NoError(t, err)
+	}
+	return db, dsn
 }
