@@ -222,7 +222,7 @@ func runShipsyncSnapshotList(ctx context.Context, env *Env, args []string) error
 			p.Chunks, p.Events, p.Received, p.Applied, p.Conflicts, p.Rejected, p.Lag, p.LagThreshold,
 			p.UpdatedAt.Format(time.RFC3339))
 		if !p.WindowNow.IsZero() {
-			fmt.Fprintf(env.Stdout, "  window at %s", p.WindowNow.Format(time.RFC3339))
+			fmt.Fprintf(env.Stdout, "  window at %s, exceptions %d", p.WindowNow.Format(time.RFC3339), p.Exceptions)
 		}
 		if r := p.Result; r != nil {
 			fmt.Fprintf(env.Stdout, "  reconciled %t (deleted %d, kept %d, exceptions %d)", r.Reconciled, r.Deleted, r.Kept,

@@ -109,7 +109,7 @@ func TestShipsyncSnapshotReconcile(t *testing.T) {
 	require.Zero(t, n, "the outside row is deleted")
 	out, err = run("snapshot", "list", "--state", state)
 	require.NoError(t, err)
-	require.Contains(t, out, "window at 2026-12-01T12:00:00Z  reconciled true (deleted 1, kept 0, exceptions 1)")
+	require.Contains(t, out, "window at 2026-12-01T12:00:00Z, exceptions 0  reconciled true (deleted 1, kept 0, exceptions 1)")
 
 	// The shore moves away from the ship inside the window: not reconciled.
 	_, err = db.ExecContext(ctx, "UPDATE shore_voyage SET _sync_revision = 'z' WHERE id = 7001")

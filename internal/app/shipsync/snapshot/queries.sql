@@ -39,6 +39,9 @@ ON CONFLICT (task_id, key_hash) DO UPDATE SET revision = excluded.revision, prob
 -- name: RowProblems
 SELECT key_hash, problem FROM snapshot_row WHERE task_id = ? AND problem IS NOT NULL ORDER BY key_hash;
 
+-- name: ProblemCounts
+SELECT task_id, count(*) FROM snapshot_row WHERE problem IS NOT NULL GROUP BY task_id;
+
 -- name: TaskResult
 UPDATE snapshot_task SET result = ?, updated_at = ? WHERE task_id = ? AND state = 'COMPLETED';
 

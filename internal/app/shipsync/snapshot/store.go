@@ -20,7 +20,7 @@ var queriesSQL string
 var stmts = sqlfile.MustParse("snapshot/queries.sql", queriesSQL,
 	"TaskInsert", "TaskList", "TaskPin", "TaskState", "TaskChunk", "OutboxInsert", "OutboxList", "OutboxDelete",
 	"RowPut", "RowGet", "RowApplyFrom", "EventInsert", "EventReceived", "EventBlocked", "EventCounts", "EventOpen",
-	"RowProblems", "TaskResult")
+	"RowProblems", "ProblemCounts", "TaskResult")
 
 // Store is the tasks' state in the ship client's SQLite database (the
 // tables of the client's migration 003). Safe for concurrent use.
@@ -129,12 +129,36 @@ func (s *Store) List(ctx context.Context) ([]Progress, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("snapshot: count events: %w", err)
 	}
+	problems, err := s.problemCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Progress, len(ts))
 	for i, t := range ts {
 		c := counts[t.Topic()]
-		out[i] = Progress{Task: t, Events: c[0], Received: c[1], Terminal: c[2], Applied: c[3], Conflicts: c[4], Rejected: c[5]}
+		out[i] = Progress{Task: t, Events: c[0], Received: c[1], Terminal: c[2], Applied: c[3], Conflicts: c[4], Rejected: c[5],
+			Exceptions: problems[t.ID]}
 	}
 	return out, nil
+}
+
+// problemCounts counts each task's exceptions.
+func (s *Store) problemCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, stmts["ProblemCounts"])
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: count exceptions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("snapshot: count exceptions: %w", err)
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
 }
 
 // List returns the snapshot tasks of the ship client database db with

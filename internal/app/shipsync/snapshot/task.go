@@ -88,6 +88,9 @@ type Progress struct {
 	// shore holds, Terminal those with a final result (Applied of them
 	// APPLIED, Conflicts CONFLICT_RECORDED, Rejected REJECTED).
 	Events, Received, Terminal, Applied, Conflicts, Rejected int64
+	// Exceptions are the rows a windowed task did not send because of their
+	// business time (Store.Exceptions lists them).
+	Exceptions int64
 }
 
 // Pinned returns the pinned offset of topic/partition, and whether the

@@ -90,6 +90,7 @@ func TestWindowReconcile(t *testing.T) {
 	require.Equal(t, p.Events, p.Applied)
 	require.Zero(t, p.Conflicts)
 	require.True(t, p.WindowNow.Equal(windowNow))
+	require.Equal(t, int64(3), p.Exceptions, "two NULL business times and a future one")
 	exc, err := b.cfg.Store.Exceptions(ctx, "win-1")
 	require.NoError(t, err)
 	var problems []string

@@ -8,3 +8,4 @@ ALTER TABLE snapshot_task ADD COLUMN result TEXT;
 -- A row the windowed snapshot did not send because its business time is
 -- NULL, unreadable or in the future: why (NULL: an ordinary row).
 ALTER TABLE snapshot_row ADD COLUMN problem TEXT;
+CREATE INDEX snapshot_row_problem ON snapshot_row (task_id) WHERE problem IS NOT NULL;
