@@ -303,6 +303,17 @@ func TestRunnerFails(t *testing.T) {
 	require.Equal(t, snapshot.Failed, p.State)
 	require.Contains(t, p.Error, "the shore refused 1 SNAPSHOT event(s) of chunk 0 (first: REJECT_REASON_INVALID_FIELD)")
 	require.Equal(t, int64(1), p.Rejected, "the refused event is BLOCKED in event_state")
+
+	// A window reconcile's snapshot of a rule without a dataset window.
+	require.NoError(t, u.cfg.Store.Create(ctx, snapshot.Task{ID: "w", RuleID: "crew", RuleVersion: 1, Database: u.shipName,
+		Table: "crew", WindowNow: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}))
+	for i := 0; i < 4; i++ {
+		_, err = r.Step(ctx)
+		require.NoError(t, err)
+	}
+	p = u.state(t, "w")
+	require.Equal(t, snapshot.Failed, p.State)
+	require.Contains(t, p.Error, "a window reconcile's snapshot needs its rule to have a dataset window")
 }
 
 // TestRunnerRunRetries: Run keeps going through failed steps (the queue's
