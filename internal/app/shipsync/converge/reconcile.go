@@ -54,6 +54,7 @@ func (r *run) quiesce(ctx context.Context, phase string) error {
 			shown = time.Now()
 		}
 		if time.Now().After(deadline) {
+			fp += "\n" + r.partitions(ctx)
 			if r.chaos != nil {
 				fp += "\nthe client's last output:\n" + r.chaos.client.Tail(2000) + "\nthe shore's:\n" + r.chaos.shore.Tail(2000)
 			}
@@ -453,4 +454,37 @@ func mapText(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// partitions describes the ship client's uplink partitions for a report of
+// a run that did not go quiet: each one's saved read, received and
+// terminal positions against the topic's end and the group's commit.
+func (r *run) partitions(ctx context.Context) string {
+	rows, err := r.state.QueryContext(ctx, `SELECT topic, part, read_next, received_next, terminal_next
+		FROM partition_watermark WHERE direction = 'up' ORDER BY topic, part`)
+	if err != nil {
+		return "client partitions: " + err.Error()
+	}
+	defer rows.Close()
+	committed, _ := kafkaread.Committed(ctx, r.brokers, clientGroup)
+	var b strings.Builder
+	b.WriteString("client partitions (read / received / terminal / committed / end):")
+	ends := map[string]map[int32]int64{}
+	for rows.Next() {
+		var topic string
+		var part int32
+		var read, recv, term int64
+		if err := rows.Scan(&topic, &part, &read, &recv, &term); err != nil {
+			return b.String() + " " + err.Error()
+		}
+		if _, ok := ends[topic]; !ok {
+			ends[topic], _ = kafkaread.Ends(ctx, r.brokers, topic)
+		}
+		end, ok := ends[topic][part]
+		if !ok {
+			end = -1
+		}
+		fmt.Fprintf(&b, "\n  %s/%d: %d / %d / %d / %d / %d", topic, part, read, recv, term, committed[topic][part], end)
+	}
+	return b.String()
 }
