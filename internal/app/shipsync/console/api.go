@@ -17,6 +17,7 @@ import (
 
 	"github.com/relayhq/relay/internal/app/shipsync/arbiter"
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
+	"github.com/relayhq/relay/internal/app/shipsync/snapshot"
 	"github.com/relayhq/relay/relaytype"
 )
 
@@ -211,7 +212,28 @@ func (c *Console) node(ctx context.Context, r *http.Request, _ User) (int, any) 
 	if err != nil {
 		return c.internal(ctx, "node streams", err)
 	}
-	return http.StatusOK, map[string]any{"node": ns[0], "certs": certs, "rules": rules, "streams": streams}
+	type baseline struct {
+		Task        string    `json:"task"`
+		Rule        string    `json:"rule"`
+		RuleVersion uint64    `json:"rule_version"`
+		Received    int64     `json:"received"`
+		Applied     int64     `json:"applied"`
+		Conflicts   int64     `json:"conflicts"`
+		Rejected    int64     `json:"rejected"`
+		First       time.Time `json:"first"`
+		Last        time.Time `json:"last"`
+	}
+	bs, err := snapshot.ShoreBaselines(ctx, c.cfg.Pool, id)
+	if err != nil {
+		return c.internal(ctx, "node snapshots", err)
+	}
+	snaps := make([]baseline, len(bs))
+	for i, b := range bs {
+		snaps[i] = baseline{Task: b.TaskID, Rule: b.RuleID, RuleVersion: b.RuleVersion, Received: b.Received,
+			Applied: b.Applied, Conflicts: b.Conflicts, Rejected: b.Rejected, First: b.First, Last: b.Last}
+	}
+	return http.StatusOK, map[string]any{"node": ns[0], "certs": certs, "rules": rules, "streams": streams,
+		"snapshots": snaps}
 }
 
 // collect runs query name with arg and collects its rows.

@@ -174,6 +174,26 @@ func TestNodes(t *testing.T) {
 	require.Equal(t, http.StatusOK, st)
 	require.Equal(t, "ship-b", body["node"].(map[string]any)["id"])
 	require.Len(t, body["certs"], 1)
+	require.Empty(t, body["snapshots"], "no snapshot sent yet")
+
+	// A snapshot baseline the shore received: its task, counts and results.
+	_, err := b.pool.Exec(t.Context(), `INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id,
+		rule_id, rule_version, pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
+		schema_version, content_hash, event, received_at) VALUES
+		('ship-b', gen_random_uuid(), 'ship-b', 'b', 'crew', 1, 'k1', 'k1', 'c', 'snapshot/t-1/0', 1, 1, '1.0', '\x00', '\x00', $1),
+		('ship-b', gen_random_uuid(), 'ship-b', 'b', 'crew', 1, 'k2', 'k2', 'c', 'snapshot/t-1/0', 2, 2, '1.0', '\x00', '\x00', $1)`, t0)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(t.Context(), `INSERT INTO sync_event_receipt (origin_node_id, event_id, result, decided_at)
+		SELECT origin_node_id, event_id, 'APPLIED', $1 FROM sync_inbox_event WHERE pk_text = 'k1'`, t0)
+	require.NoError(t, err)
+	st, body, _ = b.call(t, "GET", "/api/v1/nodes/ship-b", viewerToken, "", nil)
+	require.Equal(t, http.StatusOK, st)
+	snaps := body["snapshots"].([]any)
+	require.Len(t, snaps, 1)
+	snap := snaps[0].(map[string]any)
+	require.Equal(t, "crew", snap["rule"])
+	require.EqualValues(t, 2, snap["received"])
+	require.EqualValues(t, 1, snap["applied"])
 
 	st, _, _ = b.call(t, "GET", "/api/v1/nodes/ship-z", viewerToken, "", nil)
 	require.Equal(t, http.StatusNotFound, st)

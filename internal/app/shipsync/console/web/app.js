@@ -180,6 +180,12 @@ async function nodePage(id) {
     table(["connector", "partition", "next sequence", "held", "gap since"], d.streams.map((s) => el("tr", {},
       el("td", {}, s.connector), el("td", {}, s.partition), el("td", { class: "num" }, s.next_sequence),
       el("td", { class: "num" }, s.held), el("td", {}, when(s.gap_since))))),
+    el("h3", {}, "Snapshot baselines received"),
+    d.snapshots.length ? table(["task", "rule", "version", "received", "applied", "conflicts", "rejected", "first", "latest"],
+      d.snapshots.map((b) => el("tr", {}, el("td", {}, b.task), el("td", {}, b.rule), el("td", { class: "num" }, b.rule_version),
+        el("td", { class: "num" }, b.received), el("td", { class: "num" }, b.applied), el("td", { class: "num" }, b.conflicts),
+        el("td", { class: "num" }, b.rejected), el("td", {}, when(b.first)), el("td", {}, when(b.last)))), "snapshots")
+      : el("p", { id: "snapshots" }, "none: the node has sent no snapshot (its tasks' own states are on the ship: relay shipsync snapshot list)"),
   );
 }
 
