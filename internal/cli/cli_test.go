@@ -19,6 +19,12 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String() + errOut.String(), err
 }
 
+// runShipsync runs `relay shipsync args…`.
+func runShipsync(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return run(t, append([]string{"shipsync"}, args...)...)
+}
+
 func TestHelpAndUnknownCommand(t *testing.T) {
 	t.Parallel()
 	out, err := run(t, "help")

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
-	"github.com/relayhq/relay/internal/cli"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -21,16 +19,11 @@ import (
 func TestShipsyncConflictCommand(t *testing.T) {
 	t.Parallel()
 	url := testdb.PGSchema(t)
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := cli.Run(t.Context(), append([]string{"shipsync"}, args...), &out, &out)
-		return out.String(), err
-	}
-	_, err := run("rule", "add", "--postgres", url, "--migrate", "--actor", "tester", "--rule", "crew", "--source-table", "crew",
+	_, err := runShipsync(t, "rule", "add", "--postgres", url, "--migrate", "--actor", "tester", "--rule", "crew", "--source-table", "crew",
 		"--target-table", "crew", "--key", "id", "--columns", "id,name,updated_at", "--conflict-policy", "LAST_WRITER_WINS",
 		"--lww-column", "updated_at")
 	require.NoError(t, err)
-	out, err := run("rule", "list", "--postgres", url)
+	out, err := runShipsync(t, "rule", "list", "--postgres", url)
 	require.NoError(t, err)
 	require.Contains(t, out, "LAST_WRITER_WINS (updated_at)")
 
@@ -47,25 +40,25 @@ func TestShipsyncConflictCommand(t *testing.T) {
 		return err
 	}))
 
-	out, err = run("conflict", "list", "--postgres", url)
+	out, err = runShipsync(t, "conflict", "list", "--postgres", url)
 	require.NoError(t, err)
 	require.Contains(t, out, id)
 	require.Contains(t, out, "DETECTED")
-	out, err = run("conflict", "show", "--postgres", url, "--conflict", id)
+	out, err = runShipsync(t, "conflict", "show", "--postgres", url, "--conflict", id)
 	require.NoError(t, err)
 	require.Contains(t, out, "UPDATE 00000000-0000-4000-8000-000000000001 from ship-1: rev-0 → rev-n1")
 	require.Contains(t, out, "met       rev-s1 of shore")
-	_, err = run("conflict", "decide", "--postgres", url, "--conflict", id, "--choice", "SHORE", "--operator", "op",
+	_, err = runShipsync(t, "conflict", "decide", "--postgres", url, "--conflict", id, "--choice", "SHORE", "--operator", "op",
 		"--reason", "keep")
 	require.ErrorContains(t, err, "--target is required")
-	_, err = run("conflict", "cancel", "--postgres", url, "--conflict", id, "--operator", "op")
+	_, err = runShipsync(t, "conflict", "cancel", "--postgres", url, "--conflict", id, "--operator", "op")
 	require.ErrorContains(t, err, "--reason are required")
-	out, err = run("conflict", "cancel", "--postgres", url, "--conflict", id, "--operator", "op", "--reason", "test data")
+	out, err = runShipsync(t, "conflict", "cancel", "--postgres", url, "--conflict", id, "--operator", "op", "--reason", "test data")
 	require.NoError(t, err)
 	require.Contains(t, out, "cancelled")
-	out, err = run("conflict", "list", "--postgres", url, "--state", "CANCELLED")
+	out, err = runShipsync(t, "conflict", "list", "--postgres", url, "--state", "CANCELLED")
 	require.NoError(t, err)
 	require.Contains(t, out, id)
-	_, err = run("conflict", "show", "--postgres", url, "--conflict", "nope")
+	_, err = runShipsync(t, "conflict", "show", "--postgres", url, "--conflict", "nope")
 	require.ErrorContains(t, err, "no such conflict case")
 }

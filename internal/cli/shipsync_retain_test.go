@@ -1,13 +1,11 @@
 package cli_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/cli"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
 )
@@ -17,12 +15,7 @@ import (
 func TestShipsyncRetainCommand(t *testing.T) {
 	t.Parallel()
 	url := testdb.PGSchema(t)
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := cli.Run(t.Context(), append([]string{"shipsync"}, args...), &out, &out)
-		return out.String(), err
-	}
-	_, err := run("node", "list", "--postgres", url, "--migrate")
+	_, err := runShipsync(t, "node", "list", "--postgres", url, "--migrate")
 	require.NoError(t, err)
 	d, err := relaypgx.Open(t.Context(), url)
 	require.NoError(t, err)
@@ -35,12 +28,12 @@ func TestShipsyncRetainCommand(t *testing.T) {
 			VALUES ('s', now() - $1::interval, 60, 60, 1, 1, 0, 0, 0)`, age.String())
 		require.NoError(t, err)
 	}
-	out, err := run("retain", "--postgres", url)
+	out, err := runShipsync(t, "retain", "--postgres", url)
 	require.NoError(t, err)
 	require.Contains(t, out, "retention: 1 samples, 0 batch answers")
 	var n int
 	require.NoError(t, d.Pool().QueryRow(t.Context(), "SELECT count(*) FROM sync_node_sample").Scan(&n))
 	require.Equal(t, 1, n)
-	_, err = run("retain", "--postgres", url, "--samples", "1h")
+	_, err = runShipsync(t, "retain", "--postgres", url, "--samples", "1h")
 	require.ErrorContains(t, err, "--samples must be ≥ 24h")
 }

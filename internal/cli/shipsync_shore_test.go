@@ -22,18 +22,13 @@ func TestShipsyncShoreCommand(t *testing.T) {
 	t.Parallel()
 	url := testdb.PGSchema(t)
 	dir := filepath.Join(t.TempDir(), "pki")
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := cli.Run(t.Context(), append([]string{"shipsync"}, args...), &out, &out)
-		return out.String(), err
-	}
 	for _, a := range [][]string{{"init"}, {"server"}, {"node", "--node", "ship-1"}} {
-		_, err := run(append(append([]string{"pki"}, a...), "--dir", dir)...)
+		_, err := runShipsync(t, append(append([]string{"pki"}, a...), "--dir", dir)...)
 		require.NoError(t, err)
 	}
-	_, err := run("node", "add", "--postgres", url, "--actor", "tester", "--migrate", "--cert", filepath.Join(dir, "node-ship-1.crt"))
+	_, err := runShipsync(t, "node", "add", "--postgres", url, "--actor", "tester", "--migrate", "--cert", filepath.Join(dir, "node-ship-1.crt"))
 	require.NoError(t, err)
-	_, err = run("node", "allow-rule", "--postgres", url, "--actor", "tester", "--node", "ship-1", "--rule", "test-table")
+	_, err = runShipsync(t, "node", "allow-rule", "--postgres", url, "--actor", "tester", "--node", "ship-1", "--rule", "test-table")
 	require.NoError(t, err)
 
 	ctx, stop := context.WithCancel(t.Context())
@@ -58,16 +53,16 @@ func TestShipsyncShoreCommand(t *testing.T) {
 	upload := []string{"upload", "--url", base, "--ca", filepath.Join(dir, "ca.crt"),
 		"--cert", filepath.Join(dir, "node-ship-1.crt"), "--key", filepath.Join(dir, "node-ship-1.key"),
 		"--events", "20", "--batch-id", "9b2f7c1e-0d3a-4c55-8e6f-1a2b3c4d5e6f"}
-	got, err := run(upload...)
+	got, err := runShipsync(t, upload...)
 	require.NoError(t, err)
 	require.Contains(t, got, "20 events, 20 RECEIVED, 0 RETRYABLE_FAILURE, 0 PERMANENT_REJECTED")
-	again, err := run(upload...)
+	again, err := runShipsync(t, upload...)
 	require.NoError(t, err)
 	require.Equal(t, got, again, "a resent batch id gets the same answer")
 
-	_, err = run("node", "revoke", "--postgres", url, "--actor", "tester", "--node", "ship-1")
+	_, err = runShipsync(t, "node", "revoke", "--postgres", url, "--actor", "tester", "--node", "ship-1")
 	require.NoError(t, err)
-	_, err = run(upload[:len(upload)-2]...)
+	_, err = runShipsync(t, upload[:len(upload)-2]...)
 	require.ErrorContains(t, err, "HTTP 403 ERROR_CODE_FORBIDDEN")
 
 	stop()

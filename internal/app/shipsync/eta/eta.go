@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/relayhq/relay/internal/flow"
@@ -119,6 +120,15 @@ func (m *Meter) Add(iv Interval) {
 	m.ivs = m.ivs[i:]
 }
 
+// recent is the intervals of the last history before now: (now − History,
+// now], a run of ivs, which are in End order.
+func (m *Meter) recent(now time.Time) []Interval {
+	from := now.Add(-cmp.Or(m.History, HistoryDefault))
+	lo := sort.Search(len(m.ivs), func(i int) bool { return m.ivs[i].End.After(from) })
+	hi := sort.Search(len(m.ivs), func(i int) bool { return m.ivs[i].End.After(now) })
+	return m.ivs[lo:max(lo, hi)]
+}
+
 // Rates returns the effective and physical throughput of the latest
 // Window of active time before now (within the history), in bytes per
 // active second, and the active time they rest on (0, 0, 0 without any).
@@ -126,13 +136,11 @@ func (m *Meter) Add(iv Interval) {
 // closed transfer window or an outage does not empty it: the figure is the
 // link's recent throughput while it could be used.
 func (m *Meter) Rates(now time.Time) (effective, physical float64, active time.Duration) {
-	from := now.Add(-cmp.Or(m.History, HistoryDefault))
 	window := cmp.Or(m.Window, WindowDefault)
 	var eff, phys int64
-	for i := len(m.ivs) - 1; i >= 0 && active < window; i-- {
-		if iv := m.ivs[i]; iv.End.After(from) && !iv.End.After(now) {
-			eff, phys, active = eff+iv.Effective, phys+iv.Physical, active+iv.Active
-		}
+	ivs := m.recent(now)
+	for i := len(ivs) - 1; i >= 0 && active < window; i-- {
+		eff, phys, active = eff+ivs[i].Effective, phys+ivs[i].Physical, active+ivs[i].Active
 	}
 	if active <= 0 {
 		return 0, 0, 0
@@ -151,7 +159,6 @@ const bucket = 10 * time.Minute
 // minutes of active time each and weighed by their active time (0 without
 // any).
 func (m *Meter) Quantile(now time.Time, q float64) float64 {
-	from := now.Add(-cmp.Or(m.History, HistoryDefault))
 	type rate struct {
 		r float64
 		w time.Duration
@@ -166,8 +173,8 @@ func (m *Meter) Quantile(now time.Time, q float64) float64 {
 		}
 		acc, eff = 0, 0
 	}
-	for _, iv := range m.ivs {
-		if iv.End.After(from) && !iv.End.After(now) && iv.Active > 0 {
+	for _, iv := range m.recent(now) {
+		if iv.Active > 0 {
 			acc, eff = acc+iv.Active, eff+iv.Effective
 			if acc >= bucket {
 				flush()
@@ -194,10 +201,9 @@ func (m *Meter) Quantile(now time.Time, q float64) float64 {
 // something to send, that the link was actually usable, over the last
 // history before now (1 when not known).
 func (m *Meter) Availability(now time.Time) float64 {
-	from := now.Add(-cmp.Or(m.History, HistoryDefault))
 	var active, open time.Duration
-	for _, iv := range m.ivs {
-		if iv.End.After(from) && !iv.End.After(now) && iv.Open > 0 {
+	for _, iv := range m.recent(now) {
+		if iv.Open > 0 {
 			active, open = active+iv.Active, open+iv.Open
 		}
 	}

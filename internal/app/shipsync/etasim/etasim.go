@@ -130,7 +130,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Registry == nil || o.Clock == nil || o.Node == "" {
 		return nil, errors.New("etasim: Registry, Clock and Node are required")
 	}
-	o.Backlog = cmpPos(o.Backlog, 200_000)
+	if o.Backlog <= 0 {
+		o.Backlog = 200_000
+	}
 	if o.LinkRate <= 0 {
 		o.LinkRate = 256
 	}
@@ -159,13 +161,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	s := &sim{o: o, rng: mrand.New(mrand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)), win: win, codec: codec}
 	return s.run(ctx)
-}
-
-func cmpPos(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 type sim struct {

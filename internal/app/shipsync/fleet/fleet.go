@@ -97,17 +97,17 @@ func (o *Options) defaults() error {
 	if o.Nodes > 100_000 || o.Events > 100_000 {
 		return errors.New("fleet: at most 100,000 nodes of at most 100,000 events each")
 	}
-	o.Nodes = cmpPos(o.Nodes, NodesDefault)
-	o.Events = cmpPos(o.Events, EventsDefault)
-	o.Batch = cmpPos(o.Batch, BatchDefault)
-	o.Pool = cmpPos(o.Pool, PoolDefault)
+	o.Nodes = shipbench.Positive(o.Nodes, NodesDefault)
+	o.Events = shipbench.Positive(o.Events, EventsDefault)
+	o.Batch = shipbench.Positive(o.Batch, BatchDefault)
+	o.Pool = shipbench.Positive(o.Pool, PoolDefault)
 	if o.Jitter == 0 {
 		o.Jitter = JitterDefault
 	}
 	o.Jitter = max(o.Jitter, 0)
-	o.Heartbeat = cmpPos(o.Heartbeat, HeartbeatDefault)
-	o.Poll = cmpPos(o.Poll, PollDefault)
-	o.Timeout = cmpPos(o.Timeout, TimeoutDefault)
+	o.Heartbeat = shipbench.Positive(o.Heartbeat, HeartbeatDefault)
+	o.Poll = shipbench.Positive(o.Poll, PollDefault)
+	o.Timeout = shipbench.Positive(o.Timeout, TimeoutDefault)
 	if o.Clock == nil {
 		o.Clock = relayclock.System{}
 	}
@@ -115,13 +115,6 @@ func (o *Options) defaults() error {
 		o.Progress = io.Discard
 	}
 	return nil
-}
-
-func cmpPos[T int | time.Duration](v, def T) T {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // Result is what one run measured.

@@ -90,14 +90,14 @@ func (o *Options) defaults() error {
 	if o.PostgresURL == "" || o.MariaDB == "" || o.Dir == "" || o.Relay == "" {
 		return errors.New("shipbench: PostgresURL, MariaDB, Dir and Relay are required")
 	}
-	o.Events = cmpPos(o.Events, 1_000_000)
-	o.Rows = min(cmpPos(o.Rows, 50_000), o.Events)
+	o.Events = Positive(o.Events, 1_000_000)
+	o.Rows = min(Positive(o.Rows, 50_000), o.Events)
 	if o.Critical < 0 {
 		o.Critical = 0
 	} else if o.Critical == 0 {
 		o.Critical = 20
 	}
-	o.Rate = cmpPos(o.Rate, 128<<10)
+	o.Rate = Positive(o.Rate, 128<<10)
 	if o.Latency <= 0 {
 		o.Latency = 300 * time.Millisecond
 	}
@@ -107,8 +107,8 @@ func (o *Options) defaults() error {
 	if o.Outage == 0 {
 		o.Outage = 15 * time.Second
 	}
-	o.Partitions = cmpPos(o.Partitions, 4)
-	o.Uploads = cmpPos(o.Uploads, 6)
+	o.Partitions = Positive(o.Partitions, 4)
+	o.Uploads = Positive(o.Uploads, 6)
 	if o.Timeout <= 0 {
 		o.Timeout = time.Hour
 	}
@@ -118,7 +118,8 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-func cmpPos(v, def int) int {
+// Positive is v, or def when v is not positive: an option's default.
+func Positive[T int | int64 | time.Duration](v, def T) T {
 	if v > 0 {
 		return v
 	}
