@@ -32,8 +32,11 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 		"(as if the shore ran on other machines): the upload phase measures the client and the link alone")
 	fs.DurationVar(&o.Timeout, "timeout", time.Hour, "give up when the drain takes longer")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the backlog and the cuts")
+	clientBin := fs.String("client-binary", "", "relay binary that runs the client (default: this one), to compare two builds' "+
+		"clients under the same bench")
 	pgURL := fs.String("postgres", envOr("TEST_DATABASE_URL", testdb.PGURLDefault), "PostgreSQL server of the shore (a scratch schema)")
 	mariadb := fs.String("mariadb", envOr("TEST_MARIADB_DSN", testdb.MariaDBDSNDefault), "MariaDB server of the shore (a scratch database)")
+	fs.StringVar(&o.CPUProfile, "client-cpuprofile", "", "have the client write a CPU profile of its run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +51,9 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 		return err
 	}
 	defer done()
+	if *clientBin != "" {
+		bin = *clientBin
+	}
 	o.PostgresURL, o.MariaDB, o.Dir, o.Relay, o.Progress = schemaURL, *mariadb, dir, bin, env.Stderr
 	res, err := shipbench.Run(ctx, o)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,6 +62,8 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	laneInFlight := fs.Int("partition-in-flight", 2, "batches of one partition in flight at once")
 	memProfile := fs.String("memprofile", "", "write a heap profile to this file whenever the heap in use reaches a new "+
 		"peak (checked every 2 s)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the "+
+		"client stops)")
 	memLimit := fs.Int64("memory-limit", 80<<20, "soft limit of the Go heap in bytes (the runtime collects harder near "+
 		"it; GOMEMLIMIT, when set, wins); 0: none")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
@@ -190,6 +193,17 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	}
 	if *memProfile != "" {
 		go profilePeaks(ctx, clock, *memProfile, log)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("shipsync client: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("shipsync client: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if snaps != nil {
 		metered = c

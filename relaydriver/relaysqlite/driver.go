@@ -340,6 +340,11 @@ func (l *lease) Release(ctx context.Context) error {
 // so such a transaction blocks the engine's writes until it ends.
 func (d *Driver) DB() *sql.DB { return d.write }
 
+// ReadDB returns the driver's query-only read pool: readers see the last
+// committed state and neither wait for the writer nor make it wait (WAL),
+// so a long read belongs here rather than on DB().
+func (d *Driver) ReadDB() *sql.DB { return d.read }
+
 // WrapTx returns tx — a transaction the caller began on DB() — as the
 // engine's transaction type, so the engine's writes join the caller's own:
 // relay's EnqueueTx, AppendEventsTx and UpsertLatestTx accept the result,

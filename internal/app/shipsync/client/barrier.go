@@ -57,10 +57,10 @@ func (c *Client) holdBack(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// releaseHeld processes the held records the barrier now lets through (in
-// order, up to the first still held) and resumes the partitions it
-// released entirely. It runs on the consume loop, between polls.
-func (c *Client) releaseHeld(ctx context.Context) error {
+// releaseHeld returns the held records the barrier now lets through (in
+// order, up to the first still held), for the consume loop to hand on
+// before its next poll, and resumes the partitions it released entirely.
+func (c *Client) releaseHeld() []*kgo.Record {
 	if c.cfg.Barrier == nil {
 		return nil
 	}
@@ -83,20 +83,12 @@ func (c *Client) releaseHeld(ctx context.Context) error {
 			c.held[tp] = q[n:]
 		}
 	}
-	c.mu.Unlock()
-	if len(recs) > 0 {
-		if err := c.ingest(ctx, recs); err != nil {
-			return err
-		}
-		signal(c.wake)
-	}
 	if len(resume) > 0 {
-		c.mu.Lock()
 		c.kc.ResumeFetchPartitions(byTopic(resume))
 		c.flow()
-		c.mu.Unlock()
 	}
-	return nil
+	c.mu.Unlock()
+	return recs
 }
 
 // pollContext bounds a poll while records are held, so that the barrier

@@ -158,6 +158,7 @@ type Client struct {
 	tr       *tracker
 	saved    map[TP]Watermark
 	wake     chan struct{} // something may be uploaded
+	polled   chan polled   // consume → store: at most one poll waits
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
@@ -242,7 +243,8 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1),
-		lanes: map[string]*partition{}, committed: map[TP]int64{}}
+		polled: make(chan polled, 1),
+		lanes:  map[string]*partition{}, committed: map[TP]int64{}}
 	c.xfer.since = cfg.Clock.Now()
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
 		BatchBytes: int64(cfg.MaxBatchBytes), SizeFunc: func(s *slot) int64 { return int64(s.raw) },
@@ -325,7 +327,7 @@ func (c *Client) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	loops := []func(context.Context) error{c.consume, c.receipts, c.heartbeats}
+	loops := []func(context.Context) error{c.consume, c.store, c.receipts, c.heartbeats}
 	for range c.cfg.Uploads {
 		loops = append(loops, c.upload)
 	}
@@ -355,11 +357,23 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// consume reads the topics and turns each record into a tracked event.
+// polled is one poll's records with their envelopes decoded, on the way
+// from the reading loop (consume) to the one that stores them (store): the
+// next poll is fetched and decoded while the last one is normalised and
+// written to the state store. Decoding has no side effects, so a record
+// decoded and then found read already costs only the work.
+type polled struct {
+	recs []*kgo.Record
+	evs  []*cdc.Event // nil where the record did not decode
+	errs []error
+}
+
+// consume reads the topics, decodes the records and hands them to store in
+// the order read.
 func (c *Client) consume(ctx context.Context) error {
 	for {
-		if err := c.releaseHeld(ctx); err != nil {
-			return err
+		if recs := c.releaseHeld(); len(recs) > 0 && !c.hand(ctx, recs) {
+			return nil
 		}
 		pctx, cancel := c.pollContext(ctx)
 		fs := c.kc.PollRecords(pctx, 2000)
@@ -379,10 +393,47 @@ func (c *Client) consume(ctx context.Context) error {
 		if recs = c.holdBack(recs); len(recs) == 0 {
 			continue
 		}
-		if err := c.ingest(ctx, recs); err != nil {
-			return err
+		if !c.hand(ctx, recs) {
+			return nil
 		}
-		signal(c.wake)
+	}
+}
+
+// hand decodes recs and passes them to store; false when ctx ended first.
+func (c *Client) hand(ctx context.Context, recs []*kgo.Record) bool {
+	select {
+	case c.polled <- c.decode(recs):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// decode decodes the envelopes of recs.
+func (c *Client) decode(recs []*kgo.Record) polled {
+	p := polled{recs: recs, evs: make([]*cdc.Event, len(recs)), errs: make([]error, len(recs))}
+	for i, r := range recs {
+		m := cdc.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, cdc.Header{Key: h.Key, Value: h.Value})
+		}
+		p.evs[i], p.errs[i] = c.cfg.Decoder.Decode(m)
+	}
+	return p
+}
+
+// store turns the decoded polls into tracked events, in the order read.
+func (c *Client) store(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case p := <-c.polled:
+			if err := c.ingest(ctx, p); err != nil {
+				return err
+			}
+			signal(c.wake)
+		}
 	}
 }
 
@@ -396,7 +447,8 @@ type ingested struct {
 
 // ingest normalises a poll's records, stores the new events and the read
 // positions in one transaction, then tracks them.
-func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
+func (c *Client) ingest(ctx context.Context, pl polled) error {
+	recs := pl.recs
 	now := c.cfg.Clock.Now()
 	out := make([]ingested, 0, len(recs))
 	ids := make([]string, 0, len(recs))
@@ -414,7 +466,7 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 	}
 	c.mu.Unlock()
 
-	for _, r := range recs {
+	for i, r := range recs {
 		tp := TP{r.Topic, r.Partition}
 		p := parts[tp]
 		c.read.Add(1)
@@ -422,7 +474,7 @@ func (c *Client) ingest(ctx context.Context, recs []*kgo.Record) error {
 			continue // terminal already, or read twice
 		}
 		in := ingested{tp: tp, off: r.Offset}
-		s, err := c.prepare(ctx, r, now)
+		s, err := c.prepare(ctx, r, pl.evs[i], pl.errs[i], now)
 		if err != nil {
 			return err
 		}
@@ -563,16 +615,11 @@ func byTopic(tps []TP) map[string][]int32 {
 	return out
 }
 
-// prepare decodes and normalises one record. It returns nil for a record
-// that needs no event (skipped), a READY slot with its event, or a BLOCKED
-// slot. An error is an infrastructure failure.
-func (c *Client) prepare(ctx context.Context, r *kgo.Record, now time.Time) (*slot, error) {
-	m := cdc.Message{Topic: r.Topic, Key: r.Key, Value: r.Value}
-	for _, h := range r.Headers {
-		m.Headers = append(m.Headers, cdc.Header{Key: h.Key, Value: h.Value})
-	}
+// prepare normalises one record, decoded as ev (or not, err). It returns
+// nil for a record that needs no event (skipped), a READY slot with its
+// event, or a BLOCKED slot. An error is an infrastructure failure.
+func (c *Client) prepare(ctx context.Context, r *kgo.Record, ev *cdc.Event, err error, now time.Time) (*slot, error) {
 	src := normalize.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	ev, err := c.cfg.Decoder.Decode(m)
 	if err != nil {
 		// Not decodable: blocked under an id naming its position, so the
 		// checkpoint stops here and the failure is queryable.
@@ -1143,8 +1190,9 @@ func (c *Client) Progress() string {
 // re-anchors the clock-jump guard on the shore's time.
 func (c *Client) heartbeats(ctx context.Context) error {
 	every := cmp.Or(c.cfg.HeartbeatEvery, 60*time.Second)
+	var cadence backlogCadence
 	for {
-		backlog, err := c.cfg.Store.backlog(ctx)
+		backlog, err := c.backlogGroups(ctx, &cadence)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -190,7 +190,7 @@ func TestExpiredOnReadTakeNoNumber(t *testing.T) {
 		}
 		recs = append(recs, record(int64(i), i+1, at))
 	}
-	require.NoError(t, p.c.ingest(p.ctx, recs))
+	require.NoError(t, p.c.ingest(p.ctx, p.c.decode(recs)))
 
 	rows, err := p.store.db.QueryContext(p.ctx, "SELECT off, coalesce(seq, 0), state, coalesce(reason, '') FROM event_state ORDER BY off")
 	require.NoError(t, err)

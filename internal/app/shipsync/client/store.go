@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	_ "embed" // queries.sql
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -384,7 +383,9 @@ func (s *Store) Applied(ctx context.Context, _, eventID string) (normalize.Appli
 // backlog returns the events not yet terminal, per direction, rule,
 // priority and state.
 func (s *Store) backlog(ctx context.Context) ([]*pb.BacklogSummary, error) {
-	rows, err := s.db.QueryContext(ctx, stmts["BacklogByRule"])
+	// Every open row is read: on the read pool, so the writes of reading,
+	// sending and receipts go on meanwhile.
+	rows, err := s.d.ReadDB().QueryContext(ctx, stmts["BacklogByRule"])
 	if err != nil {
 		return nil, fmt.Errorf("client: read backlog: %w", err)
 	}

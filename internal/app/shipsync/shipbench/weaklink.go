@@ -50,6 +50,9 @@ type Options struct {
 	// client's log) are required; Relay is the relay binary the client
 	// runs as.
 	PostgresURL, MariaDB, Dir, Relay string
+	// CPUProfile, when set, is where the client writes a CPU profile of
+	// its run.
+	CPUProfile string
 	// Events is the BULK backlog: one insert of each of Rows narrow rows,
 	// then updates of random ones. Defaults 1,000,000 and 50,000.
 	Events, Rows int
@@ -153,6 +156,10 @@ type Result struct {
 	Connections, Cuts int64
 	// RSSPeak is the client process's peak resident memory (VmHWM).
 	RSSPeak int64
+	// UploadCPU is the CPU time (user + system) the client process had
+	// used when the shore had received every event; CPU all it used until
+	// it was stopped after the ship held every result.
+	UploadCPU, CPU time.Duration
 	// CriticalLatency are the CRITICAL events' times from being written to
 	// the topic to their receipt on the shore, sorted; BulkBehind is how
 	// many BULK events were still without a receipt when the last CRITICAL
@@ -211,6 +218,8 @@ func (r *Result) Write(w io.Writer) {
 		r.ShipDone.Round(time.Second), float64(r.ShipBytesUp)/n, float64(r.ShipBytesDown)/n,
 		float64(r.ShipBytesUp+r.ShipBytesDown)/n)
 	fmt.Fprintf(w, "client RSS:   peak %.1f MiB\n", float64(r.RSSPeak)/(1<<20))
+	fmt.Fprintf(w, "client CPU:   %.1f s until every event was received (%.0f µs per event), %.1f s in all (%.0f µs per event)\n",
+		r.UploadCPU.Seconds(), float64(r.UploadCPU.Microseconds())/n, r.CPU.Seconds(), float64(r.CPU.Microseconds())/n)
 	if n := len(r.CriticalLatency); n > 0 {
 		fmt.Fprintf(w, "CRITICAL:     written → receipt p50 %s, max %s; %d BULK events still waiting when the last one "+
 			"was applied\n", r.CriticalLatency[n/2].Round(time.Millisecond), r.CriticalLatency[n-1].Round(time.Millisecond),
@@ -307,6 +316,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--cert", filepath.Join(o.Dir, "pki", cf), "--key", filepath.Join(o.Dir, "pki", kf),
 		"--uploads", strconv.Itoa(o.Uploads), "--partition-in-flight", strconv.Itoa(o.Uploads), "--backoff-cap", "5s", "--progress-every", "10s", "--log-level", "warn",
 		"--memprofile", filepath.Join(o.Dir, "client.heap"), "--full-answers="+strconv.FormatBool(o.FullAnswers))
+	if o.CPUProfile != "" {
+		cmd.Args = append(cmd.Args, "--cpuprofile", o.CPUProfile)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
@@ -370,6 +382,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if inbox >= total {
 				res.Received = time.Since(began)
 				res.Upload, res.UploadBytes = now.Sub(firstUp), proxy.Stats().BytesUp
+				res.UploadCPU = ProcessCPU(cmd.Process.Pid)
 				if !outageAt.IsZero() {
 					res.Outage = min(o.Outage, now.Sub(outageAt))
 				}
@@ -435,6 +448,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.ShipBytesUp, res.ShipBytesDown = st.BytesUp, st.BytesDown
 	stopClient()
 	<-exited
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	if rss := PeakRSS(cmd.Process.Pid); rss > res.RSSPeak {
 		res.RSSPeak = rss
 	}
@@ -505,6 +521,32 @@ func PeakRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// ProcessCPU reads the CPU time (user + system) a process has used so far
+// from /proc; 0 when it cannot. The kernel reports it in USER_HZ ticks,
+// which Linux fixes at 100 per second for user space.
+func ProcessCPU(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis start with the state (field 3).
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * (time.Second / 100)
 }
 
 type clientFiles struct{ rules, types string }
