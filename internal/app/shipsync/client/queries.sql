@@ -37,6 +37,11 @@ WHERE event_id = ? AND state IN ('READY', 'RETRY_WAIT');
 UPDATE event_state SET state = 'TERMINAL', result = ?, reason = ?, conflict_id = ?, updated_at = ?
 WHERE event_id = ? AND state <> 'TERMINAL';
 
+-- name: EventTerminalPlain
+-- Many events' one result, without reason or conflict: ids as a JSON array.
+UPDATE event_state SET state = 'TERMINAL', result = ?, reason = NULL, conflict_id = NULL, updated_at = ?
+WHERE event_id IN (SELECT value FROM json_each(?)) AND state <> 'TERMINAL';
+
 -- name: EventCounts
 SELECT state, count(*), coalesce(sum(raw_bytes), 0) FROM event_state GROUP BY state;
 

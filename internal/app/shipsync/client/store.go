@@ -32,7 +32,7 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("client/queries.sql", queriesSQL,
 	"WatermarkList", "WatermarkSave", "EventStates", "EventInsert", "EventReceived", "EventRetry", "EventBlock",
-	"EventTerminal", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList", "BlockedList",
+	"EventTerminal", "EventTerminalPlain", "EventCounts", "ResultCounts", "MetaGet", "MetaSet", "AppliedGet", "BacklogByRule", "MetaSetMax", "EventList", "BlockedList",
 	"CommandSequence", "CommandInsert", "CommandsUnapplied", "CommandIntent", "CommandResult", "AppliedResult",
 	"CommandsUnacked", "CommandAcked", "DownlinkMarkSave", "DownlinkMark", "CommandCounts")
 
@@ -269,12 +269,23 @@ type terminal struct {
 func (s *Store) recordTerminal(ctx context.Context, ts []terminal, cursor string, marks []Watermark) (int, error) {
 	changed := 0
 	err := s.tx(ctx, "record receipts", marks, func(tx *sql.Tx, now int64) error {
-		st, err := tx.PrepareContext(ctx, stmts["EventTerminal"])
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		// Results without a reason or a conflict (nearly all: APPLIED) go
+		// as one statement per result over a JSON array of ids; the others
+		// one by one.
+		plain := map[string][]string{}
+		var st *sql.Stmt
 		for _, t := range ts {
+			if t.Reason == "" && t.ConflictID == "" {
+				plain[t.Result] = append(plain[t.Result], t.ID)
+				continue
+			}
+			if st == nil {
+				var err error
+				if st, err = tx.PrepareContext(ctx, stmts["EventTerminal"]); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
 			res, err := st.ExecContext(ctx, t.Result, nullable(t.Reason), nullable(t.ConflictID), now, t.ID)
 			if err != nil {
 				return err
@@ -282,6 +293,15 @@ func (s *Store) recordTerminal(ctx context.Context, ts []terminal, cursor string
 			if n, _ := res.RowsAffected(); n > 0 {
 				changed++
 			}
+		}
+		for result, ids := range plain {
+			arr, _ := json.Marshal(ids)
+			res, err := tx.ExecContext(ctx, stmts["EventTerminalPlain"], result, now, string(arr))
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			changed += int(n)
 		}
 		if cursor != "" {
 			if _, err := tx.ExecContext(ctx, stmts["MetaSet"], metaReceiptCursor, cursor); err != nil {
