@@ -140,7 +140,8 @@ type OutboxMarkSentParams struct {
 	// not count them), and an event id is then unique only among the events
 	// still kept. On PostgreSQL a delete adds no index entry, where a mark adds
 	// a new version of the row to every index the state's predicates do not
-	// exclude (docs/outbox.md, "Delete on delivery"). Now is not used.
+	// exclude (docs/outbox.md, "Delete on delivery"). Now is still required
+	// (Check) but not stored.
 	Delete bool
 }
 
