@@ -86,6 +86,19 @@ type DispatcherConfig struct {
 	// hold business values — a table's primary key, a phone number. Default
 	// off: the key itself is logged.
 	DigestKeys bool
+	// DeleteDelivered makes the dispatcher delete each event once its sink
+	// confirmed it, instead of marking it SENT (DispatchEvents only; a
+	// latest-state row is one per key and stays). Every other rule is the
+	// same: only what the sink confirmed is removed, per key in seq order,
+	// and a crash that loses the latest deletes delivers those events again.
+	// What it gives up is the SENT history: Stats().Sent stays 0, Retention
+	// has nothing to delete for the target, and an event id is unique only
+	// among the target's events still kept (PENDING and DEAD). What it saves
+	// on PostgreSQL is the SENT row version: a mark is never heap-only (the
+	// state is in the partial indexes' predicates) and adds an entry to four
+	// indexes; a delete adds none (docs/outbox.md, "Delete on delivery").
+	// Default off: SENT rows are kept until Retention deletes them.
+	DeleteDelivered bool
 }
 
 // Dispatcher delivers the outbox events of one Target to a sink (seed 000
@@ -113,7 +126,8 @@ func NewDispatcher(d relaydriver.Driver, sink relaysink.Sink, cfg DispatcherConf
 		Target: cfg.Target, Kind: dispatch.Kind(cfg.Kind), BatchSize: cfg.BatchSize, MaxAttempts: cfg.MaxAttempts,
 		Backoff: cfg.Backoff, PublishTimeout: cfg.PublishTimeout, PollInterval: cfg.PollInterval,
 		Owner: cfg.Owner, LockTTL: cfg.LockTTL, StandbyInterval: cfg.StandbyInterval, DigestKeys: cfg.DigestKeys,
-		Common: service.Common{Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer},
+		DeleteDelivered: cfg.DeleteDelivered,
+		Common:          service.Common{Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer},
 	})
 	if err != nil {
 		return nil, err

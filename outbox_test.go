@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -305,6 +306,44 @@ func TestDispatcherDeadAfterMaxAttempts(t *testing.T) {
 	})
 }
 
+// DeleteDelivered: a confirmed event's row is deleted instead of marked SENT;
+// a failing head keeps its row (attempts, backoff) and pauses its key, a DEAD
+// one stays as the DLQ, and the key goes on in seq order after it.
+func TestDispatcherDeleteDelivered(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s store) {
+		b := setupDispatch(t, s.open(t, true), relay.DispatcherConfig{BatchSize: 3, MaxAttempts: 2,
+			Backoff: []time.Duration{time.Minute}, DeleteDelivered: true})
+		b.commit("a", "b", "a", "c", "b")
+		b.sink.setFail(func(ev relaysink.Event) error {
+			if ev.ID == "e2" {
+				return errors.New("partition b unavailable")
+			}
+			return nil
+		})
+		require.Equal(t, 4, b.work(), "a1, a3, c4 sent; b2 failed once")
+		require.Equal(t, []string{"b/1", "b/2"}, slices.Sorted(maps.Keys(b.rows())),
+			"only the failed head and the event behind it are kept")
+		require.Equal(t, relaydriver.OutboxPending, b.rows()["b/1"].State)
+		require.Equal(t, 1, b.rows()["b/1"].Attempts)
+		require.Equal(t, 3.0, b.metric("relay_outbox_events_total", "sent"))
+
+		b.clock.Advance(time.Minute)
+		require.Equal(t, 2, b.work(), "b2 DEAD at its second failure, then b5 goes")
+		rows := b.rows()
+		require.Len(t, rows, 1)
+		require.Equal(t, relaydriver.OutboxDead, rows["b/1"].State)
+		require.Equal(t, map[string][]string{"a": {"1:a1", "2:a3"}, "b": {"2:b5"}, "c": {"1:c4"}}, b.sink.byKey())
+		st, err := b.disp.Stats(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, [3]int64{0, 0, 1}, [3]int64{st.Pending, st.Sent, st.Dead}, "no SENT history")
+
+		b.commit("b")
+		require.Equal(t, 1, b.work())
+		require.Equal(t, "3:b6", b.sink.byKey()["b"][1], "the key's seq goes on")
+	})
+}
+
 // The dispatcher's shorter schedule repeats its last level: MaxAttempts 4
 // with [1m] waits 1m after each of the first three failures.
 func TestDispatcherShortBackoffRepeatsLastLevel(t *testing.T) {
@@ -450,6 +489,8 @@ func TestDispatcherConfigValidated(t *testing.T) {
 	require.ErrorContains(t, err, "LockTTL")
 	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", StandbyInterval: -time.Second})
 	require.ErrorContains(t, err, "StandbyInterval")
+	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t", Kind: relay.DispatchLatest, DeleteDelivered: true})
+	require.ErrorContains(t, err, "DeleteDelivered")
 	_, err = relay.NewDispatcher(d, &recSink{}, relay.DispatcherConfig{Target: "t"})
 	require.NoError(t, err)
 }

@@ -48,7 +48,8 @@ type OutboxExecutor interface {
 	OutboxFetch(ctx context.Context, params *OutboxFetchParams) ([]*OutboxRecord, error)
 	// OutboxMarkSent sets state SENT and sent_at = Now in one statement, only for
 	// rows still PENDING, and returns how many rows it changed. Call it only after
-	// the sink confirmed the events (seed 000 §8.1).
+	// the sink confirmed the events (seed 000 §8.1). With Delete it removes those
+	// rows instead (same guard, same count).
 	OutboxMarkSent(ctx context.Context, params *OutboxMarkSentParams) (int, error)
 	// OutboxFail records one failed delivery of a PENDING event in one
 	// statement: attempts+1, LastError, and either NextAttemptAt (state stays
@@ -134,6 +135,14 @@ type OutboxMarkSentParams struct {
 	// events are delivered again: at least once, never lost, since a mark is
 	// only ever written after the sink confirmed.
 	Async bool
+	// Delete removes the confirmed rows still PENDING instead of marking them
+	// SENT: no SENT row is kept (nothing for retention, OutboxStats.Sent does
+	// not count them), and an event id is then unique only among the events
+	// still kept. On PostgreSQL a delete adds no index entry, where a mark adds
+	// a new version of the row to every index the state's predicates do not
+	// exclude (docs/outbox.md, "Delete on delivery"). Now is still required
+	// (Check) but not stored.
+	Delete bool
 }
 
 // OutboxFailParams records a failed delivery.

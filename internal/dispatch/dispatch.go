@@ -56,6 +56,7 @@ type Config struct {
 	LockTTL         time.Duration
 	StandbyInterval time.Duration
 	DigestKeys      bool
+	DeleteDelivered bool
 	service.Common
 }
 
@@ -82,6 +83,8 @@ func (c *Config) validate() error {
 		return bad("Target", "required")
 	case c.Kind != KindEvents && c.Kind != KindLatest:
 		return bad("Kind", "%q is neither %q nor %q", c.Kind, KindEvents, KindLatest)
+	case c.DeleteDelivered && c.Kind == KindLatest:
+		return bad("DeleteDelivered", "only for %q: latest-state rows are kept, one per key", KindEvents)
 	case c.BatchSize < 1:
 		return bad("BatchSize", "%d < 1", c.BatchSize)
 	case c.MaxAttempts < 1:
@@ -584,9 +587,10 @@ func (x *Dispatcher) publishEvents(ctx context.Context, batch []*relaydriver.Out
 // contract; it stays PENDING and goes again after its predecessor (at least
 // once; consumers dedupe by ID) rather than being marked out of order.
 //
-// The SENT marks commit asynchronously (OutboxMarkSentParams.Async): a crash
-// may lose the last marks, and their events are delivered again. Failure
-// records (attempts, backoff, DEAD) commit durably.
+// The SENT marks (with DeleteDelivered: the deletes) commit asynchronously
+// (OutboxMarkSentParams.Async): a crash may lose the last marks, and their
+// events are delivered again. Failure records (attempts, backoff, DEAD)
+// commit durably.
 func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.OutboxRecord, errs []error) (int, error) {
 	var (
 		sent    []int64
@@ -612,7 +616,8 @@ func (x *Dispatcher) settleEvents(ctx context.Context, batch []*relaydriver.Outb
 		return 0, fmt.Errorf("relay: dispatch %q: settle: %w", x.cfg.Target, context.Cause(ctx))
 	}
 	if len(sent) > 0 {
-		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now, Async: true}); err != nil {
+		if _, err := ex.OutboxMarkSent(ctx, &relaydriver.OutboxMarkSentParams{IDs: sent, Now: now, Async: true,
+			Delete: x.cfg.DeleteDelivered}); err != nil {
 			return 0, fmt.Errorf("relay: dispatch %q: mark %d events sent: %w", x.cfg.Target, len(sent), err)
 		}
 		x.count(outcomeSentLabel, len(sent))

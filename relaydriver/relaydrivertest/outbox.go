@@ -25,6 +25,7 @@ var outboxCases = []struct {
 	{"OutboxFetchRotation", testOutboxFetchRotation},
 	{"OutboxBackoffPausesOnlyItsKey", testOutboxBackoffPausesKey},
 	{"OutboxMarkSent", testOutboxMarkSent},
+	{"OutboxMarkSentDelete", testOutboxMarkSentDelete},
 	{"OutboxFailAndDead", testOutboxFailAndDead},
 	{"OutboxDeleteSent", testOutboxDeleteSent},
 }
@@ -297,6 +298,53 @@ func testOutboxMarkSent(t *testing.T, b *bundle) {
 	all = b.outboxAll("t")
 	require.Equal(t, relaydriver.OutboxSent, all["a/2"].State)
 	requireTime(t, at(time.Minute), all["a/2"].SentAt, "SentAt")
+}
+
+// MarkSent with Delete removes the confirmed rows still PENDING and only
+// those (SENT and DEAD rows stay); the key's seq continues after them and its
+// next event is its new head. Async and a caller's transaction behave as for
+// marks.
+func testOutboxMarkSentDelete(t *testing.T, b *bundle) {
+	got := b.outboxAppend(ev(b, "t", "a", ""), ev(b, "t", "a", ""), ev(b, "t", "a", ""), ev(b, "t", "b", ""))
+	_, err := b.ex.OutboxFail(b.ctx, &relaydriver.OutboxFailParams{ID: got[3].ID, Error: "bad", MaxAttempts: 1, Now: b.now})
+	require.NoError(t, err) // b/1 is DEAD
+	n, err := b.ex.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[0].ID}, Now: b.now})
+	require.NoError(t, err)
+	require.Equal(t, 1, n) // a/1 is SENT
+
+	n, err = b.ex.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{
+		IDs: []int64{got[0].ID, got[1].ID, got[3].ID, 999999}, Now: b.now, Delete: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the PENDING row goes")
+	all := b.outboxAll("t")
+	require.Len(t, all, 3)
+	require.NotContains(t, all, "a/2")
+	require.Equal(t, relaydriver.OutboxSent, all["a/1"].State)
+	require.Equal(t, relaydriver.OutboxPending, all["a/3"].State)
+	require.Equal(t, relaydriver.OutboxDead, all["b/1"].State)
+	require.Equal(t, []string{"a/3"}, keySeqs(b.outboxFetch("t", 100)), "the key continues at its next event")
+
+	// In a transaction the delete follows it; Async outside one deletes too.
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	n, err = tx.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[2].ID}, Now: b.now, Async: true, Delete: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.Contains(t, b.outboxAll("t"), "a/3", "rolled back with its transaction")
+	n, err = b.ex.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[2].ID}, Now: b.now, Async: true, Delete: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NotContains(t, b.outboxAll("t"), "a/3")
+	n, err = b.ex.OutboxMarkSent(b.ctx, &relaydriver.OutboxMarkSentParams{IDs: []int64{got[2].ID}, Now: b.now, Delete: true})
+	require.NoError(t, err)
+	require.Zero(t, n, "gone already")
+
+	more := b.outboxAppend(ev(b, "t", "a", ""))
+	require.Equal(t, int64(4), more[0].Seq, "a key's seq never restarts")
+	st, err := b.ex.OutboxStats(b.ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, [3]int64{1, 1, 1}, [3]int64{st.Pending, st.Sent, st.Dead}, "pending, sent, dead")
 }
 
 // Fail counts attempts and sets the next attempt; at MaxAttempts the event is

@@ -188,9 +188,10 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	return recs, nil
 }
 
-// OutboxMarkSent sets SENT and sent_at on the rows still PENDING. With Async
-// and outside a caller's transaction, the statement's implicit transaction
-// commits without waiting for the WAL flush (one round trip either way).
+// OutboxMarkSent sets SENT and sent_at on the rows still PENDING (with Delete:
+// deletes them). With Async and outside a caller's transaction, the
+// statement's implicit transaction commits without waiting for the WAL flush
+// (one round trip either way).
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
 	if err := params.Check(); err != nil {
@@ -199,15 +200,19 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 	if len(params.IDs) == 0 {
 		return 0, nil
 	}
+	query, args := queries[qOutboxMarkSent], []any{params.IDs, ts(params.Now)}
+	if params.Delete {
+		query, args = queries[qOutboxDeleteDelivered], []any{params.IDs}
+	}
 	if !params.Async || e.inTx {
-		tag, err := e.db.Exec(ctx, queries[qOutboxMarkSent], params.IDs, ts(params.Now))
+		tag, err := e.db.Exec(ctx, query, args...)
 		if err != nil {
 			return 0, mapErr(op, err)
 		}
 		return int(tag.RowsAffected()), nil
 	}
 	var tag pgconn.CommandTag
-	err := e.asyncCommit(ctx, queries[qOutboxMarkSent], []any{params.IDs, ts(params.Now)}, func(br pgx.BatchResults) (err error) {
+	err := e.asyncCommit(ctx, query, args, func(br pgx.BatchResults) (err error) {
 		tag, err = br.Exec()
 		return err
 	})

@@ -66,6 +66,7 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = u.queue) AND (id = u.id))`}},
 		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = $1) AND (id = u.id))`}},
 		{"OutboxMarkSent", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
+		{"OutboxDeleteDelivered", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
 		{"MessageLeaseRenew", []string{`Index Cond: ((queue = $1) AND (id = u.id))`, `Tid Scan on relay_message t`}},
 		{"MessageBindIdentities", []string{`Index Cond: ((queue = $1) AND (id = i.id))`,
 			`Index Cond: ((queue = $1) AND (identity_key = i.identity))`, `Index Cond: ((queue = f.queue) AND (id = f.id))`}},

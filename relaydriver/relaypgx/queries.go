@@ -61,6 +61,7 @@ const (
 	qOutboxAppend          = "OutboxAppend"
 	qOutboxFetch           = "OutboxFetch"
 	qOutboxMarkSent        = "OutboxMarkSent"
+	qOutboxDeleteDelivered = "OutboxDeleteDelivered"
 	qOutboxFail            = "OutboxFail"
 	qOutboxExists          = "OutboxExists"
 	qOutboxDeleteSent      = "OutboxDeleteSent"
@@ -78,7 +79,7 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qHoleMarkIngested, qMigrationTableExists, qMigrationLock,
 	qMigrationCreateTable, qMigrationApplied, qMigrationIsApplied, qMigrationRecord, qLockTry,
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
-	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
+	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxDeleteDelivered, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
 	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities, qMessageInsertLookup,
 	qMessageLeaseRenew, qMessageLeaseRelease)
 

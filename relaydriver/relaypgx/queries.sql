@@ -510,6 +510,19 @@ FROM (SELECT r.tid
            LATERAL (SELECT x.ctid AS tid FROM relay_outbox x WHERE x.id = u.id LIMIT 1) r) v
 WHERE o.ctid = v.tid AND o.state NOT IN ('SENT', 'DEAD');
 
+-- name: OutboxDeleteDelivered
+-- OutboxMarkSent with OutboxMarkSentParams.Delete: the confirmed rows still
+-- PENDING are deleted instead of marked, found the same way (primary-key probe,
+-- then the row by ctid) under the same guard. A deleted row adds no index
+-- entry; a SENT mark adds one to the primary key, both unique indexes and the
+-- SENT partial index (the state is in the partial indexes' predicates, so the
+-- update is never heap-only).
+DELETE FROM relay_outbox o
+USING (SELECT r.tid
+       FROM unnest($1::bigint[]) AS u(id),
+            LATERAL (SELECT x.ctid AS tid FROM relay_outbox x WHERE x.id = u.id LIMIT 1) r) v
+WHERE o.ctid = v.tid AND o.state NOT IN ('SENT', 'DEAD');
+
 -- name: OutboxFail
 -- One failed delivery: attempts+1 and a backoff, or DEAD at the limit (kept as
 -- the DLQ), in one statement. Right-hand "attempts" is the old value.

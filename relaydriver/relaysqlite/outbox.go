@@ -125,7 +125,8 @@ func (e *executor) OutboxFetch(ctx context.Context, params *relaydriver.OutboxFe
 	return e.queryOutbox(ctx, op, qOutboxFetch, params.Target, timeArg(params.Now), params.AfterKey, limit, skip)
 }
 
-// OutboxMarkSent sets SENT and sent_at on the rows still PENDING.
+// OutboxMarkSent sets SENT and sent_at on the rows still PENDING (with Delete:
+// deletes them).
 func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.OutboxMarkSentParams) (int, error) {
 	const op = "outbox mark sent"
 	if err := params.Check(); err != nil {
@@ -138,7 +139,11 @@ func (e *executor) OutboxMarkSent(ctx context.Context, params *relaydriver.Outbo
 	if err != nil {
 		return 0, fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	n, err := e.writer().affected(ctx, qOutboxMarkSent, string(ids), timeArg(params.Now))
+	query, args := qOutboxMarkSent, []any{string(ids), timeArg(params.Now)}
+	if params.Delete {
+		query, args = qOutboxDeleteDelivered, []any{string(ids)}
+	}
+	n, err := e.writer().affected(ctx, query, args...)
 	return int(n), mapErr(op, err)
 }
 

@@ -59,6 +59,7 @@ const (
 	qOutboxInsert          = "OutboxInsert"
 	qOutboxFetch           = "OutboxFetch"
 	qOutboxMarkSent        = "OutboxMarkSent"
+	qOutboxDeleteDelivered = "OutboxDeleteDelivered"
 	qOutboxFail            = "OutboxFail"
 	qOutboxExists          = "OutboxExists"
 	qOutboxDeleteSent      = "OutboxDeleteSent"
@@ -77,7 +78,7 @@ var queryNames = []string{
 	qCursorGet, qCursorSave, qCursorSeed, qHoleInsert, qHoleList,
 	qHoleListUnfound, qHoleListFound, qHoleMarkFound, qHoleMarkIngested,
 	qLockAcquire, qLockRenew, qLockRelease, qLockHolder, qLockTakeOver,
-	qOutboxKeyNext, qOutboxInsert, qOutboxFetch, qOutboxMarkSent, qOutboxFail, qOutboxExists,
+	qOutboxKeyNext, qOutboxInsert, qOutboxFetch, qOutboxMarkSent, qOutboxDeleteDelivered, qOutboxFail, qOutboxExists,
 	qOutboxDeleteSent, qOutboxList, qOutboxStats,
 }
 

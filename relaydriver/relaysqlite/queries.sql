@@ -341,6 +341,12 @@ UPDATE relay_outbox
 SET state = 'SENT', sent_at = $2, updated_at = $2, next_attempt_at = NULL
 WHERE id IN (SELECT value FROM json_each($1)) AND state = 'PENDING';
 
+-- name: OutboxDeleteDelivered
+-- OutboxMarkSent with OutboxMarkSentParams.Delete: the confirmed rows still
+-- PENDING are deleted instead of marked. $1 is a JSON array of ids.
+DELETE FROM relay_outbox
+WHERE id IN (SELECT value FROM json_each($1)) AND state = 'PENDING';
+
 -- name: OutboxFail
 -- One failed delivery: attempts+1 and a backoff, or DEAD at the limit (kept as
 -- the DLQ), in one statement. Right-hand "attempts" is the old value.
