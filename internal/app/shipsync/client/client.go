@@ -190,6 +190,9 @@ type Client struct {
 	// held are the records a Barrier holds back, per partition, in order
 	// (guarded by mu).
 	held map[TP][]*kgo.Record
+	// afterStates, when set, runs in ingest right after the stored states
+	// of the polled events are read (a test seam; nil otherwise).
+	afterStates func()
 }
 
 // New returns a Client for cfg.
@@ -485,13 +488,22 @@ func (c *Client) ingest(ctx context.Context, pl polled) error {
 		}
 		out = append(out, in)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The stored states are read and what they leave open is tracked under
+	// one hold of c.mu: applyReceipts stores a result before it looks for
+	// the event here (under c.mu), so a result is either read now (the
+	// event is not tracked) or finds the event tracked. Read before the
+	// lock, a receipt pulled in between was lost: the event was tracked
+	// as waiting for it and held its partition's terminal checkpoint (and
+	// the group's commit) for the rest of the process's life.
 	states, err := c.cfg.Store.eventStates(ctx, ids)
 	if err != nil {
 		return err
 	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if c.afterStates != nil {
+		c.afterStates()
+	}
 	var evs []newEvent
 	for i := range out {
 		in := &out[i]
@@ -1023,6 +1035,20 @@ func (c *Client) applyReceipts(ctx context.Context, rs []*pb.Receipt, next strin
 		}
 		ts = append(ts, terminal{ID: r.EventId, Result: resultName(r.Result), Reason: reason, ConflictID: r.ConflictId})
 	}
+	// Stored, then tracked: ingest reads the stored states and tracks the
+	// events they leave open under one hold of c.mu, so a result stored
+	// here is either read there or finds its event tracked below (see
+	// ingest). The checkpoints the results move are saved after, in a
+	// second transaction; a crash between the two re-reads the events
+	// from the older checkpoint and finds them terminal.
+	if len(ts) > 0 {
+		n, err := c.cfg.Store.recordTerminal(ctx, ts, next, nil)
+		if err != nil {
+			return err
+		}
+		c.terminal.Add(int64(n))
+		next = ""
+	}
 	c.mu.Lock()
 	for _, t := range ts {
 		c.tr.terminal(t.ID)
@@ -1030,11 +1056,11 @@ func (c *Client) applyReceipts(ctx context.Context, rs []*pb.Receipt, next strin
 	c.flow()
 	marks := c.tr.dirtyMarks()
 	c.mu.Unlock()
-	n, err := c.cfg.Store.recordTerminal(ctx, ts, next, marks)
-	if err != nil {
-		return err
+	if len(marks) > 0 || next != "" {
+		if _, err := c.cfg.Store.recordTerminal(ctx, nil, next, marks); err != nil {
+			return err
+		}
 	}
-	c.terminal.Add(int64(n))
 	c.commitOffsets(ctx)
 	return nil
 }

@@ -77,6 +77,13 @@ func rulesSetup(t *testing.T) *rulesParts {
 	tr, err := NewTransport(srv.URL, nil, 0)
 	require.NoError(t, err)
 	t.Cleanup(tr.Close)
+	return &rulesParts{ctx: ctx, path: path, store: st, stub: stub, c: fuelClient(t, st, tr)}
+}
+
+// fuelClient builds node ship-1's client over st and tr, with the local
+// uplink rule of ops.fuel at version 1 (never run).
+func fuelClient(t *testing.T, st *Store, tr *Transport) *Client {
+	t.Helper()
 	local, err := normalize.LoadRules(strings.NewReader(`{"rules": [` + string(fuelRule(1, "UPLINK", "")) + `]}`))
 	require.NoError(t, err)
 	c, err := Build(Parts{NodeID: "ship-1", ConnectorID: "ship1-mysql", Rules: local, Store: st, Transport: tr,
@@ -84,7 +91,7 @@ func rulesSetup(t *testing.T) *rulesParts {
 			"note": {Type: "string"}}}},
 		Config{Brokers: []string{"127.0.0.1:1"}, TopicPrefix: "sync.cdc."})
 	require.NoError(t, err)
-	return &rulesParts{ctx: ctx, path: path, store: st, stub: stub, c: c}
+	return c
 }
 
 // record is a Debezium insert of ops.fuel tank captured at.
