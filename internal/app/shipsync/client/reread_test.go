@@ -29,7 +29,7 @@ func TestReceiptDuringReReadMovesCheckpoint(t *testing.T) {
 	// died before any receipt.
 	life1 := rereadClient(t, st)
 	recs := []*kgo.Record{record(0, 1, rulesT0), record(1, 2, rulesT0), record(2, 3, rulesT0)}
-	require.NoError(t, life1.ingest(ctx, recs))
+	require.NoError(t, life1.ingest(ctx, life1.decode(recs)))
 	ids := storedIDs(ctx, t, st)
 	require.Len(t, ids, 3)
 	require.NoError(t, st.recordSent(ctx, sendResult{Received: ids}, 1, nil))
@@ -52,7 +52,7 @@ func TestReceiptDuringReReadMovesCheckpoint(t *testing.T) {
 		require.Eventually(t, func() bool { return storedState(ctx, t, st, ids[1]) == StateTerminal },
 			10*time.Second, 5*time.Millisecond, "the receipt is stored while the ingest is between its steps")
 	}
-	require.NoError(t, life2.ingest(ctx, recs))
+	require.NoError(t, life2.ingest(ctx, life2.decode(recs)))
 	require.NoError(t, <-pulled)
 	require.Nil(t, life2.afterStates, "the ingest passed the seam")
 
