@@ -174,7 +174,10 @@ func permanent(err error) (uint16, bool) {
 }
 
 // Apply runs ws in one target transaction, one round trip: each write
-// followed by its ledger row, kept only if the write changed a row. It
+// followed by its ledger row, kept only if the write changed a row. (Several
+// writes are first tried set-based, runGrouped, committed only when every
+// one changed its row; otherwise that attempt is rolled back and the
+// statement per write runs.) It
 // reports per write whether it changed one, and the writes the target
 // refused for good (a *RefusedError). When the target refuses a write the
 // batch is rolled back and every write runs alone, so only the refused one
