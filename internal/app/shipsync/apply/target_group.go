@@ -24,7 +24,8 @@ type writeGroup struct {
 	table *Table
 	op    Op
 	// names are the columns an insert writes, or an update sets, besides
-	// the platform columns; an insert's cols are its values in that order.
+	// the platform columns (a delete: none); rows[i] are write i's values
+	// of them, keys[i] its key's values in key order.
 	names []string
 	ws    []*Conditional
 	rows  [][]any
@@ -52,8 +53,8 @@ func (t *Target) runGrouped(ctx context.Context, ws []Conditional, now time.Time
 	}
 	var q sqlText
 	add := q.add
-	// want[i] is statement i's expected count; -1: at most the group's size
-	// (a delete's stamp may find a row stamped so already).
+	// want[i] is statement i's expected count; a negative one, -n: at most
+	// n (a delete's stamp may find a row stamped so already).
 	want := []int64{0, 0}
 	for _, g := range groups {
 		n := int64(len(g.ws))
