@@ -17,7 +17,11 @@
 //     the event's id and origin, so the captured delete names the event),
 //     together with a row in the target's applied-event ledger
 //     (sync_applied_event) written only when the write changed a row — one
-//     transaction for the whole batch;
+//     transaction for the whole batch. It is first tried set-based (one
+//     multi-row statement per table, operation and column list, one
+//     multi-row ledger insert), committed only when every write changed
+//     its row; otherwise it is rolled back and run again as one statement
+//     and one ledger statement per write, which tells the writes apart;
 //  5. TARGET_COMMITTED is recorded for the written events at once, on its
 //     own (so a crash after it finalizes without asking the target);
 //  6. a write that changed no row is looked up: the ledger holding the event

@@ -20,3 +20,12 @@ func (t *Target) WriteOnly(ctx context.Context, inboxID int64, ev *pb.ChangeEven
 	}
 	return changed[0], nil
 }
+
+// RunGrouped is runGrouped: the set-based form alone, without the statement
+// per write it falls back to.
+func (t *Target) RunGrouped(ctx context.Context, ws []Conditional, now time.Time) error {
+	return t.runGrouped(ctx, ws, now)
+}
+
+// ErrNotAllChanged is errNotAllChanged.
+var ErrNotAllChanged = errNotAllChanged

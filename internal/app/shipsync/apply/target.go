@@ -174,7 +174,10 @@ func permanent(err error) (uint16, bool) {
 }
 
 // Apply runs ws in one target transaction, one round trip: each write
-// followed by its ledger row, kept only if the write changed a row. It
+// followed by its ledger row, kept only if the write changed a row. (Several
+// writes are first tried set-based, runGrouped, committed only when every
+// one changed its row; otherwise that attempt is rolled back and the
+// statement per write runs.) It
 // reports per write whether it changed one, and the writes the target
 // refused for good (a *RefusedError). When the target refuses a write the
 // batch is rolled back and every write runs alone, so only the refused one
@@ -184,6 +187,23 @@ func permanent(err error) (uint16, bool) {
 func (t *Target) Apply(ctx context.Context, ws []Conditional, now time.Time) ([]bool, []error, error) {
 	if len(ws) == 0 {
 		return nil, nil, nil
+	}
+	if len(ws) > 1 {
+		// The common case, every write changing its row, in a few
+		// set-based statements; anything else (a write that changed
+		// nothing, a refusal) is sorted out by the statement per write
+		// below.
+		err := t.runGrouped(ctx, ws, now)
+		if err == nil {
+			changed := make([]bool, len(ws))
+			for i := range changed {
+				changed[i] = true
+			}
+			return changed, make([]error, len(ws)), nil
+		}
+		if _, ok := permanent(err); !ok && !errors.Is(err, errNotAllChanged) {
+			return nil, nil, err
+		}
 	}
 	changed, err := t.run(ctx, ws, now)
 	if err == nil {
@@ -214,20 +234,11 @@ func (t *Target) Apply(ctx context.Context, ws []Conditional, now time.Time) ([]
 
 // run is one transaction of writes as one multi-statement round trip.
 func (t *Target) run(ctx context.Context, ws []Conditional, now time.Time) ([]bool, error) {
-	var q strings.Builder
-	var args []driver.NamedValue
-	add := func(vs ...any) {
-		for _, v := range vs {
-			args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
-		}
-	}
-	// READ COMMITTED: the conditional writes read the latest committed row
-	// under its record lock either way, and no gap locks are taken that
-	// would make concurrent batches deadlock.
-	q.WriteString("SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION;\n")
+	var q sqlText
+	add := q.add
 	counts := make([]int, len(ws))
 	for i, w := range ws {
-		n, err := statement(&q, add, w, now)
+		n, err := statement(&q.Builder, add, w, now)
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +247,43 @@ func (t *Target) run(ctx context.Context, ws []Conditional, now time.Time) ([]bo
 			"SELECT ?, ?, ?, ? FROM DUAL WHERE ROW_COUNT() = 1 ON DUPLICATE KEY UPDATE inbox_id = inbox_id;\n")
 		add(w.Stamp.Origin, strings.ToLower(w.Stamp.EventID), w.Ref, now)
 	}
+	affected, err := t.exec(ctx, &q, func(affected []int64) error {
+		if !consistent(affected, counts) {
+			return fmt.Errorf("apply: statement results %v do not match %d writes and their ledger rows", affected, len(ws))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(ws))
+	at := 2
+	for i, n := range counts {
+		out[i] = affected[at+n-1] == 1
+		at += n + 1
+	}
+	return out, nil
+}
+
+// sqlText is statements being built, with their arguments.
+type sqlText struct {
+	strings.Builder
+	args []driver.NamedValue
+}
+
+// add appends arguments for the statements' next placeholders.
+func (s *sqlText) add(vs ...any) {
+	for _, v := range vs {
+		s.args = append(s.args, driver.NamedValue{Ordinal: len(s.args) + 1, Value: v})
+	}
+}
+
+// exec runs the writes q in one transaction, SET TRANSACTION and START
+// TRANSACTION before them, in one round trip; it hands the per-statement
+// rows-affected counts (those two first) to check and commits only when
+// check accepts them; otherwise, or on an error, it rolls back and returns
+// check's or the target's error. ctx governs the round trips.
+func (t *Target) exec(ctx context.Context, q *sqlText, check func([]int64) error) ([]int64, error) {
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -247,13 +295,17 @@ func (t *Target) run(ctx context.Context, ws []Conditional, now time.Time) ([]bo
 		if !ok {
 			return errors.New("apply: the MySQL driver connection cannot execute")
 		}
-		res, err := ex.ExecContext(ctx, q.String(), args)
+		// READ COMMITTED: the conditional writes read the latest committed
+		// row under its record lock either way, and no gap locks are taken
+		// that would make concurrent batches deadlock.
+		res, err := ex.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION;\n"+q.String(), q.args)
 		if err == nil {
 			mr, ok := res.(mysql.Result)
 			if !ok {
 				err = errors.New("apply: the MySQL driver gave no per-statement results")
-			} else if affected = mr.AllRowsAffected(); !consistent(affected, counts) {
-				err = fmt.Errorf("apply: statement results %v do not match %d writes and their ledger rows", affected, len(ws))
+			} else {
+				affected = mr.AllRowsAffected()
+				err = check(affected)
 			}
 		}
 		if err == nil {
@@ -276,13 +328,7 @@ func (t *Target) run(ctx context.Context, ws []Conditional, now time.Time) ([]bo
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(ws))
-	at := 2
-	for i, n := range counts {
-		out[i] = affected[at+n-1] == 1
-		at += n + 1
-	}
-	return out, nil
+	return affected, nil
 }
 
 // consistent reports whether the per-statement results of SET
@@ -325,84 +371,126 @@ func consistent(affected []int64, counts []int) bool {
 func statement(q *strings.Builder, add func(...any), w Conditional, now time.Time) (int, error) {
 	table := w.Table.sql()
 	meta := []any{w.Stamp.Revision, w.Stamp.Origin, strings.ToLower(w.Stamp.EventID), now}
-	where := func() error {
+	key, err := keyArgs(w)
+	if err != nil {
+		return 0, err
+	}
+	where := func() {
 		for i, k := range w.Key {
-			v, err := value(k)
-			if err != nil {
-				return fmt.Errorf("primary_key[%d]: %w", i, err)
-			}
 			if i > 0 {
 				q.WriteString(" AND ")
 			}
 			q.WriteString(quote(k.Name) + " = ?")
-			add(v)
 		}
 		q.WriteString(" AND `_sync_revision` = ?;\n")
+		add(key...)
 		add(w.Base)
-		return nil
 	}
 	switch w.Op {
 	case OpInsert:
-		names := make([]string, 0, len(w.Values)+len(w.Key)+4)
-		var vals []any
-		have := map[string]bool{}
-		for i, c := range w.Values {
-			v, err := value(c)
-			if err != nil {
-				return 0, fmt.Errorf("after.columns[%d]: %w", i, err)
-			}
-			names, vals, have[c.Name] = append(names, quote(c.Name)), append(vals, v), true
+		names, vals, err := insertRow(w)
+		if err != nil {
+			return 0, err
 		}
-		for i, k := range w.Key {
-			if !have[k.Name] {
-				v, err := value(k)
-				if err != nil {
-					return 0, fmt.Errorf("primary_key[%d]: %w", i, err)
-				}
-				names, vals = append(names, quote(k.Name)), append(vals, v)
-			}
-		}
-		names = append(names, "`_sync_revision`", "`_sync_origin`", "`_sync_event_id`", "`_sync_updated_at`")
+		names = append(names, syncNames...)
 		vals = append(vals, meta...)
 		// A plain insert: when a row has the key already, the duplicate-key
 		// error ends the batch and the writes run alone (Apply), where it
 		// means "nothing changed". No upsert (its no-op update would fire
 		// the table's update triggers) and no NOT EXISTS check (its shared
 		// gap locks deadlock concurrent batches).
-		fmt.Fprintf(q, "INSERT INTO %s (%s) VALUES (%s);\n", table, strings.Join(names, ", "),
+		fmt.Fprintf(q, "INSERT INTO %s (%s) VALUES (%s);\n", table, quoteAll(names, ""),
 			strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", "))
 		add(vals...)
 		return 1, nil
 	case OpUpdate:
-		fmt.Fprintf(q, "UPDATE %s SET ", table)
-		key := map[string]bool{}
-		for _, k := range w.Key {
-			key[k.Name] = true
+		names, vals, err := updateSet(w)
+		if err != nil {
+			return 0, err
 		}
-		for i, c := range w.Values {
-			if key[c.Name] {
-				continue
-			}
-			v, err := value(c)
-			if err != nil {
-				return 0, fmt.Errorf("after.columns[%d]: %w", i, err)
-			}
-			q.WriteString(quote(c.Name) + " = ?, ")
-			add(v)
-		}
-		q.WriteString("`_sync_revision` = ?, `_sync_origin` = ?, `_sync_event_id` = ?, `_sync_updated_at` = ? WHERE ")
+		fmt.Fprintf(q, "UPDATE %s SET %s WHERE ", table, quoteAll(append(names, syncNames...), " = ?"))
+		add(vals...)
 		add(meta...)
-		return 1, where()
+		where()
+		return 1, nil
 	case OpDelete:
 		fmt.Fprintf(q, "UPDATE %s SET `_sync_event_id` = ?, `_sync_origin` = ? WHERE ", table)
 		add(strings.ToLower(w.Stamp.EventID), w.Stamp.Origin)
-		if err := where(); err != nil {
-			return 0, err
-		}
+		where()
 		fmt.Fprintf(q, "DELETE FROM %s WHERE ", table)
-		return 2, where()
+		where()
+		return 2, nil
 	}
 	return 0, fmt.Errorf("apply: unknown op %d", w.Op)
+}
+
+// syncNames are the platform columns a write sets, in the order of a
+// write's metadata values (revision, origin, event id, time).
+var syncNames = []string{"_sync_revision", "_sync_origin", "_sync_event_id", "_sync_updated_at"}
+
+// keyArgs is w's key as driver arguments, in key order.
+func keyArgs(w Conditional) ([]any, error) {
+	out := make([]any, len(w.Key))
+	for i, k := range w.Key {
+		v, err := value(k)
+		if err != nil {
+			return nil, fmt.Errorf("primary_key[%d]: %w", i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// insertRow is what an insert of w writes besides the platform columns:
+// its values, then the key columns they lack.
+func insertRow(w Conditional) (names []string, vals []any, err error) {
+	have := map[string]bool{}
+	for i, c := range w.Values {
+		v, err := value(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("after.columns[%d]: %w", i, err)
+		}
+		names, vals, have[c.Name] = append(names, c.Name), append(vals, v), true
+	}
+	for i, k := range w.Key {
+		if !have[k.Name] {
+			v, err := value(k)
+			if err != nil {
+				return nil, nil, fmt.Errorf("primary_key[%d]: %w", i, err)
+			}
+			names, vals = append(names, k.Name), append(vals, v)
+		}
+	}
+	return names, vals, nil
+}
+
+// updateSet is what an update of w sets besides the platform columns: its
+// values that are not key columns.
+func updateSet(w Conditional) (names []string, vals []any, err error) {
+	key := map[string]bool{}
+	for _, k := range w.Key {
+		key[k.Name] = true
+	}
+	for i, c := range w.Values {
+		if key[c.Name] {
+			continue
+		}
+		v, err := value(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("after.columns[%d]: %w", i, err)
+		}
+		names, vals = append(names, c.Name), append(vals, v)
+	}
+	return names, vals, nil
+}
+
+// quoteAll is names quoted, each followed by suffix, joined by commas.
+func quoteAll(names []string, suffix string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = quote(n) + suffix
+	}
+	return strings.Join(q, ", ")
 }
 
 // quote quotes an identifier. The shore's rule registry admits only plain
