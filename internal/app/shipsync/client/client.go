@@ -158,7 +158,7 @@ type Client struct {
 	tr       *tracker
 	saved    map[TP]Watermark
 	wake     chan struct{} // something may be uploaded
-	polled   chan polled   // consume → store: at most one poll waits
+	polled   chan polled   // consume → store, unbuffered: a decoded poll waits for the one being stored
 	batchSeq uint64
 	sched    *flow.Scheduler[*slot]
 	lanes    map[string]*partition // scheduler lane → partition
@@ -246,7 +246,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, tr: newTracker(), wake: make(chan struct{}, 1),
-		polled: make(chan polled, 1),
+		polled: make(chan polled),
 		lanes:  map[string]*partition{}, committed: map[TP]int64{}}
 	c.xfer.since = cfg.Clock.Now()
 	sched, err := flow.NewScheduler(flow.SchedulerConfig[*slot]{BatchItems: cfg.MaxBatchEvents,
