@@ -64,7 +64,7 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"peak (checked every 2 s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the "+
 		"client stops)")
-	memLimit := fs.Int64("memory-limit", 80<<20, "soft limit of the Go heap in bytes (the runtime collects harder near "+
+	memLimit := fs.Int64("memory-limit", 64<<20, "soft limit of the Go heap in bytes (the runtime collects harder near "+
 		"it; GOMEMLIMIT, when set, wins); 0: none")
 	every := fs.Duration("progress-every", 10*time.Second, "print a progress line this often (0: never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn, error or off")
