@@ -898,12 +898,37 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 			return nil, &RequestError{Status: 200, Detail: "answer statuses out of order"}
 		}
 	}
-	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
-	var again, received []*slot
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
+	res, again, newly := c.answer(batch, statuses, now)
+	first = newly
+	marks := c.tr.dirtyMarks()
+	c.mu.Unlock()
+	answered = true
+	c.uploaded.Add(int64(len(batch)))
+	c.recvd.Add(int64(len(res.Received)))
+	c.rawBytes.Add(int64(raw))
+	if err := c.cfg.Store.recordSent(ctx, res, seq, marks); err != nil {
+		return nil, &storeError{err}
+	}
+	return again, nil
+}
+
+// answer applies an upload's per-event statuses to the batch's slots and
+// returns what the store must record, the slots to send again and how many
+// were received at their first attempt. A slot whose receipt came while
+// its upload was in flight is final: its answer changes nothing (sent
+// again, it would wait for a receipt already pulled and hold its
+// partition's checkpoint). The caller holds c.mu.
+func (c *Client) answer(batch []*slot, statuses []*pb.EventStatus, now time.Time) (sendResult, []*slot, int) {
+	res := sendResult{Retry: map[string]string{}, Blocked: map[string]string{}}
+	var again, received []*slot
+	first := 0
 	for i, st := range statuses {
 		s := batch[i]
+		if s.state == StateTerminal {
+			continue
+		}
 		switch st.Status {
 		case pb.ReceiveStatus_RECEIVE_STATUS_RECEIVED:
 			res.Received = append(res.Received, s.id)
@@ -934,16 +959,7 @@ func (c *Client) send(ctx context.Context, batch []*slot) ([]*slot, error) {
 	}
 	c.tr.receivedAll(received)
 	c.flow()
-	marks := c.tr.dirtyMarks()
-	c.mu.Unlock()
-	answered = true
-	c.uploaded.Add(int64(len(batch)))
-	c.recvd.Add(int64(len(res.Received)))
-	c.rawBytes.Add(int64(raw))
-	if err := c.cfg.Store.recordSent(ctx, res, seq, marks); err != nil {
-		return nil, &storeError{err}
-	}
-	return again, nil
+	return res, again, first
 }
 
 // receipts pulls terminal results, stores them with the cursor, advances

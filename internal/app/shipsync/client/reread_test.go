@@ -97,3 +97,45 @@ func storedState(ctx context.Context, t *testing.T, st *Store, id string) string
 	require.NoError(t, st.db.QueryRowContext(ctx, "SELECT state FROM event_state WHERE event_id = ?", id).Scan(&s))
 	return s
 }
+
+// TestAnswerAfterReceiptChangesNothing: an event's receipt can come while
+// a resend of it is in flight (the first upload's answer was lost). The
+// resend's answer must then leave the final event alone: neither sent
+// again nor blocked, the checkpoint past it.
+func TestAnswerAfterReceiptChangesNothing(t *testing.T) {
+	t.Parallel()
+	for _, status := range []pb.ReceiveStatus{pb.ReceiveStatus_RECEIVE_STATUS_RETRYABLE_FAILURE,
+		pb.ReceiveStatus_RECEIVE_STATUS_PERMANENT_REJECTED} {
+		t.Run(status.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx, st, kc := clientParts(t)
+			c := rereadClient(t, st)
+			c.kc = kc
+			require.NoError(t, c.ingest(ctx, c.decode([]*kgo.Record{record(0, 1, rulesT0)})))
+			ids := storedIDs(ctx, t, st)
+			require.Len(t, ids, 1)
+			c.mu.Lock()
+			s := c.tr.byID[ids[0]]
+			c.mu.Unlock()
+			require.NotNil(t, s)
+
+			require.NoError(t, c.applyReceipts(ctx, []*pb.Receipt{{OriginNodeId: "ship-1", EventId: ids[0],
+				Result: pb.EventResult_EVENT_RESULT_APPLIED}}, "1"))
+			c.mu.Lock()
+			res, again, first := c.answer([]*slot{s}, []*pb.EventStatus{{EventId: ids[0], Status: status,
+				Reason: pb.RejectReason_REJECT_REASON_INCONSISTENT_FIELDS}}, rulesT0)
+			tp := TP{Topic: "sync.cdc.ops.fuel", Partition: 0}
+			terminalNext := c.tr.parts[tp].wm.TerminalNext
+			c.mu.Unlock()
+			require.Empty(t, again, "not sent again")
+			require.Empty(t, res.Retry)
+			require.Empty(t, res.Blocked)
+			require.Zero(t, first)
+			require.Equal(t, StateTerminal, s.state)
+			require.Zero(t, c.Stats().Blocked)
+			require.Zero(t, c.Waiting())
+			require.Equal(t, int64(1), terminalNext, "the checkpoint is past the event")
+			require.Equal(t, StateTerminal, storedState(ctx, t, st, ids[0]))
+		})
+	}
+}
