@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -194,17 +193,11 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 	if *memProfile != "" {
 		go profilePeaks(ctx, clock, *memProfile, log)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("shipsync client: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("shipsync client: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return fmt.Errorf("shipsync client: --cpuprofile: %w", err)
 	}
+	defer stopProfile()
 	if snaps != nil {
 		metered = c
 		go func() { _ = snaps.Runner.Run(ctx) }() // logs its failed steps and retries them; nil at the end
