@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
@@ -1228,6 +1229,13 @@ func (c *Client) Progress() string {
 		"checkpoint %d", s.CommandsStored, s.CommandsApplied, s.CommandsAcked, s.DownlinkFailures, s.DownlinkCheckpoint)
 }
 
+// refused reports whether err is the shore refusing a request it read (a
+// 4xx other than 429): sending the same again would be refused again.
+func refused(err error) bool {
+	var re *RequestError
+	return errors.As(err, &re) && re.Status >= 400 && re.Status < 500 && re.Status != http.StatusTooManyRequests
+}
+
 // heartbeats reports the node's health and backlog to the shore, and
 // re-anchors the clock-jump guard on the shore's time.
 func (c *Client) heartbeats(ctx context.Context) error {
@@ -1279,6 +1287,10 @@ func (c *Client) heartbeats(ctx context.Context) error {
 		case err != nil && ctx.Err() != nil:
 			c.xfer.GiveBack(iv)
 			return nil
+		case err != nil && refused(err):
+			// The shore refused what it read: the same figures would be
+			// refused again, so this stretch is not carried into the next.
+			c.log.Error("shipsync client: heartbeat refused; its transfer figures are dropped", "err", err)
 		case err != nil:
 			c.xfer.GiveBack(iv)
 			c.log.Warn("shipsync client: heartbeat failed", "err", err)

@@ -23,9 +23,15 @@ import (
 // Incoming bytes are the raw bytes of new events captured since the
 // stretch began (an old backlog read from the topic is not incoming).
 type TransferMeter struct {
-	mu                            sync.Mutex
-	since                         time.Time
+	mu    sync.Mutex
+	since time.Time
+	// active is the active time settled so far in this stretch; spans are
+	// the answered attempts' times (clipped to since) that may still overlap
+	// an attempt in flight. Several uploads run at once, so active time is
+	// the union of their times, never their sum: it cannot exceed the
+	// stretch's elapsed time.
 	active                        time.Duration
+	spans                         []span
 	effective, physical, incoming int64
 	ratio                         eta.Ratio
 	// inflight are the starts of the attempts begun and not yet ended: a
@@ -34,12 +40,15 @@ type TransferMeter struct {
 	inflight []time.Time
 }
 
+// span is one stretch of time in which an upload was under way.
+type span struct{ from, to time.Time }
+
 // NewTransferMeter starts measuring at now.
 func NewTransferMeter(now time.Time) *TransferMeter { return &TransferMeter{since: now} }
 
 // Begin records that an upload attempt started at start; Sent with the
-// same start ends it. The uploader's attempts are sequential: overlapping
-// ones would each count their time.
+// same start ends it. Attempts may overlap (the client runs several
+// uploads at once); time in which any is under way counts once.
 func (m *TransferMeter) Begin(start time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,8 +71,9 @@ func (m *TransferMeter) Sent(start, end time.Time, wire, raw int64, ok bool, fir
 	if !ok {
 		return
 	}
-	if d := end.Sub(later(start, m.since)); d > 0 {
-		m.active += d
+	if from := later(start, m.since); end.After(from) {
+		m.spans = append(m.spans, span{from, end})
+		m.settle()
 	}
 	if events > 0 {
 		m.effective += wire * int64(firstReceived) / int64(events)
@@ -85,16 +95,56 @@ func (m *TransferMeter) Captured(at time.Time, raw int) {
 func (m *TransferMeter) Take(now time.Time) (*pb.TransferInterval, float64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	all := m.spans
 	for _, st := range m.inflight { // an attempt under way: its time so far
-		if d := now.Sub(later(st, m.since)); d > 0 {
-			m.active += d
+		all = append(all, span{later(st, m.since), now})
+	}
+	active := m.active
+	for _, sp := range union(all) {
+		if sp.to.After(now) {
+			sp.to = now
+		}
+		if d := sp.to.Sub(sp.from); d > 0 {
+			active += d
 		}
 	}
-	iv := &pb.TransferInterval{ElapsedSeconds: max(0, now.Sub(m.since).Seconds()), ActiveSeconds: m.active.Seconds(),
+	m.spans = nil
+	iv := &pb.TransferInterval{ElapsedSeconds: max(0, now.Sub(m.since).Seconds()), ActiveSeconds: active.Seconds(),
 		EffectiveBytes: uint64(m.effective), PhysicalBytes: uint64(m.physical), IncomingRawBytes: uint64(m.incoming)}
 	m.since, m.active, m.effective, m.physical, m.incoming = now, 0, 0, 0, 0
 	r, measured := m.ratio.Value()
 	return iv, r, measured
+}
+
+// settle merges the spans and moves into active those that no attempt in
+// flight can overlap any more (they ended before the earliest in-flight
+// attempt began; later attempts begin later still), so spans stays as small
+// as the overlap with what is in flight.
+func (m *TransferMeter) settle() {
+	m.spans = union(m.spans)
+	keep := m.spans[:0]
+	for _, sp := range m.spans {
+		if slices.ContainsFunc(m.inflight, func(st time.Time) bool { return st.Before(sp.to) }) {
+			keep = append(keep, sp)
+			continue
+		}
+		m.active += sp.to.Sub(sp.from)
+	}
+	m.spans = keep
+}
+
+// union returns spans sorted and merged where they overlap or touch.
+func union(spans []span) []span {
+	slices.SortFunc(spans, func(a, b span) int { return a.from.Compare(b.from) })
+	out := spans[:0]
+	for _, sp := range spans {
+		if n := len(out); n > 0 && !sp.from.After(out[n-1].to) {
+			out[n-1].to = later(out[n-1].to, sp.to)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 func later(a, b time.Time) time.Time {

@@ -1,12 +1,19 @@
 package client
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
 
 func TestTransferMeter(t *testing.T) {
@@ -43,6 +50,59 @@ func TestTransferMeter(t *testing.T) {
 	_, r0, ok := NewTransferMeter(t0).Take(t0)
 	require.False(t, ok)
 	require.Positive(t, r0)
+}
+
+// TestTransferMeterOverlappingSends: the client runs several uploads at
+// once; time in which any of them is under way counts once, so active time
+// never exceeds the stretch (the shore refuses a heartbeat that says it
+// does).
+func TestTransferMeterOverlappingSends(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	m := NewTransferMeter(t0)
+	// Six uploads busy for the whole stretch, each answered after 3 s and
+	// sending again at once; events in the order of time.
+	type ev struct {
+		at    float64
+		start time.Time
+		end   bool
+	}
+	var evs []ev
+	for u := range 6 {
+		for s := 0.0; s+3 <= 9; s += 3 {
+			st := s + float64(u)*0.1
+			evs = append(evs, ev{st, at(st), false}, ev{st + 3, at(st), true})
+		}
+	}
+	slices.SortStableFunc(evs, func(a, b ev) int { return cmp.Compare(a.at, b.at) })
+	for _, e := range evs {
+		if e.end {
+			m.Sent(e.start, at(e.at), 100, 400, true, 1, 1)
+		} else {
+			m.Begin(e.start)
+		}
+	}
+	iv, _, _ := m.Take(at(10))
+	require.InDelta(t, 10, iv.ElapsedSeconds, 1e-9)
+	require.InDelta(t, 9.5, iv.ActiveSeconds, 1e-9) // 0 … 9.5, once
+
+	// Overlaps with an attempt still under way at the heartbeat: [10, 13]
+	// and [11, 12] answered, [12.5, …) in flight at 15 → 10 … 15.
+	m.Begin(at(10))
+	m.Begin(at(11))
+	m.Sent(at(11), at(12), 100, 400, true, 1, 1)
+	m.Begin(at(12.5))
+	m.Sent(at(10), at(13), 100, 400, true, 1, 1)
+	iv, _, _ = m.Take(at(15))
+	require.InDelta(t, 5, iv.ActiveSeconds, 1e-9)
+	// Its remaining part goes with the next stretch; a gap is not active.
+	m.Sent(at(12.5), at(16), 100, 400, true, 1, 1)
+	m.Begin(at(18))
+	m.Sent(at(18), at(19), 100, 400, true, 1, 1)
+	iv, _, _ = m.Take(at(20))
+	require.InDelta(t, 2, iv.ActiveSeconds, 1e-9)
+	require.Empty(t, m.spans)
 }
 
 // TestTransferMeterLongSend: a send that outlasts heartbeats gives each
@@ -91,4 +151,17 @@ func TestUnreadBacklog(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 10, events, "partition 0 has 15 records, 5 read")
 	require.EqualValues(t, 3000, raw)
+}
+
+// TestRefusedHeartbeat: a heartbeat the shore refused is not carried into
+// the next (it would be refused again, for ever); one that did not arrive
+// or was turned away for load is.
+func TestRefusedHeartbeat(t *testing.T) {
+	t.Parallel()
+	require.True(t, refused(&RequestError{Status: 400, Code: pb.ErrorCode_ERROR_CODE_MALFORMED_BODY}))
+	require.True(t, refused(fmt.Errorf("wrapped: %w", &RequestError{Status: 403})))
+	require.False(t, refused(&RequestError{Status: 429, Retryable: true}))
+	require.False(t, refused(&RequestError{Status: 503, Retryable: true}))
+	require.False(t, refused(&RequestError{Status: 0, Err: errors.New("connection reset")}))
+	require.False(t, refused(context.DeadlineExceeded))
 }

@@ -171,6 +171,10 @@ type Result struct {
 	Applied int64
 	Rows    int64
 	Rate    int
+	// Heartbeats is how many of the client's heartbeats the shore accepted
+	// (its transfer samples), ActiveHeartbeats those reporting upload time,
+	// HeartbeatsRefused how many the shore refused (the client's log).
+	Heartbeats, ActiveHeartbeats, HeartbeatsRefused int64
 }
 
 // Utilisation is the share of the link's capacity used up during the
@@ -225,6 +229,8 @@ func (r *Result) Write(w io.Writer) {
 			"was applied\n", r.CriticalLatency[n/2].Round(time.Millisecond), r.CriticalLatency[n-1].Round(time.Millisecond),
 			r.BulkBehind)
 	}
+	fmt.Fprintf(w, "heartbeats:   %d accepted by the shore, %d of them with upload time; %d refused\n", r.Heartbeats,
+		r.ActiveHeartbeats, r.HeartbeatsRefused)
 	fmt.Fprintf(w, "result:       %d receipts APPLIED, shore table %d rows\n", r.Applied, r.Rows)
 }
 
@@ -467,6 +473,21 @@ func measure(ctx context.Context, o Options, res *Result, sh *shipdemo.Shore, ta
 	}
 	if err := target.DB().QueryRowContext(ctx, "SELECT count(*) FROM tank").Scan(&res.Rows); err != nil {
 		return err
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE active_seconds > 0) FROM sync_node_sample "+
+		"WHERE node_id = $1", node).Scan(&res.Heartbeats, &res.ActiveHeartbeats); err != nil {
+		return err
+	}
+	log, err := os.ReadFile(filepath.Join(o.Dir, "client.log"))
+	if err != nil {
+		return err
+	}
+	for l := range strings.Lines(string(log)) {
+		// "refused" since this build; an older client logs the shore's 4xx.
+		if strings.Contains(l, "shipsync client: heartbeat") &&
+			(strings.Contains(l, "heartbeat refused") || strings.Contains(l, "answered HTTP 4")) {
+			res.HeartbeatsRefused++
+		}
 	}
 	st, err := client.OpenStore(ctx, filepath.Join(o.Dir, "client.db"), "", relayclock.System{})
 	if err != nil {

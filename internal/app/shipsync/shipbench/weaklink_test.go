@@ -35,8 +35,14 @@ func TestWeaklinkSmall(t *testing.T) {
 // is applied while the upload runs, then everything is, once.
 func TestWeaklinkApplyAfterUpload(t *testing.T) {
 	// ≈ 4 s of upload on this link: progress lines to look at.
-	_, _, progress := runSmall(t, shipbench.Options{Events: 2000, Rows: 200, Critical: 5, Rate: 16 << 10,
+	res, out, progress := runSmall(t, shipbench.Options{Events: 2000, Rows: 200, Critical: 5, Rate: 16 << 10,
 		CutProbability: 0.1, Outage: -1, Seed: 6, ApplyAfterUpload: true})
+	// The client's heartbeats reached the shore while its uploads (six at
+	// once, each waiting for the slow link) ran: their upload time is the
+	// union of the uploads' times, not the sum, which the shore refuses as
+	// longer than the stretch.
+	require.Positive(t, res.ActiveHeartbeats, out)
+	require.Zero(t, res.HeartbeatsRefused, out)
 	before, _, found := strings.Cut(progress, "every event received: the shore's applier starts")
 	require.True(t, found, progress)
 	lines := 0
