@@ -304,24 +304,7 @@ func (c *Client) Run(ctx context.Context) error {
 	} else if v != "" {
 		c.batchSeq, _ = strconv.ParseUint(v, 10, 64)
 	}
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumerGroup(c.cfg.Group),
-		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
-		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Fetched records wait in the client's buffers until polled: a
-		// small fetch size and one fetch at a time keep that bounded
-		// (a link of the kind the client serves drains far less than
-		// 1 MiB of envelopes a second).
-		kgo.FetchMaxBytes(1 << 20),
-		kgo.FetchMaxPartitionBytes(512 << 10),
-		kgo.MaxConcurrentFetches(1),
-		kgo.MetadataMinAge(time.Second),
-		kgo.MetadataMaxAge(10 * time.Second),
-	}, c.cfg.KafkaOpts...)
-	kc, err := kgo.NewClient(opts...)
+	kc, err := kgo.NewClient(append(c.consumerOpts(), c.cfg.KafkaOpts...)...)
 	if err != nil {
 		return fmt.Errorf("client: kafka: %w", err)
 	}
@@ -352,6 +335,36 @@ func (c *Client) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// FetchMaxWait bounds how long the broker may hold one of the client's
+// fetches waiting for records. While a fetch is outstanding no other goes
+// to that broker, and a fetch names only the partitions not paused when it
+// was sent: a partition resumed meanwhile (reading resumes once the
+// uploads have drained what was held) waits for the outstanding fetch —
+// up to the broker's 5 s default, with the link idle once the held events
+// are sent. An idle client asks five times a second instead.
+const FetchMaxWait = 200 * time.Millisecond
+
+// consumerOpts are the consumer's options (Config.KafkaOpts come after).
+func (c *Client) consumerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(c.cfg.Brokers...),
+		kgo.ConsumerGroup(c.cfg.Group),
+		kgo.ConsumeRegex(),
+		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Fetched records wait in the client's buffers until polled: a
+		// small fetch size and one fetch at a time keep that bounded
+		// (the next fetch goes out as soon as the last is polled).
+		kgo.FetchMaxBytes(1 << 20),
+		kgo.FetchMaxPartitionBytes(512 << 10),
+		kgo.MaxConcurrentFetches(1),
+		kgo.FetchMaxWait(FetchMaxWait),
+		kgo.MetadataMinAge(time.Second),
+		kgo.MetadataMaxAge(10 * time.Second),
+	}
 }
 
 func signal(ch chan struct{}) {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	pb "github.com/relayhq/relay/internal/app/shipsync/shipsyncpb"
 )
@@ -164,4 +166,37 @@ func TestRefusedHeartbeat(t *testing.T) {
 	require.False(t, refused(&RequestError{Status: 503, Retryable: true}))
 	require.False(t, refused(&RequestError{Status: 0, Err: errors.New("connection reset")}))
 	require.False(t, refused(context.DeadlineExceeded))
+}
+
+// TestFetchLongPollIsShort: the consumer's fetches ask the broker to hold
+// them at most FetchMaxWait, so a partition resumed while one is
+// outstanding is read within that (the broker's default is 5 s, during
+// which a drained link stood idle).
+func TestFetchLongPollIsShort(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.a"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	var mu sync.Mutex
+	var waits []int32
+	cluster.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		mu.Lock()
+		waits = append(waits, req.(*kmsg.FetchRequest).MaxWaitMillis)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	c := &Client{cfg: Config{Brokers: cluster.ListenAddrs(), Group: "g", TopicPrefix: "t."}}
+	kc, err := kgo.NewClient(c.consumerOpts()...)
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	kc.PollRecords(ctx, 1) // nothing to read: fetches long-poll until ctx ends
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, waits, "no fetch reached the broker")
+	for _, w := range waits {
+		require.LessOrEqual(t, w, int32(FetchMaxWait.Milliseconds()))
+	}
 }
