@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -496,23 +495,6 @@ func (in *Inbox) row(ev *pb.ChangeEvent, sender string, allowed map[ruleKey]bool
 		position: strconv.FormatUint(ev.GetSourcePosition(), 10), sequence: strconv.FormatUint(ev.SourceSequence, 10), seq: ev.SourceSequence,
 		schema: ev.SchemaVersion, contentHash: sum[:], event: raw,
 	}, nil
-}
-
-// RecordKey is a record's key as the shore stores it: the SHA-256 of the
-// key columns' deterministic Protobuf encoding (record heads, conflicts and
-// the apply queue are keyed by it) and their JSON text (for operators).
-func RecordKey(pk []*pb.ColumnValue) (hash []byte, text string, err error) {
-	key := &pb.RowImage{Columns: pk}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(key)
-	if err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(raw)
-	j, err := protojson.MarshalOptions{}.Marshal(key)
-	if err != nil {
-		return nil, "", err
-	}
-	return sum[:], string(j), nil
 }
 
 // InboxCount returns how many events originating at node the inbox holds.

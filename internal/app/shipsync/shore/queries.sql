@@ -41,15 +41,15 @@ ON CONFLICT (node_id, batch_id) DO NOTHING;
 -- element per event); returns the rows actually inserted, so an event not
 -- returned was stored before, or its stream already has an event with its
 -- sequence number (any unique violation is skipped, none aborts the batch).
--- released_at is set for the events the caller found contiguous. The
--- numeric(20) columns come as text: pgx has no binary encoding of a Go
--- string as numeric, and its failed attempt formats the whole array into
--- an error before it falls back to text.
+-- released_at is set for the events the caller found contiguous. The event
+-- ids and the numeric(20) columns come as text arrays (Go strings): pgx has
+-- no binary encoding of a string as uuid or numeric, and its failed attempt
+-- formats the whole array into an error before it falls back to text.
 INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
     pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
     schema_version, content_hash, event, received_at, released_at)
 SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
-FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
     $11::text[]::numeric[], $12::text[]::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
     AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
 ON CONFLICT DO NOTHING
@@ -67,7 +67,7 @@ INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id
     pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
     schema_version, content_hash, event, received_at, released_at)
 SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
-FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
     $11::text[]::numeric[], $12::text[]::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
     AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
 RETURNING id, event_id::text;
@@ -191,7 +191,7 @@ FROM sync_node_sample WHERE node_id = $1 AND at > $2 ORDER BY at;
 
 -- name: EventHashes
 SELECT event_id::text, content_hash FROM sync_inbox_event
-WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);
+WHERE origin_node_id = $1 AND event_id = ANY($2::text[]::uuid[]);
 
 -- name: AuditInsert
 INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason, trace_id)
