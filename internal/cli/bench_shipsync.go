@@ -36,7 +36,7 @@ import (
 // events received (committed and answered) per second.
 func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "bench shipsync-ingress", "bench shipsync-ingress [--nodes 4] [--batches 200] [--events 500] "+
-		"[--apply-workers 4] [--apply-batch 64] [--postgres URL] [--mariadb DSN] [--cpuprofile FILE]")
+		"[--apply-workers 4] [--apply-batch 64] [--postgres URL] [--mariadb DSN] [--cpuprofile FILE] [--receive-cpuprofile FILE]")
 	nodes := fs.Int("nodes", 4, "nodes uploading at once (one connection each)")
 	batches := fs.Int("batches", 200, "batches in all")
 	perBatch := fs.Int("events", 500, "events per batch (1 … 500)")
@@ -47,6 +47,8 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	workers := fs.Int("apply-workers", apply.WorkersDefault, "applier batches in flight")
 	txBatch := fs.Int("apply-batch", apply.TxBatchDefault, "events per apply transaction (one target round trip)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the apply phase to this file")
+	recvProfile := fs.String("receive-cpuprofile", "", "write a CPU profile of this process during the receive phase "+
+		"(the shore and the bench's HTTPS clients) to this file")
 	keep := fs.Bool("keep", false, "keep the scratch schema (its name is printed), to look at the plans afterwards")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +61,11 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	schema := "relay_bench_shipsync_" + hex.EncodeToString(rnd[:])
 	url, drop, err := scratchSchema(ctx, *pgURL, schema)
 	if err != nil {
+		return err
+	}
+	// The bench's PostgreSQL backends are found by this name to count
+	// their CPU.
+	if url, err = dsn.WithParam(url, "application_name", schema); err != nil {
 		return err
 	}
 	if *keep {
@@ -173,6 +180,14 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d nodes, %d batches of %d events over mutual TLS on %s\n",
 		*nodes, *batches, *perBatch, srv.URL())
+	stopProfile, err := startCPUProfile(*recvProfile)
+	if err != nil {
+		return err
+	}
+	cpu0, err := benchCPU(ctx, d.Pool(), schema)
+	if err != nil {
+		return err
+	}
 	start := time.Now() // a benchmark measures wall time
 	var wg sync.WaitGroup
 	errs := make(chan error, *nodes)
@@ -201,6 +216,11 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	wg.Wait()
 	elapsed := time.Since(start) // a benchmark measures wall time
+	cpu1, err := benchCPU(ctx, d.Pool(), schema)
+	stopProfile()
+	if err != nil {
+		return err
+	}
 	close(errs)
 	for err := range errs {
 		return fmt.Errorf("bench shipsync-ingress: %w", err)
@@ -218,6 +238,7 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	}
 	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d events received in %s: %.0f events/s (%.1f batches/s); inbox checked: %d rows\n",
 		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), float64(*batches)/elapsed.Seconds(), total)
+	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: receive CPU: %s\n", cpu1.since(cpu0, total))
 	if *mariadb == "" {
 		return nil
 	}

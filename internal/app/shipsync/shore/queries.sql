@@ -41,16 +41,45 @@ ON CONFLICT (node_id, batch_id) DO NOTHING;
 -- element per event); returns the rows actually inserted, so an event not
 -- returned was stored before, or its stream already has an event with its
 -- sequence number (any unique violation is skipped, none aborts the batch).
--- released_at is set for the events the caller found contiguous.
+-- released_at is set for the events the caller found contiguous. The event
+-- ids and the numeric(20) columns come as text arrays (Go strings): pgx has
+-- no binary encoding of a string as uuid or numeric, and its failed attempt
+-- formats the whole array into an error before it falls back to text.
 INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
     pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
     schema_version, content_hash, event, received_at, released_at)
 SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
-FROM unnest($1::text[], $2::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
-    $11::numeric[], $12::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
+FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+    $11::text[]::numeric[], $12::text[]::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
     AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
 ON CONFLICT DO NOTHING
 RETURNING id, event_id::text;
+
+-- name: EventInsertNew
+-- EventInsertMany for a batch of events none of which is stored yet: the
+-- same rows without ON CONFLICT, so any unique violation fails the
+-- statement (the caller runs it under EventSavepoint and then runs
+-- EventInsertMany). A plain insert checks each unique index as it inserts
+-- the entry; ON CONFLICT DO NOTHING first probes every unique index of the
+-- table for every row, then inserts it speculatively and confirms it (one
+-- more WAL record per row).
+INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
+    pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
+    schema_version, content_hash, event, received_at, released_at)
+SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
+FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
+    $11::text[]::numeric[], $12::text[]::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
+    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
+RETURNING id, event_id::text;
+
+-- name: EventSavepoint
+SAVEPOINT shore_event_insert;
+
+-- name: EventSavepointRelease
+RELEASE SAVEPOINT shore_event_insert;
+
+-- name: EventSavepointRollback
+ROLLBACK TO SAVEPOINT shore_event_insert;
 
 -- name: StreamLockMany
 -- Creates the streams not seen before (next sequence 1) and locks every one
@@ -84,14 +113,14 @@ ORDER BY 1, 2;
 INSERT INTO sync_stream_skip (origin_node_id, source_connector_id, source_partition, source_sequence, event_id, reason,
     skipped_at, passed_at)
 SELECT $1, c, p, s, e, r, $2, CASE WHEN passed THEN $2::timestamptz END
-FROM unnest($3::text[], $4::text[], $5::numeric[], $6::text[], $7::text[], $8::boolean[]) AS u(c, p, s, e, r, passed)
+FROM unnest($3::text[], $4::text[], $5::text[]::numeric[], $6::text[], $7::text[], $8::boolean[]) AS u(c, p, s, e, r, passed)
 ON CONFLICT DO NOTHING
 RETURNING source_connector_id, source_partition, passed_at IS NULL;
 
 -- name: SkipPass
 -- Marks given-up sequence numbers passed by their stream's release.
 UPDATE sync_stream_skip k SET passed_at = $2
-FROM unnest($3::text[], $4::text[], $5::numeric[]) AS u(c, p, s)
+FROM unnest($3::text[], $4::text[], $5::text[]::numeric[]) AS u(c, p, s)
 WHERE k.origin_node_id = $1 AND k.source_connector_id = u.c AND k.source_partition = u.p AND k.source_sequence = u.s
   AND k.passed_at IS NULL;
 
@@ -101,7 +130,7 @@ WHERE k.origin_node_id = $1 AND k.source_connector_id = u.c AND k.source_partiti
 SELECT source_connector_id, source_partition, id, source_sequence::text, rule_id, pk_hash
 FROM sync_inbox_event
 WHERE origin_node_id = $1 AND source_connector_id = $2 AND source_partition = $3
-  AND source_sequence = ANY($4::numeric[]) AND released_at IS NULL;
+  AND source_sequence = ANY($4::text[]::numeric[]) AND released_at IS NULL;
 
 -- name: EventRelease
 -- Sets (true) or clears (false) released_at of the given events.
@@ -116,7 +145,7 @@ WHERE e.id = u.id;
 UPDATE sync_stream s SET next_sequence = u.n, held = u.h, updated_at = $5,
     gap_since = CASE WHEN u.h = 0 THEN NULL WHEN u.n <> s.next_sequence THEN $5 ELSE coalesce(s.gap_since, $5) END,
     resend_asked_at = CASE WHEN u.h = 0 OR u.n <> s.next_sequence THEN NULL ELSE s.resend_asked_at END
-FROM unnest($2::text[], $3::text[], $4::numeric[], $6::integer[]) AS u(c, p, n, h)
+FROM unnest($2::text[], $3::text[], $4::text[]::numeric[], $6::integer[]) AS u(c, p, n, h)
 WHERE s.origin_node_id = $1 AND s.source_connector_id = u.c AND s.source_partition = u.p;
 
 -- name: NodeInboxCount
@@ -162,7 +191,7 @@ FROM sync_node_sample WHERE node_id = $1 AND at > $2 ORDER BY at;
 
 -- name: EventHashes
 SELECT event_id::text, content_hash FROM sync_inbox_event
-WHERE origin_node_id = $1 AND event_id = ANY($2::uuid[]);
+WHERE origin_node_id = $1 AND event_id = ANY($2::text[]::uuid[]);
 
 -- name: AuditInsert
 INSERT INTO sync_audit_event (at, actor, action, object_type, object_id, before, after, reason, trace_id)

@@ -37,7 +37,8 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "EventInsertNew",
+	"EventSavepoint", "EventSavepointRelease", "EventSavepointRollback", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
 	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList",
 	"ShoreEventInsertMany", "ShoreBlockedFirst", "DownlinkTargets", "DownlinkAllocate", "CommandInsertMany", "CommandPage",
 	"CommandAckMany", "DownlinkAdvance", "DownlinkState", "InboxEventGet", "ConflictActiveGet", "ConflictCreate",
