@@ -11,8 +11,8 @@ import (
 )
 
 // TestBenchShipsyncIngress runs `relay bench shipsync-ingress` small: it
-// uploads over mutual TLS, checks the inbox holds every event, and reports
-// a rate.
+// uploads over mutual TLS, checks the inbox holds every event, reports a
+// rate, applies the events and reports what the apply cost per event.
 func TestBenchShipsyncIngress(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
@@ -21,4 +21,7 @@ func TestBenchShipsyncIngress(t *testing.T) {
 	require.NoError(t, err, out.String())
 	require.Contains(t, out.String(), "120 events received")
 	require.Contains(t, out.String(), "inbox checked: 120 rows")
+	require.Contains(t, out.String(), "120 APPLIED receipts, 120 target rows")
+	require.Contains(t, out.String(), "µs per applied event")
+	require.Contains(t, out.String(), "; relay_message ")
 }
