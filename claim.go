@@ -316,7 +316,7 @@ func (e *Engine) runClaimBatch(ctx context.Context, batch []fifoPrepared) (int, 
 		if rbErr := tx.Rollback(ctx); rbErr != nil {
 			e.logRollback(ctx, batch[0].m, rbErr)
 		}
-		if !errors.Is(err, relaytype.ErrConflict) {
+		if !e.lostWrite(err) {
 			e.log.WarnContext(ctx, "relay: set-based completion failed; batch runs again with savepoints",
 				"queue", e.cfg.Queue, "first_id", batch[0].m.ID, "size", len(batch), "error", err)
 		}
@@ -369,7 +369,7 @@ func (e *Engine) runClaimSavepoints(ctx context.Context, batch []fifoPrepared) (
 				results = append(results, res)
 				continue
 			}
-			if errors.Is(err, relaytype.ErrConflict) {
+			if e.lostWrite(err) {
 				e.lost(ctx, a, err)
 				res = Result{} // no decision for it
 			} else {

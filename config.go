@@ -164,6 +164,25 @@ type Config struct {
 	// in the same statement (seed 000 §6.1), for queues whose source wants a
 	// write-back. Default false.
 	AckIntent bool
+	// DeleteSucceeded (ModePerKey and ModeUnordered) deletes a message's row
+	// in the transaction that finishes it SUCCEEDED, instead of keeping the
+	// row as SUCCEEDED: the handler's writes and the delete commit together,
+	// under the same guard (the message unfinished and leased to this
+	// instance), so exactly-once effects, per-key order, leases and crash
+	// recovery are as without it. What the queue gives up is every record of
+	// its succeeded messages: Stats counts none, an archiver has none to move
+	// to history, Replay and the admin surface find none, and an id or
+	// identity is unique only among the messages still kept — a producer that
+	// re-enqueues by a source's id (EnqueueParams.ID: insert if absent) would
+	// insert a succeeded message again. A message bound to an identity
+	// (enqueued with one, or bound from Decoded.Identity) is kept as
+	// SUCCEEDED, so identity dedupe holds; SKIPPED and DEAD messages are kept
+	// as ever. Use it for a queue whose producer has its own record of what
+	// it released (the shipsync shore's inbox and streams) and whose consumer
+	// keeps its own evidence of each outcome. Refused with AckIntent (the
+	// acknowledgement scan reads the terminal rows) and in ModeFIFO. Default
+	// false.
+	DeleteSucceeded bool
 	// Watermarked (ModeFIFO only) refuses a head whose id is above the queue
 	// cursor's watermark: such a row was registered directly and taking it would
 	// overtake smaller ids not yet enqueued (seed 000 §5.1 step 2). Without a cursor
@@ -311,6 +330,10 @@ func (c *Config) validate() error {
 		return bad("TxBatch", "%d outside [1, %d]", c.TxBatch, TxBatchMax)
 	case c.TxBatch > 1 && c.Mode == ModeFIFO:
 		return bad("TxBatch", "ModeFIFO batches heads with FIFOBatch")
+	case c.DeleteSucceeded && c.Mode == ModeFIFO:
+		return bad("DeleteSucceeded", "only ModePerKey and ModeUnordered delete what succeeded")
+	case c.DeleteSucceeded && c.AckIntent:
+		return bad("DeleteSucceeded", "the acknowledgement write-back (AckIntent) needs the terminal rows")
 	}
 	if msg := backoff.Negative(c.Backoff); msg != "" {
 		return bad("Backoff", "%s", msg)

@@ -198,13 +198,24 @@ func (e *Engine) completeParams(a attempt, res Result) *relaydriver.MessageCompl
 	return &relaydriver.MessageCompleteParams{
 		Queue: e.cfg.Queue, ID: a.m.ID, State: state, LastError: res.reason,
 		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, Now: e.cfg.Clock.Now(),
+		// A message bound to an identity keeps its row: it is the record
+		// that dedupes the identity.
+		Delete: e.cfg.DeleteSucceeded && state == relaytype.StateSucceeded && a.m.IdentityKey == "",
 	}
+}
+
+// lostWrite reports whether err refused a guarded write because the message
+// is no longer this attempt's: changed under it (ErrConflict) or, in a queue
+// that deletes what succeeded, gone — finished by the instance its lease
+// passed to.
+func (e *Engine) lostWrite(err error) bool {
+	return errors.Is(err, relaytype.ErrConflict) || (e.cfg.DeleteSucceeded && errors.Is(err, relaytype.ErrNotFound))
 }
 
 // afterCompleteError handles a failed MessageComplete inside the business
 // transaction (already rolled back).
 func (e *Engine) afterCompleteError(ctx context.Context, a attempt, err error) (outcome, error) {
-	if errors.Is(err, relaytype.ErrConflict) {
+	if e.lostWrite(err) {
 		e.lost(ctx, a, err)
 		return outcomeNone, nil
 	}
@@ -225,7 +236,7 @@ func (e *Engine) completeCounted(ctx context.Context, a attempt, state relaytype
 		Queue: e.cfg.Queue, ID: a.m.ID, State: state, ErrorClass: class, LastError: lastError,
 		AckIntent: e.cfg.AckIntent, LeaseOwner: a.owner, CountAttempt: counted, Now: e.cfg.Clock.Now(),
 	})
-	if errors.Is(err, relaytype.ErrConflict) {
+	if e.lostWrite(err) {
 		e.lost(ctx, a, err)
 		return outcomeNone, nil
 	}
@@ -273,7 +284,7 @@ func (e *Engine) fail(ctx context.Context, a attempt, res Result) (outcome, erro
 		Queue: e.cfg.Queue, ID: a.m.ID, ErrorClass: class, LastError: errText(res.err),
 		NextAttemptAt: now.Add(delay), LeaseOwner: a.owner, Now: now,
 	})
-	if errors.Is(err, relaytype.ErrConflict) {
+	if e.lostWrite(err) {
 		e.lost(ctx, a, err)
 		return outcomeNone, nil
 	}
@@ -316,7 +327,7 @@ func (e *Engine) exhaust(ctx context.Context, a attempt) (outcome, error) {
 		Queue: e.cfg.Queue, ID: a.m.ID, MaxAttempts: e.cfg.MaxAttempts,
 		AckIntent: e.cfg.AckIntent, Now: e.cfg.Clock.Now(),
 	})
-	if errors.Is(err, relaytype.ErrConflict) {
+	if e.lostWrite(err) {
 		e.lost(ctx, a, err)
 		return outcomeNone, nil
 	}

@@ -122,6 +122,8 @@ func (p *MessageCompleteParams) Check() error {
 		return fmt.Errorf("state %q is not terminal", p.State)
 	case p.Now.IsZero():
 		return errNowRequired
+	case p.Delete && (p.State != relaytype.StateSucceeded || p.AckIntent || p.CountAttempt):
+		return fmt.Errorf("delete is only for SUCCEEDED without an acknowledgement intent or a counted attempt (state %s)", p.State)
 	}
 	return nil
 }

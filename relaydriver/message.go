@@ -95,7 +95,13 @@ type MessageCompleteParams struct {
 	// non-retried class), so Attempts counts it as MessageFail would. False for
 	// SUCCEEDED/SKIPPED and for a DEAD written without an attempt.
 	CountAttempt bool
-	Now          time.Time
+	// Delete removes the message's row instead of writing State, under the
+	// same guard: the message is finished and gone (a later lookup of its id
+	// finds nothing, and an insert of its id or identity is no longer a
+	// duplicate). Only for State SUCCEEDED, without AckIntent or
+	// CountAttempt. See relay.Config.DeleteSucceeded.
+	Delete bool
+	Now    time.Time
 }
 
 // MessageFailParams records a failed attempt.

@@ -73,6 +73,11 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	} else {
 		defer drop()
 	}
+	// The pool's sessions are named after the schema, so the apply phase's
+	// cost can find their backends (applyCost).
+	if url, err = dsn.WithParam(url, "application_name", schema); err != nil {
+		return err
+	}
 	d, err := relaypgx.Open(ctx, url)
 	if err != nil {
 		return fmt.Errorf("--postgres %s: %w", dsn.Redact(*pgURL), dsn.Scrub(err, *pgURL))
@@ -242,7 +247,7 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	if *mariadb == "" {
 		return nil
 	}
-	return benchApply(ctx, env, d, *mariadb, total, *workers, *txBatch, *cpuProfile)
+	return benchApply(ctx, env, d, *mariadb, total, *workers, *txBatch, *cpuProfile, *pgURL, schema)
 }
 
 // uploadRuleDef is the shore side of uploadRule: item rows (id, note) into
@@ -251,10 +256,12 @@ var uploadRuleDef = shore.Rule{ID: uploadRule, Version: 1, SourceTable: "item", 
 	KeyColumns: []string{"id"}, Columns: []string{"id", "note"}, InsertOverTombstone: true}
 
 // benchApply applies the received backlog (total events) to a scratch
-// MariaDB database and prints the events applied per second: from the
-// applier's start until every event has its receipt.
+// MariaDB database and prints the events applied per second, from the
+// applier's start until every event has its receipt, and what the phase
+// cost per event (applyCost; statsURL reaches the server without the
+// pool, whose sessions are named app).
 func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string, total, workers, txBatch int,
-	cpuProfile string) error {
+	cpuProfile, statsURL, app string) error {
 	scratch, drop, err := mysqldsn.CreateScratch(ctx, server, "relay_bench_shipsync_"+randomHex(4))
 	if err != nil {
 		return fmt.Errorf("--mariadb: %w", err)
@@ -277,6 +284,13 @@ func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string
 	if err != nil {
 		return err
 	}
+	// The ingress's sessions close (their backends flush their statistics
+	// as they exit), so the apply phase starts with sessions of its own.
+	d.Pool().Reset()
+	cost, err := startApplyCost(ctx, statsURL, app, target.DB())
+	if err != nil {
+		return err
+	}
 	stopProfile, err := startCPUProfile(cpuProfile)
 	if err != nil {
 		return err
@@ -286,11 +300,17 @@ func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
-	defer func() {
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		sctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
 		defer cancel()
 		_ = a.Stop(sctx)
-	}()
+	}
+	defer stop()
 	// The poll reads the largest receipt id (one index probe) and counts the
 	// receipts only once it reaches total: receipt ids have gaps (a rolled
 	// back batch uses some up), so the largest id is never below the count.
@@ -316,6 +336,16 @@ func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string
 		}
 	}
 	elapsed := time.Since(start) // a benchmark measures wall time
+	if err := cost.stopCPU(ctx, target.DB()); err != nil {
+		return err
+	}
+	stopProfile()
+	stop()
+	d.Pool().Reset()
+	var costs bytes.Buffer
+	if err := cost.finish(ctx, &costs, total); err != nil {
+		return err
+	}
 	var applied, rows int
 	if err := d.Pool().QueryRow(ctx, "SELECT count(*) FROM sync_event_receipt WHERE result = 'APPLIED'").Scan(&applied); err != nil {
 		return err
@@ -326,6 +356,7 @@ func benchApply(ctx context.Context, env *Env, d *relaypgx.Driver, server string
 	fmt.Fprintf(env.Stdout, "bench shipsync-ingress: %d events applied in %s: %.0f events/s (%d workers, %d per transaction); "+
 		"%d APPLIED receipts, %d target rows\n", total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(),
 		workers, txBatch, applied, rows)
+	_, _ = costs.WriteTo(env.Stdout)
 	if applied != total || rows != total {
 		return fmt.Errorf("bench shipsync-ingress: %d applied, %d target rows, want %d", applied, rows, total)
 	}

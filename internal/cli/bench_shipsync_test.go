@@ -15,7 +15,8 @@ import (
 // TestBenchShipsyncIngress runs `relay bench shipsync-ingress` small: it
 // uploads over mutual TLS, checks the inbox holds every event, and reports
 // a rate, the receive phase's CPU (this process and its PostgreSQL
-// backends) and a profile of that phase.
+// backends) and a profile of that phase; then applies the events and
+// reports what the apply cost per event.
 func TestBenchShipsyncIngress(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
@@ -29,4 +30,7 @@ func TestBenchShipsyncIngress(t *testing.T) {
 	st, err := os.Stat(prof)
 	require.NoError(t, err)
 	require.Positive(t, st.Size())
+	require.Contains(t, out.String(), "120 APPLIED receipts, 120 target rows")
+	require.Contains(t, out.String(), "µs per applied event")
+	require.Contains(t, out.String(), "; relay_message ")
 }

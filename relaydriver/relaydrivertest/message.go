@@ -1,6 +1,9 @@
 package relaydrivertest
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -426,6 +429,87 @@ func testCompleteManyGuards(t *testing.T, b *bundle) {
 	}
 	require.NoError(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{leased(1, "w1"), ok(2), leased(4, "w1"), ok(5)}))
 	require.Empty(t, b.head("p"))
+}
+
+// MessageCompleteParams.Delete finishes a SUCCEEDED message by removing
+// its row, under the same guard as the UPDATE (unfinished, leased to the
+// owner given), alone and in MessageCompleteMany next to ordinary
+// completions, where one refusal still refuses the whole call. A deleted
+// message is gone: not found, not a head, its key's next message is, and its
+// id may be inserted again. Delete is refused for any other state and with
+// an acknowledgement intent or a counted attempt.
+func testCompleteDelete(t *testing.T, b *bundle) {
+	for id := int64(1); id <= 6; id++ {
+		b.insertKeyed("p", fmt.Sprintf("k%d", id), id)
+	}
+	b.insertKeyed("p", "k1", 7) // behind 1 on its key
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, b.claim("p", true, 10, "w1", time.Minute))
+	del := func(id int64, owner string) *relaydriver.MessageCompleteParams {
+		return &relaydriver.MessageCompleteParams{Queue: "p", ID: id, State: relaytype.StateSucceeded, LeaseOwner: owner,
+			Delete: true, Now: b.now}
+	}
+
+	// Refused inputs.
+	for _, p := range []*relaydriver.MessageCompleteParams{
+		{Queue: "p", ID: 1, State: relaytype.StateSkipped, Delete: true, Now: b.now},
+		{Queue: "p", ID: 1, State: relaytype.StateDead, Delete: true, Now: b.now},
+		{Queue: "p", ID: 1, State: relaytype.StateSucceeded, AckIntent: true, Delete: true, Now: b.now},
+		{Queue: "p", ID: 1, State: relaytype.StateSucceeded, CountAttempt: true, Delete: true, Now: b.now},
+	} {
+		err := b.ex.MessageComplete(b.ctx, p)
+		require.Error(t, err, "%+v", p)
+		require.NotErrorIs(t, err, relaytype.ErrConflict)
+		require.Error(t, b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{p}), "%+v", p)
+	}
+
+	// The guard: another owner's lease, a finished message.
+	require.ErrorIs(t, b.ex.MessageComplete(b.ctx, del(1, "w2")), relaytype.ErrConflict)
+	require.NoError(t, b.ex.MessageComplete(b.ctx, &relaydriver.MessageCompleteParams{Queue: "p", ID: 3,
+		State: relaytype.StateSkipped, LeaseOwner: "w1", Now: b.now}))
+	require.ErrorIs(t, b.ex.MessageComplete(b.ctx, del(3, "w1")), relaytype.ErrConflict)
+	require.Equal(t, relaytype.StateSkipped, b.get("p", 3).State)
+
+	// Alone: the row goes; its key's next message is the key's head now.
+	require.NoError(t, b.ex.MessageComplete(b.ctx, del(1, "w1")))
+	_, err := b.ex.MessageGet(b.ctx, "p", 1)
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
+	require.ErrorIs(t, b.ex.MessageComplete(b.ctx, del(1, "w1")), relaytype.ErrNotFound)
+	require.Equal(t, []int64{2, 4, 5, 6, 7}, b.head("p"))
+	require.Equal(t, []int64{7}, b.claim("p", true, 10, "w1", time.Minute))
+
+	// In a batch with an ordinary completion: nothing before the commit,
+	// nothing of a refused batch.
+	batch := []*relaydriver.MessageCompleteParams{del(2, "w1"),
+		{Queue: "p", ID: 4, State: relaytype.StateSucceeded, LeaseOwner: "w1", Now: b.now}, del(5, "w1")}
+	tx, err := b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.MessageCompleteMany(b.ctx, batch))
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.Equal(t, []int64{2, 4, 5, 6, 7}, b.head("p"))
+	err = b.ex.MessageCompleteMany(b.ctx, append(slices.Clone(batch), del(6, "w2")))
+	require.ErrorIs(t, err, relaytype.ErrConflict)
+	require.Contains(t, err.Error(), "p/6")
+	require.Equal(t, []int64{2, 4, 5, 6, 7}, b.head("p"), "nothing of a refused batch")
+	err = b.ex.MessageCompleteMany(b.ctx, []*relaydriver.MessageCompleteParams{del(6, "w1"), del(6, "w1")})
+	// The same message twice: refused (ErrNotFound where the store's check
+	// sees the first input's delete, ErrConflict where it does not).
+	require.True(t, errors.Is(err, relaytype.ErrConflict) || errors.Is(err, relaytype.ErrNotFound), "the same message twice: %v", err)
+	require.Equal(t, []int64{2, 4, 5, 6, 7}, b.head("p"))
+	tx, err = b.d.Begin(b.ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.MessageCompleteMany(b.ctx, batch))
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, []int64{6, 7}, b.head("p"))
+	for _, id := range []int64{2, 5} {
+		_, err := b.ex.MessageGet(b.ctx, "p", id)
+		require.ErrorIs(t, err, relaytype.ErrNotFound, "message %d", id)
+	}
+	require.Equal(t, relaytype.StateSucceeded, b.get("p", 4).State)
+
+	// A deleted id is free: inserting it again is a new message.
+	res, err := b.ex.MessageInsertMany(b.ctx, []*relaydriver.MessageInsertParams{{Queue: "p", ID: 1, Key: "k1", Now: b.now}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
 }
 
 // seed 000 §9.1: one increment per failure, and the last failure's facts.

@@ -53,6 +53,7 @@ var cases = []struct {
 	{"CompleteMany", testCompleteMany},
 	{"CompleteManyInTx", testCompleteManyInTx},
 	{"CompleteManyGuards", testCompleteManyGuards},
+	{"CompleteDelete", testCompleteDelete},
 	{"FailCountsAttempts", testFailCountsAttempts},
 	{"CompleteCountsAttempt", testCompleteCountsAttempt},
 	{"Exhaust", testExhaust},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/relayhq/relay/relaydriver"
@@ -574,9 +575,15 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaypgx: %s: %w", op, err)
 	}
-	tag, err := e.db.Exec(ctx, queries[qMessageComplete], params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner,
-		params.CountAttempt)
+	var tag pgconn.CommandTag
+	var err error
+	if params.Delete {
+		tag, err = e.db.Exec(ctx, queries[qMessageDelete], params.Queue, params.ID, params.LeaseOwner)
+	} else {
+		tag, err = e.db.Exec(ctx, queries[qMessageComplete], params.Queue, params.ID, string(params.State),
+			string(params.ErrorClass), relaydriver.StoredText(params.LastError), params.AckIntent, ts(params.Now), params.LeaseOwner,
+			params.CountAttempt)
+	}
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -586,47 +593,69 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	return nil
 }
 
-// MessageCompleteMany finishes several messages in one UPDATE … FROM unnest,
-// then compares the rows it touched with its input: a short count names the
-// first refused message. On the pool it runs in a transaction of its own, so a
-// refusal applies nothing.
+// MessageCompleteMany finishes several messages in one UPDATE … FROM unnest
+// (and the ones to delete in one DELETE … USING unnest), then compares the
+// rows it touched with its input: a short count names the first refused
+// message. On the pool it runs in a transaction of its own, so a refusal
+// applies nothing.
 func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydriver.MessageCompleteParams) error {
 	if len(params) == 0 {
 		return nil
 	}
 	n := len(params)
 	var (
-		queues   = make([]string, n)
-		idv      = make([]int64, n)
-		states   = make([]string, n)
-		classes  = make([]string, n)
-		lastErrs = make([]string, n)
-		acks     = make([]bool, n)
-		nows     = make([]pgtype.Timestamptz, n)
-		owners   = make([]string, n)
-		counts   = make([]bool, n)
+		queues   = make([]string, 0, n)
+		idv      = make([]int64, 0, n)
+		states   = make([]string, 0, n)
+		classes  = make([]string, 0, n)
+		lastErrs = make([]string, 0, n)
+		acks     = make([]bool, 0, n)
+		nows     = make([]pgtype.Timestamptz, 0, n)
+		owners   = make([]string, 0, n)
+		counts   = make([]bool, 0, n)
+		// The messages to delete (MessageCompleteParams.Delete).
+		delQueues, delOwners []string
+		delIDs               []int64
 	)
-	for i, p := range params {
+	for _, p := range params {
 		if err := p.Check(); err != nil {
 			return fmt.Errorf("relaypgx: complete message %s/%d: %w", p.Queue, p.ID, err)
 		}
-		queues[i], idv[i], states[i], classes[i] = p.Queue, p.ID, string(p.State), string(p.ErrorClass)
-		lastErrs[i], acks[i], nows[i], owners[i] = relaydriver.StoredText(p.LastError), p.AckIntent, ts(p.Now), p.LeaseOwner
-		counts[i] = p.CountAttempt
+		if p.Delete {
+			delQueues, delIDs, delOwners = append(delQueues, p.Queue), append(delIDs, p.ID), append(delOwners, p.LeaseOwner)
+			continue
+		}
+		queues, idv, states, classes = append(queues, p.Queue), append(idv, p.ID), append(states, string(p.State)),
+			append(classes, string(p.ErrorClass))
+		lastErrs, acks = append(lastErrs, relaydriver.StoredText(p.LastError)), append(acks, p.AckIntent)
+		nows, owners, counts = append(nows, ts(p.Now)), append(owners, p.LeaseOwner), append(counts, p.CountAttempt)
 	}
 	run := func(x *executor) error {
-		r, err := x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks, nows, owners, counts)
-		if err != nil {
-			return mapErr(fmt.Sprintf("complete %d messages", n), err)
-		}
 		done := make(map[queueID]int, n)
-		var key queueID
-		_, err = pgx.ForEachRow(r, []any{&key.queue, &key.id}, func() error {
-			done[key]++
+		collect := func(r pgx.Rows, err error) error {
+			if err != nil {
+				return mapErr(fmt.Sprintf("complete %d messages", n), err)
+			}
+			var key queueID
+			_, err = pgx.ForEachRow(r, []any{&key.queue, &key.id}, func() error {
+				done[key]++
+				return nil
+			})
+			if err != nil {
+				return mapErr(fmt.Sprintf("complete %d messages", n), err)
+			}
 			return nil
-		})
-		if err != nil {
-			return mapErr(fmt.Sprintf("complete %d messages", n), err)
+		}
+		if len(queues) > 0 {
+			if err := collect(x.db.Query(ctx, queries[qMessageCompleteMany], queues, idv, states, classes, lastErrs, acks,
+				nows, owners, counts)); err != nil {
+				return err
+			}
+		}
+		if len(delQueues) > 0 {
+			if err := collect(x.db.Query(ctx, queries[qMessageDeleteMany], delQueues, delIDs, delOwners)); err != nil {
+				return err
+			}
 		}
 		for _, p := range params {
 			k := queueID{p.Queue, p.ID}

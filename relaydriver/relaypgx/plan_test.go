@@ -64,6 +64,7 @@ func TestHotStatementsProbeByKeyOnAnEmptyTable(t *testing.T) {
 	}{
 		{"MessageClaim", []string{`Index Cond: ((queue = ready.queue) AND (id = ready.id))`}},
 		{"MessageCompleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = u.queue) AND (id = u.id))`}},
+		{"MessageDeleteMany", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = u.queue) AND (id = u.id))`}},
 		{"AckDone", []string{`Tid Scan on relay_message t`, `Index Cond: ((queue = $1) AND (id = u.id))`}},
 		{"OutboxMarkSent", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},
 		{"OutboxDeleteDelivered", []string{`Tid Scan on relay_outbox o`, `Index Cond: (id = u.id)`}},

@@ -28,6 +28,8 @@ const (
 	qMessageBindIdentities = "MessageBindIdentities"
 	qMessageComplete       = "MessageComplete"
 	qMessageCompleteMany   = "MessageCompleteMany"
+	qMessageDelete         = "MessageDelete"
+	qMessageDeleteMany     = "MessageDeleteMany"
 	qMessageFail           = "MessageFail"
 	qMessageExhaust        = "MessageExhaust"
 	qMessageClaim          = "MessageClaim"
@@ -81,7 +83,7 @@ var queries = sqlfile.MustParse("relaypgx: queries.sql", queriesSQL, qMessageAll
 	qLockHeld, qLockRelease, qSavepoint, qRollbackToSavepoint, qReleaseSavepoint,
 	qOutboxAppend, qOutboxFetch, qOutboxMarkSent, qOutboxDeleteDelivered, qOutboxFail, qOutboxExists, qOutboxDeleteSent,
 	qOutboxList, qOutboxStats, qOutboxNotify, qOutboxListen, qMessageBindIdentities, qMessageInsertLookup,
-	qMessageLeaseRenew, qMessageLeaseRelease)
+	qMessageLeaseRenew, qMessageLeaseRelease, qMessageDelete, qMessageDeleteMany)
 
 // withIdent returns query name with its {{ident}} placeholder replaced by
 // ident, after checking that ident is a plain identifier (no quoting, no

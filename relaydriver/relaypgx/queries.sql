@@ -128,6 +128,31 @@ WHERE t.ctid = v.tid
   AND (v.owner = '' OR t.lease_owner = v.owner)
 RETURNING t.queue, t.id;
 
+-- name: MessageDelete
+-- MessageComplete of a SUCCEEDED message whose queue deletes what succeeded
+-- (MessageCompleteParams.Delete): the row goes, under the same guard. A
+-- delete writes no index entry (an UPDATE to SUCCEEDED is never heap-only:
+-- the state is in the partial indexes' predicates, so the new row version
+-- gets entries in the primary key, the acknowledgement and the archive
+-- index).
+DELETE FROM relay_message
+WHERE queue = $1 AND id = $2
+  AND state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
+  AND ($3::text = '' OR lease_owner = $3::text);
+
+-- name: MessageDeleteMany
+-- MessageDelete for a batch in one statement, each row found and reached as
+-- in MessageCompleteMany (a primary-key probe per input, then its ctid).
+DELETE FROM relay_message t
+USING (SELECT u.*, r.tid
+       FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(queue, id, owner),
+            LATERAL (SELECT x.ctid AS tid FROM relay_message x
+                     WHERE x.queue = u.queue AND x.id = u.id LIMIT 1) r) v
+WHERE t.ctid = v.tid
+  AND t.state NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED')
+  AND (v.owner = '' OR t.lease_owner = v.owner)
+RETURNING t.queue, t.id;
+
 -- name: MessageFail
 -- One increment per failure, where it happens (seed 000 §9.1). The guard is
 -- spelled as in MessageComplete, so the primary key serves it.

@@ -308,13 +308,8 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 	if err := params.Check(); err != nil {
 		return fmt.Errorf("relaysqlite: %s: %w", op, err)
 	}
-	var ackNext any
-	if params.AckIntent {
-		ackNext = timeArg(params.Now)
-	}
-	r, err := e.writer().exec(ctx, qMessageComplete, params.Queue, params.ID, string(params.State),
-		string(params.ErrorClass), relaydriver.StoredText(params.LastError), ackNext, timeArg(params.Now), params.LeaseOwner,
-		boolArg(params.CountAttempt))
+	q, args := completeStatement(params)
+	r, err := e.writer().exec(ctx, q, args...)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -324,6 +319,20 @@ func (e *executor) MessageComplete(ctx context.Context, params *relaydriver.Mess
 		return e.guardFailed(ctx, op, params.Queue, params.ID)
 	}
 	return nil
+}
+
+// completeStatement is the statement that finishes p and its arguments:
+// MessageComplete, or MessageDelete when p.Delete.
+func completeStatement(p *relaydriver.MessageCompleteParams) (string, []any) {
+	if p.Delete {
+		return qMessageDelete, []any{p.Queue, p.ID, p.LeaseOwner}
+	}
+	var ackNext any
+	if p.AckIntent {
+		ackNext = timeArg(p.Now)
+	}
+	return qMessageComplete, []any{p.Queue, p.ID, string(p.State), string(p.ErrorClass), relaydriver.StoredText(p.LastError),
+		ackNext, timeArg(p.Now), p.LeaseOwner, boolArg(p.CountAttempt)}
 }
 
 // MessageCompleteMany runs the MessageComplete statement once per message in
@@ -342,13 +351,8 @@ func (e *executor) MessageCompleteMany(ctx context.Context, params []*relaydrive
 	}
 	return e.atomically(ctx, op, func(q runner) error {
 		for _, p := range params {
-			var ackNext any
-			if p.AckIntent {
-				ackNext = timeArg(p.Now)
-			}
-			n, err := q.affected(ctx, qMessageComplete, p.Queue, p.ID, string(p.State),
-				string(p.ErrorClass), relaydriver.StoredText(p.LastError), ackNext, timeArg(p.Now), p.LeaseOwner,
-				boolArg(p.CountAttempt))
+			stmt, args := completeStatement(p)
+			n, err := q.affected(ctx, stmt, args...)
 			if err != nil {
 				return err
 			}

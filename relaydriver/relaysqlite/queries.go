@@ -31,6 +31,7 @@ const (
 	qMessageIdentityOf     = "MessageIdentityOf"
 	qMessageIdentityOwner  = "MessageIdentityOwner"
 	qMessageComplete       = "MessageComplete"
+	qMessageDelete         = "MessageDelete"
 	qMessageFail           = "MessageFail"
 	qMessageExhaust        = "MessageExhaust"
 	qMessageExistsByID     = "MessageExistsByID"
@@ -71,7 +72,7 @@ var queryNames = []string{
 	qSavepoint, qRollbackToSavepoint, qReleaseSavepoint, qPragmaJournalMode,
 	qMigrationTableExists, qMigrationBootstrap, qMigrationVersions, qMigrationIsApplied, qMigrationRecord,
 	qSequenceNext, qMessageInsert, qMessageInsertLookup, qMessageGet, qMessageListUnfinished,
-	qMessageBindIdentity, qMessageIdentityOf, qMessageIdentityOwner, qMessageComplete,
+	qMessageBindIdentity, qMessageIdentityOf, qMessageIdentityOwner, qMessageComplete, qMessageDelete,
 	qMessageFail, qMessageExhaust, qMessageExistsByID, qMessageClaim, qMessageClaimPerKey,
 	qMessageLeaseRenew, qMessageLeaseRelease,
 	qMessageReplay, qMessageStats, qMessageExists,

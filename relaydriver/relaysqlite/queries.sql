@@ -105,6 +105,13 @@ SET state = $3, error_class = $4, last_error = $5, ack_next_at = $6, updated_at 
 WHERE queue = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
   AND ($8 = '' OR lease_owner = $8);
 
+-- name: MessageDelete
+-- MessageComplete of a SUCCEEDED message whose queue deletes what succeeded
+-- (MessageCompleteParams.Delete): the row goes, under the same guard.
+DELETE FROM relay_message
+WHERE queue = $1 AND id = $2 AND state IN ('PENDING', 'FAILED')
+  AND ($3 = '' OR lease_owner = $3);
+
 -- name: MessageFail
 UPDATE relay_message
 SET state = 'FAILED', attempts = attempts + 1, error_class = $3, last_error = $4,

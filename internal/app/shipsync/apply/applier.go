@@ -98,9 +98,14 @@ func New(cfg Config) (*Applier, error) {
 		cfg.Logger = slog.Default()
 	}
 	a := &Applier{cfg: cfg, rules: map[shore.RuleRef]*shore.Rule{}}
+	// An applied event's queue message is deleted with its receipt
+	// (DeleteSucceeded): the receipt and the apply job are its record, and
+	// what dedupes a release is the inbox — an event is released once, when
+	// its stream's lock passes its sequence — not the queue. The delete
+	// writes no index entry, where a SUCCEEDED row version wrote three.
 	e, err := relay.NewEngine(cfg.Driver, relay.Config{Queue: shore.ApplyQueue, Mode: relay.ModePerKey, Handler: a,
 		Workers: cfg.Workers, BatchSize: cfg.BatchSize, TxBatch: cfg.TxBatch, InstanceID: cfg.InstanceID,
-		Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer})
+		DeleteSucceeded: true, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
@@ -108,7 +113,8 @@ func New(cfg Config) (*Applier, error) {
 	cfg.UrgentWorkers = cmp.Or(cfg.UrgentWorkers, UrgentWorkersDefault)
 	if a.urgent, err = relay.NewEngine(cfg.Driver, relay.Config{Queue: shore.UrgentApplyQueue, Mode: relay.ModePerKey,
 		Handler: a, Workers: cfg.UrgentWorkers, BatchSize: cfg.BatchSize, TxBatch: cfg.TxBatch,
-		InstanceID: cfg.InstanceID, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer}); err != nil {
+		InstanceID: cfg.InstanceID, DeleteSucceeded: true, Clock: cfg.Clock, Logger: cfg.Logger,
+		Registerer: cfg.Registerer}); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
 	}
 	return a, nil

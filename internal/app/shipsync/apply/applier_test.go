@@ -23,7 +23,7 @@ var applied = receipt{Result: "APPLIED"}
 // TestApplyInOrder: inserts, updates and deletes are written to the target
 // in source order per record, with the _sync columns of the event; each
 // event gets one APPLIED receipt, the record head follows, the ledger holds
-// each write.
+// each write, and the event's apply-queue message is deleted.
 func TestApplyInOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -55,6 +55,9 @@ func TestApplyInOrder(t *testing.T) {
 	require.NoError(t, b.d.Pool().QueryRow(t.Context(), `SELECT current_revision, tombstone FROM sync_record_head
 		WHERE rule_id = 'voyage-log' ORDER BY updated_at, current_revision LIMIT 1`).Scan(&head.Rev, &head.Tombstone))
 	require.Equal(t, 2, b.count(t, "SELECT count(*) FROM sync_record_head WHERE NOT tombstone"))
+
+	// An applied event's queue message went with its receipt.
+	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM relay_message"))
 
 	// Processing again changes nothing: every event has its receipt.
 	b.work(t)

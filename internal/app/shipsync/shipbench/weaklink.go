@@ -548,7 +548,17 @@ func PeakRSS(pid int) int64 {
 // from /proc; 0 when it cannot. The kernel reports it in USER_HZ ticks,
 // which Linux fixes at 100 per second for user space.
 func ProcessCPU(pid int) time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return statCPU("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// ThreadCPU is ProcessCPU for one thread (tid) of process pid.
+func ThreadCPU(pid, tid int) time.Duration {
+	return statCPU("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+}
+
+// statCPU reads utime + stime from a /proc stat file; 0 when it cannot.
+func statCPU(path string) time.Duration {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

@@ -212,7 +212,8 @@ func reconcile(ctx context.Context, d *relaypgx.Driver, mdb *sql.DB, w *workload
 	}
 	report("apply jobs", bad)
 
-	// 7. The apply queue is drained: every message SUCCEEDED.
+	// 7. The apply queue is drained: an applied event's message is deleted
+	// with its receipt (DeleteSucceeded), so none is left, in any state.
 	bad = nil
 	qrows, err := d.Pool().Query(ctx, "SELECT state, count(*) FROM relay_message WHERE queue = ANY($1) GROUP BY state",
 		[]string{shore.ApplyQueue, shore.UrgentApplyQueue})
@@ -230,8 +231,8 @@ func reconcile(ctx context.Context, d *relaypgx.Driver, mdb *sql.DB, w *workload
 		states[st] = c
 	}
 	qrows.Close()
-	if states["SUCCEEDED"] != len(want) || len(states) != 1 {
-		bad = append(bad, fmt.Sprintf("apply queue %v, want %d SUCCEEDED", states, len(want)))
+	if len(states) != 0 {
+		bad = append(bad, fmt.Sprintf("apply queue %v, want it empty", states))
 	}
 	report("apply queue", bad)
 
