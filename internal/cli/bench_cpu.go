@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/relayhq/relay/internal/app/shipsync/shipbench"
@@ -25,26 +26,39 @@ type cpuSample struct {
 // server must run on this machine), and pg_current_wal_lsn — which counts
 // every writer of the server, not only the bench's.
 func benchCPU(ctx context.Context, pool *pgxpool.Pool, app string) (cpuSample, error) {
-	s := cpuSample{backends: map[int]time.Duration{}}
-	rows, err := pool.Query(ctx, "SELECT pid, pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_activity WHERE application_name = $1", app)
-	if err != nil {
-		return s, fmt.Errorf("bench: sample backends: %w", err)
+	s := cpuSample{}
+	var lsn float64
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").Scan(&lsn); err != nil {
+		return s, fmt.Errorf("bench: WAL position: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var pid int
-		var lsn float64
-		if err := rows.Scan(&pid, &lsn); err != nil {
-			return s, fmt.Errorf("bench: sample backends: %w", err)
-		}
-		s.backends[pid] = shipbench.ProcessCPU(pid)
-		s.walLSN = int64(lsn)
-	}
-	if err := rows.Err(); err != nil {
-		return s, fmt.Errorf("bench: sample backends: %w", err)
+	s.walLSN = int64(lsn)
+	var err error
+	if s.backends, err = backendsCPU(ctx, pool, app); err != nil {
+		return s, err
 	}
 	s.self = shipbench.ProcessCPU(os.Getpid())
 	return s, nil
+}
+
+// backendsCPU returns the CPU time so far of every PostgreSQL backend whose
+// application_name is app, by pid (from /proc: the server must run on this
+// machine).
+func backendsCPU(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, app string) (map[int]time.Duration, error) {
+	rows, err := q.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+	if err != nil {
+		return nil, fmt.Errorf("bench: find backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("bench: find backends: %w", err)
+	}
+	out := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		out[pid] = shipbench.ProcessCPU(pid)
+	}
+	return out, nil
 }
 
 // since formats the CPU used from s0 to s per unit of work (n units): a

@@ -63,18 +63,13 @@ func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error
 	if err != nil {
 		return err
 	}
-	// The bench's PostgreSQL backends are found by this name to count
-	// their CPU.
-	if url, err = dsn.WithParam(url, "application_name", schema); err != nil {
-		return err
-	}
 	if *keep {
 		fmt.Fprintf(env.Stdout, "bench shipsync-ingress: schema %s kept\n", schema)
 	} else {
 		defer drop()
 	}
-	// The pool's sessions are named after the schema, so the apply phase's
-	// cost can find their backends (applyCost).
+	// The pool's sessions are named after the schema, so the receive and
+	// apply phases' costs can find their backends (benchCPU, applyCost).
 	if url, err = dsn.WithParam(url, "application_name", schema); err != nil {
 		return err
 	}

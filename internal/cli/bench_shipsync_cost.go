@@ -91,19 +91,15 @@ func (c *applyCost) stopCPU(ctx context.Context, target *sql.DB) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", c.app)
+	backends, err := backendsCPU(ctx, conn, c.app)
 	if err != nil {
 		return err
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return err
-	}
-	for _, pid := range pids {
+	for _, cpu := range backends {
 		// Every backend of the pool was opened after the phase started.
-		c.pg += shipbench.ProcessCPU(pid)
+		c.pg += cpu
 	}
-	c.pgBackends = len(pids)
+	c.pgBackends = len(backends)
 	if c.mariaPID == 0 {
 		return nil
 	}
