@@ -83,6 +83,17 @@ func TestWindowReconcile(t *testing.T) {
 	b.exec(t, "INSERT INTO crew ("+crewCols+") VALUES (100, 'ahead of the cursor', 'AB', 2.00, ?)", at(-2*day))
 	b.stepUntil(t, "caught up", func() bool { return b.task(t, "win-1").State == snapshot.Completed })
 	require.Eventually(t, func() bool { return b.cl.Waiting() == 0 }, time.Minute, 20*time.Millisecond)
+	// The changes made during the snapshot travel as live changes (capture,
+	// topic, client): the client may have nothing waiting before the
+	// capture has written them. The shore has them all once row 5 is
+	// changed, row 7 gone and row 100 there.
+	require.Eventually(t, func() bool {
+		var changed, gone, ahead int
+		err := b.shore.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM crew WHERE id = 5 AND name = 'changed during'), "+
+			"(SELECT count(*) FROM crew WHERE id = 7), (SELECT count(*) FROM crew WHERE id = 100)").Scan(&changed, &gone, &ahead)
+		require.NoError(t, err)
+		return changed == 1 && gone == 0 && ahead == 1 && b.cl.Waiting() == 0
+	}, time.Minute, 20*time.Millisecond)
 
 	p := b.task(t, "win-1")
 	require.Empty(t, p.Error)
