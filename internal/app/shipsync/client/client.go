@@ -742,7 +742,7 @@ func (c *Client) observeClock() {
 
 // upload sends batches while there is something to send.
 func (c *Client) upload(ctx context.Context) error {
-	failures := 0
+	failures, woken := 0, false
 	for ctx.Err() == nil {
 		c.observeClock()
 		now := c.cfg.Clock.Now()
@@ -795,7 +795,7 @@ func (c *Client) upload(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 		if err == nil {
-			failures = 0
+			failures, woken = 0, false
 			continue
 		}
 		var se *storeError
@@ -817,13 +817,31 @@ func (c *Client) upload(ctx context.Context) error {
 		} else {
 			c.log.Warn("shipsync client: upload failed; retrying", "err", err, "wait", d)
 		}
-		select {
-		case <-ctx.Done():
+		if !c.backoff(ctx, d, err, &woken) {
 			return nil
-		case <-c.cfg.Clock.After(d):
 		}
 	}
 	return nil
+}
+
+// backoff waits d after a failed request, or less: when the request got no
+// answer (the link is down), until another request gets one — once per run
+// of failures (*woken; the caller clears it on a success), so a link that
+// answers small requests but cuts this loop's does not make it retry at
+// the pace of the others. It returns false when ctx ended first.
+func (c *Client) backoff(ctx context.Context, d time.Duration, err error, woken *bool) bool {
+	var back <-chan struct{}
+	if re := (*RequestError)(nil); !*woken && errors.As(err, &re) && re.Status == 0 {
+		back = c.cfg.Transport.LinkBack()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.cfg.Clock.After(d):
+	case <-back:
+		*woken = true
+	}
+	return true
 }
 
 // storeError wraps a state-store failure, which stops the client.
@@ -983,7 +1001,7 @@ func (c *Client) receipts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	failures := 0
+	failures, woken := 0, false
 	for ctx.Err() == nil {
 		// Paced, never per upload: the shore counts every request of the
 		// node against its limits, and a page carries up to 1,000 receipts.
@@ -1009,14 +1027,12 @@ func (c *Client) receipts(ctx context.Context) error {
 				d := c.cfg.Backoff.Delay(failures, err)
 				failures++
 				c.log.Warn("shipsync client: receipts pull failed", "err", err, "wait", d)
-				select {
-				case <-ctx.Done():
+				if !c.backoff(ctx, d, err, &woken) {
 					return nil
-				case <-c.cfg.Clock.After(d):
 				}
 				continue
 			}
-			failures = 0
+			failures, woken = 0, false
 			if err := c.applyReceipts(ctx, rs, page.NextCursor); err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -31,6 +32,43 @@ type Transport struct {
 	// pages (every event by its id as text, receipts with their applied
 	// revision and time) instead of the compact one; set it before use.
 	FullAnswers bool
+
+	// The link's state as the requests saw it: down after a request that
+	// got no answer, up again at the next that got one (whatever its
+	// status); back is closed then, and replaced.
+	mu   sync.Mutex
+	down bool
+	back chan struct{}
+}
+
+// LinkBack returns a channel closed once a request gets an answer from the
+// shore after one that got none: a loop backing off after a network failure
+// waits for it too, so the uploads resume when any request (a receipt
+// pull, a heartbeat, another upload) finds the link back instead of each
+// waiting out its own backoff — up to minutes after a long outage.
+func (t *Transport) LinkBack() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.back == nil {
+		t.back = make(chan struct{})
+	}
+	return t.back
+}
+
+// linkSeen records whether a request got an answer from the shore.
+func (t *Transport) linkSeen(answered bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case !answered:
+		t.down = true
+	case t.down:
+		t.down = false
+		if t.back != nil {
+			close(t.back)
+			t.back = nil
+		}
+	}
 }
 
 // TransportTimeoutDefault bounds one request. A batch of 4 MiB before
@@ -194,6 +232,7 @@ func (t *Transport) do(ctx context.Context, method, path string, body []byte, ou
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		t.linkSeen(false)
 		return &RequestError{Retryable: true, Err: err}
 	}
 	defer resp.Body.Close()
@@ -202,8 +241,10 @@ func (t *Transport) do(ctx context.Context, method, path string, body []byte, ou
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		t.linkSeen(false)
 		return &RequestError{Retryable: true, Err: err}
 	}
+	t.linkSeen(true)
 	if resp.Header.Get("Content-Encoding") == wire.EncodingZstd {
 		if rb, err = t.codec.DecompressAnswer(rb, maxAnswer); err != nil {
 			return &RequestError{Status: resp.StatusCode, Detail: "answer not decompressible", Err: err}
