@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relayhq/relay/internal/app/shipsync/client"
 	"github.com/relayhq/relay/internal/app/shipsync/shipbench"
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relaytype"
@@ -26,7 +27,7 @@ func runBenchShipsyncWeaklink(ctx context.Context, env *Env, args []string) erro
 	fs.Float64Var(&o.CutProbability, "cut", 0.02, "probability that a connection is cut in the middle of its traffic")
 	fs.DurationVar(&o.Outage, "outage", 15*time.Second, "one outage of the link once 40 % of the backlog has its receipts (negative: none)")
 	fs.IntVar(&o.Partitions, "partitions", 4, "partitions of the BULK topic")
-	fs.IntVar(&o.Uploads, "uploads", 6, "the client's batches in flight")
+	fs.IntVar(&o.Uploads, "uploads", client.UploadsDefault, "the client's batches in flight")
 	fs.BoolVar(&o.FullAnswers, "full-answers", false, "run the client with --full-answers (the shore's answers in full form)")
 	fs.BoolVar(&o.ApplyAfterUpload, "apply-after-upload", false, "start the shore's applier only once every event is received "+
 		"(as if the shore ran on other machines): the upload phase measures the client and the link alone")

@@ -56,9 +56,9 @@ func runShipsyncClient(ctx context.Context, env *Env, args []string) error {
 		"{\"db.table\": {\"column\": {\"Type\": \"int64\", \"Name\": \"\", \"Scale\": 0, \"Required\": true}}} (docs/shipsync/cdc.md)")
 	backoffCap := fs.Duration("backoff-cap", client.BackoffCapDefault, "longest wait between retries of a failed request "+
 		"(full jitter from 1 s, doubling)")
-	uploads := fs.Int("uploads", 2, "batches in flight at once: more keep a link with a long round trip busy (the shore's "+
-		"--node-concurrency must allow them, plus two for receipts and heartbeats)")
-	laneInFlight := fs.Int("partition-in-flight", 2, "batches of one partition in flight at once")
+	uploads := fs.Int("uploads", client.UploadsDefault, "batches in flight at once: they must cover what the link carries "+
+		"in a round trip (the shore's --node-concurrency must allow them, plus four for receipts, heartbeats and commands)")
+	laneInFlight := fs.Int("partition-in-flight", 0, "batches of one partition in flight at once (0: as --uploads)")
 	memProfile := fs.String("memprofile", "", "write a heap profile to this file whenever the heap in use reaches a new "+
 		"peak (checked every 2 s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the "+

@@ -94,8 +94,8 @@ type Config struct {
 	// Version is the client software version reported in heartbeats.
 	Version string
 	// LaneInFlight is how many batches of one partition may be in flight
-	// at once (default 2): on a long round trip one partition's backlog
-	// needs more than one to keep the link busy.
+	// at once (default: Uploads): on a long round trip one partition's
+	// backlog needs several to keep the link busy.
 	LaneInFlight int
 	// MaxHeldBytes bounds the events read and not yet received by the
 	// shore, by their encoded size: reading pauses at it and resumes below
@@ -104,9 +104,11 @@ type Config struct {
 	// holding a quarter of it pauses on its own and resumes below an
 	// eighth, so the consumer's fetches serve the other partitions too.
 	MaxHeldBytes int64
-	// Uploads is how many batches may be in flight at once, each of a
-	// different partition (default 2). On a link whose round trip is long
-	// against a batch's transfer time, more keep the link busy.
+	// Uploads is how many batches may be in flight at once (default
+	// UploadsDefault). The link is kept busy when the batches in flight
+	// cover what it carries in a round trip and the shore's answer: at
+	// 128 KiB/s and 600 ms that is ≈ 80 KB, five batches of 500 narrow
+	// events (≈ 16 KB each), and a few more for the answers' time.
 	Uploads int
 	// Remote, when set, turns the downlink on: the shore's commands are
 	// pulled, applied to the ship's database through it, and acknowledged
@@ -129,6 +131,8 @@ const (
 	WindowDefault             = 250_000
 	MaxTrackedDefault         = 500_000
 	MaxHeldBytesDefault int64 = 4 << 20
+	// UploadsDefault: batches in flight at once (see Config.Uploads).
+	UploadsDefault = 8
 )
 
 // Stats are the client's counters since start.
@@ -222,10 +226,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.MaxTracked = MaxTrackedDefault
 	}
 	if cfg.Uploads <= 0 {
-		cfg.Uploads = 2
+		cfg.Uploads = UploadsDefault
 	}
 	if cfg.LaneInFlight <= 0 {
-		cfg.LaneInFlight = 2
+		cfg.LaneInFlight = cfg.Uploads
 	}
 	if cfg.MaxHeldBytes <= 0 {
 		cfg.MaxHeldBytes = MaxHeldBytesDefault

@@ -69,7 +69,7 @@ func TestLongOutageOnInjectedClock(t *testing.T) {
 	c, err := client.Build(client.Parts{NodeID: shipbench.Node, ConnectorID: "capture-" + shipbench.Logical,
 		Rules: rules, Store: st, Transport: tr, Clock: clock, Types: shipbench.Types()},
 		client.Config{Brokers: cluster.ListenAddrs(), TopicPrefix: "sync.cdc." + shipbench.Logical + ".",
-			ReceiptEvery: time.Second, HeartbeatEvery: time.Minute})
+			ReceiptEvery: time.Second, HeartbeatEvery: time.Minute, Uploads: 2})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -44,8 +44,10 @@ const (
 const (
 	GlobalConcurrencyDefault = 64
 	GlobalRateDefault        = 500.0
-	NodeConcurrencyDefault   = 4
-	NodeRateDefault          = 20.0
+	// NodeConcurrencyDefault: a client's default uploads in flight
+	// (client.UploadsDefault, 8) plus receipts, heartbeats and commands.
+	NodeConcurrencyDefault = 12
+	NodeRateDefault        = 20.0
 	// HeartbeatIntervalDefault is the heartbeat interval the shore asks for.
 	HeartbeatIntervalDefault = 60 * time.Second
 	// ConfigVersionDefault is a node's config version until a release or an
