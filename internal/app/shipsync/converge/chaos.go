@@ -115,7 +115,7 @@ func (r *run) startProcesses(ctx context.Context, cleanup *[]func()) error {
 		"--target", r.shoreDSN, "--addr", p.shoreAddr,
 		"--tls-cert", filepath.Join(pkiDir, pki.ServerCertFile), "--tls-key", filepath.Join(pkiDir, pki.ServerKeyFile),
 		"--client-ca", filepath.Join(pkiDir, pki.CACertFile), "--instance-id", "converge-shore",
-		"--node-rate", "1000", "--node-concurrency", "8",
+		"--node-rate", "1000", "--node-concurrency", "12",
 		"--cdc-brokers", brokers, "--cdc-rules", shoreRulesFile, "--cdc-group", shoreCDCGroup,
 		"--cdc-group-instance-id", "converge-shore", "--node-id", ShoreNode,
 		"--arbiter", "--arbiter-every", "100ms", "--arbiter-lease", c.Lease.String(), "--log-level", "warn"},

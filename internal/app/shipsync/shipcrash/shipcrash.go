@@ -255,7 +255,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--target", shoreDSN, "--addr", shoreAddr,
 		"--tls-cert", filepath.Join(pkiDir, pki.ServerCertFile), "--tls-key", filepath.Join(pkiDir, pki.ServerKeyFile),
 		"--client-ca", filepath.Join(pkiDir, pki.CACertFile), "--instance-id", "shipcrash-shore",
-		"--node-rate", "1000", "--node-concurrency", "8", "--log-level", "warn"}, nil, nil, rng.Uint64(), out)
+		"--node-rate", "1000", "--node-concurrency", "12", "--log-level", "warn"}, nil, nil, rng.Uint64(), out)
 	if err := shore.Start(); err != nil {
 		return nil, err
 	}

@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	args := []string{"shipsync", "shore", "--postgres", o.PostgresURL, "--target", target, "--addr", addr,
 		"--tls-cert", filepath.Join(o.Dir, pki.ServerCertFile), "--tls-key", filepath.Join(o.Dir, pki.ServerKeyFile),
 		"--client-ca", filepath.Join(o.Dir, pki.CACertFile), "--instance-id", "crash-shore",
-		"--node-rate", "1000", "--node-concurrency", "8", "--log-level", "warn"}
+		"--node-rate", "1000", "--node-concurrency", "12", "--log-level", "warn"}
 	role := supervise.NewRole("shore", o.Binary, args, nil, Points, rng.Uint64(), out)
 	if err := role.Start(); err != nil {
 		return nil, err
