@@ -31,7 +31,7 @@ func runBenchMsgx(ctx context.Context, env *Env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	setMsgxGOGC()
+	setServerGOGC()
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err

@@ -35,6 +35,7 @@ import (
 // PostgreSQL inbox (a scratch schema, dropped afterwards), and it prints the
 // events received (committed and answered) per second.
 func runBenchShipsyncIngress(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC() // the shore runs in this process, as relay shipsync shore would
 	fs := newFlags(env, "bench shipsync-ingress", "bench shipsync-ingress [--nodes 4] [--batches 200] [--events 500] "+
 		"[--apply-workers 4] [--apply-batch 64] [--postgres URL] [--mariadb DSN] [--cpuprofile FILE] [--receive-cpuprofile FILE]")
 	nodes := fs.Int("nodes", 4, "nodes uploading at once (one connection each)")

@@ -36,7 +36,7 @@ func runMsgxDemo(ctx context.Context, env *Env, args []string) error {
 	if *messages < 1 || *flights < 1 {
 		return errors.New("msgx demo: --messages and --flights must be positive")
 	}
-	setMsgxGOGC()
+	setServerGOGC()
 	fmt.Fprintf(env.Stdout, "msgx demo: a simulated operating day (%d flights, ~%d messages) in a scratch CMINMSGS mailbox → "+
 		"intake → strict FIFO flight state in PostgreSQL → outbox → Kafka (in-process) → marks written back\n", *flights, *messages)
 	res, err := benchMsgxRound(ctx, env, *pgURL, *mariaDSN, msgxbench.Options{Messages: *messages, Flights: *flights,

@@ -105,6 +105,7 @@ func watchGaps(ctx context.Context, inbox *shore.Inbox, clock relaytype.Clock, g
 // runShipsyncShore serves the shore's data API over mutual TLS until ctx
 // ends.
 func runShipsyncShore(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC()
 	fs := newFlags(env, "shipsync shore", "shipsync shore --postgres URL [--migrate] --tls-cert FILE --tls-key FILE "+
 		"--client-ca FILE [--addr 127.0.0.1:8443]")
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
