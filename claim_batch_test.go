@@ -194,6 +194,24 @@ func TestTxBatchCommitFailure(t *testing.T) {
 	})
 }
 
+// takeOverFirst returns a handler that, at its first call, has other run a
+// whole round of Work (other's clock being past every lease this instance
+// holds, it takes them over) and stores how many messages it decided in
+// decided, then runs inner.
+func takeOverFirst(other *bundle, decided *atomic.Int64, inner relay.HandlerFunc) relay.Handler {
+	var once sync.Once
+	return relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, dl *relay.Delivery) relay.Result {
+		once.Do(func() {
+			n, err := other.engine.Work(ctx)
+			if err != nil {
+				panic(err)
+			}
+			decided.Store(int64(n))
+		})
+		return inner(ctx, tx, dl)
+	})
+}
+
 // TestTxBatchLeaseTakenOver: while instance A runs a batch, its leases expire
 // and instance B claims and finishes the same messages. A's set-based
 // completion is refused, its savepoint fallback drops every decision, and each
@@ -208,19 +226,8 @@ func TestTxBatchLeaseTakenOver(t *testing.T) {
 		bb := setupOn(t, d, relay.Config{Mode: relay.ModeUnordered, InstanceID: "B",
 			Clock: relayclock.NewFake(t0.Add(time.Hour)), Handler: batchHandler(&cb, nil)})
 		var bDecided atomic.Int64
-		var once sync.Once
-		inner := batchHandler(&ca, nil)
 		ba := setupOn(t, d, relay.Config{Mode: relay.ModeUnordered, InstanceID: "A", Workers: 1, BatchSize: 4, TxBatch: 4,
-			Handler: relay.HandlerFunc(func(ctx context.Context, tx relay.Tx, dl *relay.Delivery) relay.Result {
-				once.Do(func() {
-					n, err := bb.engine.Work(ctx)
-					if err != nil {
-						panic(err)
-					}
-					bDecided.Store(int64(n))
-				})
-				return inner(ctx, tx, dl)
-			})})
+			Handler: takeOverFirst(bb, &bDecided, batchHandler(&ca, nil))})
 		ba.createEffect()
 		ba.enqueue(1, 2, 3, 4)
 

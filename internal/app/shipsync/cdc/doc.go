@@ -27,6 +27,7 @@
 // its watermark past a message that failed to decode; it records the
 // classification in its failure summary.
 //
-// The package is pure: no I/O, no clock, no Kafka client. A Decoder is safe
-// for concurrent use. docs/shipsync/cdc.md has the type mapping table.
+// Decoding is pure: no I/O, no clock, no Kafka client (GroupOpts only builds
+// the consumer options the readers of these topics share). A Decoder is
+// safe for concurrent use. docs/shipsync/cdc.md has the type mapping table.
 package cdc

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -352,23 +351,15 @@ const FetchMaxWait = 200 * time.Millisecond
 
 // consumerOpts are the consumer's options (Config.KafkaOpts come after).
 func (c *Client) consumerOpts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumerGroup(c.cfg.Group),
-		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
-		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	return append(cdc.GroupOpts(c.cfg.Brokers, c.cfg.Group, c.cfg.TopicPrefix),
 		// Fetched records wait in the client's buffers until polled: a
 		// small fetch size and one fetch at a time keep that bounded
 		// (the next fetch goes out as soon as the last is polled).
-		kgo.FetchMaxBytes(1 << 20),
-		kgo.FetchMaxPartitionBytes(512 << 10),
+		kgo.FetchMaxBytes(1<<20),
+		kgo.FetchMaxPartitionBytes(512<<10),
 		kgo.MaxConcurrentFetches(1),
 		kgo.FetchMaxWait(FetchMaxWait),
-		kgo.MetadataMinAge(time.Second),
-		kgo.MetadataMaxAge(10 * time.Second),
-	}
+	)
 }
 
 func signal(ch chan struct{}) {

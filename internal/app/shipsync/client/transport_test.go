@@ -122,10 +122,17 @@ func TestBackoffEndsWhenTheLinkIsBack(t *testing.T) {
 		return done
 	}
 	outage := func() { tr.linkSeen(false); tr.linkSeen(true) }
+	// stillWaiting fails if done is answered soon: the backoff goes on.
+	stillWaiting := func(done <-chan bool, why string) {
+		select {
+		case <-done:
+			t.Fatal(why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 
 	woken := false
 	done := wait(noAnswer, &woken)
-	tr.linkSeen(false)
 	outage() // another loop's request is answered
 	require.True(t, <-done)
 	require.True(t, woken)
@@ -133,11 +140,7 @@ func TestBackoffEndsWhenTheLinkIsBack(t *testing.T) {
 	// The next failure of the same run waits its backoff whatever the link.
 	done = wait(noAnswer, &woken)
 	outage()
-	select {
-	case <-done:
-		t.Fatal("woken twice in one run of failures")
-	case <-time.After(50 * time.Millisecond):
-	}
+	stillWaiting(done, "woken twice in one run of failures")
 	clock.Advance(5 * time.Minute)
 	require.True(t, <-done)
 
@@ -145,11 +148,7 @@ func TestBackoffEndsWhenTheLinkIsBack(t *testing.T) {
 	woken = false
 	done = wait(&RequestError{Status: 503, Retryable: true}, &woken)
 	outage()
-	select {
-	case <-done:
-		t.Fatal("an overloaded shore's backoff was cut short")
-	case <-time.After(50 * time.Millisecond):
-	}
+	stillWaiting(done, "an overloaded shore's backoff was cut short")
 	clock.Advance(5 * time.Minute)
 	require.True(t, <-done)
 	require.False(t, woken)

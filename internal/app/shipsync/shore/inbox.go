@@ -263,7 +263,7 @@ func (in *Inbox) store(ctx context.Context, tx pgx.Tx, sender string, b *wire.Ba
 // events) in tx and returns the inbox id of each event inserted, by event
 // id (lower case); an event left out was stored before or its sequence
 // number is taken. Most batches bring only events not stored yet, so they
-// are first inserted plainly (EventInsertNew) under a savepoint, the three
+// are first inserted plainly (eventInsertNew) under a savepoint, the three
 // statements pipelined in one round trip: that costs PostgreSQL about
 // 40 % less CPU per event than ON CONFLICT DO NOTHING (docs/benchmarks.md).
 // When the plain insert violates a unique index — an event sent before, a
@@ -286,7 +286,7 @@ func (in *Inbox) insertEvents(ctx context.Context, tx pgx.Tx, args []any, n int)
 	}
 	b := &pgx.Batch{}
 	b.Queue(stmts["EventSavepoint"])
-	b.Queue(stmts["EventInsertNew"], args...)
+	b.Queue(eventInsertNew, args...)
 	b.Queue(stmts["EventSavepointRelease"])
 	br := tx.SendBatch(ctx, b)
 	_, err := br.Exec()

@@ -55,23 +55,6 @@ FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[
 ON CONFLICT DO NOTHING
 RETURNING id, event_id::text;
 
--- name: EventInsertNew
--- EventInsertMany for a batch of events none of which is stored yet: the
--- same rows without ON CONFLICT, so any unique violation fails the
--- statement (the caller runs it under EventSavepoint and then runs
--- EventInsertMany). A plain insert checks each unique index as it inserts
--- the entry; ON CONFLICT DO NOTHING first probes every unique index of the
--- table for every row, then inserts it speculatively and confirms it (one
--- more WAL record per row).
-INSERT INTO sync_inbox_event (origin_node_id, event_id, sender_node_id, batch_id, rule_id, rule_version,
-    pk_hash, pk_text, source_connector_id, source_partition, source_position, source_sequence,
-    schema_version, content_hash, event, received_at, released_at)
-SELECT o, e, $3, $4, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, $16, CASE WHEN rel THEN $16::timestamptz END
-FROM unnest($1::text[], $2::text[]::uuid[], $5::text[], $6::bigint[], $7::bytea[], $8::text[], $9::text[], $10::text[],
-    $11::text[]::numeric[], $12::text[]::numeric[], $13::text[], $14::bytea[], $15::bytea[], $17::boolean[])
-    AS u(o, e, r, rv, ph, pt, sc, sp, pos, seq, sv, ch, ev, rel)
-RETURNING id, event_id::text;
-
 -- name: EventSavepoint
 SAVEPOINT shore_event_insert;
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,12 +38,28 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("shore/queries.sql", queriesSQL,
 	"NodeInsert", "NodeLock", "NodeSetState", "CertInsert", "CertActiveCount", "CertRetire", "CertLookup",
-	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany", "EventInsertNew",
+	"NodeList", "BatchAnswer", "BatchInsert", "NodeInboxCount", "NodeHeartbeat", "EventHashes", "EventInsertMany",
 	"EventSavepoint", "EventSavepointRelease", "EventSavepointRollback", "AuditInsert", "AuditList", "RuleAllow", "RuleList",
 	"StreamLockMany", "StreamHeld", "StreamHeldAt", "SkipInsertMany", "SkipPass", "EventRelease", "StreamUpdateMany", "RuleInsert", "RuleGetMany", "RuleRegistered", "ReceiptPage", "StreamGapsDue", "ResendInsert", "ResendList",
 	"ShoreEventInsertMany", "ShoreBlockedFirst", "DownlinkTargets", "DownlinkAllocate", "CommandInsertMany", "CommandPage",
 	"CommandAckMany", "DownlinkAdvance", "DownlinkState", "InboxEventGet", "ConflictActiveGet", "ConflictCreate",
 	"ConflictEvidenceAdd", "DecisionApplied", "HeadFollowShore")
+
+// eventInsertNew is EventInsertMany without its ON CONFLICT clause, for a
+// batch none of whose events is stored yet (insertEvents): any unique
+// violation fails the statement. A plain insert checks each unique index as
+// it inserts the entry; ON CONFLICT DO NOTHING first probes every unique
+// index of the table for every row, then inserts it speculatively and
+// confirms it (one more WAL record per row). Derived, so that the two
+// never list different columns.
+var eventInsertNew = func() string {
+	const clause = "ON CONFLICT DO NOTHING\n"
+	q := stmts["EventInsertMany"]
+	if !strings.Contains(q, clause) {
+		panic("shore: EventInsertMany has no " + clause) // cannot happen: the file is embedded
+	}
+	return strings.Replace(q, clause, "", 1)
+}()
 
 // MigrationLine returns shipsync's migration line (migration/shipsync,
 // PostgreSQL only), for relaymigrate.Up and relaymigrate.Check.

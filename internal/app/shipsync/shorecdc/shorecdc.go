@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -151,16 +150,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	c.blocked = blocked
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(c.cfg.Brokers...),
-		kgo.ConsumerGroup(c.cfg.Group),
-		kgo.ConsumeRegex(),
-		kgo.ConsumeTopics("^" + regexp.QuoteMeta(c.cfg.TopicPrefix) + ".+"),
-		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.MetadataMinAge(time.Second),
-		kgo.MetadataMaxAge(10 * time.Second),
-	}, c.cfg.KafkaOpts...)
+	opts := append(cdc.GroupOpts(c.cfg.Brokers, c.cfg.Group, c.cfg.TopicPrefix), c.cfg.KafkaOpts...)
 	kc, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("shorecdc: kafka: %w", err)
