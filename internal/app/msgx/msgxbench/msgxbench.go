@@ -187,7 +187,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				res.TotalElapsed = now.Sub(start)
 			}
 		}
-		if o.Progress != nil && res.PumpElapsed == 0 && now.Sub(lastPrint) >= time.Second {
+		// The first round prints even when the day drained before it.
+		if o.Progress != nil && (lastPrint.IsZero() || res.PumpElapsed == 0 && now.Sub(lastPrint) >= time.Second) {
 			lastPrint = now
 			var unfinished, maxID int64
 			if err := o.Store.Pool().QueryRow(ctx, progressQuery, cfg.Pipeline).Scan(&unfinished, &maxID); err != nil {
