@@ -18,7 +18,9 @@ func TestServersSetTheirGCTarget(t *testing.T) {
 	t.Setenv("GOGC", "100") // restored after the test
 	require.NoError(t, os.Unsetenv("GOGC"))
 	for _, args := range [][]string{{"shipsync", "shore", "--no-such-flag"}, {"bench", "shipsync-ingress", "--no-such-flag"},
-		{"msgx", "run", "--no-such-flag"}} {
+		{"msgx", "run", "--no-such-flag"}, {"sms", "all", "--no-such-flag"}, {"sms", "worker", "--no-such-flag"},
+		{"sms", "api", "--no-such-flag"}, {"sms", "gateway", "--no-such-flag"}, {"sms", "load", "--no-such-flag"},
+		{"sms", "demo", "--no-such-flag"}} {
 		debug.SetGCPercent(100)
 		_, err := run(t, args...)
 		require.Error(t, err, args)

@@ -26,6 +26,7 @@ const smsAPIAddrDefault = "127.0.0.1:8090"
 // unless --no-stage, runs the admission stage on the sms-admit queue in the
 // same process until ctx ends.
 func runSmsAPI(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC()
 	fs := newFlags(env, "sms api", "sms api --postgres URL [--migrate] [--api-addr 127.0.0.1:8090] [--no-stage]")
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"PostgreSQL of the engine and the sms tables")

@@ -161,10 +161,10 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 			c.close()
 		}
 	}()
-	if c.d, err = c.open(ctx, o.pools.stage); err != nil {
+	if c.d, err = c.open(ctx, o.pools.stage, "stage"); err != nil {
 		return nil, err
 	}
-	if c.apiD, err = c.open(ctx, o.pools.api); err != nil {
+	if c.apiD, err = c.open(ctx, o.pools.api, "api"); err != nil {
 		return nil, err
 	}
 	if o.migrate {
@@ -205,7 +205,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		}
 	}
 	if o.roles.publisher {
-		if c.pubD, err = c.open(ctx, o.pools.publisher); err != nil {
+		if c.pubD, err = c.open(ctx, o.pools.publisher, "publisher"); err != nil {
 			return nil, err
 		}
 		sink, err := relayredis.New(relayredis.Config{Addr: o.redisAddr})
@@ -237,7 +237,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		}
 	}
 	if o.roles.gateway {
-		if c.gwD, err = c.open(ctx, o.pools.gateway); err != nil {
+		if c.gwD, err = c.open(ctx, o.pools.gateway, "gateway"); err != nil {
 			return nil, err
 		}
 		if err := c.openGateway(ctx); err != nil {
@@ -245,7 +245,7 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 		}
 	}
 	if o.roles.callback {
-		if c.cbd, err = c.open(ctx, o.pools.callback); err != nil {
+		if c.cbd, err = c.open(ctx, o.pools.callback, "callback"); err != nil {
 			return nil, err
 		}
 		work, err := relaywork.New(c.cbd.Pool(), relaywork.Config{Queue: complete.WorkQueue, Lease: o.workLease})
@@ -266,11 +266,12 @@ func openChain(ctx context.Context, o chainOpts) (c *chain, err error) {
 	return c, nil
 }
 
-// open opens a pool of at most conns connections on the chain's database.
-func (c *chain) open(ctx context.Context, conns int) (*relaypgx.Driver, error) {
+// open opens a pool of at most conns connections on the chain's database,
+// its sessions named for role (see appName).
+func (c *chain) open(ctx context.Context, conns int, role string) (*relaypgx.Driver, error) {
 	u, err := dsn.WithParam(c.o.pgURL, "pool_max_conns", fmt.Sprint(conns))
 	if err == nil {
-		u, err = dsn.WithParam(u, "application_name", c.appName())
+		u, err = dsn.WithParam(u, "application_name", c.appName()+"/"+role)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--postgres: %w", err)
@@ -283,9 +284,11 @@ func (c *chain) open(ctx context.Context, conns int) (*relaypgx.Driver, error) {
 	return d, nil
 }
 
-// appName is the application_name of every session of the chain's pools:
-// "relay-sms-" and the instance, so an operator (and the reconciliation's
-// health check) can tell them apart.
+// appName starts the application_name of every session of the chain's
+// pools: "relay-sms-" and the instance, then "/" and the pool's role (api,
+// stage, publisher, gateway, callback), so that an operator can tell the
+// instances and their roles apart and the reconciliation's health check
+// (which takes the name and every "<name>/…") finds them all.
 func (c *chain) appName() string { return "relay-sms-" + c.o.instance }
 
 // openGateway builds the gateway with the active channels of the

@@ -37,6 +37,7 @@ import (
 // it sends N messages through the signed HTTP API, shows progress until
 // every one is decided, and reconciles.
 func runSmsDemo(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC()
 	fs := newFlags(env, "sms demo", "sms demo [-n 2000] [--postgres URL] [--redis ADDR]")
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"PostgreSQL server (the demo works in a scratch schema it drops at the end)")
@@ -328,6 +329,7 @@ type localOpts struct {
 // process, the API on a free loopback port and a webhook receiver.
 type local struct {
 	c       *chain
+	d       *relaypgx.Driver // the harness's own pool (fixture, drain polls, reconciliation), not the chain's
 	apiURL  string
 	creds   map[string]tenancy.AppCredentials
 	records []string
@@ -383,6 +385,7 @@ func startLocal(ctx context.Context, env *Env, o localOpts) (l *local, err error
 		return nil, err
 	}
 	l.undo = append(l.undo, func() { _ = d.Close() })
+	l.d = d
 	if _, err := relaymigrate.Up(ctx, d, clock, chainLines(d)...); err != nil {
 		return nil, err
 	}

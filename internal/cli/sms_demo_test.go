@@ -50,4 +50,16 @@ func TestSmsLoad(t *testing.T) {
 		require.Equal(t, strconv.Itoa(want), lines[i][2], "sent: rate × 2 s")
 		require.Equal(t, "ok", lines[i][4])
 	}
+	// Every tier's CPU line names the chain's roles by their sessions (the
+	// PostgreSQL server of the tests runs on this machine).
+	cpu := regexp.MustCompile(`(?m)^\s+CPU µs per message: this process (\d+); PostgreSQL (\d+) \(([a-z0-9 ,]+)\); Redis \d+$`).
+		FindAllStringSubmatch(out.String(), -1)
+	require.Len(t, cpu, 2, out.String())
+	for _, c := range cpu {
+		for _, role := range []string{"api", "stage", "publisher", "gateway", "callback"} {
+			require.Regexp(t, `(^|, )`+role+` \d+`, c[3])
+		}
+		require.NotEqual(t, "0", c[1])
+		require.NotEqual(t, "0", c[2])
+	}
 }

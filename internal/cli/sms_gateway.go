@@ -72,6 +72,7 @@ func parseChannel(spec string) (gateway.ChannelConfig, error) {
 }
 
 func runSmsGateway(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC()
 	fs := newFlags(env, "sms gateway", "sms gateway --channel NAME=ADDR,VERSION,SP_ID,SECRET_FILE[,CONNS[,WINDOW[,RATE]]] [flags] | --demo N")
 	var channels channelFlags
 	fs.Var(&channels, "channel", "a channel NAME=ADDR,VERSION,SP_ID,SECRET_FILE[,CONNS[,WINDOW[,RATE]]] (repeatable); the secret is read from SECRET_FILE")

@@ -30,6 +30,7 @@ const smsTiersDefault = "5,20,50,100,200,500,1000,2000"
 // supplier per channel, every role in this process), drains each tier,
 // measures it, and reconciles after every tier.
 func runSmsLoad(ctx context.Context, env *Env, args []string) error {
+	setServerGOGC()
 	fs := newFlags(env, "sms load", "sms load [--tiers 5,20,…,2000] [--tier-seconds 10] [--postgres URL] [--redis ADDR]")
 	pgURL := fs.String("postgres", envOr("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		"PostgreSQL server (a scratch schema, dropped at the end)")
@@ -44,7 +45,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	var pools smsPools
 	poolsFlag(fs, &pools, smsPoolsDefault)
 	channelRate := fs.Int("channel-rate", 1000, "submits per second each simulated supplier account allows (the fixture's 200 would cap the chain at the suppliers; 0: the fixture's)")
-	maintain := fs.Duration("maintain", time.Second, "when the server's autovacuum is off, apply autovacuum's rules to the run's tables at this interval: ANALYZE or VACUUM what it would (0: never)")
+	maintain := fs.Duration("maintain", 10*time.Second, "when the server's autovacuum is off, apply autovacuum's rules to the run's tables at this interval: ANALYZE or VACUUM what it would (0: never; autovacuum itself looks once a minute)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every role, the suppliers and the load generator) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,7 +81,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	defer l.close()
 	clock := relayclock.System{}
 	if *maintain > 0 {
-		on, err := pgmaint.AutovacuumOn(ctx, l.c.d.Pool())
+		on, err := pgmaint.AutovacuumOn(ctx, l.d.Pool())
 		if err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(env.Stderr, "sms load: the server's autovacuum is off; its rules applied to the run's tables every %s stand in for it\n", *maintain)
 			mctx, stop := context.WithCancel(ctx)
 			defer stop()
-			go pgmaint.Loop(mctx, l.c.d.Pool(), *maintain, clock, func(err error) {
+			go pgmaint.Loop(mctx, l.d.Pool(), *maintain, clock, func(err error) {
 				log.Warn("sms load: maintenance round failed", "err", err)
 			})
 		}
@@ -104,13 +105,13 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	for _, r := range rates {
 		offered += r * seconds.Seconds()
 	}
-	if err := topUp(ctx, l.c.d.Pool(), "yuntong", tenancy.DemoPrice*rules.Money(offered*3*2), clock); err != nil {
+	if err := topUp(ctx, l.d.Pool(), "yuntong", tenancy.DemoPrice*rules.Money(offered*3*2), clock); err != nil {
 		return err
 	}
 	app := l.creds["yuntong/otp"]
 	creds := load.Credentials{APIKey: app.APIKey, HMACSecret: app.HMACSecret}
 	// The fixture's otp app counts a daily limit; a load run is not a day.
-	if _, err := l.c.d.Pool().Exec(ctx, `UPDATE sms_app SET daily_limit = NULL WHERE name = 'otp'`); err != nil {
+	if _, err := l.d.Pool().Exec(ctx, `UPDATE sms_app SET daily_limit = NULL WHERE name = 'otp'`); err != nil {
 		return err
 	}
 	// At most 48 connections: the API serves 64 at once (relayhttp's
@@ -121,24 +122,32 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 	fmt.Fprintln(w, "offered/s  sent   accepted  dropped  client p50/p95/p99 ms   full submits/s  drained in  reconcile")
 	failed := false
 	for _, rate := range rates {
+		cpu0, err := sampleChainCPU(ctx, l.d.Pool(), l.c.rdb, l.c.appName())
+		if err != nil {
+			return err
+		}
 		res, err := load.Run(ctx, load.Config{URL: l.apiURL, Credentials: creds, TPS: rate, Duration: *seconds,
 			LongShare: *longShare, Clock: clock, Client: client})
 		if err != nil {
 			return err
 		}
-		dr, err := load.Drain(ctx, l.c.d.Pool(), res.Start, clock, *drainTimeout, func(done, total int) {
+		dr, err := load.Drain(ctx, l.d.Pool(), res.Start, clock, *drainTimeout, func(done, total int) {
 			fmt.Fprintf(env.Stderr, "\rtier %g/s: %d of %d decided   ", rate, done, total)
 		})
 		fmt.Fprint(env.Stderr, "\r")
 		if err != nil {
 			return fmt.Errorf("sms load: tier %g/s: %w", rate, err)
 		}
-		sr, err := load.SubmitRate(ctx, l.c.d.Pool(), load.Window{From: res.Start, To: clock.Now()})
+		sr, err := load.SubmitRate(ctx, l.d.Pool(), load.Window{From: res.Start, To: clock.Now()})
+		if err != nil {
+			return err
+		}
+		cpu1, err := sampleChainCPU(ctx, l.d.Pool(), l.c.rdb, l.c.appName())
 		if err != nil {
 			return err
 		}
 		waitHooks(ctx, clock, l.c)
-		rep, err := reconcile.Run(ctx, l.c.d.Pool(), reconcile.Options{SupplierRecords: l.records, Redis: l.c.rdb, ApplicationName: l.c.appName(),
+		rep, err := reconcile.Run(ctx, l.d.Pool(), reconcile.Options{SupplierRecords: l.records, Redis: l.c.rdb, ApplicationName: l.c.appName(),
 			Streams: l.streams()})
 		if err != nil {
 			return err
@@ -150,6 +159,7 @@ func runSmsLoad(ctx context.Context, env *Env, args []string) error {
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		fmt.Fprintf(w, "%9g  %5d  %8d  %7d  %6.1f / %6.1f / %6.1f  %14.0f  %9.1fs  %s\n", rate, res.Sent, res.Accepted,
 			res.Dropped, ms(res.Latency.P50), ms(res.Latency.P95), ms(res.Latency.P99), sr.PerSecond, dr.Elapsed.Seconds(), verdict)
+		fmt.Fprintf(w, "           %s\n", cpu1.perMessage(cpu0, res.Accepted))
 		if len(res.Errors) > 0 {
 			fmt.Fprintf(w, "           errors by HTTP status (0: no answer): %v\n", res.Errors)
 		}

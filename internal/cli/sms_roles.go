@@ -46,6 +46,7 @@ func chainFlags(fs *flag.FlagSet, o *chainOpts) (logLevel *string, webhookSecret
 // worker`, `publisher`, `callback` and `all` (which also serves the API).
 func runSmsRole(name string, roles chainRoles, api bool) func(ctx context.Context, env *Env, args []string) error {
 	return func(ctx context.Context, env *Env, args []string) error {
+		setServerGOGC()
 		fs := newFlags(env, "sms "+name, "sms "+name+" [flags]")
 		o := chainOpts{roles: roles}
 		logLevel, secretFile := chainFlags(fs, &o)

@@ -18,8 +18,16 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("load/queries.sql", queriesSQL, "DrainProgress", "DrainPending", "SubmitRate")
 
-// PollDefault is how often Drain looks at the messages.
+// PollDefault is how often Drain looks at the messages, at most: a look
+// that took longer than PollDefault/pollShare is followed by a wait of
+// pollShare times as long, so the watching never takes more than about a
+// pollShare-th of one of the server's cores from the chain it watches (a
+// look probes every message still undecided, thousands at the end of a
+// high tier).
 const PollDefault = 100 * time.Millisecond
+
+// pollShare: see PollDefault.
+const pollShare = 20
 
 // ErrDrainTimeout is returned (wrapped, with the counts) by Drain when the
 // timeout passed before every message was decided.
@@ -55,6 +63,7 @@ func Drain(ctx context.Context, pool *pgxpool.Pool, since time.Time, clock relay
 	scan := true
 	for {
 		var err error
+		looked := clock.Now()
 		if scan {
 			err = pool.QueryRow(ctx, stmts["DrainProgress"], since, nil).Scan(&total, &pending)
 		} else {
@@ -79,7 +88,7 @@ func Drain(ctx context.Context, pool *pgxpool.Pool, since time.Time, clock relay
 			return res, fmt.Errorf("%w after %s: %d of %d messages decided", ErrDrainTimeout, timeout, res.Done, res.Total)
 		}
 		select {
-		case <-clock.After(PollDefault):
+		case <-clock.After(max(PollDefault, pollShare*clock.Now().Sub(looked))):
 		case <-ctx.Done():
 			return res, ctx.Err()
 		}

@@ -3,6 +3,7 @@ package load_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,4 +182,56 @@ func TestSubmitRate(t *testing.T) {
 	r, err = load.SubmitRate(b.ctx, b.pool, load.Window{From: start.Add(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, load.SubmitRateResult{}, r)
+}
+
+// slowClock is a clock on which every reading is 30 ms after the previous
+// one (so every look Drain takes seems slow) and every wait ends at once,
+// recorded.
+type slowClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	waits []time.Duration
+}
+
+func (c *slowClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(30 * time.Millisecond)
+	return c.now
+}
+
+func (c *slowClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits = append(c.waits, d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+// TestDrainWaitsLongerAfterSlowLooks: a look that took long is followed by
+// a wait twenty times as long, so that watching a large backlog does not
+// take the CPU the chain needs to drain it.
+func TestDrainWaitsLongerAfterSlowLooks(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	b.message(1, 1, 1, start) // never decided
+	clock := &slowClock{now: start}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	_, err := load.Drain(ctx, b.pool, start, clock, 0, func(int, int) {
+		clock.mu.Lock()
+		defer clock.mu.Unlock()
+		if len(clock.waits) >= 3 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	require.GreaterOrEqual(t, len(clock.waits), 3)
+	for _, w := range clock.waits {
+		// Each look spans two readings (60 ms): the wait is 20 × 60 ms.
+		require.Equal(t, 1200*time.Millisecond, w)
+	}
 }

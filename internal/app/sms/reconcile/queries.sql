@@ -212,14 +212,15 @@ SELECT count(*), coalesce((array_agg(pid ORDER BY pid))[1:$1], '{}')
 FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
   AND state LIKE 'idle in transaction%' AND state_change < clock_timestamp() - make_interval(secs => $3)
-  AND ($2 = '' OR application_name = $2);
+  AND ($2 = '' OR application_name = $2 OR left(application_name, length($2) + 1) = $2 || '/');
 
 -- name: LockWaits
 SELECT count(*), coalesce((array_agg(pid ORDER BY pid))[1:$1], '{}')
 FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
-  AND ($2 = '' OR application_name = $2);
+  AND ($2 = '' OR application_name = $2 OR left(application_name, length($2) + 1) = $2 || '/');
 
 -- name: Connections
 SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND ($1 = '' OR application_name = $1);
+WHERE datname = current_database()
+  AND ($1 = '' OR application_name = $1 OR left(application_name, length($1) + 1) = $1 || '/');

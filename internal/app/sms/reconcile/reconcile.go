@@ -68,9 +68,10 @@ type Options struct {
 	MaxConnections int
 	// IdleInTransaction is IdleInTransactionDefault when 0.
 	IdleInTransaction time.Duration
-	// ApplicationName, when set, limits the health check to sessions with
-	// this application_name (tests share a database with other tests);
-	// empty: every session of the database.
+	// ApplicationName, when set, limits the health check to sessions whose
+	// application_name is this name or starts with it and a "/" (the send
+	// chain names each role's pool "<name>/<role>"; tests share a database
+	// with other tests); empty: every session of the database.
 	ApplicationName string
 	// Examples is ExamplesDefault when 0.
 	Examples int

@@ -459,6 +459,36 @@ func TestHealth(t *testing.T) {
 	b.failsWith(opts, reconcile.CheckHealth, "over the budget of 1")
 }
 
+// TestHealthCountsRolePools: sessions named "<name>/<role>" (the chain's
+// pools) count under ApplicationName; a name that only starts the same
+// does not.
+func TestHealthCountsRolePools(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conns := func() string {
+		rep := b.run(b.opts())
+		return strings.Join(rep.Check(reconcile.CheckHealth).Figures, "\n")
+	}
+	base := conns()
+	n := func(s string) int {
+		var k int
+		_, err := fmt.Sscanf(s[strings.Index(s, ": ")+2:], "%d connections", &k)
+		require.NoError(t, err, s)
+		return k
+	}
+	open := func(name string) {
+		url, err := dsn.WithParam(testdb.PGSchema(t), "application_name", name)
+		require.NoError(t, err)
+		c, err := pgx.Connect(b.ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+	}
+	open(b.app + "/stage")
+	open(b.app + "x/stage")
+	open(b.app + "x")
+	require.Equal(t, n(base)+1, n(conns()))
+}
+
 // TestRequiresSchema: a database without the send chain's tables is an
 // error, not a report.
 func TestRequiresSchema(t *testing.T) {
