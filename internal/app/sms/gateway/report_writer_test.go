@@ -101,27 +101,36 @@ func mo(id int) *cmpp.Deliver {
 		MsgContent: []byte("mo " + strconv.Itoa(id))}
 }
 
-// deliverAll calls deliver for MO 1..n, each on its own goroutine as
-// cmppconn does, the first alone (it enters the first pipeline, which
-// waits) and the others once it is in; it returns the answers by MO id
-// once every call has returned.
-func (b *writerBundle) deliverAll(t *testing.T, n int) map[int]uint32 {
+// queue calls deliver for MO 1..n, each on its own goroutine as cmppconn
+// does: the first alone, until it is in the first pipeline (held until
+// b.free), then the others, until they are all queued behind it. answers
+// waits for every call to return and gives the answers by MO id.
+func (b *writerBundle) queue(t *testing.T, n int) (answers func() map[int]uint32) {
 	t.Helper()
-	answers := make([]uint32, n+1)
+	got := make([]uint32, n+1)
 	var wg sync.WaitGroup
-	wg.Go(func() { answers[1] = b.deliver(b.ctx, mo(1)) })
+	wg.Go(func() { got[1] = b.deliver(b.ctx, mo(1)) })
 	require.Eventually(t, func() bool { return isClosed(b.first) }, 10*time.Second, time.Millisecond, "a first pipeline")
 	for i := 2; i <= n; i++ {
-		wg.Go(func() { answers[i] = b.deliver(b.ctx, mo(i)) })
+		wg.Go(func() { got[i] = b.deliver(b.ctx, mo(i)) })
 	}
 	require.Eventually(t, func() bool { return b.queued() == n-1 }, 10*time.Second, time.Millisecond)
-	b.free()
-	wg.Wait()
-	out := map[int]uint32{}
-	for i := 1; i <= n; i++ {
-		out[i] = answers[i]
+	return func() map[int]uint32 {
+		wg.Wait()
+		out := map[int]uint32{}
+		for i := 1; i <= n; i++ {
+			out[i] = got[i]
+		}
+		return out
 	}
-	return out
+}
+
+// deliverAll is queue, then the first pipeline let go, then the answers.
+func (b *writerBundle) deliverAll(t *testing.T, n int) map[int]uint32 {
+	t.Helper()
+	answers := b.queue(t, n)
+	b.free()
+	return answers()
 }
 
 func isClosed(c chan struct{}) bool {
@@ -238,14 +247,7 @@ func TestReportWriterStopWritesQueued(t *testing.T) {
 	t.Parallel()
 	b := setupWriter(t)
 	const n = 40
-	answers := make([]uint32, n+1)
-	var wg sync.WaitGroup
-	wg.Go(func() { answers[1] = b.deliver(b.ctx, mo(1)) })
-	require.Eventually(t, func() bool { return isClosed(b.first) }, 10*time.Second, time.Millisecond, "a first pipeline")
-	for i := 2; i <= n; i++ {
-		wg.Go(func() { answers[i] = b.deliver(b.ctx, mo(i)) })
-	}
-	require.Eventually(t, func() bool { return b.queued() == n-1 }, 10*time.Second, time.Millisecond)
+	answers := b.queue(t, n)
 	stopDone := make(chan struct{})
 	go func() {
 		b.g.reports.stop()
@@ -260,9 +262,8 @@ func TestReportWriterStopWritesQueued(t *testing.T) {
 	require.False(t, isClosed(stopDone), "stop returned before the queued entries were written")
 	b.free()
 	<-stopDone
-	wg.Wait()
-	for i := 1; i <= n; i++ {
-		require.Zero(t, answers[i], "MO %d", i)
+	for i, a := range answers() {
+		require.Zero(t, a, "MO %d", i)
 	}
 	ids := b.eventIDs(t, b.g.cfg.ReportStream)
 	require.Len(t, ids, n)
