@@ -38,8 +38,9 @@ type Gateway struct {
 	inflight  map[uint64]chan struct{} // submit ids in work in this process
 	ran       bool
 
-	late  *lateTable
-	stats counters
+	late    *lateTable
+	reports *reportWriter // writes the report stream's entries in pipelines
+	stats   counters
 }
 
 type channel struct {
@@ -64,6 +65,7 @@ func New(cfg Config) (*Gateway, error) {
 		sem:      make(chan struct{}, cfg.Concurrency),
 		inflight: map[uint64]chan struct{}{},
 		late:     newLateTable(2 * cfg.SubmitTimeout),
+		reports:  newReportWriter(cfg.Redis, cfg.ReportStream),
 	}
 	for _, cc := range cfg.Channels {
 		pc := cc.Pool
@@ -107,6 +109,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("gateway: create group %q on %q: %w", c.Group, c.CommandStream, err)
 	}
+	// The report writer outlives every writer of the report stream: the
+	// connections (stopped below) and the late writer (stopped by the
+	// deferred call after this one); what they queued is written before
+	// it stops.
+	g.reports.start(context.WithoutCancel(ctx))
+	defer g.reports.stop()
 	var lateDone sync.WaitGroup
 	lateDone.Go(func() { g.writeLate(context.WithoutCancel(ctx)) })
 	defer func() {

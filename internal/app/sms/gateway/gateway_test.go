@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -494,4 +496,19 @@ func TestLostGroupCreatedAgain(t *testing.T) {
 	require.Equal(t, uint64(72), res[1].SubmitID)
 	require.Equal(t, gateway.StateAccepted, res[1].State)
 	require.Zero(t, b.pending(t))
+}
+
+// TestRunStopsReportWriter: once Run returns, the report writer's goroutine
+// has ended. Not parallel: it looks at every goroutine of the process, and
+// the parallel tests run only after the others.
+func TestRunStopsReportWriter(t *testing.T) {
+	b := setup(t)
+	g, stop := b.run(t)
+	b.push(t, command(71).Values())
+	b.waitResults(t, 1)
+	require.Eventually(t, func() bool { return g.Stats().Reports == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	require.False(t, strings.Contains(stacks, "gateway.(*reportWriter).run"), "the report writer still runs")
 }

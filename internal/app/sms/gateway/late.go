@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relayhq/relay/internal/app/sms/cmpp/cmppconn"
 )
 
@@ -164,7 +162,9 @@ func (g *Gateway) queueLate(f lateFact) {
 }
 
 // writeLate records the late facts until the queue is closed: a row in
-// gateway_late_response, then a "late_resp" event on the report stream.
+// gateway_late_response, then a "late_resp" event on the report stream,
+// written through the report writer (it may share a pipeline with
+// Delivers; writeLate waits for its own XADD's outcome, as before).
 func (g *Gateway) writeLate(ctx context.Context) {
 	for f := range g.late.facts {
 		g.stats.late.Add(1)
@@ -177,7 +177,7 @@ func (g *Gateway) writeLate(ctx context.Context) {
 		v := map[string]any{"event_id": LateEventID(f.submit.channel, f.submit.submitID), "kind": "late_resp",
 			"channel": f.submit.channel, "submit_id": strconv.FormatUint(f.submit.submitID, 10),
 			"msg_id": strconv.FormatUint(f.resp.MsgID, 10), "result": strconv.FormatUint(uint64(f.resp.Result), 10)}
-		if err := g.rdb.XAdd(ctx, &redis.XAddArgs{Stream: g.cfg.ReportStream, Values: v}).Err(); err != nil {
+		if err := g.reports.write(ctx, v); err != nil {
 			g.log.Warn("sms gateway: write late SubmitResp event (recorded in gateway_late_response)",
 				"submit_id", f.submit.submitID, "err", err)
 		}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relayhq/relay/internal/app/sms/cmpp"
 	"github.com/relayhq/relay/internal/app/sms/cmpp/cmppconn"
 )
@@ -79,7 +77,9 @@ func MOEventID(channel string, msgID uint64) string {
 // deliverFunc writes every Deliver of ch to the report stream before it is
 // answered (cmppconn answers after DeliverFunc returns): Result 0 once the
 // event is in the stream, 8 (flow control) when the write failed, so that
-// the ISMG sends it again.
+// the ISMG sends it again. The write goes through the report writer: the
+// Delivers that arrive together share a pipeline, and each is answered by
+// its own XADD's outcome.
 func (g *Gateway) deliverFunc(ch *channel) func(ctx context.Context, d *cmpp.Deliver) uint32 {
 	return func(ctx context.Context, d *cmpp.Deliver) uint32 {
 		var v map[string]any
@@ -103,7 +103,7 @@ func (g *Gateway) deliverFunc(ch *channel) func(ctx context.Context, d *cmpp.Del
 				"service_id": d.ServiceID, "msg_fmt": strconv.Itoa(int(d.MsgFmt)),
 				"tp_udhi": strconv.Itoa(int(d.TPUDHI)), "content": base64.StdEncoding.EncodeToString(d.MsgContent)}
 		}
-		if err := g.rdb.XAdd(ctx, &redis.XAddArgs{Stream: g.cfg.ReportStream, Values: v}).Err(); err != nil {
+		if err := g.reports.write(ctx, v); err != nil {
 			g.log.Warn("sms gateway: write deliver event; answered flow control", "channel", ch.name, "err", err)
 			return cmppconn.ResultFlowControl
 		}
