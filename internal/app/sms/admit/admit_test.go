@@ -623,3 +623,49 @@ func (b *bundle) messageState(id int64) string {
 	require.NoError(b.t, b.d.Pool().QueryRow(b.ctx, `SELECT state FROM sms_message WHERE id = $1`, id).Scan(&s))
 	return s
 }
+
+// batchSizes records the size of every batch the stage is handed.
+type batchSizes struct {
+	*admit.Stage
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *batchSizes) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delivery) []relay.Result {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(ds))
+	s.mu.Unlock()
+	return s.Stage.HandleBatch(ctx, tx, ds)
+}
+
+// TestBacklogRunsFullTransactions: with a backlog, the stage's defaults give
+// each transaction TxBatchDefault messages, not the few a refill claim
+// split over the workers would (16 claimed, 8 a transaction, with the
+// earlier 64 leased and 32 a transaction).
+func TestBacklogRunsFullTransactions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	const n = 600
+	for i := range n {
+		b.accepted("yuntong/otp", otp(fmt.Sprintf("backlog-%d", i), fmt.Sprintf("1381234%04d", i)))
+	}
+	stage, err := admit.NewStage(admit.StageConfig{Driver: b.d, Clock: b.clock, Work: b.workStore()})
+	require.NoError(t, err)
+	rec := &batchSizes{Stage: stage}
+	cfg := admit.EngineConfig(stage, "", b.clock, nil)
+	cfg.Handler = rec
+	e, err := relay.NewEngine(b.d, cfg)
+	require.NoError(t, err)
+	done, err := e.Work(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, done)
+	full := 0
+	for _, s := range rec.sizes {
+		require.LessOrEqual(t, s, admit.TxBatchDefault)
+		if s == admit.TxBatchDefault {
+			full++
+		}
+	}
+	// 600 = 9 × 64 + 24: every transaction but the tail's is full.
+	require.GreaterOrEqual(t, full, 7, "batch sizes %v", rec.sizes)
+}
