@@ -351,3 +351,42 @@ func TestIntakeLostGroupCreatedAgain(t *testing.T) {
 		require.Equal(t, complete.GroupDefault, groups[0].Name)
 	}
 }
+
+// TestAcceptedResultAwaitingReportDoesNotWake: an ACCEPTED result of a
+// segment that asked for a status report decides nothing, so the intake
+// records it (and the segment's result, for readers) without waking the
+// completion; the report wakes it. A REJECTED result, which decides, wakes
+// it at once.
+func TestAcceptedResultAwaitingReportDoesNotWake(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	id := c.send("yuntong/otp", otp("aw-1", "13812345678", "13012345678"))
+	cmds := c.commands()
+	require.Len(t, cmds, 2)
+	require.Equal(t, int64(2), c.n(`SELECT count(*) FROM sms_submit WHERE registered`))
+	revisions := func() int64 { return c.n(`SELECT sum(revision) FROM relay_work`) }
+	rev0 := revisions()
+
+	c.submitted(cmds[0], gateway.StateAccepted)
+	c.take()
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_event WHERE kind = 'result'`), "the fact is recorded")
+	require.Equal(t, rev0, revisions(), "no work record bumped")
+	require.Equal(t, int64(0), c.n(`SELECT count(*) FROM relay_work WHERE state = 'pending'`))
+	require.Equal(t, "ACCEPTED", c.str(`SELECT result FROM sms_submit WHERE submit_id = $1`, int64(cmds[0].SubmitID)))
+	require.Equal(t, formatUint(msgID(cmds[0])), c.str(`SELECT msg_id FROM sms_submit WHERE submit_id = $1`, int64(cmds[0].SubmitID)))
+
+	c.submitted(cmds[1], gateway.StateRejected)
+	c.take()
+	require.Equal(t, rev0+1, revisions(), "a rejection decides: bumped")
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM relay_work WHERE state = 'pending'`))
+
+	x := c.completer("a")
+	c.reported(cmds[0], complete.StatDelivered)
+	c.finish(x)
+	require.Equal(t, rev0+2, revisions(), "the report bumped")
+	// The first number delivered; the second failed and is retried.
+	require.Nil(t, c.outcomes(id))
+	require.Equal(t, "DELIVRD", c.str(`SELECT stat FROM sms_submit WHERE submit_id = $1`, int64(cmds[0].SubmitID)))
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_attempt WHERE state = 'delivered'`))
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_attempt WHERE retry_of IS NOT NULL`))
+}

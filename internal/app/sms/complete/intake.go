@@ -328,12 +328,25 @@ func (in *Intake) Process(ctx context.Context, streams []redis.XStream) error {
 	var events, matched int
 	err := pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
 		if len(b.rKey) > 0 {
-			k, err := collect(tx.Query(ctx, stmts["ResultsRecord"], b.rKey, b.rSubmit, b.rChan, b.rKind, b.rState, b.rMsg,
-				b.rDetail, now))
+			// An event that cannot decide anything (an accepted segment
+			// that waits for its report) is recorded without waking the
+			// completion: see ResultsRecord.
+			rows, err := tx.Query(ctx, stmts["ResultsRecord"], b.rKey, b.rSubmit, b.rChan, b.rKind, b.rState, b.rMsg,
+				b.rDetail, now)
+			var attempt int64
+			var decisive bool
+			if err == nil {
+				_, err = pgx.ForEachRow(rows, []any{&attempt, &decisive}, func() error {
+					events++
+					if decisive {
+						attempts[attempt] = true
+					}
+					return nil
+				})
+			}
 			if err != nil {
 				return fmt.Errorf("record results: %w", err)
 			}
-			events += k
 		}
 		if len(b.pKey) > 0 {
 			k, err := collect(tx.Query(ctx, stmts["ReportsRecord"], b.pKey, b.pChan, b.pMsg, b.pStat, now))

@@ -9,7 +9,13 @@
 -- (the key its reports are matched by) unless the submit has one, or
 -- another submit of the channel holds it. A fact that names no submit of
 -- ours is kept in sms_intake_reject. Returns the attempts of the events
--- that are new (a fact delivered again is stored once).
+-- that are new (a fact delivered again is stored once), each with whether
+-- the event can decide anything: an ACCEPTED result of a segment that asked
+-- for a status report cannot (the segment waits for its report, which
+-- brings its own event, or for the deadline its work record already wakes
+-- at), so the completion need not run for it; the intake writes that
+-- segment's result (ACCEPTED, as the completion's roll-up would: the first
+-- result stands) to the submit itself, for readers.
 --
 -- Each fact probes its submit and the Msg_Id's current holder by index
 -- (LATERAL, LIMIT 1), so the reads stay index probes even on a generic plan
@@ -25,16 +31,21 @@ WITH v AS (
         AS v(event_key, submit_id, channel, kind, state, msg_id, detail)
 ), m AS (
     SELECT v.*, s.attempt_id, s.channel_id,
-           s.attempt_id IS NOT NULL AND v.msg_id <> '' AND s.msg_id IS NULL AND h.held IS NULL AS set_msg_id
+           s.attempt_id IS NOT NULL AND v.msg_id <> '' AND s.msg_id IS NULL AND h.held IS NULL AS set_msg_id,
+           s.attempt_id IS NOT NULL AND v.kind = 'result' AND v.state = 'ACCEPTED' AND s.registered AS awaits
     FROM v
     LEFT JOIN sms_channel c ON c.name = v.channel
-    LEFT JOIN LATERAL (SELECT s.attempt_id, s.channel_id, s.msg_id FROM sms_submit s
+    LEFT JOIN LATERAL (SELECT s.attempt_id, s.channel_id, s.msg_id, s.registered FROM sms_submit s
                        WHERE s.submit_id = v.submit_id AND s.channel_id = c.id LIMIT 1) s ON true
     LEFT JOIN LATERAL (SELECT true AS held FROM sms_submit x
                        WHERE x.channel_id = c.id AND x.msg_id = v.msg_id LIMIT 1) h ON true
 ), ids AS (
-    UPDATE sms_submit s SET msg_id = m.msg_id FROM m
-    WHERE s.submit_id = m.submit_id AND m.set_msg_id AND s.msg_id IS NULL
+    UPDATE sms_submit s
+    SET msg_id = CASE WHEN m.set_msg_id AND s.msg_id IS NULL THEN m.msg_id ELSE s.msg_id END,
+        result = CASE WHEN m.awaits AND s.result IS NULL THEN 'ACCEPTED' ELSE s.result END
+    FROM m
+    WHERE s.submit_id = m.submit_id
+      AND ((m.set_msg_id AND s.msg_id IS NULL) OR (m.awaits AND s.result IS NULL))
     RETURNING 1
 ), rej AS (
     INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
@@ -46,9 +57,10 @@ WITH v AS (
     SELECT event_key, attempt_id, submit_id, kind, state, nullif(msg_id, ''), nullif(detail, ''), $8
     FROM m WHERE attempt_id IS NOT NULL
     ON CONFLICT (event_key) DO NOTHING
-    RETURNING attempt_id
+    RETURNING event_key, attempt_id
 )
-SELECT attempt_id FROM ins;
+SELECT ins.attempt_id, NOT bool_and(m.awaits) FROM ins JOIN m ON m.event_key = ins.event_key
+GROUP BY ins.event_key, ins.attempt_id;
 
 -- name: ReportsRecord
 -- Records a batch's status reports: a report whose (channel, Msg_Id)
