@@ -47,12 +47,22 @@ WHERE c.key = v.k AND v.n <= v.mx AND v.n >= 0;
 -- Moves a batch's accepted rows to their decision; a row already decided
 -- (cannot happen: a message is decided in the transaction that completes its
 -- engine message) matches nothing and the caller fails the batch.
+--
+-- Each decision probes its row by primary key (LATERAL) and the update
+-- reaches it by that row's ctid, so no plan scans the messages: joined
+-- directly to jsonb_to_recordset and filtered by a state that almost no row
+-- has, the update was planned as a scan of every message, once a batch
+-- (TestDecidePlanDoesNotScanTheMessages). A row another transaction changed
+-- meanwhile has a new ctid and matches nothing, which the caller treats as
+-- above.
 UPDATE sms_message AS m SET numbers = v.numbers, content = v.content, carriers = v.carriers, segments = v.segments,
        unit_li = v.unit_li, amount_li = v.amount_li, state = v.state, reason = v.reason, detail = v.detail,
        decided_at = $2
-FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, numbers text[], content text, carriers text[], segments integer,
-     unit_li bigint[], amount_li bigint, state text, reason text, detail text)
-WHERE m.id = v.id AND m.state = 'accepted';
+FROM (SELECT d.*, x.tid
+      FROM jsonb_to_recordset($1::jsonb) AS d(id bigint, numbers text[], content text, carriers text[], segments integer,
+           unit_li bigint[], amount_li bigint, state text, reason text, detail text)
+      CROSS JOIN LATERAL (SELECT ctid AS tid FROM sms_message WHERE id = d.id AND state = 'accepted' LIMIT 1) AS x) AS v
+WHERE m.ctid = v.tid;
 
 -- name: MessageRefuse
 -- Turns one admitted row of this transaction into a refusal (the freeze

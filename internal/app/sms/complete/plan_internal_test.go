@@ -2,17 +2,15 @@ package complete
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relayhq/relay/internal/app/sms/tenancy"
-	"github.com/relayhq/relay/internal/dsn"
+	"github.com/relayhq/relay/internal/app/sms/smstest"
 	"github.com/relayhq/relay/internal/testdb"
-	"github.com/relayhq/relay/relayclock"
-	"github.com/relayhq/relay/relaymigrate"
 )
 
 // TestIntakePlansDoNotScanTheSubmits: recording a batch of reports and
@@ -23,24 +21,14 @@ import (
 // under test. ResultsRecord is not here: its Msg_Id write joins by key and
 // relies on current statistics (see its comment in queries.sql).
 func TestIntakePlansDoNotScanTheSubmits(t *testing.T) {
-	url := testdb.PGSchema(t)
-	d := testdb.PGDriverAt(t, url)
+	db := smstest.NewPlanDB(t)
 	ctx := t.Context()
-	clock := relayclock.NewFake(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
-	_, err := relaymigrate.Up(ctx, d, clock, tenancy.MigrationLines()...)
-	require.NoError(t, err)
-	_, err = tenancy.Seed(ctx, d.Pool(), tenancy.DemoFixture(func(name string) string { return "file:/x/" + name }),
-		tenancy.SeedOpts{Clock: clock, NewApp: func(tenancy.AppCredentials) error { return nil }})
-	require.NoError(t, err)
-	rows, err := d.Pool().Query(ctx, `SELECT name FROM sms_channel ORDER BY id`)
+	rows, err := db.Raw.Query(ctx, `SELECT name FROM sms_channel ORDER BY id`)
 	require.NoError(t, err)
 	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.NotEmpty(t, channels)
-
-	noFK, err := dsn.WithParam(url, "session_replication_role", "replica")
-	require.NoError(t, err)
-	raw := testdb.PGDriverAt(t, noFK).Pool()
+	noFK, raw := db.NoFK, db.Raw
 	// Submits of attempts from..to, one per attempt, on the channels in turn,
 	// Msg_Id = the attempt number; parked reports for them, all matched but
 	// one in 500.
@@ -73,7 +61,7 @@ func TestIntakePlansDoNotScanTheSubmits(t *testing.T) {
 		return
 	}
 	grow(1, 3)
-	now := clock.Now()
+	now := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	type check struct {
 		name, query string
 		args        func(from int) []any
@@ -101,4 +89,30 @@ func TestIntakePlansDoNotScanTheSubmits(t *testing.T) {
 			t.Errorf("%s scans the table (%d rows read):\n%s", c.name, read, shape)
 		}
 	}
+}
+
+// TestCompletePlanDoesNotScanTheMessages: completing a batch of 32 admitted
+// messages reads about the batch's rows with 20,000 others in the table, on
+// a generic plan made while the table was small and on one made after
+// ANALYZE found almost no admitted row.
+func TestCompletePlanDoesNotScanTheMessages(t *testing.T) {
+	db := smstest.NewPlanDB(t)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	outcomes := func(from int) string {
+		var b strings.Builder
+		b.WriteString("[")
+		for id := from; id < from+32; id++ {
+			if id > from {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"id":%d,"outcomes":["delivered"]}`, id)
+		}
+		return b.String() + "]"
+	}
+	db.Messages(t, ctx, 1, 32, "admitted")
+	plan := testdb.PrepareStale(t, ctx, db.NoFK, "complete", stmts["MessagesComplete"], outcomes(1), now)
+	db.Messages(t, ctx, 33, 20_000, "refused")
+	db.Messages(t, ctx, 20_001, 20_032, "admitted")
+	db.RequireNoScan(t, ctx, plan, outcomes(20_001), now)
 }

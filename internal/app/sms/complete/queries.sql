@@ -195,10 +195,15 @@ SELECT 'timeout:' || a, a, 'timeout', 'timeout', d, $3 FROM unnest($1::bigint[],
 ON CONFLICT (event_key) DO NOTHING;
 
 -- name: MessagesComplete
--- Completes messages whose every number has its final outcome.
+-- Completes messages whose every number has its final outcome. Each row is
+-- probed by primary key and updated by its ctid, never reached by a scan of
+-- every message (see MessagesDecide in internal/app/sms/admit); the batch
+-- holds these rows locked since it read them.
 UPDATE sms_message m SET state = 'completed', outcomes = v.outcomes, completed_at = $2
-FROM jsonb_to_recordset($1::jsonb) AS v(id bigint, outcomes text[])
-WHERE m.id = v.id AND m.state = 'admitted';
+FROM (SELECT d.outcomes, x.tid
+      FROM jsonb_to_recordset($1::jsonb) AS d(id bigint, outcomes text[])
+      CROSS JOIN LATERAL (SELECT ctid AS tid FROM sms_message WHERE id = d.id AND state = 'admitted' LIMIT 1) AS x) AS v
+WHERE m.ctid = v.tid;
 
 -- name: ResendsRecord
 -- The completion's own fact: the commands of segments without a result
