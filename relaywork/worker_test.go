@@ -156,11 +156,16 @@ func TestRunCancelsHandlerWhenLeaseLost(t *testing.T) {
 	b.bump(t, "k")
 	started := make(chan struct{})
 	cause := make(chan error, 1)
+	// The handler returns only once w2 holds the row: were it to return
+	// first (its renewal finds the lease expired as soon as the clock
+	// moves), w1 would hand the row back and claim it again before w2.
+	taken := make(chan struct{})
 	cancel, done := runAsync(b.ctx, b.store, relaywork.WorkerConfig{Owner: "w1", Concurrency: 1,
 		Handle: func(ctx context.Context, c relaywork.Claim) error {
 			close(started)
 			<-ctx.Done()
 			cause <- context.Cause(ctx)
+			<-taken
 			return ctx.Err()
 		}})
 	defer cancel()
@@ -170,6 +175,7 @@ func TestRunCancelsHandlerWhenLeaseLost(t *testing.T) {
 	require.Eventually(t, func() bool { return b.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
 	b.clock.Advance(lease + time.Second)
 	c2 := b.claim(t, "w2", 1)
+	close(taken)
 	require.Len(t, c2, 1)
 	require.True(t, c2[0].TakenOver)
 
