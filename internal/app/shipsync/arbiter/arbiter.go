@@ -29,7 +29,8 @@ var queriesSQL string
 
 var stmts = sqlfile.MustParse("arbiter/queries.sql", queriesSQL, "CaseClaim", "CaseRelease", "CaseGet", "CaseLockOwned", "CaseLock",
 	"CaseSetState", "CaseRecord", "DecisionTime", "CaseSupersede", "EvidenceLatest", "EvidenceList", "InboxEventBody",
-	"DecisionAttempt", "DecisionInsert", "DecisionGet", "AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList")
+	"DecisionAttempt", "DecisionInsert", "DecisionGet", "AnswersClaim", "AnswerProcessed", "DecisionAnswers", "CaseList",
+	"StreamLock", "HeadLock")
 
 // Defaults of Config.
 const (
@@ -288,6 +289,10 @@ type loaded struct {
 	Dispute
 	key  []*pb.ColumnValue
 	tomb string // the shore's tombstone revision, when its side is deleted
+	// reported: the node's version is what the node said it held when a
+	// command met it, not an event the shore received — its upload may
+	// still be on its way.
+	reported bool
 }
 
 // dispute reads a case's rule, latest evidence and the shore's row now.
@@ -313,6 +318,7 @@ func (a *Arbiter) dispute(ctx context.Context, c kase) (*loaded, error) {
 	l := &loaded{Dispute: Dispute{Rule: rule}, key: key.Columns}
 	if e.foundIn == "node" {
 		// A node met the shore's change: the incoming side is the shore's.
+		l.reported = true
 		if e.op != pb.Operation_OPERATION_DELETE.String() {
 			l.EvidenceShore = e.result
 		} else {
@@ -407,8 +413,19 @@ func (a *Arbiter) decision(c kase, l *loaded, winner, by, policy, reason string)
 	if winner == WinnerShore {
 		d.Choice, d.WinnerNode, d.Tombstone, d.Row = "SHORE", l.Shore.Node, !l.Shore.Exists, keyed(l.Shore.Row, l.key)
 		d.Revision = l.Shore.Revision
-		if !l.Shore.Exists {
+		switch {
+		case !l.Shore.Exists:
 			d.Revision = cmp.Or(l.tomb, uuid.NewSHA1(decisionNamespace, []byte(c.id+"/tombstone")).String())
+		case l.reported && (!l.Node.Exists || !strings.EqualFold(l.Node.Revision, l.Shore.Revision)):
+			// The node's version is one it reported: a change it made may
+			// still be on its way up, made over the shore's revision, and
+			// would apply cleanly after the node was told to drop it — the
+			// shore on the node's version, the node on the shore's. The
+			// shore's row is written again under a new revision (dispatch),
+			// so such a change meets a revision it was not made over and is
+			// recorded as a conflict; or, applied before that write, it
+			// makes the write fail and the case expire.
+			d.Revision = uuid.NewString()
 		}
 		return d
 	}
@@ -668,10 +685,14 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 	// shore row's own origin for SHORE), the shore's for an operator's
 	// value or delete.
 	origin := cmp.Or(d.WinnerNode, a.cfg.ShoreNode)
-	if d.Choice == "VALUE" || d.Choice == "DELETE" {
+	// A SHORE decision whose revision is not the shore row's re-issues
+	// that row under a new revision (see decision).
+	reissue := d.Choice == "SHORE" && !d.Tombstone && !strings.EqualFold(d.Revision, d.ExpectedShore)
+	if d.Choice == "VALUE" || d.Choice == "DELETE" || reissue {
 		origin = a.cfg.ShoreNode
 	}
-	if d.Choice != "SHORE" {
+	written := d.Choice != "SHORE" || reissue
+	if written {
 		w := apply.Conditional{Table: table(rule), Key: key.Columns, Base: d.ExpectedShore,
 			Stamp: apply.Stamp{Revision: d.Revision, Origin: origin, EventID: d.ID}}
 		switch {
@@ -731,16 +752,28 @@ func (a *Arbiter) dispatch(ctx context.Context, c kase) (bool, error) {
 		msg.Outcome = &pb.ConflictDecision_DecidedValue{DecidedValue: d.Row}
 	}
 	err = pgx.BeginFunc(ctx, a.cfg.Pool, func(tx pgx.Tx) error {
+		// Locks in one order with the other writers, or they deadlock: the
+		// node's command stream, then the record head (the shore CDC
+		// consumer's order), then the case (the shore applier takes the
+		// head, then the case it records a conflict in).
+		if _, err := tx.Exec(ctx, stmts["StreamLock"], d.Node); err != nil {
+			return err
+		}
+		if written {
+			if _, err := tx.Exec(ctx, stmts["HeadLock"], c.rule, c.pkHash); err != nil {
+				return err
+			}
+		}
 		if err := a.lock(ctx, tx, c.id, a.cfg.Instance, ""); err != nil {
 			return err
 		}
-		if d.Choice != "SHORE" {
+		if _, err := shore.EnqueueDecision(ctx, tx, d.Node, c.id, msg, now); err != nil {
+			return err
+		}
+		if written {
 			if err := apply.SetHead(ctx, tx, c.rule, c.pkHash, d.Revision, origin, d.ID, d.Tombstone, now); err != nil {
 				return fmt.Errorf("arbiter: record head: %w", err)
 			}
-		}
-		if _, err := shore.EnqueueDecision(ctx, tx, d.Node, c.id, msg, now); err != nil {
-			return err
 		}
 		if d.Choice == "SHORE" {
 			// The decision keeps the shore's row: it must still be the

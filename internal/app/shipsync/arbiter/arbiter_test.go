@@ -179,6 +179,21 @@ func row(id int64, name string, at time.Time) *pb.RowImage {
 		{Name: "updated_at", Value: &pb.ColumnValue_TimestampValue{TimestampValue: timestamppb.New(at)}}}}
 }
 
+// requireReissued checks that SHORE decision d, decided on a version the
+// node reported, re-issued the shore's row of record 1 (revision was, its
+// name column name): a new revision, written to the shore stamped with the
+// decision and the shore's origin, the same values, sent with that
+// revision and origin.
+func (r *rig) requireReissued(t *testing.T, d *pb.ConflictDecision, was, name string) {
+	t.Helper()
+	require.NotEqual(t, was, d.DecidedRevision, "a new revision")
+	got, rev, origin, eventID, ok := r.shoreGet(t, 1)
+	require.True(t, ok)
+	require.Equal(t, []string{name, d.DecidedRevision, "shore", d.DecisionId}, []string{got, rev, origin, eventID})
+	require.Equal(t, "shore", d.DecidedOriginNodeId)
+	require.Equal(t, name, d.GetDecidedValue().Columns[1].GetStringValue())
+}
+
 func step(t *testing.T, a *arbiter.Arbiter) arbiter.StepResult {
 	t.Helper()
 	res, err := a.Step(t.Context())
@@ -373,7 +388,7 @@ func TestDecisionStale(t *testing.T) {
 	d := cmds[1].GetDecision()
 	require.Equal(t, next, d.ConflictId)
 	require.Equal(t, "rev-n2", d.ExpectedLocalRevision, "the new decision expects the node's newer revision")
-	require.Equal(t, "rev-s1", d.DecidedRevision)
+	r.requireReissued(t, d, "rev-s1", "shore's")
 }
 
 // TestNodeReportedConflict: the node met the shore's change at another
@@ -397,7 +412,7 @@ func TestNodeReportedConflict(t *testing.T) {
 	require.Len(t, cmds, 2)
 	d := cmds[1].GetDecision()
 	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
-	require.Equal(t, "rev-s2", d.DecidedRevision)
+	r.requireReissued(t, d, "rev-s2", "shore's")
 	var foundIn string
 	require.NoError(t, r.pg.Pool().QueryRow(ctx, "SELECT found_in FROM sync_conflict_evidence WHERE conflict_id = $1",
 		d.ConflictId).Scan(&foundIn))
@@ -503,7 +518,7 @@ func TestAnswersInCommandOrder(t *testing.T) {
 	cmds = r.commands(t)
 	require.Len(t, cmds, 3)
 	d := cmds[2].GetDecision()
-	require.Equal(t, "rev-s2", d.DecidedRevision, "decided against the shore's later change")
+	r.requireReissued(t, d, "rev-s2", "shore's second") // decided against the shore's later change
 	require.Empty(t, d.ExpectedLocalRevision, "the node has no row")
 }
 
@@ -545,7 +560,7 @@ func TestLateEvidenceOpensANewCase(t *testing.T) {
 	require.Len(t, cmds, 3)
 	d := cmds[2].GetDecision()
 	require.Equal(t, next, d.ConflictId)
-	require.Equal(t, "rev-s2", d.DecidedRevision)
+	r.requireReissued(t, d, "rev-s2", "shore's again")
 }
 
 // TestStaleAnswerAfterLateEvidence: the node met an older change of the
@@ -578,7 +593,7 @@ func TestStaleAnswerAfterLateEvidence(t *testing.T) {
 	cmds = r.commands(t)
 	require.Len(t, cmds, 3)
 	d := cmds[2].GetDecision()
-	require.Equal(t, "rev-s1", d.DecidedRevision, "the shore's row")
+	r.requireReissued(t, d, "rev-s1", "shore's") // the shore's row
 	require.Equal(t, "rev-n2", d.ExpectedLocalRevision, "the node's revision in its answer")
 }
 
@@ -628,7 +643,7 @@ func TestExpiredCaseReopens(t *testing.T) {
 	d := r.commands(t)[0].GetDecision()
 	require.Equal(t, next, d.ConflictId)
 	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
-	require.Equal(t, "rev-s2", d.DecidedRevision)
+	r.requireReissued(t, d, "rev-s2", "shore's again")
 	require.Equal(t, "shore's again", d.GetDecidedValue().Columns[1].GetStringValue())
 }
 
@@ -684,4 +699,79 @@ func TestStopReleasesLease(t *testing.T) {
 	n, err := first.Release(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, n, "a released arbiter holds nothing; the dispatched case is not touched")
+}
+
+// lateUpload is the node's own change of record 1 from base to result (its
+// row named name), reaching the shore after the node reported result: the
+// shore applier's conditional write of it. It reports whether the write
+// changed the shore's row.
+func (r *rig) lateUpload(t *testing.T, base, result, name string) bool {
+	t.Helper()
+	ev := &pb.ChangeEvent{EventId: uuid.NewString(), OriginNodeId: node, RuleId: "crew", RuleVersion: 1, PrimaryKey: key(1),
+		Operation: pb.Operation_OPERATION_UPDATE, BaseRevision: base, ResultRevision: result, After: row(1, name, t0)}
+	w := apply.ChangeWrite(&apply.Table{Name: "crew", Columns: []string{"id", "name", "updated_at"}}, ev, apply.OpUpdate,
+		ev.EventId, 1)
+	changed, refused, err := r.target.Apply(t.Context(), []apply.Conditional{w}, r.clock.Now())
+	require.NoError(t, err)
+	require.NoError(t, refused[0])
+	return changed[0]
+}
+
+// reportedOverShore has the shore at rev-s1 and the node report, meeting
+// the shore's change to it, that it holds rev-n1 — its own change made over
+// rev-s1, whose upload has not reached the shore yet.
+func reportedOverShore(t *testing.T, mutate func(*arbiter.Config)) (*rig, *arbiter.Arbiter) {
+	t.Helper()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s1")
+	r.forward(t, "rev-0", "rev-s1", "shore's")
+	r.ack(t, &pb.CommandAck{CommandId: r.commands(t)[0].CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
+	return r, r.arbiter(t, "arb-1", mutate)
+}
+
+// TestReportedVersionUploadedLate: the node reported a version (rev-n1) the
+// shore has not received — its change made over the shore's rev-s1 is
+// still on its way. The SHORE decision tells the node to drop rev-n1; were
+// the shore's row left at rev-s1, that change would apply cleanly when it
+// arrives, leaving the shore on the node's version and the node on the
+// shore's, for good (found by the two-way crash harness). The decision
+// re-issues the shore's row under a new revision, so the late change no
+// longer applies: it is recorded as a conflict, and both sides hold the
+// decided version.
+func TestReportedVersionUploadedLate(t *testing.T) {
+	t.Parallel()
+	r, a := reportedOverShore(t, nil)
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	d := r.commands(t)[1].GetDecision()
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	r.requireReissued(t, d, "rev-s1", "shore's")
+	require.False(t, r.lateUpload(t, "rev-s1", "rev-n1", "node's"), "the late change meets the new revision")
+	_, rev, _, _, _ := r.shoreGet(t, 1)
+	require.Equal(t, d.DecidedRevision, rev)
+}
+
+// TestReportedVersionUploadedBeforeTheWrite: the node's late change reaches
+// the shore after the verdict and before the decision is written: it
+// applies (it was made over the shore's row), the re-issue then finds
+// another revision and writes nothing, and the case expires unsent — both
+// sides hold the node's version, so no case follows.
+func TestReportedVersionUploadedBeforeTheWrite(t *testing.T) {
+	t.Parallel()
+	var r *rig
+	r, a := reportedOverShore(t, func(c *arbiter.Config) {
+		arbiter.SetBeforeDispatch(c, func(string) error {
+			require.True(t, r.lateUpload(t, "rev-s1", "rev-n1", "node's"))
+			return nil
+		})
+	})
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Expired: 1}, step(t, a))
+	require.Len(t, r.commands(t), 1, "no decision is sent")
+	name, rev, _, _, _ := r.shoreGet(t, 1)
+	require.Equal(t, []string{"node's", "rev-n1"}, []string{name, rev})
+	var open int
+	require.NoError(t, r.pg.Pool().QueryRow(t.Context(),
+		"SELECT count(*) FROM sync_conflict_case WHERE state NOT IN ('EXPIRED', 'ACKNOWLEDGED')").Scan(&open))
+	require.Zero(t, open, "the two sides agree: nothing reopened")
+	require.Equal(t, arbiter.StepResult{}, step(t, a))
 }

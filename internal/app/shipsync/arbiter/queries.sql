@@ -110,3 +110,13 @@ FROM sync_conflict_case c
 WHERE ($1 = '' OR c.state = $1)
 ORDER BY c.created_at, c.conflict_id
 LIMIT $2;
+
+-- name: StreamLock
+-- Locks node $1's command stream (when it has one yet) for a dispatch: the
+-- first lock of the dispatch's order (stream, record head, case).
+SELECT 1 FROM sync_downlink_node WHERE node_id = $1 FOR UPDATE;
+
+-- name: HeadLock
+-- Locks a record's head (when the shore has one yet) for a dispatch that
+-- writes it: the second lock of the dispatch's order.
+SELECT 1 FROM sync_record_head WHERE rule_id = $1 AND pk_hash = $2 FOR UPDATE;

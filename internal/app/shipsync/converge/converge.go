@@ -103,6 +103,10 @@ type Options struct {
 	// the edits end), while the edits go on: a caller can look at a shore
 	// with work in flight. Its error ends Run.
 	Midway func(ctx context.Context, s Shore) error
+
+	// afterReconcile, when set (tests), runs after the reconciliation with
+	// the run's parts still open.
+	afterReconcile func(ctx context.Context, r *run)
 }
 
 // Shore is what Options.Pause gets: the running shore's PostgreSQL, its
@@ -341,6 +345,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.ShipWrites, res.ShoreWrites = int(r.shipN.Load()), int(r.shoreN.Load())
 	if err := r.reconcile(ctx, res); err != nil {
 		return nil, err
+	}
+	if o.afterReconcile != nil {
+		o.afterReconcile(ctx, r)
 	}
 	res.Elapsed = time.Since(began)
 	return res, nil

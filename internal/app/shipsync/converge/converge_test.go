@@ -21,9 +21,17 @@ import (
 // command has exactly one result.
 func TestConvergence(t *testing.T) {
 	var progress bytes.Buffer
-	res, err := converge.Run(t.Context(), converge.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
-		Dir: t.TempDir(), Rows: 30, Edits: 100, Flaps: true, Seed: 42, Progress: &progress})
+	o := converge.Options{PostgresURL: testdb.PGSchema(t), MariaDB: testdb.MariaDBServer(),
+		Dir: t.TempDir(), Rows: 30, Edits: 100, Flaps: true, Seed: 42, Progress: &progress}
+	// A hot row of the ship's: what a failed check would tell of it.
+	var history string
+	converge.HistoryOf(&o, "fuel_log", "1", &history)
+	res, err := converge.Run(t.Context(), o)
 	require.NoError(t, err, progress.String())
+	t.Logf("history of fuel_log 1:%s", history)
+	for _, want := range []string{"ship wrote c ", "shore wrote u ", "shore received event", "APPLIED", "command "} {
+		require.Contains(t, history, want, "the history of a hot row tells both captures, the uplink and the downlink")
+	}
 	var out bytes.Buffer
 	shipdemo.WriteChecks(&out, res.Checks)
 	t.Logf("%s\n%s", progress.String(), out.String())

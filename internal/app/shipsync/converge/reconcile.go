@@ -219,12 +219,14 @@ func (r *run) reconcile(ctx context.Context, res *Result) error {
 		var diff []string
 		for k, v := range ship {
 			if shore[k] != v {
-				diff = append(diff, fmt.Sprintf("id %s: ship %q, shore %q; cases: %s", k, v, shore[k], r.casesOf(ctx, t.name, k)))
+				diff = append(diff, fmt.Sprintf("id %s: ship %q, shore %q; cases: %s; history:%s", k, v, shore[k],
+					r.casesOf(ctx, t.name, k), r.history(ctx, t.name, k)))
 			}
 		}
 		for k, v := range shore {
 			if _, ok := ship[k]; !ok {
-				diff = append(diff, fmt.Sprintf("id %s: only on the shore %q; cases: %s", k, v, r.casesOf(ctx, t.name, k)))
+				diff = append(diff, fmt.Sprintf("id %s: only on the shore %q; cases: %s; history:%s", k, v,
+					r.casesOf(ctx, t.name, k), r.history(ctx, t.name, k)))
 			}
 		}
 		slices.Sort(diff)

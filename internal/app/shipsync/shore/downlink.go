@@ -1,6 +1,7 @@
 package shore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -189,21 +190,35 @@ type position struct {
 // conflict with the right evidence, and one made over this one is
 // written).
 func followHeads(ctx context.Context, tx pgx.Tx, changes []ShoreChange, fresh map[position]bool, now time.Time) error {
-	var b pgx.Batch
+	type move struct {
+		ev   *pb.ChangeEvent
+		hash []byte
+	}
+	var moves []move
 	for _, c := range changes {
 		if c.Blocked || !fresh[position{c.Topic, c.Partition, c.Offset}] {
 			continue
 		}
-		ev := c.Event
-		hash, _, err := RecordKey(ev.PrimaryKey)
+		hash, _, err := RecordKey(c.Event.PrimaryKey)
 		if err != nil {
 			return fmt.Errorf("shore: record key: %w", err)
 		}
-		b.Queue(stmts["HeadFollowShore"], ev.RuleId, hash, ev.ResultRevision, ev.OriginNodeId,
-			ev.Operation == pb.Operation_OPERATION_DELETE, now, ev.BaseRevision)
+		moves = append(moves, move{c.Event, hash})
 	}
-	if b.Len() == 0 {
+	if len(moves) == 0 {
 		return nil
+	}
+	// The heads in the order the shore applier locks them (rule, then
+	// key), so the two never wait on each other in a cycle; a record's own
+	// changes keep their queue order (a stable sort).
+	slices.SortStableFunc(moves, func(a, b move) int {
+		return cmp.Or(strings.Compare(a.ev.RuleId, b.ev.RuleId), bytes.Compare(a.hash, b.hash))
+	})
+	var b pgx.Batch
+	for _, m := range moves {
+		ev := m.ev
+		b.Queue(stmts["HeadFollowShore"], ev.RuleId, m.hash, ev.ResultRevision, ev.OriginNodeId,
+			ev.Operation == pb.Operation_OPERATION_DELETE, now, ev.BaseRevision)
 	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("%w: record heads: %w", ErrStore, err)

@@ -39,6 +39,7 @@ import (
 	"github.com/relayhq/relay/internal/app/shipsync/cdc"
 	"github.com/relayhq/relay/internal/app/shipsync/normalize"
 	"github.com/relayhq/relay/internal/app/shipsync/shore"
+	"github.com/relayhq/relay/internal/app/shipsync/wire"
 	"github.com/relayhq/relay/internal/faultpoint"
 	"github.com/relayhq/relay/relaytype"
 )
@@ -93,6 +94,9 @@ func (l inboxLookup) Applied(ctx context.Context, origin, eventID string) (norma
 // Stats count what the consumer did since it started.
 type Stats struct {
 	Read, Forwarded, Skipped, Blocked, Commands, Commits int64
+	// Failures: attempts to store a poll's changes that failed and were
+	// retried.
+	Failures int64
 }
 
 // Consumer is the shore CDC consumer.
@@ -105,7 +109,7 @@ type Consumer struct {
 	// blocked is the first blocked offset per "topic/partition".
 	blocked map[string]int64
 
-	read, forwarded, skipped, blockedN, commands, commits atomic.Int64
+	read, forwarded, skipped, blockedN, commands, commits, failures atomic.Int64
 }
 
 // New returns a Consumer for cfg.
@@ -128,22 +132,24 @@ func New(cfg Config) (*Consumer, error) {
 // Stats returns the counters.
 func (c *Consumer) Stats() Stats {
 	return Stats{Read: c.read.Load(), Forwarded: c.forwarded.Load(), Skipped: c.skipped.Load(),
-		Blocked: c.blockedN.Load(), Commands: c.commands.Load(), Commits: c.commits.Load()}
+		Blocked: c.blockedN.Load(), Commands: c.commands.Load(), Commits: c.commits.Load(), Failures: c.failures.Load()}
 }
 
 // Progress is a one-line summary of the counters.
 func (c *Consumer) Progress() string {
 	s := c.Stats()
-	return fmt.Sprintf("shore cdc: read %d, forwarded %d (%d commands), skipped %d, blocked %d", s.Read, s.Forwarded,
-		s.Commands, s.Skipped, s.Blocked)
+	return fmt.Sprintf("shore cdc: read %d, forwarded %d (%d commands), skipped %d, blocked %d, store failures retried %d",
+		s.Read, s.Forwarded, s.Commands, s.Skipped, s.Blocked, s.Failures)
 }
 
 // commitTimeout bounds one consumer group commit.
 const commitTimeout = 10 * time.Second
 
-// Run consumes until ctx ends or storing fails (the error is returned; a
-// restart resumes from the committed positions and recognises what was
-// stored).
+// Run consumes until ctx ends. Records whose storing fails are handled
+// again after a pause (RetryMinDefault, doubling to RetryMaxDefault on the
+// consumer's clock), which stored changes make safe; Run returns an error
+// only when it cannot start (the blocked positions unreadable, the Kafka
+// client refused).
 func (c *Consumer) Run(ctx context.Context) error {
 	blocked, err := c.cfg.Downlink.BlockedFirst(ctx)
 	if err != nil {
@@ -171,14 +177,35 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if len(recs) == 0 {
 			continue
 		}
-		if err := c.handle(ctx, recs); err != nil {
+		// A failure to store (PostgreSQL restarting, a deadlock, a
+		// connection cut) stops nothing: the same records are handled
+		// again after a pause, and what was stored before is recognised.
+		for wait := RetryMinDefault; ; wait = min(2*wait, RetryMaxDefault) {
+			err := c.handle(ctx, recs)
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			if err == nil {
+				break
+			}
+			c.failures.Add(1)
+			c.log.Warn("shipsync shore cdc: storing the changes failed; retrying", "records", len(recs), "retry_in", wait,
+				"err", wire.Bound(err.Error(), 300))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.cfg.Clock.After(wait):
+			}
 		}
 	}
 }
+
+// The pause before records whose storing failed are handled again: the
+// first, doubled on each failure in a row up to the last.
+const (
+	RetryMinDefault = 100 * time.Millisecond
+	RetryMaxDefault = 10 * time.Second
+)
 
 // handle turns one poll's records into stored changes, then commits the
 // positions.
@@ -186,8 +213,8 @@ func (c *Consumer) handle(ctx context.Context, recs []*kgo.Record) error {
 	now := c.cfg.Clock.Now()
 	var changes []shore.ShoreChange
 	next := map[string]map[int32]int64{}
+	skipped := 0
 	for _, r := range recs {
-		c.read.Add(1)
 		ch, err := c.prepare(ctx, r, now)
 		if err != nil {
 			return err
@@ -195,7 +222,7 @@ func (c *Consumer) handle(ctx context.Context, recs []*kgo.Record) error {
 		if ch != nil {
 			changes = append(changes, *ch)
 		} else {
-			c.skipped.Add(1)
+			skipped++
 		}
 		if next[r.Topic] == nil {
 			next[r.Topic] = map[int32]int64{}
@@ -207,6 +234,8 @@ func (c *Consumer) handle(ctx context.Context, recs []*kgo.Record) error {
 		return err
 	}
 	faultpoint.Hit(faultpoint.ShipsyncShoreCDCAfterForward)
+	c.read.Add(int64(len(recs)))
+	c.skipped.Add(int64(skipped))
 	c.forwarded.Add(int64(res.Forwarded))
 	c.blockedN.Add(int64(res.Blocked))
 	c.commands.Add(int64(res.Commands))

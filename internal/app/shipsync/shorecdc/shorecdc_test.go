@@ -22,6 +22,7 @@ import (
 	"github.com/relayhq/relay/internal/testdb"
 	"github.com/relayhq/relay/relayclock"
 	"github.com/relayhq/relay/relaydriver/relaypgx"
+	"github.com/relayhq/relay/relaytype"
 )
 
 // shoreNode is the shore's node id: the origin of its local writes.
@@ -80,12 +81,18 @@ func (r *rig) capture(t *testing.T) {
 // consumer runs a shore CDC consumer until stop is called.
 func (r *rig) consumer(t *testing.T) (*shorecdc.Consumer, func()) {
 	t.Helper()
+	return r.consumerOn(t, relayclock.System{})
+}
+
+// consumerOn is consumer on clock.
+func (r *rig) consumerOn(t *testing.T, clock relaytype.Clock) (*shorecdc.Consumer, func()) {
+	t.Helper()
 	n, err := shorecdc.NewNormalizer(shoreNode, "capture-shore", 0, r.rules, r.dl)
 	require.NoError(t, err)
 	dec, err := cdc.New(cdc.Config{})
 	require.NoError(t, err)
 	c, err := shorecdc.New(shorecdc.Config{Brokers: r.brokers, TopicPrefix: capture.TopicPrefixDefault + ".shore.",
-		Downlink: r.dl, Decoder: dec, Normalizer: n, Clock: relayclock.System{}})
+		Downlink: r.dl, Decoder: dec, Normalizer: n, Clock: clock})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -284,4 +291,40 @@ func (r *rig) inboxEvent(t *testing.T, id string, op pb.Operation, result string
 		VALUES ($1, $2, $1, 'b', 'crew', 1, '\x00', '7', 'c', 'p', 0, (SELECT count(*) + 1 FROM sync_inbox_event), '1.0', '\x00', $3, now())`,
 		shipdemo.Node, id, body)
 	require.NoError(t, err)
+}
+
+// TestStoreFailureIsRetried: storing the changes fails (here the table of
+// handled positions is gone, as a deadlock or a restarting PostgreSQL would
+// fail it): the consumer keeps running, waits on its clock and handles the
+// same records again; once the store is back they become their commands,
+// once each. (Found by the two-way crash harness: a deadlock with the
+// arbiter ended the consumer, and the shore process with it.)
+func TestStoreFailureIsRetried(t *testing.T) {
+	r := newRig(t)
+	r.capture(t)
+	clock := relayclock.NewFake(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
+	c, stop := r.consumerOn(t, clock)
+	ctx := t.Context()
+	insert := func(id int) {
+		_, err := r.db.ExecContext(ctx, "INSERT INTO crew (id, name, rank_code, wage, updated_at) VALUES (?, 'sailor', 'AB', 1800.00, ?)",
+			id, time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
+		require.NoError(t, err)
+	}
+	insert(1)
+	waitFor(t, "the first command", func() bool { return len(r.allCommands(t)) == 1 })
+	_, err := r.pg.Pool().Exec(ctx, "ALTER TABLE sync_shore_event RENAME TO sync_shore_event_away")
+	require.NoError(t, err)
+	insert(2)
+	waitFor(t, "a failed attempt", func() bool { return c.Stats().Failures >= 1 && clock.Waiters() > 0 })
+	require.Len(t, r.allCommands(t), 1)
+	require.Equal(t, int64(1), c.Stats().Read, "nothing is counted until it is stored")
+	_, err = r.pg.Pool().Exec(ctx, "ALTER TABLE sync_shore_event_away RENAME TO sync_shore_event")
+	require.NoError(t, err)
+	clock.Advance(shorecdc.RetryMaxDefault)
+	waitFor(t, "the second command", func() bool { return len(r.allCommands(t)) == 2 })
+	s := c.Stats()
+	require.Equal(t, int64(2), s.Forwarded)
+	require.Equal(t, int64(2), s.Commands)
+	require.Contains(t, c.Progress(), "store failures retried")
+	stop() // the consumer ran on: it stops cleanly
 }
