@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relayhq/relay"
@@ -285,11 +286,24 @@ func (c *chain) open(ctx context.Context, conns int, role string) (*relaypgx.Dri
 }
 
 // appName starts the application_name of every session of the chain's
-// pools: "relay-sms-" and the instance, then "/" and the pool's role (api,
-// stage, publisher, gateway, callback), so that an operator can tell the
-// instances and their roles apart and the reconciliation's health check
-// (which takes the name and every "<name>/…") finds them all.
-func (c *chain) appName() string { return "relay-sms-" + c.o.instance }
+// pools, followed by "/" and the pool's role (api, stage, publisher,
+// gateway, callback): the application_name the --postgres connection
+// string (or PGAPPNAME) gives, else "relay-sms-" and the instance — so an
+// operator can tell the instances and their roles apart, and a harness that
+// names its own sessions X and passes X to every role finds them all under
+// X with the reconciliation's health check (which takes the name and every
+// "<name>/…").
+func (c *chain) appName() string { return chainAppName(c.o.pgURL, c.o.instance) }
+
+// chainAppName is appName for the connection string pgURL and instance.
+func chainAppName(pgURL, instance string) string {
+	if cfg, err := pgxpool.ParseConfig(pgURL); err == nil {
+		if n := cfg.ConnConfig.RuntimeParams["application_name"]; n != "" {
+			return n
+		}
+	}
+	return "relay-sms-" + instance
+}
 
 // openGateway builds the gateway with the active channels of the
 // database: address, version, SP_Id, connections, window and rate from

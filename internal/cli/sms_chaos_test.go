@@ -39,6 +39,15 @@ func TestSmsChainCrash(t *testing.T) {
 	require.Contains(t, got, "webhooks:  2000 messages notified")
 	require.Contains(t, got, "reconcile: ok (6 checks)")
 	require.NotContains(t, got, "PROBLEM")
+	// The health check saw the roles' sessions while they ran (their
+	// pools are named under the harness's application_name), not only the
+	// harness's one or two.
+	live := regexp.MustCompile(`db-health while every role ran: sessions of application_name relay-chaos-\w+: (\d+) connections`).
+		FindStringSubmatch(got)
+	require.NotNil(t, live, "the live health line")
+	n, err := strconv.Atoi(live[1])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 5, "a session of each role at least")
 }
 
 func TestSmsChaosFlags(t *testing.T) {

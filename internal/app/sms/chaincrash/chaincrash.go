@@ -85,7 +85,10 @@ const (
 	stopTimeout    = 30 * time.Second
 	settlePoll     = 500 * time.Millisecond
 	settleTimeout  = 30 * time.Second
-	apiStart       = 30 * time.Second
+	// connectionBudget bounds the sessions of the harness and every role
+	// together while they run.
+	connectionBudget = reconcile.MaxConnectionsDefault
+	apiStart         = 30 * time.Second
 )
 
 // Options shape one run.
@@ -439,9 +442,20 @@ sending:
 		return nil, fmt.Errorf("chaincrash: %w (%s)", err, progress())
 	}
 	out("every message decided: %s", progress())
-	recOpts := reconcile.Options{Redis: rdb, Streams: n.all(), ApplicationName: appName}
-	if err := settle(ctx, db, recOpts); err != nil {
+	// Every role's sessions are named under appName (their --postgres
+	// carries it), so the health check sees them while they run: the last
+	// settling reconciliation's, kept — the final one runs with every role
+	// stopped.
+	recOpts := reconcile.Options{Redis: rdb, Streams: n.all(), ApplicationName: appName, MaxConnections: connectionBudget}
+	live, err := settle(ctx, db, recOpts)
+	if err != nil {
 		return nil, err
+	}
+	if h := live.Check(reconcile.CheckHealth); h != nil {
+		out("db-health while every role ran: %s", strings.Join(h.Figures, "; "))
+		for _, f := range h.Failures {
+			res.Problems = append(res.Problems, "db-health while every role ran: "+f)
+		}
 	}
 	res.Drain = time.Since(drainBegan)
 	for _, name := range Roles {
@@ -774,20 +788,20 @@ func progressLine(ctx context.Context, db *pgxpool.Pool, s *sender) string {
 
 // settle waits until a reconciliation without the supplier records passes:
 // the outbox, the completion work and the streams are quiet too.
-func settle(ctx context.Context, db *pgxpool.Pool, opts reconcile.Options) error {
+func settle(ctx context.Context, db *pgxpool.Pool, opts reconcile.Options) (*reconcile.Report, error) {
 	deadline := time.Now().Add(settleTimeout)
 	for {
 		rep, err := reconcile.Run(ctx, db, opts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if rep.OK() || time.Now().After(deadline) {
-			return nil // the final reconciliation tells what is wrong
+			return rep, nil // the final reconciliation tells what is wrong
 		}
 		select {
 		case <-time.After(settlePoll):
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
