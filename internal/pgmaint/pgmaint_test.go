@@ -55,7 +55,16 @@ func TestDueFollowsAutovacuumsRules(t *testing.T) {
 	require.Equal(t, 1, analyzed)
 	counted("busy", "vacuum_count", 1)
 
+	// Nothing changed since — but the vacuum removes only the dead rows no
+	// transaction can still see, and the server may run another one that
+	// does (CI runs the packages' tests side by side): the rule then says
+	// vacuum again, and only that.
+	dead := stat("busy", "n_dead_tup")
 	analyzed, vacuumed, err = pgmaint.Due(ctx, pool)
 	require.NoError(t, err)
-	require.Zero(t, analyzed+vacuumed, "nothing changed since")
+	if dead > 50+200 { // 50 + 20 % of 1,000 rows
+		require.Equal(t, []int{1, 1}, []int{analyzed, vacuumed}, "%d dead rows left: vacuum (and analyze) again", dead)
+	} else {
+		require.Zero(t, analyzed+vacuumed, "nothing changed since (%d dead rows left)", dead)
+	}
 }
