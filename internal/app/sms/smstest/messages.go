@@ -72,9 +72,15 @@ func (p *PlanDB) Messages(t testing.TB, ctx context.Context, from, to int, state
 // reaches the batch's rows by key reads about as many as the batch has.
 func (p *PlanDB) RequireNoScan(t testing.TB, ctx context.Context, plan *testdb.StalePlan, args ...any) {
 	t.Helper()
+	p.RequireNoScanOf(t, ctx, "sms_message", plan, args...)
+}
+
+// RequireNoScanOf is RequireNoScan for a statement on table.
+func (p *PlanDB) RequireNoScanOf(t testing.TB, ctx context.Context, table string, plan *testdb.StalePlan, args ...any) {
+	t.Helper()
 	for _, when := range []string{"stale", "analyzed"} {
 		if when == "analyzed" {
-			_, err := p.Raw.Exec(ctx, "ANALYZE sms_message")
+			_, err := p.Raw.Exec(ctx, "ANALYZE "+table)
 			require.NoError(t, err)
 		}
 		read, shape := plan.Touched(t, ctx, args...)
