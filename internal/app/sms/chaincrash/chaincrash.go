@@ -85,10 +85,7 @@ const (
 	stopTimeout    = 30 * time.Second
 	settlePoll     = 500 * time.Millisecond
 	settleTimeout  = 30 * time.Second
-	// connectionBudget bounds the sessions of the harness and every role
-	// together while they run.
-	connectionBudget = reconcile.MaxConnectionsDefault
-	apiStart         = 30 * time.Second
+	apiStart       = 30 * time.Second
 )
 
 // Options shape one run.
@@ -446,7 +443,7 @@ sending:
 	// carries it), so the health check sees them while they run: the last
 	// settling reconciliation's, kept — the final one runs with every role
 	// stopped.
-	recOpts := reconcile.Options{Redis: rdb, Streams: n.all(), ApplicationName: appName, MaxConnections: connectionBudget}
+	recOpts := reconcile.Options{Redis: rdb, Streams: n.all(), ApplicationName: appName}
 	live, err := settle(ctx, db, recOpts)
 	if err != nil {
 		return nil, err
