@@ -55,11 +55,12 @@ const (
 
 	// The sms admission stage's points, inside its batch transaction.
 
-	// AdmitBeforeFreeze: counters and decisions are written; no freeze is
-	// posted and nothing is committed.
+	// AdmitBeforeFreeze: the attempts, submits and decisions are written;
+	// no freeze is posted, no limit counter written, nothing committed.
 	AdmitBeforeFreeze = "sms.admit.before-freeze"
-	// AdmitAfterFreeze: every write of the batch is done, the account rows
-	// are locked; the engine has not completed or committed it.
+	// AdmitAfterFreeze: the freezes and the limit counts are written (the
+	// account and counter rows are locked); the gateway commands are not
+	// queued and nothing is committed.
 	AdmitAfterFreeze = "sms.admit.after-freeze"
 
 	// The sms completion's points, inside its batch transaction, and the

@@ -25,23 +25,34 @@ ORDER BY a.recipient, a.attempt_no, s.pk_number;
 SELECT id, app_id, numbers, sign_name, template_code, params, content, state
 FROM sms_message WHERE id = ANY($1::bigint[]);
 
--- name: CountersLock
--- Creates the batch's counter rows that do not exist yet and locks every one
--- (the no-op DO UPDATE locks an existing row), in the order given — the
--- caller sorts the keys, so two batches never wait for each other in a
--- cycle — and returns each count.
-INSERT INTO sms_limit_counter AS c (key, count, until, updated_at)
-SELECT k, 0, u, $3 FROM unnest($1::text[], $2::timestamptz[]) AS v(k, u)
-ON CONFLICT (key) DO UPDATE SET count = c.count
-RETURNING key, count;
+-- name: CountersRead
+-- Reads the batch's limit counters that exist, without locking them: a
+-- missing counter is 0. Counts within a window only grow, so what this reads
+-- is never more than the count at the write (CountersAdd), where each limit
+-- is checked again under the row's lock.
+--
+-- Each key probes the primary key (LATERAL … LIMIT 1 keeps the planner from
+-- joining the keys to a scan of the table, whatever its statistics say).
+SELECT c.key, c.count
+FROM unnest($1::text[]) AS v(k)
+CROSS JOIN LATERAL (SELECT key, count FROM sms_limit_counter WHERE key = v.k LIMIT 1) AS c;
 
--- name: CountersSet
--- Writes the counts decided under the locks of CountersLock, each guarded by
--- its limit: a count above its max matches no row, and the caller treats a
--- short count as an error (the batch is retried), never as success.
-UPDATE sms_limit_counter AS c SET count = v.n, updated_at = $4
-FROM unnest($1::text[], $2::integer[], $3::integer[]) AS v(k, n, mx)
-WHERE c.key = v.k AND v.n <= v.mx AND v.n >= 0;
+-- name: CountersAdd
+-- Adds the batch's counts ($2, one per key $1, never negative) to the limit
+-- counters, creating the missing ones (window end $4), each guarded by its
+-- limit $3: a key whose new count would pass its limit is neither created
+-- nor changed, and the caller treats a short row count as an error (the
+-- batch is decided again from the counts then committed), never as success.
+-- The caller sorts the keys, so two batches lock shared counters in one
+-- order; this is the batch's last write, so each counter stays locked only
+-- from here to the commit.
+INSERT INTO sms_limit_counter AS c (key, count, until, updated_at)
+SELECT v.k, v.d, v.u, $5
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::timestamptz[]) WITH ORDINALITY AS v(k, d, mx, u, i)
+WHERE v.d >= 0 AND v.d <= v.mx
+ORDER BY v.i
+ON CONFLICT (key) DO UPDATE SET count = c.count + excluded.count, updated_at = excluded.updated_at
+WHERE c.count + excluded.count <= ($3::integer[])[array_position($1::text[], excluded.key)];
 
 -- name: MessagesDecide
 -- Moves a batch's accepted rows to their decision; a row already decided

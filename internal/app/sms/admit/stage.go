@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,9 @@ type Stage struct {
 	cfg   StageConfig
 	log   *slog.Logger
 	rules *tenancy.Cache // the rules snapshot, read again only when they changed
+	// afterCount, when set (tests only), runs with the batch's counter keys
+	// after they were read and counted, before anything is written.
+	afterCount func(keys []string)
 }
 
 // NewStage returns the stage.
@@ -180,19 +184,21 @@ func (d *decision) refuse(r rules.Reason, detail string) {
 // giveBack returns an admitted-then-refused message's counts to counts.
 func (d *decision) giveBack(limits []limitDelta, counts map[string]*counter) {
 	for _, l := range limits {
-		c := counts[l.Key]
-		c.n -= l.n
-		c.dirty = true
+		counts[l.Key].n -= l.n
 	}
 }
 
 // HandleBatch decides ds in the engine's transaction tx, in this order:
 // read the inbox rows; load one snapshot (tenancy.Load, its own read-only
-// transaction); check every message and number; look up the accounts; lock
-// the batch's limit counters in key order and count under the locks;
-// write the counters and every decision; post each admitted message's
-// freeze last, in account order. A refusal is Succeeded (the row holds it);
-// a store error retries the whole batch (INFRA). A message without an
+// transaction); check every message and number; look up the accounts; read
+// the batch's limit counters and count; route the admitted messages (stage
+// B: attempts and submits); write every decision; then the writes that lock
+// rows other batches share, each set in a fixed order and held to the
+// commit: the freezes (account rows, in account order), the counts (counter
+// rows, in key order, each guarded by its limit) and the gateway commands
+// (each channel's outbox key row). A refusal is Succeeded (the row holds
+// it); a store error — a counter raced past its limit among them
+// (ErrCountersRaced) — retries the whole batch (INFRA). A message without an
 // inbox row is Dead (PROTOCOL): it was not enqueued by the API.
 func (s *Stage) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delivery) []relay.Result {
 	out := make([]relay.Result, len(ds))
@@ -207,6 +213,11 @@ func (s *Stage) HandleBatch(ctx context.Context, tx relay.Tx, ds []*relay.Delive
 		return all(relay.Dead(relaytype.ClassUnsupported, err))
 	}
 	if err := s.decideBatch(ctx, tx, ptx, ds, out); err != nil {
+		if errors.Is(err, ErrCountersRaced) {
+			// The batch that raced it has committed (the guarded write
+			// waited for it): decide again now, from its counts.
+			return all(relay.RetryAfter(0, relaytype.ClassInfra, err))
+		}
 		return all(relay.Retry(relaytype.ClassInfra, err))
 	}
 	return out
@@ -261,7 +272,7 @@ func (s *Stage) decideBatch(ctx context.Context, rtx relay.Tx, tx pgx.Tx, ds []*
 	if len(decs) == 0 {
 		return nil
 	}
-	counts, err := s.count(ctx, tx, decs, now)
+	counts, err := s.count(ctx, tx, decs)
 	if err != nil {
 		return err
 	}
@@ -431,20 +442,23 @@ func (s *Stage) decide(snap *rules.Snapshot, row *inboxRow, now time.Time) (*dec
 	return d, ent, nil
 }
 
-// counter is one limit counter of a batch, locked.
+// counter is one limit counter of a batch: at is the count read (0 for a
+// counter that does not exist yet), n the count with the batch's admitted
+// messages.
 type counter struct {
-	n, max int
-	dirty  bool
+	n, at, max int
+	until      time.Time
 }
 
-// count locks the limit counters of decs' admitted messages in key order
-// (creating the missing ones), decides message after message, in claim
-// order, whether all its counters have room — a message that would pass any
-// limit is refused with daily_limit or frequency_limit and counts nothing —
-// and writes the changed counts, each guarded by its limit.
-func (s *Stage) count(ctx context.Context, tx pgx.Tx, decs []*decision, now time.Time) (map[string]*counter, error) {
+// count reads the limit counters of decs' admitted messages (without
+// locking them) and decides message after message, in claim order, whether
+// all its counters have room — a message that would pass any limit is
+// refused with daily_limit or frequency_limit and counts nothing. The counts
+// are written once, last in the batch (writeCounters), each guarded by its
+// limit there: a batch that raced another over a counter near its limit
+// fails and is decided again.
+func (s *Stage) count(ctx context.Context, tx pgx.Tx, decs []*decision) (map[string]*counter, error) {
 	want := map[string]*counter{}
-	until := map[string]time.Time{}
 	for _, d := range decs {
 		if !d.admitted() {
 			continue
@@ -454,44 +468,31 @@ func (s *Stage) count(ctx context.Context, tx pgx.Tx, decs []*decision, now time
 				c.max = min(c.max, l.Max)
 				continue
 			}
-			want[l.Key], until[l.Key] = &counter{max: l.Max}, l.Until
+			want[l.Key] = &counter{max: l.Max, until: l.Until}
 		}
 	}
 	if len(want) == 0 {
 		return want, nil
 	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // one lock order for every batch: no deadlock between two
-	untils := make([]time.Time, len(keys))
-	for i, k := range keys {
-		untils[i] = until[k]
-	}
-	rows, err := tx.Query(ctx, stmts["CountersLock"], keys, untils, now)
+	keys := slices.Collect(maps.Keys(want))
+	rows, err := tx.Query(ctx, stmts["CountersRead"], keys)
 	if err != nil {
-		return nil, fmt.Errorf("sms admit: lock counters: %w", err)
+		return nil, fmt.Errorf("sms admit: read counters: %w", err)
 	}
-	seen := 0
 	for rows.Next() {
 		var k string
 		var n int
 		if err := rows.Scan(&k, &n); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("sms admit: lock counters: %w", err)
+			return nil, fmt.Errorf("sms admit: read counters: %w", err)
 		}
 		if c, ok := want[k]; ok {
-			c.n = n
-			seen++
+			c.n, c.at = n, n
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sms admit: lock counters: %w", err)
-	}
-	if seen != len(keys) {
-		return nil, fmt.Errorf("sms admit: lock counters: %d of %d rows", seen, len(keys))
+		return nil, fmt.Errorf("sms admit: read counters: %w", err)
 	}
 	for _, d := range decs {
 		if !d.admitted() {
@@ -507,12 +508,13 @@ func (s *Stage) count(ctx context.Context, tx pgx.Tx, decs []*decision, now time
 			continue
 		}
 		for _, l := range d.limits {
-			c := want[l.Key]
-			c.n += l.n
-			c.dirty = true
+			want[l.Key].n += l.n
 		}
 	}
-	return want, writeCounters(ctx, tx, want, now)
+	if s.afterCount != nil {
+		s.afterCount(keys)
+	}
+	return want, nil
 }
 
 // firstFull returns the first of limits that has no room left for its delta.
@@ -525,26 +527,41 @@ func firstFull(limits []limitDelta, counts map[string]*counter) (limitDelta, boo
 	return limitDelta{}, false
 }
 
-// writeCounters writes the dirty counters (guarded by their limits) and
-// marks them clean.
+// ErrCountersRaced: a limit counter this batch read had, at the write, too
+// little room left for the batch's messages — another batch counted against
+// it meanwhile. The batch is rolled back and decided again (its class is
+// INFRA, as for any store error) and decided again at once, from the counts
+// that batch committed.
+var ErrCountersRaced = errors.New("a limit counter changed under the batch")
+
+// writeCounters adds what the batch counted to each counter it changed, in
+// key order, creating the missing ones, each guarded by its limit
+// (CountersAdd).
 func writeCounters(ctx context.Context, tx pgx.Tx, counts map[string]*counter, now time.Time) error {
 	var keys []string
-	var ns, maxes []int
 	for k, c := range counts {
-		if c.dirty {
-			keys, ns, maxes = append(keys, k), append(ns, c.n), append(maxes, c.max)
-			c.dirty = false
+		if c.n != c.at {
+			keys = append(keys, k)
 		}
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	tag, err := tx.Exec(ctx, stmts["CountersSet"], keys, ns, maxes, now)
+	slices.Sort(keys) // one lock order for every batch: no deadlock between two
+	ds, maxes, untils := make([]int, len(keys)), make([]int, len(keys)), make([]time.Time, len(keys))
+	for i, k := range keys {
+		c := counts[k]
+		ds[i], maxes[i], untils[i] = c.n-c.at, c.max, c.until
+	}
+	tag, err := tx.Exec(ctx, stmts["CountersAdd"], keys, ds, maxes, untils, now)
 	if err != nil {
 		return fmt.Errorf("sms admit: write counters: %w", err)
 	}
 	if tag.RowsAffected() != int64(len(keys)) {
-		return fmt.Errorf("sms admit: write counters: %d of %d rows within their limits", tag.RowsAffected(), len(keys))
+		return fmt.Errorf("sms admit: write counters: %d of %d within their limits: %w", tag.RowsAffected(), len(keys), ErrCountersRaced)
+	}
+	for _, k := range keys {
+		counts[k].at = counts[k].n
 	}
 	return nil
 }

@@ -10,4 +10,4 @@ import (
 var queriesSQL string
 
 var stmts = sqlfile.MustParse("admit/queries.sql", queriesSQL,
-	"MessageAcceptMany", "MessageGet", "MessageAttempts", "CountersSweep", "MessagesLoad", "CountersLock", "CountersSet", "MessagesDecide", "MessageRefuse")
+	"MessageAcceptMany", "MessageGet", "MessageAttempts", "CountersSweep", "MessagesLoad", "CountersRead", "CountersAdd", "MessagesDecide", "MessageRefuse")
