@@ -1,6 +1,7 @@
 package complete_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -389,4 +390,47 @@ func TestAcceptedResultAwaitingReportDoesNotWake(t *testing.T) {
 	require.Equal(t, "DELIVRD", c.str(`SELECT stat FROM sms_submit WHERE submit_id = $1`, int64(cmds[0].SubmitID)))
 	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_attempt WHERE state = 'delivered'`))
 	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_attempt WHERE retry_of IS NOT NULL`))
+}
+
+// TestResultWriteRacesAnotherWriter: another transaction changes a submit
+// (here its report's stat) while the intake records that submit's result:
+// the intake's write waits for the other's lock and then finds a row its
+// snapshot does not see. The batch is run again at once (Stats().Raced),
+// and both writes stand: the Msg_Id and result of the intake, the stat of
+// the other transaction.
+func TestResultWriteRacesAnotherWriter(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	c.send("yuntong/otp", otp("race-1", "13812345678"))
+	cmds := c.commands()
+	require.Len(t, cmds, 1)
+	submit := int64(cmds[0].SubmitID)
+
+	other, err := c.d.Pool().Begin(c.ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(context.WithoutCancel(c.ctx)) }()
+	var otherPID int32
+	require.NoError(t, other.QueryRow(c.ctx, `SELECT pg_backend_pid()`).Scan(&otherPID))
+	_, err = other.Exec(c.ctx, `UPDATE sms_submit SET stat = 'DELIVRD' WHERE submit_id = $1`, submit)
+	require.NoError(t, err)
+
+	c.submitted(cmds[0], gateway.StateAccepted)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.intake.ReadOnce(c.ctx)
+		done <- err
+	}()
+	// The intake's statement has its snapshot and waits for the other's
+	// row lock.
+	require.Eventually(t, func() bool {
+		return c.n(`SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, otherPID) > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, other.Commit(c.ctx))
+	require.NoError(t, <-done)
+
+	require.EqualValues(t, 1, c.intake.Stats().Raced, "the batch ran again once")
+	require.Equal(t, formatUint(msgID(cmds[0])), c.str(`SELECT msg_id FROM sms_submit WHERE submit_id = $1`, submit))
+	require.Equal(t, "ACCEPTED", c.str(`SELECT result FROM sms_submit WHERE submit_id = $1`, submit))
+	require.Equal(t, "DELIVRD", c.str(`SELECT stat FROM sms_submit WHERE submit_id = $1`, submit))
+	require.Equal(t, int64(1), c.n(`SELECT count(*) FROM sms_event WHERE kind = 'result'`), "the fact recorded once")
 }

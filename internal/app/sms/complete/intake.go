@@ -83,10 +83,20 @@ type IntakeConfig struct {
 	Logger *slog.Logger
 }
 
-// IntakeStats counts what the intake did since it started.
+// IntakeStats counts what the intake did since it started. Raced counts
+// batches run again because a submit they write changed under them.
 type IntakeStats struct {
-	Batches, Entries, Events, Matched, Malformed, MO int64
+	Batches, Entries, Events, Matched, Malformed, MO, Raced int64
 }
+
+// errSubmitChanged: a submit a batch writes (its Msg_Id, or the result of a
+// segment awaiting its report) was changed by another transaction after the
+// batch's snapshot; ResultsRecord's write did not see the new row. The
+// batch's transaction is rolled back and run again (submitChangedTries in
+// all), then left pending like any failed batch.
+var errSubmitChanged = errors.New("a submit changed under the batch")
+
+const submitChangedTries = 3
 
 // Intake reads the gateway's result and report streams into the
 // completion's event log: one transaction per read records every fact
@@ -100,7 +110,7 @@ type Intake struct {
 	cfg IntakeConfig
 	log *slog.Logger
 
-	batches, entries, events, matched, malformed, mo atomic.Int64
+	batches, entries, events, matched, malformed, mo, raced atomic.Int64
 }
 
 // NewIntake returns an intake.
@@ -135,7 +145,7 @@ func NewIntake(cfg IntakeConfig) (*Intake, error) {
 // Stats returns the counts so far.
 func (in *Intake) Stats() IntakeStats {
 	return IntakeStats{Batches: in.batches.Load(), Entries: in.entries.Load(), Events: in.events.Load(),
-		Matched: in.matched.Load(), Malformed: in.malformed.Load(), MO: in.mo.Load()}
+		Matched: in.matched.Load(), Malformed: in.malformed.Load(), MO: in.mo.Load(), Raced: in.raced.Load()}
 }
 
 // Run creates the group on both streams (from their start), reads this
@@ -326,20 +336,30 @@ func (in *Intake) Process(ctx context.Context, streams []redis.XStream) error {
 		return len(ids), err
 	}
 	var events, matched int
-	err := pgx.BeginFunc(ctx, in.cfg.Pool, func(tx pgx.Tx) error {
+	record := func(tx pgx.Tx) error {
+		clear(attempts)
+		events, matched = 0, 0
 		if len(b.rKey) > 0 {
 			// An event that cannot decide anything (an accepted segment
 			// that waits for its report) is recorded without waking the
 			// completion: see ResultsRecord.
 			rows, err := tx.Query(ctx, stmts["ResultsRecord"], b.rKey, b.rSubmit, b.rChan, b.rKind, b.rState, b.rMsg,
 				b.rDetail, now)
-			var attempt int64
-			var decisive bool
+			var attempt *int64
+			var decisive *bool
+			var toWrite, written int64
 			if err == nil {
-				_, err = pgx.ForEachRow(rows, []any{&attempt, &decisive}, func() error {
-					events++
-					if decisive {
-						attempts[attempt] = true
+				_, err = pgx.ForEachRow(rows, []any{&attempt, &decisive, &toWrite, &written}, func() error {
+					switch {
+					case attempt == nil: // the counts row
+						if written != toWrite {
+							return fmt.Errorf("%d of %d submits written: %w", written, toWrite, errSubmitChanged)
+						}
+					default:
+						events++
+						if *decisive {
+							attempts[*attempt] = true
+						}
 					}
 					return nil
 				})
@@ -368,7 +388,14 @@ func (in *Intake) Process(ctx context.Context, streams []redis.XStream) error {
 			matched += k
 		}
 		return in.bump(ctx, tx, attempts)
-	})
+	}
+	err := pgx.BeginFunc(ctx, in.cfg.Pool, record)
+	for try := 1; errors.Is(err, errSubmitChanged) && try < submitChangedTries; try++ {
+		// The other writer has committed by now (the lock waited for it):
+		// the batch runs again at once and sees its row.
+		in.raced.Add(1)
+		err = pgx.BeginFunc(ctx, in.cfg.Pool, record)
+	}
 	if err != nil {
 		return fmt.Errorf("sms intake: %w", err)
 	}

@@ -9,6 +9,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	relay_sms_intake_events_total            facts stored (new events)
 //	relay_sms_intake_matched_total           parked reports matched
 //	relay_sms_intake_unusable_total          entries that do not parse (kept in sms_intake_reject)
+//	relay_sms_intake_raced_total             batches run again: a submit they write changed under them
 //	relay_sms_completion_claims_total        work records claimed
 //	relay_sms_completion_fenced_total        claims found lapsed at lock time
 //	relay_sms_completion_decided_total       attempts decided
@@ -33,6 +34,7 @@ var (
 	descEvents    = desc("relay_sms_intake_events_total", "Facts the intake stored as new events.")
 	descMatched   = desc("relay_sms_intake_matched_total", "Parked reports matched to their submit.")
 	descUnusable  = desc("relay_sms_intake_unusable_total", "Stream entries that did not parse (kept in sms_intake_reject).")
+	descRaced     = desc("relay_sms_intake_raced_total", "Intake batches run again because a submit they write changed under them.")
 	descClaims    = desc("relay_sms_completion_claims_total", "Completion work records claimed.")
 	descFenced    = desc("relay_sms_completion_fenced_total", "Claims found lapsed when locked (another worker took them over).")
 	descDecided   = desc("relay_sms_completion_decided_total", "Attempts decided.")
@@ -44,7 +46,7 @@ var (
 )
 
 func (x collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEntries, descEvents, descMatched, descUnusable, descClaims, descFenced,
+	for _, d := range []*prometheus.Desc{descEntries, descEvents, descMatched, descUnusable, descRaced, descClaims, descFenced,
 		descDecided, descRetries, descCompleted, descRefunds, descFailures, descResends} {
 		ch <- d
 	}
@@ -60,6 +62,7 @@ func (x collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descEvents, st.Events)
 		counter(descMatched, st.Matched)
 		counter(descUnusable, st.Malformed)
+		counter(descRaced, st.Raced)
 	}
 	if x.c != nil {
 		st := x.c.Stats()

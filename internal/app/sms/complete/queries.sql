@@ -18,34 +18,44 @@
 -- result stands) to the submit itself, for readers.
 --
 -- Each fact probes its submit and the Msg_Id's current holder by index
--- (LATERAL, LIMIT 1), so the reads stay index probes even on a generic plan
--- made while the tables were small (never re-planned until an ANALYZE),
--- where a join was planned over a scan of every submit. The Msg_Id write
--- joins by submitId and does rely on statistics: a plan made on a small
--- table scans the submits until ANALYZE (autovacuum) refreshes it; reaching
--- the row by the probe's ctid instead would lose the write when another
--- transaction changes the submit meanwhile, on PostgreSQL versions whose
--- TID recheck is strict.
+-- (LATERAL, LIMIT 1), and the submits to write are locked by a probe of
+-- their own and written by the locked row's ctid, so neither the reads nor
+-- the write depend on statistics: a generic plan made while the tables
+-- were small (never re-planned until an ANALYZE) planned a join of the
+-- write over a scan of every submit. The last row (attempt NULL) carries
+-- how many submits were to be written and how many were: when another
+-- transaction changed a submit after this statement's snapshot, the lock
+-- returns the newer row, which the write does not see, and the caller
+-- fails the batch (it is read again) rather than lose the write.
 WITH v AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
         AS v(event_key, submit_id, channel, kind, state, msg_id, detail)
 ), m AS (
     SELECT v.*, s.attempt_id, s.channel_id,
            s.attempt_id IS NOT NULL AND v.msg_id <> '' AND s.msg_id IS NULL AND h.held IS NULL AS set_msg_id,
-           s.attempt_id IS NOT NULL AND v.kind = 'result' AND v.state = 'ACCEPTED' AND s.registered AS awaits
+           s.attempt_id IS NOT NULL AND v.kind = 'result' AND v.state = 'ACCEPTED' AND s.registered AS awaits,
+           s.attempt_id IS NOT NULL AND v.kind = 'result' AND v.state = 'ACCEPTED' AND s.registered AND s.result IS NULL
+               AS set_result
     FROM v
     LEFT JOIN sms_channel c ON c.name = v.channel
-    LEFT JOIN LATERAL (SELECT s.attempt_id, s.channel_id, s.msg_id, s.registered FROM sms_submit s
+    LEFT JOIN LATERAL (SELECT s.attempt_id, s.channel_id, s.msg_id, s.registered, s.result FROM sms_submit s
                        WHERE s.submit_id = v.submit_id AND s.channel_id = c.id LIMIT 1) s ON true
     LEFT JOIN LATERAL (SELECT true AS held FROM sms_submit x
                        WHERE x.channel_id = c.id AND x.msg_id = v.msg_id LIMIT 1) h ON true
+), w AS (
+    -- one write per submit: a batch may carry two facts of one submit
+    SELECT m.submit_id, bool_or(m.set_msg_id) AS set_msg_id, min(m.msg_id) FILTER (WHERE m.set_msg_id) AS msg_id,
+           bool_or(m.set_result) AS set_result
+    FROM m WHERE m.set_msg_id OR m.set_result
+    GROUP BY m.submit_id
+    ORDER BY m.submit_id -- one lock order for every batch
 ), ids AS (
     UPDATE sms_submit s
-    SET msg_id = CASE WHEN m.set_msg_id AND s.msg_id IS NULL THEN m.msg_id ELSE s.msg_id END,
-        result = CASE WHEN m.awaits AND s.result IS NULL THEN 'ACCEPTED' ELSE s.result END
-    FROM m
-    WHERE s.submit_id = m.submit_id
-      AND ((m.set_msg_id AND s.msg_id IS NULL) OR (m.awaits AND s.result IS NULL))
+    SET msg_id = CASE WHEN l.set_msg_id AND s.msg_id IS NULL THEN l.msg_id ELSE s.msg_id END,
+        result = CASE WHEN l.set_result AND s.result IS NULL THEN 'ACCEPTED' ELSE s.result END
+    FROM (SELECT w.*, x.tid FROM w
+          CROSS JOIN LATERAL (SELECT ctid AS tid FROM sms_submit WHERE submit_id = w.submit_id LIMIT 1 FOR UPDATE) x) AS l
+    WHERE s.ctid = l.tid
     RETURNING 1
 ), rej AS (
     INSERT INTO sms_intake_reject (event_key, source, reason, received_at)
@@ -59,8 +69,10 @@ WITH v AS (
     ON CONFLICT (event_key) DO NOTHING
     RETURNING event_key, attempt_id
 )
-SELECT ins.attempt_id, NOT bool_and(m.awaits) FROM ins JOIN m ON m.event_key = ins.event_key
-GROUP BY ins.event_key, ins.attempt_id;
+SELECT ins.attempt_id, NOT bool_and(m.awaits), 0::bigint, 0::bigint FROM ins JOIN m ON m.event_key = ins.event_key
+GROUP BY ins.event_key, ins.attempt_id
+UNION ALL
+SELECT NULL, NULL, (SELECT count(*) FROM w), (SELECT count(*) FROM ids);
 
 -- name: ReportsRecord
 -- Records a batch's status reports: a report whose (channel, Msg_Id)
