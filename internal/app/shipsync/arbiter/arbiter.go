@@ -291,8 +291,9 @@ type loaded struct {
 	tomb string // the shore's tombstone revision, when its side is deleted
 	// reported: the node's version is what the node said it held when a
 	// command met it, not an event the shore received — its upload may
-	// still be on its way.
-	reported bool
+	// still be on its way, unless processed: the shore has received that
+	// version from the node already (applied, or found conflicting).
+	reported, processed bool
 }
 
 // dispute reads a case's rule, latest evidence and the shore's row now.
@@ -329,6 +330,13 @@ func (a *Arbiter) dispute(ctx context.Context, c kase) (*loaded, error) {
 			l.Node.Row = &pb.RowImage{}
 			if err := proto.Unmarshal(e.curRow, l.Node.Row); err != nil {
 				return nil, fmt.Errorf("arbiter: evidence row: %w", err)
+			}
+		}
+		if l.Node.Revision != "" {
+			err := a.cfg.Pool.QueryRow(ctx, stmts["NodeVersionProcessed"], c.rule, c.pkHash, l.Node.Node,
+				l.Node.Revision).Scan(&l.processed)
+			if err != nil {
+				return nil, fmt.Errorf("arbiter: whether the node's version reached the shore: %w", err)
 			}
 		}
 	} else {
@@ -416,15 +424,19 @@ func (a *Arbiter) decision(c kase, l *loaded, winner, by, policy, reason string)
 		switch {
 		case !l.Shore.Exists:
 			d.Revision = cmp.Or(l.tomb, uuid.NewSHA1(decisionNamespace, []byte(c.id+"/tombstone")).String())
-		case l.reported && (!l.Node.Exists || !strings.EqualFold(l.Node.Revision, l.Shore.Revision)):
-			// The node's version is one it reported: a change it made may
-			// still be on its way up, made over the shore's revision, and
-			// would apply cleanly after the node was told to drop it — the
-			// shore on the node's version, the node on the shore's. The
-			// shore's row is written again under a new revision (dispatch),
-			// so such a change meets a revision it was not made over and is
-			// recorded as a conflict; or, applied before that write, it
-			// makes the write fail and the case expire.
+		case l.reported && !l.processed && (!l.Node.Exists || !strings.EqualFold(l.Node.Revision, l.Shore.Revision)):
+			// The node's version is one it reported and the shore has not
+			// received: a change it made may still be on its way up, made
+			// over the shore's revision, and would apply cleanly after the
+			// node was told to drop it — the shore on the node's version,
+			// the node on the shore's. The shore's row is written again
+			// under a new revision (dispatch), so such a change meets a
+			// revision it was not made over and is recorded as a conflict;
+			// or, applied before that write, it makes the write fail and
+			// the case expire. A version the shore has received (applied,
+			// or found conflicting) has nothing on its way: the plain
+			// decision is safe, and spares the node's next edits a new
+			// revision to conflict with.
 			d.Revision = uuid.NewString()
 		}
 		return d

@@ -194,6 +194,18 @@ func (r *rig) requireReissued(t *testing.T, d *pb.ConflictDecision, was, name st
 	require.Equal(t, name, d.GetDecidedValue().Columns[1].GetStringValue())
 }
 
+// requireNotReissued checks a SHORE decision sent with the shore's row as
+// it is, revision rev (the node's reported version was received by the
+// shore already: nothing of it is on its way up), the row untouched.
+func (r *rig) requireNotReissued(t *testing.T, d *pb.ConflictDecision, rev, name string) {
+	t.Helper()
+	require.Equal(t, rev, d.DecidedRevision, "the shore's revision, no new one")
+	got, cur, origin, _, ok := r.shoreGet(t, 1)
+	require.True(t, ok)
+	require.Equal(t, []string{name, rev, "shore"}, []string{got, cur, origin}, "the shore's row untouched")
+	require.Equal(t, name, d.GetDecidedValue().Columns[1].GetStringValue())
+}
+
 func step(t *testing.T, a *arbiter.Arbiter) arbiter.StepResult {
 	t.Helper()
 	res, err := a.Step(t.Context())
@@ -560,7 +572,9 @@ func TestLateEvidenceOpensANewCase(t *testing.T) {
 	require.Len(t, cmds, 3)
 	d := cmds[2].GetDecision()
 	require.Equal(t, next, d.ConflictId)
-	r.requireReissued(t, d, "rev-s2", "shore's again")
+	// The node's version (rev-n1) reached the shore as the first case's
+	// conflicting change: nothing of it is on its way, no re-issue.
+	r.requireNotReissued(t, d, "rev-s2", "shore's again")
 }
 
 // TestStaleAnswerAfterLateEvidence: the node met an older change of the
@@ -643,8 +657,8 @@ func TestExpiredCaseReopens(t *testing.T) {
 	d := r.commands(t)[0].GetDecision()
 	require.Equal(t, next, d.ConflictId)
 	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
-	r.requireReissued(t, d, "rev-s2", "shore's again")
-	require.Equal(t, "shore's again", d.GetDecidedValue().Columns[1].GetStringValue())
+	// rev-n1 is the change the expired case recorded: received, no re-issue.
+	r.requireNotReissued(t, d, "rev-s2", "shore's again")
 }
 
 // TestShoreMovedBeforeTheSend: a SHORE decision whose row the shore
@@ -774,4 +788,30 @@ func TestReportedVersionUploadedBeforeTheWrite(t *testing.T) {
 		"SELECT count(*) FROM sync_conflict_case WHERE state NOT IN ('EXPIRED', 'ACKNOWLEDGED')").Scan(&open))
 	require.Zero(t, open, "the two sides agree: nothing reopened")
 	require.Equal(t, arbiter.StepResult{}, step(t, a))
+}
+
+// TestReportedVersionAppliedIsNotReissued: the node reported a version
+// (rev-n1) the shore has applied already — the record's head holds it
+// among its recent revisions (stored here in another letter case: revisions
+// compare without case) — and the shore has moved on to rev-s2. Nothing of
+// rev-n1 is on its way up, so the SHORE decision is sent with the shore's
+// row as it is: no new revision, no write.
+func TestReportedVersionAppliedIsNotReissued(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, shore.ConflictPolicy{Policy: shore.PolicyShoreWins})
+	r.shoreRow(t, 1, "shore's", t0, "rev-s2")
+	r.forward(t, "rev-0", "rev-s2", "shore's")
+	hash, _, err := shore.RecordKey(key(1))
+	require.NoError(t, err)
+	tag, err := r.pg.Pool().Exec(t.Context(), `UPDATE sync_record_head SET recent_revisions = array_prepend('REV-N1', recent_revisions)
+		WHERE rule_id = 'crew' AND pk_hash = $1`, hash)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected(), "the forward made the record's head")
+	r.ack(t, &pb.CommandAck{CommandId: r.commands(t)[0].CommandId, Result: pb.CommandResult_COMMAND_CONFLICT_REPORTED,
+		CurrentRevision: "rev-n1", CurrentValue: row(1, "node's", t0)})
+	a := r.arbiter(t, "arb-1", nil)
+	require.Equal(t, arbiter.StepResult{Answers: 1, Decided: 1, Dispatched: 1}, step(t, a))
+	d := r.commands(t)[1].GetDecision()
+	require.Equal(t, "rev-n1", d.ExpectedLocalRevision)
+	r.requireNotReissued(t, d, "rev-s2", "shore's")
 }

@@ -56,6 +56,21 @@ FROM sync_conflict_evidence WHERE conflict_id = $1
 ORDER BY evidence_id DESC
 LIMIT 1;
 
+-- name: NodeVersionProcessed
+-- Whether the shore has already received node $3's version $4 of record
+-- ($1, $2): the record held that revision (its head's current or recent
+-- revisions: the change was applied), or a case of the record holds it as
+-- evidence the shore found (the change arrived and conflicted). Either way
+-- no upload of that version is still on its way.
+SELECT EXISTS (SELECT 1 FROM sync_record_head h
+               WHERE h.rule_id = $1 AND h.pk_hash = $2
+                 AND (lower(h.current_revision) = lower($4)
+                      OR lower($4) = ANY (ARRAY(SELECT lower(r) FROM unnest(h.recent_revisions) AS r))))
+    OR EXISTS (SELECT 1 FROM sync_conflict_case c
+               JOIN sync_conflict_evidence e ON e.conflict_id = c.conflict_id
+               WHERE c.rule_id = $1 AND c.pk_hash = $2 AND e.found_in <> 'node'
+                 AND e.origin_node_id = $3 AND lower(e.incoming_result_revision) = lower($4));
+
 -- name: EvidenceList
 SELECT origin_node_id, event_id::text, operation, incoming_base_revision, incoming_result_revision, current_revision,
     current_origin_node_id, current_event_id, current_tombstone, current_row, found_in, recorded_at
