@@ -64,6 +64,29 @@ func (p *StalePlan) Touched(t testing.TB, ctx context.Context, args ...any) (int
 	// the simple protocol writes them into the text as literals.
 	simple := append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	require.NoError(t, tx.QueryRow(ctx, q, simple...).Scan(&out))
+	return readPlan(t, out)
+}
+
+// TouchedOnce is Touched for query planned at this execution, as an unnamed
+// statement (what pgx's QueryExecModeExec sends): a custom plan, made on
+// the table's size now and whatever statistics it has, run once with args
+// on pool in a rolled-back transaction.
+func TouchedOnce(t testing.TB, ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, query string, args ...any) (int64, string) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var out []byte
+	exec := append([]any{pgx.QueryExecModeExec}, args...)
+	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, exec...).Scan(&out))
+	return readPlan(t, out)
+}
+
+// readPlan reads EXPLAIN's JSON: the rows its nodes read and its shape.
+func readPlan(t testing.TB, out []byte) (int64, string) {
+	t.Helper()
 	var plans []struct {
 		Plan map[string]any `json:"Plan"`
 	}

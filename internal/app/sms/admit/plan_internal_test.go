@@ -78,3 +78,49 @@ func TestCountersPlansDoNotScanTheCounters(t *testing.T) {
 	db.RequireNoScanOf(t, ctx, "sms_limit_counter", read, ks)
 	db.RequireNoScanOf(t, ctx, "sms_limit_counter", add, ks, ds, mx, us, now)
 }
+
+// TestGetPlansFollowTheTables: GET /v1/messages/{id} reads one message and
+// its attempts with their submits by key with 20,000 others in the tables,
+// on statistics taken when the tables held one message. The API runs both
+// statements planned at each execution (getExec): a generic plan cached
+// while the tables were that small scans them (20,001 rows for the
+// message), and PostgreSQL would keep it on that connection until an
+// ANALYZE, while a plan made at the execution sees the tables' size now.
+func TestGetPlansFollowTheTables(t *testing.T) {
+	db := smstest.NewPlanDB(t)
+	ctx := t.Context()
+	var channel int64
+	require.NoError(t, db.Raw.QueryRow(ctx, `SELECT min(id) FROM sms_channel`).Scan(&channel))
+	// messages from..to, each with one attempt (id = message id) and two
+	// submits.
+	grow := func(from, to int) {
+		db.Messages(t, ctx, from, to, "admitted")
+		_, err := db.Raw.Exec(ctx, `INSERT INTO sms_attempt (id, message_id, recipient, attempt_no, channel_id, receipt_mode,
+				segments, state, created_at)
+			SELECT g, g, 0, 1, $3, 'per_segment', 2, 'queued', now() FROM generate_series($1::int, $2::int) g`, from, to, channel)
+		require.NoError(t, err)
+		_, err = db.Raw.Exec(ctx, `INSERT INTO sms_submit (submit_id, attempt_id, channel_id, pk_number, registered)
+			SELECT g * 256 + k, g, $3, k, true FROM generate_series($1::int, $2::int) g, generate_series(1, 2) k`, from, to, channel)
+		require.NoError(t, err)
+	}
+	grow(1, 1)
+	_, err := db.Raw.Exec(ctx, `ANALYZE sms_message; ANALYZE sms_attempt; ANALYZE sms_submit`)
+	require.NoError(t, err)
+	grow(2, 20_001)
+	for _, c := range []struct {
+		name string
+		args []any
+	}{{"MessageGet", []any{10_000, db.App}}, {"MessageAttempts", []any{10_000}}} {
+		read, shape := testdb.TouchedOnce(t, ctx, db.Raw, stmts[c.name], c.args...)
+		t.Logf("%s: read %d rows", c.name, read)
+		require.Less(t, read, int64(2_000), "%s scans:\n%s", c.name, shape)
+	}
+	rows, err := db.Raw.Query(ctx, stmts["MessageAttempts"], getExec, 10_000)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 2, n, "the message's two submits")
+}

@@ -3,11 +3,16 @@
 -- sqlfile.MustParse (store.go). Every time is a parameter; money is bigint li.
 
 -- name: MessageGet
--- One message of one app: another app's id is not found.
+-- One message of one app: another app's id is not found. The row is found
+-- by its primary key alone (the subquery's LIMIT keeps the app's check out
+-- of it): with both in one WHERE, statistics taken while the app had one
+-- message made the planner walk the app's (app_id, client_msg_id) index —
+-- every message of the app — instead (TestGetPlansFollowTheTables).
 SELECT id, client_msg_id, numbers, coalesce(carriers, '{}'), coalesce(segments, 0), coalesce(unit_li, '{}'),
        coalesce(amount_li, 0), state, coalesce(reason, ''), coalesce(detail, ''), accepted_at, decided_at,
        coalesce(outcomes, '{}'), completed_at
-FROM sms_message WHERE id = $1 AND app_id = $2;
+FROM (SELECT * FROM sms_message WHERE id = $1 LIMIT 1) AS m
+WHERE m.app_id = $2;
 
 -- name: MessageAttempts
 -- The attempts of one message with their segments, for GET (the caller
