@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
@@ -65,6 +66,27 @@ func (p *StalePlan) Touched(t testing.TB, ctx context.Context, args ...any) (int
 	simple := append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	require.NoError(t, tx.QueryRow(ctx, q, simple...).Scan(&out))
 	return readPlan(t, out)
+}
+
+// RequireNoScan runs the statement with args twice — on its plan as cached,
+// then after ANALYZE of tables on db — and fails the test when either run
+// read 2,000 rows or more: a plan that reaches its rows by key reads about
+// as many as it returns, one that scans reads the table.
+func (p *StalePlan) RequireNoScan(t testing.TB, ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, tables []string, args ...any) {
+	t.Helper()
+	for _, when := range []string{"stale", "analyzed"} {
+		if when == "analyzed" {
+			for _, table := range tables {
+				_, err := db.Exec(ctx, "ANALYZE "+table)
+				require.NoError(t, err)
+			}
+		}
+		read, shape := p.Touched(t, ctx, args...)
+		t.Logf("%s plan: read %d rows", when, read)
+		require.Less(t, read, int64(2_000), "%s plan scans the table:\n%s", when, shape)
+	}
 }
 
 // TouchedOnce is Touched for query planned at this execution, as an unnamed

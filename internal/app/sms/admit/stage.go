@@ -529,9 +529,9 @@ func firstFull(limits []limitDelta, counts map[string]*counter) (limitDelta, boo
 
 // ErrCountersRaced: a limit counter this batch read had, at the write, too
 // little room left for the batch's messages — another batch counted against
-// it meanwhile. The batch is rolled back and decided again (its class is
-// INFRA, as for any store error) and decided again at once, from the counts
-// that batch committed.
+// it meanwhile. The batch is rolled back (its class is INFRA, as for any
+// store error) and decided again at once, from the counts that batch
+// committed.
 var ErrCountersRaced = errors.New("a limit counter changed under the batch")
 
 // writeCounters adds what the batch counted to each counter it changed, in
